@@ -1,0 +1,2 @@
+//! Tool search demo (being written).
+fn main() {}

@@ -1,0 +1,1 @@
+//! kanban (being written).

@@ -1,0 +1,3 @@
+//! The `troupe` binary.
+
+fn main() {}

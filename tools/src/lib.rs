@@ -1,0 +1,37 @@
+//! troupe-tools: what troupe can call.
+//!
+//! Every tool is a [`ToolDef`] in a [`Registry`]. Nobody calls through the registry: sessions,
+//! subagents and kanban workers each hold a [`ToolsetView`], an immutable scoped window that is
+//! the only way to see, search, describe and call tools. Tools outside a view do not exist for
+//! its holder.
+//!
+//! When MCP or plugin tools are attached, the model sees three bridge tools instead of every
+//! schema: `tool_search` (BM25 over the deferred tools), `tool_describe` and `tool_call`. They
+//! are plain functions over a view in [`bridge`]; the index behind them lives in [`search`] and
+//! is built once per catalog version.
+//!
+//! # Layout
+//! - [`tool`]: `ToolDef`, `ToolHandler`, `ToolResult`.
+//! - [`registry`] and [`view`]: the registry, its toolsets, and scoped views.
+//! - [`config`]: the `tools.tool_search` settings.
+//! - [`deferral`]: which tools hide behind the bridge.
+//! - [`search`]: tokenizer, BM25 catalog, listing and tool-list assembly.
+//! - [`bridge`]: `tool_search`, `tool_describe`, `tool_call`.
+//! - [`catalog_file`]: catalogs of tool definitions read from JSON.
+
+pub mod bridge;
+pub mod catalog_file;
+pub mod config;
+pub mod deferral;
+mod error;
+pub mod lenient;
+pub mod registry;
+pub mod search;
+pub mod tool;
+pub mod view;
+
+pub use config::{DeferSet, Switch, ToolSearchConfig};
+pub use error::ToolsError;
+pub use registry::Registry;
+pub use tool::{CallContext, Content, ToolDef, ToolHandler, ToolHints, ToolKind, ToolResult};
+pub use view::{ToolsetView, ViewSpec};

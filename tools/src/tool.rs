@@ -1,0 +1,284 @@
+//! What a tool is: its definition ([`ToolDef`]), how it runs ([`ToolHandler`]) and what it gives
+//! back ([`ToolResult`]). Everything else in troupe refers to tools through these types.
+
+use std::fmt;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+/// Where a tool comes from. It decides, with the toolset, whether a tool may be deferred behind
+/// the tool-search bridge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ToolKind {
+    /// Built into troupe and always offered directly (terminal, read_file, ...).
+    Core,
+    /// Served by an MCP server; its toolset is `mcp-<server>`.
+    Mcp,
+    /// Provided by a plugin; its toolset is the plugin's name.
+    Plugin,
+    /// A hosted connector tool (`connectors__<connector>__<tool>`).
+    Connector,
+}
+
+/// What the planner and the approval rules may assume about a tool. MCP servers fill these from
+/// their tool annotations; built-in tools declare them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolHints {
+    /// The tool only reads: it may run beside other readers.
+    pub read_only: bool,
+    /// The tool may destroy data: it needs approval unless the operator says otherwise.
+    pub destructive: bool,
+    /// Calling it twice with the same arguments has the same effect as once.
+    pub idempotent: bool,
+    /// Known to be safe to run in parallel with any other parallel-safe call.
+    pub parallel_safe: bool,
+    /// It talks to a human (clarify and friends): always a barrier in a batch.
+    pub interactive: bool,
+    /// Argument names that hold file paths the tool reads or writes, for path-scoped planning.
+    pub path_args: Vec<String>,
+}
+
+/// One tool as the registry knows it.
+///
+/// `description` and `parameters` stay `None` when the definition had no such key, because the
+/// size estimate of the deferred catalog counts the definition's JSON as written.
+#[derive(Clone)]
+pub struct ToolDef {
+    /// The name the model calls it by.
+    pub name: String,
+    /// The description the model reads, if any.
+    pub description: Option<String>,
+    /// The JSON Schema of its arguments, if any.
+    pub parameters: Option<Value>,
+    /// The toolset it belongs to (`mcp-github`, `core`, a plugin name), or none when unregistered.
+    pub toolset: Option<String>,
+    /// Where it comes from.
+    pub kind: ToolKind,
+    /// The plugin that owns an unregistered tool, shown as its source.
+    pub source_name: Option<String>,
+    /// Planner and approval hints.
+    pub hints: ToolHints,
+    /// How to run it; `None` for catalog-only definitions (search, describe and dry runs).
+    pub handler: Option<Arc<dyn ToolHandler>>,
+}
+
+impl fmt::Debug for ToolDef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolDef")
+            .field("name", &self.name)
+            .field("toolset", &self.toolset)
+            .field("kind", &self.kind)
+            .field("hints", &self.hints)
+            .field("callable", &self.handler.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+static EMPTY_OBJECT: std::sync::LazyLock<Value> =
+    std::sync::LazyLock::new(|| Value::Object(Map::new()));
+
+impl ToolDef {
+    /// A definition with a name, a description and a parameter schema; kind and toolset follow
+    /// from the builder methods.
+    pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> Self {
+        ToolDef {
+            name: name.into(),
+            description: Some(description.into()),
+            parameters: Some(parameters),
+            toolset: None,
+            kind: ToolKind::Plugin,
+            source_name: None,
+            hints: ToolHints::default(),
+            handler: None,
+        }
+    }
+
+    /// Puts the tool in a toolset; `core` makes it a core tool and `mcp-*` an MCP tool.
+    pub fn with_toolset(mut self, toolset: impl Into<String>) -> Self {
+        let toolset = toolset.into();
+        self.kind = kind_of_toolset(&toolset);
+        self.toolset = Some(toolset);
+        self
+    }
+
+    /// Overrides the kind.
+    pub fn with_kind(mut self, kind: ToolKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// Sets the planner and approval hints.
+    pub fn with_hints(mut self, hints: ToolHints) -> Self {
+        self.hints = hints;
+        self
+    }
+
+    /// Attaches the code that runs the tool.
+    pub fn with_handler(mut self, handler: Arc<dyn ToolHandler>) -> Self {
+        self.handler = Some(handler);
+        self
+    }
+
+    /// The description, or `""` when the definition has none.
+    pub fn description(&self) -> &str {
+        self.description.as_deref().unwrap_or("")
+    }
+
+    /// The parameter schema, or `{}` when the definition has none.
+    pub fn parameters(&self) -> &Value {
+        self.parameters.as_ref().unwrap_or(&EMPTY_OBJECT)
+    }
+
+    /// The OpenAI-style function definition the model sees, with only the keys the definition has.
+    pub fn to_openai(&self) -> Value {
+        let mut function = Map::new();
+        function.insert("name".into(), Value::String(self.name.clone()));
+        if let Some(description) = &self.description {
+            function.insert("description".into(), Value::String(description.clone()));
+        }
+        if let Some(parameters) = &self.parameters {
+            function.insert("parameters".into(), parameters.clone());
+        }
+        let mut def = Map::new();
+        def.insert("type".into(), Value::String("function".into()));
+        def.insert("function".into(), Value::Object(function));
+        Value::Object(def)
+    }
+}
+
+/// The kind a toolset name implies.
+pub fn kind_of_toolset(toolset: &str) -> ToolKind {
+    if toolset == "core" {
+        ToolKind::Core
+    } else if toolset.starts_with("mcp-") {
+        ToolKind::Mcp
+    } else if toolset == "connectors" {
+        ToolKind::Connector
+    } else {
+        ToolKind::Plugin
+    }
+}
+
+/// One part of a tool's output.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    /// Plain text.
+    Text(String),
+    /// An image, base64-encoded.
+    Image {
+        /// Base64 data.
+        data: String,
+        /// Its MIME type.
+        mime_type: String,
+    },
+    /// A resource the tool refers to or embeds.
+    Resource {
+        /// The resource's URI.
+        uri: String,
+        /// Its text, when it is text.
+        text: Option<String>,
+        /// Its MIME type, when known.
+        mime_type: Option<String>,
+    },
+}
+
+/// What a tool run gave back. `is_error` results are shown to the model as errors.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolResult {
+    /// The output parts, in order.
+    pub content: Vec<Content>,
+    /// Machine-readable output, when the tool has any.
+    pub structured: Option<Value>,
+    /// The tool failed; the content says why.
+    pub is_error: bool,
+}
+
+impl ToolResult {
+    /// A successful text result.
+    pub fn text(text: impl Into<String>) -> Self {
+        ToolResult {
+            content: vec![Content::Text(text.into())],
+            structured: None,
+            is_error: false,
+        }
+    }
+
+    /// A successful JSON result; the model sees it serialised.
+    pub fn json(value: Value) -> Self {
+        ToolResult {
+            content: vec![Content::Text(value.to_string())],
+            structured: Some(value),
+            is_error: false,
+        }
+    }
+
+    /// A failed result whose text says what went wrong and what to do instead.
+    pub fn error(message: impl Into<String>) -> Self {
+        ToolResult {
+            content: vec![Content::Text(message.into())],
+            structured: None,
+            is_error: true,
+        }
+    }
+
+    /// A failed result shaped `{"error": ...}` with extra fields, as the bridge tools answer.
+    pub fn error_json(value: Value) -> Self {
+        ToolResult {
+            content: vec![Content::Text(value.to_string())],
+            structured: Some(value),
+            is_error: true,
+        }
+    }
+
+    /// The text the model reads: text parts joined by newlines; images and resources as short
+    /// placeholders naming what they are.
+    pub fn to_model_text(&self) -> String {
+        let mut out = String::new();
+        for part in &self.content {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            match part {
+                Content::Text(text) => out.push_str(text),
+                Content::Image { mime_type, data } => {
+                    out.push_str(&format!("[image {mime_type}, {} base64 bytes]", data.len()))
+                }
+                Content::Resource { uri, text, .. } => match text {
+                    Some(text) => out.push_str(text),
+                    None => out.push_str(&format!("[resource {uri}]")),
+                },
+            }
+        }
+        out
+    }
+}
+
+/// Everything a handler knows about the call it is running.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    /// The session the call belongs to.
+    pub session_id: String,
+    /// The call entry's id (unique across parallel branches).
+    pub call_id: String,
+    /// Fires when the call is stopped or timed out; handlers stop their work and return.
+    pub cancel: CancellationToken,
+}
+
+impl CallContext {
+    /// A context for a call outside any session (CLI, tests).
+    pub fn detached(call_id: impl Into<String>) -> Self {
+        CallContext {
+            session_id: String::new(),
+            call_id: call_id.into(),
+            cancel: CancellationToken::new(),
+        }
+    }
+}
+
+/// The code behind a tool. Handlers run on the tokio pool, never on an actor's thread.
+pub trait ToolHandler: Send + Sync + 'static {
+    /// Runs the tool with arguments that already passed the schema.
+    fn call(&self, arguments: Map<String, Value>, ctx: CallContext) -> BoxFuture<'static, ToolResult>;
+}
