@@ -33,5 +33,5 @@ pub mod view;
 pub use config::{DeferSet, Switch, ToolSearchConfig};
 pub use error::ToolsError;
 pub use registry::Registry;
-pub use tool::{CallContext, Content, ToolDef, ToolHandler, ToolHints, ToolKind, ToolResult};
+pub use tool::{CallContext, Content, Dispatch, ToolDef, ToolHandler, ToolHints, ToolKind, ToolResult};
 pub use view::{ToolsetView, ViewSpec};

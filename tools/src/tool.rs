@@ -255,8 +255,10 @@ impl ToolResult {
     }
 }
 
-/// Everything a handler knows about the call it is running.
-#[derive(Debug, Clone)]
+/// Everything a handler knows about the call it is running. Build it with [`CallContext::new`]
+/// and the `with_*` methods: fields may be added, and struct literals would then break.
+#[derive(Clone)]
+#[non_exhaustive]
 pub struct CallContext {
     /// The session the call belongs to.
     pub session_id: String,
@@ -264,17 +266,50 @@ pub struct CallContext {
     pub call_id: String,
     /// Fires when the call is stopped or timed out; handlers stop their work and return.
     pub cancel: CancellationToken,
+    /// How a tool that calls other tools (execute_code) dispatches them: through the same view,
+    /// hooks and approvals as the session's own calls. `None` outside a session.
+    pub dispatch: Option<Arc<dyn Dispatch>>,
+}
+
+impl fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallContext")
+            .field("session_id", &self.session_id)
+            .field("call_id", &self.call_id)
+            .field("cancelled", &self.cancel.is_cancelled())
+            .field("dispatch", &self.dispatch.is_some())
+            .finish()
+    }
 }
 
 impl CallContext {
-    /// A context for a call outside any session (CLI, tests).
-    pub fn detached(call_id: impl Into<String>) -> Self {
+    /// A context for one call of one session.
+    pub fn new(session_id: impl Into<String>, call_id: impl Into<String>, cancel: CancellationToken) -> Self {
         CallContext {
-            session_id: String::new(),
+            session_id: session_id.into(),
             call_id: call_id.into(),
-            cancel: CancellationToken::new(),
+            cancel,
+            dispatch: None,
         }
     }
+
+    /// A context for a call outside any session (CLI, tests).
+    pub fn detached(call_id: impl Into<String>) -> Self {
+        CallContext::new("", call_id, CancellationToken::new())
+    }
+
+    /// Lets the handler call other tools through `dispatch`.
+    pub fn with_dispatch(mut self, dispatch: Arc<dyn Dispatch>) -> Self {
+        self.dispatch = Some(dispatch);
+        self
+    }
+}
+
+/// Runs a tool call on behalf of another tool (execute_code's stubs), through the same path as
+/// a model's own calls: same view, hooks and approvals. Implemented by the actor runtime.
+pub trait Dispatch: Send + Sync + 'static {
+    /// Runs `tool` with `arguments`; `ctx` is the nested call's context.
+    fn dispatch(&self, tool: String, arguments: Map<String, Value>, ctx: CallContext) -> BoxFuture<'static, ToolResult>;
 }
 
 /// The code behind a tool. Handlers run on the tokio pool, never on an actor's thread.
