@@ -1,0 +1,197 @@
+//! `troupe demo`: tool search at work on a big catalog, for a person to watch. It assembles the
+//! tool list a model would see, runs a few searches, describes the best hit and dry-runs a call
+//! to it, with the time each step took.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+use serde_json::{Value, json};
+use troupe_tools::bridge::{resolve, tool_describe, tool_search};
+use troupe_tools::search::assemble::assemble;
+use troupe_tools::{Registry, ToolSearchConfig};
+
+use crate::catalog::{bundled_catalog, load_catalog_file};
+
+/// Arguments of `troupe demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Use this catalog instead of the bundled one.
+    #[arg(long, value_name = "FILE")]
+    catalog: Option<PathBuf>,
+    /// The model's context window in tokens.
+    #[arg(long, default_value_t = 200_000)]
+    context_length: i64,
+    /// Queries to search for (repeat the flag); a default set when absent.
+    #[arg(long = "query", value_name = "TEXT")]
+    queries: Vec<String>,
+}
+
+const DEFAULT_QUERIES: &[&str] = &[
+    "dns records create",
+    "purge cache zone",
+    "github create issue",
+    "list workers scripts",
+    "sentry resolve issue",
+];
+
+/// Runs the demo; returns the exit code.
+pub async fn run(args: DemoArgs) -> i32 {
+    let (registry, source) = match &args.catalog {
+        Some(path) => (load_catalog_file(path), path.display().to_string()),
+        None => (bundled_catalog(), "the bundled catalog".to_string()),
+    };
+    let registry = match registry {
+        Ok(registry) => registry,
+        Err(e) => {
+            eprintln!("troupe demo: {e}");
+            return 2;
+        }
+    };
+    walk_through(&registry, &source, &args);
+    0
+}
+
+fn walk_through(registry: &std::sync::Arc<Registry>, source: &str, args: &DemoArgs) {
+    let config = ToolSearchConfig::default();
+    let view = registry.view_all();
+    let servers = registry.toolsets();
+    println!(
+        "troupe tool search: {} tools from {source}, on {} servers ({})",
+        view.len(),
+        servers.len(),
+        servers.iter().cloned().collect::<Vec<_>>().join(", ")
+    );
+
+    let started = Instant::now();
+    let catalog = view.catalog(&config.defer);
+    println!(
+        "index: {} deferred tools indexed in {:.2} ms (once per catalog version; every later call reuses it)",
+        catalog.len(),
+        ms(started)
+    );
+
+    let started = Instant::now();
+    let assembly = assemble(&view, Some(args.context_length), &config);
+    let took = ms(started);
+    let visible: Vec<String> = assembly
+        .tools
+        .iter()
+        .filter_map(|d| d.pointer("/function/name").and_then(Value::as_str).map(String::from))
+        .collect();
+    println!(
+        "assembly at a {}-token context ({took:.2} ms): tier {}, listing form '{}'; {} deferred tools \
+         worth ~{} tokens of schemas become {} tools the model sees ({}) and a listing within a {}-token budget",
+        args.context_length,
+        assembly.tier,
+        assembly.listing_form.as_str(),
+        assembly.deferred_count,
+        assembly.deferred_tokens,
+        visible.len(),
+        visible.join(", "),
+        assembly.listing_budget,
+    );
+    if let Some(listing) = &assembly.listing {
+        println!("listing, first lines:");
+        for line in listing.lines().take(6) {
+            println!("  | {}", clip(line, 110));
+        }
+    }
+
+    let queries: Vec<String> = if args.queries.is_empty() {
+        DEFAULT_QUERIES.iter().map(|q| q.to_string()).collect()
+    } else {
+        args.queries.clone()
+    };
+    let mut best: Option<String> = None;
+    println!();
+    for query in &queries {
+        let call = json!({"queries": [query], "limit": 3});
+        let started = Instant::now();
+        let answer = tool_search(&view, &config, &call);
+        let took = us(started);
+        let matches: Vec<String> = answer
+            .pointer("/results/0/matches")
+            .and_then(Value::as_array)
+            .map(|m| m.iter().filter_map(Value::as_str).map(String::from).collect())
+            .unwrap_or_default();
+        if best.is_none() {
+            best = matches.first().cloned();
+        }
+        println!(
+            "tool_search {query:?} ({took:.0} µs): {}",
+            if matches.is_empty() { "no match".to_string() } else { matches.join(", ") }
+        );
+    }
+
+    let Some(name) = best else {
+        return;
+    };
+    println!();
+    let started = Instant::now();
+    let described = tool_describe(&view, &config, &json!({"names": [name]}));
+    let took = us(started);
+    let parameters = described
+        .pointer(&format!("/tools/{name}/parameters"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    println!("tool_describe {name} ({took:.0} µs): parameters {}", clip(&parameters.to_string(), 300));
+
+    // A model often sends numbers as strings and a single value where a list is expected; the
+    // bridge repairs what the schema makes unambiguous and checks the rest.
+    let arguments = sample_arguments(&parameters);
+    let call = json!({"calls": [{"name": name, "arguments": arguments}]});
+    let started = Instant::now();
+    let outcome = resolve(&view, &config, &call);
+    let took = us(started);
+    match outcome {
+        Ok(resolved) => println!(
+            "tool_call dry run ({took:.0} µs): would run {} with {}",
+            resolved.name,
+            Value::Object(resolved.arguments)
+        ),
+        Err(error) => println!("tool_call dry run ({took:.0} µs): refused: {error}"),
+    }
+}
+
+/// Arguments for a demo call: every required string gets a placeholder, integers arrive as
+/// strings (to show coercion).
+fn sample_arguments(parameters: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    let required: Vec<&str> = parameters
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if let Some(Value::Object(props)) = parameters.get("properties") {
+        for (key, schema) in props {
+            let ty = schema.get("type").and_then(Value::as_str).unwrap_or("");
+            match ty {
+                "integer" => {
+                    out.insert(key.clone(), Value::String("3".into()));
+                }
+                "string" if required.contains(&key.as_str()) => {
+                    out.insert(key.clone(), Value::String(format!("example-{key}")));
+                }
+                _ => {}
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+fn ms(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64() * 1e3
+}
+
+fn us(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64() * 1e6
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        format!("{}…", text.chars().take(max).collect::<String>())
+    }
+}

@@ -1,0 +1,186 @@
+//! `troupe tools search|describe|call|assemble`: the bridge tools driven from the command line,
+//! exactly as a model would call them. Other programs drive troupe through this contract:
+//! one JSON object on stdout; exit 0 even when that object is an error (it is what the model
+//! would see); exit 2 with a message on stderr when the catalog or config file is unusable.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+use troupe_tools::bridge::{resolve, tool_describe, tool_error, tool_search};
+use troupe_tools::search::assemble::assemble;
+use troupe_tools::{CallContext, Registry, ToolSearchConfig, ToolsetView};
+
+use crate::catalog::load_catalog_file;
+use crate::config::Config;
+
+/// Exit code when the catalog or config cannot be used.
+const EXIT_BAD_INPUT_FILE: i32 = 2;
+
+/// The `troupe tools` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ToolsCommand {
+    /// Print what `tool_search` answers to ARGS.
+    Search(BridgeArgs),
+    /// Print what `tool_describe` answers to ARGS.
+    Describe(BridgeArgs),
+    /// Resolve a `tool_call` (with --dry-run: print the tool and its checked arguments).
+    Call(CallArgs),
+    /// Print the tool list a model would see at a given context length.
+    Assemble(AssembleArgs),
+}
+
+/// Where the tools come from.
+#[derive(Debug, Args)]
+pub struct Source {
+    /// A JSON array of tool definitions (OpenAI style, with `toolset` and `source_name`).
+    #[arg(long, value_name = "FILE")]
+    pub catalog: Option<PathBuf>,
+    /// troupe's config (YAML or JSON); its `tools.tool_search` settings apply.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// Arguments of `search` and `describe`.
+#[derive(Debug, Args)]
+pub struct BridgeArgs {
+    #[command(flatten)]
+    source: Source,
+    /// The arguments the model would send, as JSON.
+    #[arg(long, value_name = "JSON")]
+    args: String,
+}
+
+/// Arguments of `call`.
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    #[command(flatten)]
+    source: Source,
+    /// The arguments the model would send, as JSON: {"calls": [{"name", "arguments"}]}.
+    #[arg(long, value_name = "JSON")]
+    args: String,
+    /// Only resolve and check the call; do not run the tool.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// Arguments of `assemble`.
+#[derive(Debug, Args)]
+pub struct AssembleArgs {
+    #[command(flatten)]
+    source: Source,
+    /// The model's context window in tokens (0 or less: unknown).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    context_length: i64,
+}
+
+/// The tools and settings a command works on.
+struct Loaded {
+    view: ToolsetView,
+    config: ToolSearchConfig,
+}
+
+/// Runs one `troupe tools` command; returns the exit code.
+pub async fn run(command: ToolsCommand) -> i32 {
+    let source = match &command {
+        ToolsCommand::Search(a) | ToolsCommand::Describe(a) => &a.source,
+        ToolsCommand::Call(a) => &a.source,
+        ToolsCommand::Assemble(a) => &a.source,
+    };
+    let loaded = match load(source) {
+        Ok(loaded) => loaded,
+        Err(message) => {
+            eprintln!("troupe tools: {message}");
+            return EXIT_BAD_INPUT_FILE;
+        }
+    };
+    let output = match command {
+        ToolsCommand::Search(a) => with_model_args(&a.args, |args| tool_search(&loaded.view, &loaded.config, args)),
+        ToolsCommand::Describe(a) => with_model_args(&a.args, |args| tool_describe(&loaded.view, &loaded.config, args)),
+        ToolsCommand::Call(a) => call(&loaded, &a.args, a.dry_run).await,
+        ToolsCommand::Assemble(a) => assembly_json(&loaded, a.context_length),
+    };
+    println!("{output}");
+    0
+}
+
+fn load(source: &Source) -> Result<Loaded, String> {
+    let config = match &source.config {
+        Some(path) => Config::load(path).map_err(|e| e.to_string())?,
+        None => Config::default(),
+    };
+    let registry: Arc<Registry> = match &source.catalog {
+        Some(path) => load_catalog_file(path).map_err(|e| e.to_string())?,
+        None => {
+            return Err(
+                "give the tools to work on with --catalog FILE (a JSON array of tool definitions)".into(),
+            );
+        }
+    };
+    Ok(Loaded {
+        view: registry.view_all(),
+        config: config.tool_search,
+    })
+}
+
+/// Parses the model's arguments; text that is not JSON gets the error a model would get.
+fn with_model_args(text: &str, f: impl FnOnce(&Value) -> Value) -> Value {
+    match serde_json::from_str::<Value>(text) {
+        Ok(args) => f(&args),
+        Err(e) => tool_error(format!(
+            "the arguments are not valid JSON ({e}); send a JSON object such as {{\"queries\": [\"github create issue\"]}}"
+        )),
+    }
+}
+
+async fn call(loaded: &Loaded, text: &str, dry_run: bool) -> Value {
+    let args = match serde_json::from_str::<Value>(text) {
+        Ok(args) => args,
+        Err(e) => {
+            return tool_error(format!(
+                "the arguments are not valid JSON ({e}); send {{\"calls\": [{{\"name\": \"<tool>\", \"arguments\": {{...}}}}]}}"
+            ));
+        }
+    };
+    let resolved = match resolve(&loaded.view, &loaded.config, &args) {
+        Ok(resolved) => resolved,
+        Err(error) => return error,
+    };
+    if dry_run {
+        return json!({"name": resolved.name, "arguments": Value::Object(resolved.arguments)});
+    }
+    let result = loaded
+        .view
+        .call(&resolved.name, resolved.arguments, CallContext::detached("cli"))
+        .await;
+    let text = result.to_model_text();
+    let output = result
+        .structured
+        .clone()
+        .unwrap_or_else(|| serde_json::from_str(&text).unwrap_or(Value::String(text)));
+    if result.is_error {
+        json!({"name": resolved.name, "error": output})
+    } else {
+        json!({"name": resolved.name, "result": output})
+    }
+}
+
+fn assembly_json(loaded: &Loaded, context_length: i64) -> Value {
+    let assembly = assemble(&loaded.view, Some(context_length), &loaded.config);
+    let names: Vec<Value> = assembly
+        .tools
+        .iter()
+        .filter_map(|def| def.pointer("/function/name").cloned())
+        .collect();
+    json!({
+        "activated": assembly.activated,
+        "tier": assembly.tier,
+        "listing_form": assembly.listing_form.as_str(),
+        "deferred_count": assembly.deferred_count,
+        "deferred_tokens": assembly.deferred_tokens,
+        "listing_budget": assembly.listing_budget,
+        "tools": names,
+        "listing": assembly.listing,
+    })
+}
