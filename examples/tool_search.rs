@@ -45,18 +45,35 @@ fn main() -> anyhow::Result<()> {
     let config = ToolSearchConfig::default();
 
     let assembly = assemble(&view, Some(128_000), &config);
-    println!("tier {} ({}), listing:\n{}\n", assembly.tier, assembly.listing_form.as_str(), assembly.listing.unwrap_or_default());
+    println!(
+        "tier {} ({}), listing:\n{}\n",
+        assembly.tier,
+        assembly.listing_form.as_str(),
+        assembly.listing.unwrap_or_default()
+    );
 
-    let found = tool_search(&view, &config, &json!({"queries": ["github create issue", "slack send message"]}));
+    let found = tool_search(
+        &view,
+        &config,
+        &json!({"queries": ["github create issue", "slack send message"]}),
+    );
     println!("tool_search: {found:#}\n");
 
-    let described = tool_describe(&view, &config, &json!({"names": ["mcp_github_create_issue"]}));
+    let described = tool_describe(
+        &view,
+        &config,
+        &json!({"names": ["mcp_github_create_issue"]}),
+    );
     println!("tool_describe: {described:#}\n");
 
     // `labels` arrives as a bare string; the schema says array, so the bridge repairs it.
     let call = json!({"calls": [{"name": "mcp_github_create_issue", "arguments": {"repo": "acme/app", "title": "Crash on start", "labels": "bug"}}]});
     match resolve(&view, &config, &call) {
-        Ok(resolved) => println!("tool_call resolves to {} with {}", resolved.name, serde_json::Value::Object(resolved.arguments)),
+        Ok(resolved) => println!(
+            "tool_call resolves to {} with {}",
+            resolved.name,
+            serde_json::Value::Object(resolved.arguments)
+        ),
         Err(error) => println!("tool_call refused: {error}"),
     }
     Ok(())

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of troupe on a fresh machine: installs what the tests need (MCP servers from
-# npm and PyPI), checks formatting and lints, then runs the whole workspace's tests.
+# npm and PyPI, PostgreSQL from Debian), starts a throwaway PostgreSQL, checks formatting and
+# lints, then runs the whole workspace's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +15,13 @@ if [ -x scripts/install-test-deps.sh ] || [ -f scripts/install-test-deps.sh ]; t
 fi
 # Tests that need the installed servers fail (rather than skip) when they are missing.
 export TROUPE_REQUIRE_MCP_SERVERS=1
+
+# A throwaway PostgreSQL on 127.0.0.1 for the kanban store tests, removed however we exit.
+bash scripts/stop-test-postgres.sh >/dev/null 2>&1 || true   # a cluster left by an interrupted run
+bash scripts/start-test-postgres.sh
+trap 'bash scripts/stop-test-postgres.sh' EXIT
+set -a; . target/test-postgres.env; set +a
+export TROUPE_REQUIRE_POSTGRES=1
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings

@@ -1,1 +1,23 @@
-//! actors (being written).
+//! troupe-actors: who calls what, when, and with whose permission.
+//!
+//! A [`session::Session`] actor runs one conversation: it asks the model, hands each turn's
+//! tool calls to the [`batch_planner::BatchPlanner`] (parallel and sequential segments, judged
+//! on the underlying tool), and the [`tool_runner::ToolRunner`] runs them, asking the
+//! [`supervisor::Supervisor`] before anything flagged and calling the [`hooks`] around each call.
+//! The supervisor also owns the tree of sessions and carries `/stop` down it.
+//!
+//! # Layout
+//! - [`session`]: the agent loop, [`session::SessionHandle`] for callers.
+//! - [`batch_planner`], [`tool_runner`]: planning and running a turn's calls.
+//! - [`supervisor`]: approvals, stops, the session tree.
+//! - [`hooks`]: the hook points; [`events`]: what sessions report; [`messages`]: shared types.
+//! - [`model`]: the provider trait, the OpenAI-compatible and scripted providers.
+
+pub mod batch_planner;
+pub mod events;
+pub mod hooks;
+pub mod messages;
+pub mod model;
+pub mod session;
+pub mod supervisor;
+pub mod tool_runner;

@@ -1,1 +1,49 @@
-//! kanban (being written).
+//! troupe-kanban: boards of work that fan tasks out to worker actors.
+//!
+//! A board holds tasks linked parent → child; a task becomes `ready` once every parent is done
+//! or archived, a dispatcher claims it with a lease held by a [`WorkerId`], and the worker ends
+//! it with a terminal call (complete, block, review). Everything a board keeps, and every state
+//! change, goes through the [`Store`] trait, so the embedded SQLite store and the PostgreSQL
+//! store behave the same.
+//!
+//! # Layout
+//! - [`model`]: boards, tasks, statuses, links, comments, events, runs, attachments, leases.
+//! - [`store`]: the [`Store`] trait and its transitions table, [`StoreError`], and
+//!   [`SqliteStore`] (one WAL-mode SQLite file per board). With the `test-suite` feature,
+//!   `store::suite` holds the behaviour suite every implementation must pass.
+//!
+//! # Example
+//!
+//! ```
+//! use troupe_kanban::model::{BoardSlug, NewTask, TaskStatus, WorkerId};
+//! use troupe_kanban::store::{ClaimSpec, Completion, SqliteStore, Store};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! tokio::runtime::Runtime::new()?.block_on(async {
+//!     let store = SqliteStore::open(dir.path()).await?;
+//!     let board = BoardSlug::default_board();
+//!     let report = store.create_task(&board, &NewTask::new("write the report")).await?.task;
+//!     let review = NewTask::new("review it").with_parent(report.id.clone());
+//!     let review = store.create_task(&board, &review).await?.task;
+//!     assert_eq!(review.status, TaskStatus::Todo); // waits for its parent
+//!
+//!     let claim = store.claim_next(&board, &ClaimSpec::new(WorkerId::local())).await?;
+//!     let claim = claim.expect("the report is ready");
+//!     let done = Completion { worker: Some(claim.lease.worker), ..Completion::default() };
+//!     store.complete(&board, &claim.task.id, &done).await?;
+//!     assert_eq!(store.task(&board, &review.id).await?.status, TaskStatus::Ready);
+//!     Ok::<_, troupe_kanban::StoreError>(())
+//! })?;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod model;
+pub mod store;
+
+pub use model::{
+    Board, BoardSlug, Event, EventId, EventKind, Lease, NewTask, Run, RunOutcome, Task, TaskId,
+    TaskStatus, WorkerId,
+};
+pub use store::{SqliteStore, Store, StoreError};

@@ -55,10 +55,11 @@ pub fn bundled_catalog() -> Result<Arc<Registry>, CatalogError> {
 }
 
 fn registry_from_json(text: &str, shown: &str) -> Result<Arc<Registry>, CatalogError> {
-    let json: serde_json::Value = serde_json::from_str(text).map_err(|source| CatalogError::Json {
-        path: shown.to_string(),
-        source,
-    })?;
+    let json: serde_json::Value =
+        serde_json::from_str(text).map_err(|source| CatalogError::Json {
+            path: shown.to_string(),
+            source,
+        })?;
     let defs = parse_catalog(&json).map_err(|source| CatalogError::Entry {
         path: shown.to_string(),
         source,

@@ -102,7 +102,7 @@ impl Config {
             path: path.to_path_buf(),
             source,
         })?;
-        let mut config = Self::from_str(&text).map_err(|e| match e {
+        let mut config = Self::parse(&text).map_err(|e| match e {
             ConfigError::Syntax { reason, .. } => ConfigError::Syntax {
                 path: path.to_path_buf(),
                 reason,
@@ -114,7 +114,7 @@ impl Config {
     }
 
     /// Reads and checks config text (YAML, of which JSON is a subset).
-    pub fn from_str(text: &str) -> Result<Self, ConfigError> {
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
         let raw = parse_document(text)?;
         Self::from_value(raw)
     }
@@ -140,7 +140,8 @@ impl Config {
             }
         }
         let tools = section(&root, "tools")?;
-        let tool_search = ToolSearchConfig::from_raw(tools.get("tool_search").unwrap_or(&Value::Null));
+        let tool_search =
+            ToolSearchConfig::from_raw(tools.get("tool_search").unwrap_or(&Value::Null));
         Ok(Config {
             path: None,
             model: model_section(&root)?,
@@ -198,7 +199,9 @@ fn model_section(root: &Map<String, Value>) -> Result<ModelSection, ConfigError>
         Some(other) => {
             return Err(ConfigError::Invalid {
                 key: "model.context_length".into(),
-                problem: format!("expected a positive number of tokens such as 128000, found {other}"),
+                problem: format!(
+                    "expected a positive number of tokens such as 128000, found {other}"
+                ),
             });
         }
     };
@@ -214,7 +217,11 @@ fn model_section(root: &Map<String, Value>) -> Result<ModelSection, ConfigError>
 fn toolsets_section(root: &Map<String, Value>) -> Result<ToolsetsSection, ConfigError> {
     let list = |key: &str, value: &Value| -> Result<Vec<String>, ConfigError> {
         match value {
-            Value::String(s) => Ok(s.split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect()),
+            Value::String(s) => Ok(s
+                .split(',')
+                .map(|p| p.trim().to_string())
+                .filter(|p| !p.is_empty())
+                .collect()),
             Value::Array(items) => items
                 .iter()
                 .map(|item| match item {
@@ -252,11 +259,15 @@ fn toolsets_section(root: &Map<String, Value>) -> Result<ToolsetsSection, Config
                 let Value::Object(defs) = defs else {
                     return Err(ConfigError::Invalid {
                         key: "toolsets.define".into(),
-                        problem: "expected a mapping of composite name to the toolsets it includes".into(),
+                        problem: "expected a mapping of composite name to the toolsets it includes"
+                            .into(),
                     });
                 };
                 for (name, includes) in defs {
-                    composites.push((name.clone(), list(&format!("toolsets.define.{name}"), includes)?));
+                    composites.push((
+                        name.clone(),
+                        list(&format!("toolsets.define.{name}"), includes)?,
+                    ));
                 }
             }
             Ok(ToolsetsSection {
@@ -267,7 +278,10 @@ fn toolsets_section(root: &Map<String, Value>) -> Result<ToolsetsSection, Config
         }
         Some(other) => Err(ConfigError::Invalid {
             key: "toolsets".into(),
-            problem: format!("expected a list of toolset names or a mapping with enabled/disabled, found {}", kind(other)),
+            problem: format!(
+                "expected a list of toolset names or a mapping with enabled/disabled, found {}",
+                kind(other)
+            ),
         }),
     }
 }
@@ -290,29 +304,35 @@ mod tests {
 
     #[test]
     fn reads_yaml_sections() {
-        let config = Config::from_str(
+        let config = Config::parse(
             "model:\n  base_url: http://127.0.0.1:8080/v1\n  model: qwen\ntoolsets: [core, mcp-github]\ntools:\n  tool_search:\n    enabled: off\n    max_search_limit: 10\n",
         )
         .unwrap();
-        assert_eq!(config.model.base_url.as_deref(), Some("http://127.0.0.1:8080/v1"));
-        assert_eq!(config.toolsets.enabled, Some(vec!["core".to_string(), "mcp-github".to_string()]));
+        assert_eq!(
+            config.model.base_url.as_deref(),
+            Some("http://127.0.0.1:8080/v1")
+        );
+        assert_eq!(
+            config.toolsets.enabled,
+            Some(vec!["core".to_string(), "mcp-github".to_string()])
+        );
         assert_eq!(config.tool_search.enabled, troupe_tools::Switch::Off);
         assert_eq!(config.tool_search.max_search_limit, 10);
     }
 
     #[test]
     fn json_is_accepted() {
-        let config = Config::from_str(r#"{"tools": {"tool_search": {"listing": "off"}}}"#).unwrap();
+        let config = Config::parse(r#"{"tools": {"tool_search": {"listing": "off"}}}"#).unwrap();
         assert_eq!(config.tool_search.listing, troupe_tools::Switch::Off);
     }
 
     #[test]
     fn errors_name_the_key() {
-        let err = Config::from_str("model:\n  base_url: 5\n").unwrap_err();
+        let err = Config::parse("model:\n  base_url: 5\n").unwrap_err();
         assert!(err.to_string().contains("model.base_url"), "{err}");
-        let err = Config::from_str("tools: [1]\n").unwrap_err();
+        let err = Config::parse("tools: [1]\n").unwrap_err();
         assert!(err.to_string().contains("`tools`"), "{err}");
-        let err = Config::from_str("model: {\n").unwrap_err();
+        let err = Config::parse("model: {\n").unwrap_err();
         assert!(matches!(err, ConfigError::Syntax { .. }), "{err}");
     }
 }

@@ -1,1 +1,3 @@
 //! Cross-crate tests.
+
+pub mod mcp_servers;

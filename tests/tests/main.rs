@@ -1,1 +1,3 @@
 //! Cross-crate tests, one module per area.
+
+mod mcp;

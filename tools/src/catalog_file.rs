@@ -34,20 +34,28 @@ fn parse_entry(item: &Value) -> Result<ToolDef, String> {
     };
     let (function, toolset, source_name) = match entry.get("function") {
         Some(Value::Object(function)) => (function, entry.get("toolset"), entry.get("source_name")),
-        Some(_) => return Err("\"function\" must be an object with name, description and parameters".into()),
+        Some(_) => {
+            return Err(
+                "\"function\" must be an object with name, description and parameters".into(),
+            );
+        }
         None => (entry, entry.get("source"), entry.get("source_name_key")),
     };
     let name = match function.get("name") {
         Some(Value::String(name)) if !name.trim().is_empty() => name.clone(),
         _ => return Err("every tool needs a non-empty string \"name\"".into()),
     };
-    let description = optional_string(function, "description")
-        .map_err(|e| format!("tool '{name}': {e}"))?;
+    let description =
+        optional_string(function, "description").map_err(|e| format!("tool '{name}': {e}"))?;
     let parameters = function.get("parameters").filter(|v| !v.is_null()).cloned();
     let toolset = match toolset {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(format!("tool '{name}': the toolset must be a string or null")),
+        Some(_) => {
+            return Err(format!(
+                "tool '{name}': the toolset must be a string or null"
+            ));
+        }
     };
     let source_name = match source_name {
         Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
@@ -59,7 +67,10 @@ fn parse_entry(item: &Value) -> Result<ToolDef, String> {
     } else if name.starts_with("connectors__") {
         ToolKind::Connector
     } else {
-        toolset.as_deref().map(kind_of_toolset).unwrap_or(ToolKind::Plugin)
+        toolset
+            .as_deref()
+            .map(kind_of_toolset)
+            .unwrap_or(ToolKind::Plugin)
     };
     Ok(ToolDef {
         name,

@@ -173,8 +173,18 @@ impl ToolSearchConfig {
             });
             parsed.unwrap_or(default).clamp(lo, hi)
         };
-        let max_search_limit = int_field("max_search_limit", DEFAULT_MAX_SEARCH_LIMIT, 1, MAX_SEARCH_LIMIT_CEILING);
-        let search_default_limit = int_field("search_default_limit", DEFAULT_SEARCH_LIMIT, 1, max_search_limit);
+        let max_search_limit = int_field(
+            "max_search_limit",
+            DEFAULT_MAX_SEARCH_LIMIT,
+            1,
+            MAX_SEARCH_LIMIT_CEILING,
+        );
+        let search_default_limit = int_field(
+            "search_default_limit",
+            DEFAULT_SEARCH_LIMIT,
+            1,
+            max_search_limit,
+        );
         let listing_max_tokens = int_field(
             "listing_max_tokens",
             DEFAULT_LISTING_MAX_TOKENS,
@@ -201,11 +211,17 @@ impl ToolSearchConfig {
             }
         };
         ToolSearchConfig {
-            enabled: map.get("enabled").map(Switch::parse).unwrap_or(Switch::Auto),
+            enabled: map
+                .get("enabled")
+                .map(Switch::parse)
+                .unwrap_or(Switch::Auto),
             threshold_pct,
             search_default_limit,
             max_search_limit,
-            listing: map.get("listing").map(Switch::parse).unwrap_or(Switch::Auto),
+            listing: map
+                .get("listing")
+                .map(Switch::parse)
+                .unwrap_or(Switch::Auto),
             listing_max_tokens,
             defer,
         }
@@ -229,14 +245,25 @@ mod tests {
 
     #[test]
     fn non_mappings() {
-        assert_eq!(ToolSearchConfig::from_raw(&json!(false)).enabled, Switch::Off);
-        assert_eq!(ToolSearchConfig::from_raw(&json!("garbage")), ToolSearchConfig::default());
-        assert_eq!(ToolSearchConfig::from_raw(&Value::Null), ToolSearchConfig::default());
+        assert_eq!(
+            ToolSearchConfig::from_raw(&json!(false)).enabled,
+            Switch::Off
+        );
+        assert_eq!(
+            ToolSearchConfig::from_raw(&json!("garbage")),
+            ToolSearchConfig::default()
+        );
+        assert_eq!(
+            ToolSearchConfig::from_raw(&Value::Null),
+            ToolSearchConfig::default()
+        );
     }
 
     #[test]
     fn limits_resolve_max_first() {
-        let c = ToolSearchConfig::from_raw(&json!({"max_search_limit": 10, "search_default_limit": 12}));
+        let c = ToolSearchConfig::from_raw(
+            &json!({"max_search_limit": 10, "search_default_limit": 12}),
+        );
         assert_eq!((c.search_default_limit, c.max_search_limit), (10, 10));
     }
 

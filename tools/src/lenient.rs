@@ -132,14 +132,18 @@ fn parse_py_float_str(s: &str) -> Option<f64> {
         if b == b'_' {
             let before = i.checked_sub(1).map(|j| bytes[j]);
             let after = bytes.get(i + 1).copied();
-            if !before.is_some_and(|c| c.is_ascii_digit()) || !after.is_some_and(|c| c.is_ascii_digit()) {
+            if !before.is_some_and(|c| c.is_ascii_digit())
+                || !after.is_some_and(|c| c.is_ascii_digit())
+            {
                 return None;
             }
         }
     }
     let cleaned: String = lower.chars().filter(|&c| c != '_').collect();
     let literal = cleaned.trim_start_matches(['+', '-']);
-    let valid = literal.chars().all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | '+' | '-'))
+    let valid = literal
+        .chars()
+        .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | '+' | '-'))
         && literal.chars().any(|c| c.is_ascii_digit());
     if !valid {
         return None;

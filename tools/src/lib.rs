@@ -17,14 +17,17 @@
 //! - [`deferral`]: which tools hide behind the bridge.
 //! - [`search`]: tokenizer, BM25 catalog, listing and tool-list assembly.
 //! - [`bridge`]: `tool_search`, `tool_describe`, `tool_call`.
+//! - [`builtin`]: terminal, background processes, file tools, execute_code.
 //! - [`catalog_file`]: catalogs of tool definitions read from JSON.
 
 pub mod bridge;
+pub mod builtin;
 pub mod catalog_file;
 pub mod config;
 pub mod deferral;
 mod error;
 pub mod lenient;
+pub mod mcp;
 pub mod registry;
 pub mod search;
 pub mod tool;
@@ -33,5 +36,7 @@ pub mod view;
 pub use config::{DeferSet, Switch, ToolSearchConfig};
 pub use error::ToolsError;
 pub use registry::Registry;
-pub use tool::{CallContext, Content, Dispatch, ToolDef, ToolHandler, ToolHints, ToolKind, ToolResult};
+pub use tool::{
+    CallContext, Content, Dispatch, ToolDef, ToolHandler, ToolHints, ToolKind, ToolResult,
+};
 pub use view::{ToolsetView, ViewSpec};

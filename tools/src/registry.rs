@@ -282,10 +282,7 @@ fn def_hash(def: &ToolDef) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     def.name.hash(&mut h);
     def.description.hash(&mut h);
-    def.parameters
-        .as_ref()
-        .map(|p| p.to_string())
-        .hash(&mut h);
+    def.parameters.as_ref().map(|p| p.to_string()).hash(&mut h);
     def.toolset.hash(&mut h);
     def.source_name.hash(&mut h);
     def.kind.hash(&mut h);

@@ -269,6 +269,10 @@ pub struct CallContext {
     /// How a tool that calls other tools (execute_code) dispatches them: through the same view,
     /// hooks and approvals as the session's own calls. `None` outside a session.
     pub dispatch: Option<Arc<dyn Dispatch>>,
+    /// Whoever routes approvals (the Supervisor) granted this call what it needed: a command or
+    /// a path that requires a person's approval. Built-in tools refuse such calls when this is
+    /// false. `false` by default; approvals switched off means the Supervisor sets it.
+    pub approved: bool,
 }
 
 impl fmt::Debug for CallContext {
@@ -278,24 +282,36 @@ impl fmt::Debug for CallContext {
             .field("call_id", &self.call_id)
             .field("cancelled", &self.cancel.is_cancelled())
             .field("dispatch", &self.dispatch.is_some())
+            .field("approved", &self.approved)
             .finish()
     }
 }
 
 impl CallContext {
     /// A context for one call of one session.
-    pub fn new(session_id: impl Into<String>, call_id: impl Into<String>, cancel: CancellationToken) -> Self {
+    pub fn new(
+        session_id: impl Into<String>,
+        call_id: impl Into<String>,
+        cancel: CancellationToken,
+    ) -> Self {
         CallContext {
             session_id: session_id.into(),
             call_id: call_id.into(),
             cancel,
             dispatch: None,
+            approved: false,
         }
     }
 
     /// A context for a call outside any session (CLI, tests).
     pub fn detached(call_id: impl Into<String>) -> Self {
         CallContext::new("", call_id, CancellationToken::new())
+    }
+
+    /// Marks the call as approved (or not) by whoever routes approvals.
+    pub fn with_approval(mut self, approved: bool) -> Self {
+        self.approved = approved;
+        self
     }
 
     /// Lets the handler call other tools through `dispatch`.
@@ -309,11 +325,20 @@ impl CallContext {
 /// a model's own calls: same view, hooks and approvals. Implemented by the actor runtime.
 pub trait Dispatch: Send + Sync + 'static {
     /// Runs `tool` with `arguments`; `ctx` is the nested call's context.
-    fn dispatch(&self, tool: String, arguments: Map<String, Value>, ctx: CallContext) -> BoxFuture<'static, ToolResult>;
+    fn dispatch(
+        &self,
+        tool: String,
+        arguments: Map<String, Value>,
+        ctx: CallContext,
+    ) -> BoxFuture<'static, ToolResult>;
 }
 
 /// The code behind a tool. Handlers run on the tokio pool, never on an actor's thread.
 pub trait ToolHandler: Send + Sync + 'static {
     /// Runs the tool with arguments that already passed the schema.
-    fn call(&self, arguments: Map<String, Value>, ctx: CallContext) -> BoxFuture<'static, ToolResult>;
+    fn call(
+        &self,
+        arguments: Map<String, Value>,
+        ctx: CallContext,
+    ) -> BoxFuture<'static, ToolResult>;
 }

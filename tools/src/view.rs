@@ -189,7 +189,8 @@ impl ToolsetView {
 
     /// Whether `name` is deferred behind the bridge in this view under `defer`.
     pub fn is_deferred(&self, name: &str, defer: &DeferSet) -> bool {
-        self.get(name).is_some_and(|d| is_deferrable(d, Some(defer)))
+        self.get(name)
+            .is_some_and(|d| is_deferrable(d, Some(defer)))
     }
 
     /// The searchable catalog of this view's deferrable tools, built once per catalog version
@@ -213,7 +214,12 @@ impl ToolsetView {
 
     /// Runs `name` with `arguments`. A name outside the view, or a catalog-only definition,
     /// gives an error result rather than a panic.
-    pub async fn call(&self, name: &str, arguments: Map<String, Value>, ctx: CallContext) -> ToolResult {
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        ctx: CallContext,
+    ) -> ToolResult {
         let Some(def) = self.get(name) else {
             return ToolResult::error(format!(
                 "There is no tool called '{name}' in this session. Check the name against the tools you were given, or use tool_search to find a deferred one."

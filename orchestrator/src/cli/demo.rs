@@ -25,7 +25,16 @@ pub struct DemoArgs {
     /// Queries to search for (repeat the flag); a default set when absent.
     #[arg(long = "query", value_name = "TEXT")]
     queries: Vec<String>,
+    /// Skip the session at the end (tool search only).
+    #[arg(long)]
+    no_session: bool,
 }
+
+/// The scripted model the demo's session uses when the environment names no real one.
+const DEMO_SCRIPT: &str = include_str!("../../data/demo_session.yaml");
+
+/// The task the demo's session is given.
+const DEMO_TASK: &str = "What kind of machine is this? Use the terminal to find out.";
 
 const DEFAULT_QUERIES: &[&str] = &[
     "dns records create",
@@ -49,7 +58,47 @@ pub async fn run(args: DemoArgs) -> i32 {
         }
     };
     walk_through(&registry, &source, &args);
-    0
+    if args.no_session {
+        return 0;
+    }
+    run_session().await
+}
+
+/// A real session through the actor runtime: on the environment's OpenAI-compatible provider
+/// when one is set (TROUPE_BASE_URL or OPENAI_BASE_URL, with TROUPE_API_KEY or OPENAI_API_KEY and
+/// TROUPE_MODEL), else on the bundled scripted model. It says which.
+async fn run_session() -> i32 {
+    let endpoint = ["TROUPE_BASE_URL", "OPENAI_BASE_URL"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty()));
+    println!();
+    match &endpoint {
+        Some(url) => {
+            println!("session: asking the model at {url} (from the environment): {DEMO_TASK}")
+        }
+        None => println!(
+            "session: no model endpoint in the environment (TROUPE_BASE_URL), so the bundled scripted \
+             model answers: {DEMO_TASK}"
+        ),
+    }
+    let args = super::chat::ChatArgs {
+        query: DEMO_TASK.to_string(),
+        config: None,
+        base_url: None,
+        model: None,
+        toolsets: None,
+        json: false,
+        script: None,
+        max_iterations: Some(4),
+        script_text: endpoint.is_none().then(|| DEMO_SCRIPT.to_string()),
+    };
+    match super::chat::run(args).await {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("troupe demo: the session could not start: {error}");
+            1
+        }
+    }
 }
 
 fn walk_through(registry: &std::sync::Arc<Registry>, source: &str, args: &DemoArgs) {
@@ -77,7 +126,11 @@ fn walk_through(registry: &std::sync::Arc<Registry>, source: &str, args: &DemoAr
     let visible: Vec<String> = assembly
         .tools
         .iter()
-        .filter_map(|d| d.pointer("/function/name").and_then(Value::as_str).map(String::from))
+        .filter_map(|d| {
+            d.pointer("/function/name")
+                .and_then(Value::as_str)
+                .map(String::from)
+        })
         .collect();
     println!(
         "assembly at a {}-token context ({took:.2} ms): tier {}, listing form '{}'; {} deferred tools \
@@ -113,14 +166,23 @@ fn walk_through(registry: &std::sync::Arc<Registry>, source: &str, args: &DemoAr
         let matches: Vec<String> = answer
             .pointer("/results/0/matches")
             .and_then(Value::as_array)
-            .map(|m| m.iter().filter_map(Value::as_str).map(String::from).collect())
+            .map(|m| {
+                m.iter()
+                    .filter_map(Value::as_str)
+                    .map(String::from)
+                    .collect()
+            })
             .unwrap_or_default();
         if best.is_none() {
             best = matches.first().cloned();
         }
         println!(
             "tool_search {query:?} ({took:.0} µs): {}",
-            if matches.is_empty() { "no match".to_string() } else { matches.join(", ") }
+            if matches.is_empty() {
+                "no match".to_string()
+            } else {
+                matches.join(", ")
+            }
         );
     }
 
@@ -135,7 +197,10 @@ fn walk_through(registry: &std::sync::Arc<Registry>, source: &str, args: &DemoAr
         .pointer(&format!("/tools/{name}/parameters"))
         .cloned()
         .unwrap_or(Value::Null);
-    println!("tool_describe {name} ({took:.0} µs): parameters {}", clip(&parameters.to_string(), 300));
+    println!(
+        "tool_describe {name} ({took:.0} µs): parameters {}",
+        clip(&parameters.to_string(), 300)
+    );
 
     // A model often sends numbers as strings and a single value where a list is expected; the
     // bridge repairs what the schema makes unambiguous and checks the rest.

@@ -1,7 +1,9 @@
 //! The `troupe` command line: the clap tree and the dispatch to each subcommand's module.
 //! Each subcommand lives in its own file and returns the process exit code.
 
+pub mod chat;
 pub mod demo;
+pub mod mcp;
 pub mod tools;
 
 use clap::{Parser, Subcommand};
@@ -18,17 +20,26 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Ask one question of a session with the built-in tools (a real model or a script).
+    Chat(chat::ChatArgs),
     /// Search, describe, call and assemble tools as a model would through the bridge.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
     /// Show tool search at work on the bundled 3,309-tool catalog.
     Demo(demo::DemoArgs),
+    /// List the configured MCP servers and their tools.
+    Mcp(mcp::McpArgs),
 }
 
 /// Runs the parsed command line; returns the process exit code.
 pub async fn run(cli: Cli) -> i32 {
     match cli.command {
+        Command::Chat(args) => chat::run(args).await.unwrap_or_else(|error| {
+            eprintln!("troupe chat: {error:#}");
+            1
+        }),
         Command::Tools(command) => tools::run(command).await,
         Command::Demo(args) => demo::run(args).await,
+        Command::Mcp(args) => mcp::run(args).await,
     }
 }

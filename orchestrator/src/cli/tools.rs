@@ -12,6 +12,9 @@ use troupe_tools::bridge::{resolve, tool_describe, tool_error, tool_search};
 use troupe_tools::search::assemble::assemble;
 use troupe_tools::{CallContext, Registry, ToolSearchConfig, ToolsetView};
 
+use troupe_tools::mcp::McpManager;
+
+use super::mcp::start_configured;
 use crate::catalog::load_catalog_file;
 use crate::config::Config;
 
@@ -35,6 +38,7 @@ pub enum ToolsCommand {
 #[derive(Debug, Args)]
 pub struct Source {
     /// A JSON array of tool definitions (OpenAI style, with `toolset` and `source_name`).
+    /// Without it, the MCP servers of --config are started and their live tools are used.
     #[arg(long, value_name = "FILE")]
     pub catalog: Option<PathBuf>,
     /// troupe's config (YAML or JSON); its `tools.tool_search` settings apply.
@@ -79,6 +83,8 @@ pub struct AssembleArgs {
 struct Loaded {
     view: ToolsetView,
     config: ToolSearchConfig,
+    /// The MCP servers started for a live catalog; shut down when the command ends.
+    mcp: Option<McpManager>,
 }
 
 /// Runs one `troupe tools` command; returns the exit code.
@@ -88,7 +94,7 @@ pub async fn run(command: ToolsCommand) -> i32 {
         ToolsCommand::Call(a) => &a.source,
         ToolsCommand::Assemble(a) => &a.source,
     };
-    let loaded = match load(source) {
+    let loaded = match load(source).await {
         Ok(loaded) => loaded,
         Err(message) => {
             eprintln!("troupe tools: {message}");
@@ -96,31 +102,57 @@ pub async fn run(command: ToolsCommand) -> i32 {
         }
     };
     let output = match command {
-        ToolsCommand::Search(a) => with_model_args(&a.args, |args| tool_search(&loaded.view, &loaded.config, args)),
-        ToolsCommand::Describe(a) => with_model_args(&a.args, |args| tool_describe(&loaded.view, &loaded.config, args)),
+        ToolsCommand::Search(a) => with_model_args(&a.args, |args| {
+            tool_search(&loaded.view, &loaded.config, args)
+        }),
+        ToolsCommand::Describe(a) => with_model_args(&a.args, |args| {
+            tool_describe(&loaded.view, &loaded.config, args)
+        }),
         ToolsCommand::Call(a) => call(&loaded, &a.args, a.dry_run).await,
         ToolsCommand::Assemble(a) => assembly_json(&loaded, a.context_length),
     };
     println!("{output}");
+    if let Some(mcp) = loaded.mcp {
+        mcp.shutdown().await;
+    }
     0
 }
 
-fn load(source: &Source) -> Result<Loaded, String> {
+/// The catalog file when one is given; otherwise the live tools of the MCP servers the config
+/// file declares.
+async fn load(source: &Source) -> Result<Loaded, String> {
     let config = match &source.config {
         Some(path) => Config::load(path).map_err(|e| e.to_string())?,
         None => Config::default(),
     };
-    let registry: Arc<Registry> = match &source.catalog {
-        Some(path) => load_catalog_file(path).map_err(|e| e.to_string())?,
-        None => {
-            return Err(
-                "give the tools to work on with --catalog FILE (a JSON array of tool definitions)".into(),
+    let (registry, mcp): (Arc<Registry>, Option<McpManager>) =
+        match (&source.catalog, &source.config) {
+            (Some(path), _) => (load_catalog_file(path).map_err(|e| e.to_string())?, None),
+            (None, Some(_)) => {
+                let registry = Registry::new();
+                let (manager, statuses) = start_configured(&config, Arc::clone(&registry)).await;
+                for status in &statuses {
+                    if let Some(error) = &status.last_error {
+                        eprintln!(
+                            "troupe tools: MCP server '{}' is not available: {error}",
+                            status.name
+                        );
+                    }
+                }
+                (registry, Some(manager))
+            }
+            (None, None) => {
+                return Err(
+                "give the tools to work on: --catalog FILE (a JSON array of tool definitions), \
+                 or --config FILE whose mcp_servers are started for a live catalog"
+                    .into(),
             );
-        }
-    };
+            }
+        };
     Ok(Loaded {
         view: registry.view_all(),
         config: config.tool_search,
+        mcp,
     })
 }
 
@@ -152,7 +184,11 @@ async fn call(loaded: &Loaded, text: &str, dry_run: bool) -> Value {
     }
     let result = loaded
         .view
-        .call(&resolved.name, resolved.arguments, CallContext::detached("cli"))
+        .call(
+            &resolved.name,
+            resolved.arguments,
+            CallContext::detached("cli"),
+        )
         .await;
     let text = result.to_model_text();
     let output = result

@@ -32,7 +32,11 @@ impl ListArgError {
 /// Reads `args[key]` as a list of trimmed, non-empty strings. A bare string is a one-item list;
 /// falsy items (`null`, `0`, `false`, `""`) are dropped and other scalars are stringified.
 /// Duplicates are kept unless `dedupe` (first occurrence wins).
-pub(crate) fn string_list(args: &Map<String, Value>, key: &str, dedupe: bool) -> Result<Vec<String>, ListArgError> {
+pub(crate) fn string_list(
+    args: &Map<String, Value>,
+    key: &str,
+    dedupe: bool,
+) -> Result<Vec<String>, ListArgError> {
     let items: Vec<&Value> = match args.get(key) {
         Some(Value::Array(items)) => items.iter().collect(),
         Some(single @ Value::String(_)) => vec![single],
@@ -77,18 +81,34 @@ mod tests {
 
     #[test]
     fn lists() {
-        assert_eq!(string_list(&obj(json!({"q": "a"})), "q", false), Ok(vec!["a".to_string()]));
         assert_eq!(
-            string_list(&obj(json!({"q": [null, 0, false, "", " x ", 1, "x"]})), "q", false),
+            string_list(&obj(json!({"q": "a"})), "q", false),
+            Ok(vec!["a".to_string()])
+        );
+        assert_eq!(
+            string_list(
+                &obj(json!({"q": [null, 0, false, "", " x ", 1, "x"]})),
+                "q",
+                false
+            ),
             Ok(vec!["x".to_string(), "1".to_string(), "x".to_string()])
         );
         assert_eq!(
             string_list(&obj(json!({"q": ["x", "x"]})), "q", true),
             Ok(vec!["x".to_string()])
         );
-        assert_eq!(string_list(&obj(json!({"q": 5})), "q", false), Err(ListArgError::NotAList));
-        assert_eq!(string_list(&obj(json!({})), "q", false), Err(ListArgError::NotAList));
-        assert_eq!(string_list(&obj(json!({"q": [" "]})), "q", false), Err(ListArgError::NothingUsable));
+        assert_eq!(
+            string_list(&obj(json!({"q": 5})), "q", false),
+            Err(ListArgError::NotAList)
+        );
+        assert_eq!(
+            string_list(&obj(json!({})), "q", false),
+            Err(ListArgError::NotAList)
+        );
+        assert_eq!(
+            string_list(&obj(json!({"q": [" "]})), "q", false),
+            Err(ListArgError::NothingUsable)
+        );
     }
 
     #[test]

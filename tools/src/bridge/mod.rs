@@ -4,6 +4,15 @@
 //! becomes an `{"error": ...}` value that says what was wrong and what to send instead.
 
 pub(crate) mod args;
+pub mod coerce;
+pub mod tool_call;
+pub mod tool_describe;
+pub mod tool_search;
+pub mod validate;
+
+pub use tool_call::{ResolvedCall, resolve};
+pub use tool_describe::tool_describe;
+pub use tool_search::tool_search;
 
 use serde_json::{Value, json};
 

@@ -9,7 +9,7 @@ use troupe_tools::{Registry, ToolSearchConfig};
 
 /// What a checker concluded about one case.
 #[derive(Debug)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Pass,
     Skip(String),
     Fail(String),
@@ -17,58 +17,61 @@ pub enum Outcome {
 
 /// One recorded case.
 #[derive(Debug, Clone)]
-pub struct Case {
-    pub name: String,
-    pub kind: String,
-    pub raw: Value,
+pub(crate) struct Case {
+    pub(crate) name: String,
+    pub(crate) kind: String,
+    pub(crate) raw: Value,
 }
 
 impl Case {
     /// The case's field `key`, or `null`.
-    pub fn get(&self, key: &str) -> &Value {
+    pub(crate) fn get(&self, key: &str) -> &Value {
         self.raw.get(key).unwrap_or(&Value::Null)
     }
 
     /// What the reference returned.
-    pub fn expected(&self) -> &Value {
+    pub(crate) fn expected(&self) -> &Value {
         self.get("expected")
     }
 
     /// The registry of the case's catalog (inline or `catalog_file`) plus `extra_tool_defs`.
-    pub fn registry(&self) -> Arc<Registry> {
+    pub(crate) fn registry(&self) -> Arc<Registry> {
         let mut entries = match self.get("catalog_file") {
             Value::String(file) => read_json(&fixtures_dir().join(file)),
             _ => self.get("catalog").clone(),
         };
-        if let (Value::Array(entries), Value::Array(extra)) = (&mut entries, self.get("extra_tool_defs")) {
+        if let (Value::Array(entries), Value::Array(extra)) =
+            (&mut entries, self.get("extra_tool_defs"))
+        {
             entries.extend(extra.iter().cloned());
         }
         if entries.is_null() {
             entries = Value::Array(Vec::new());
         }
-        let defs = parse_catalog(&entries).unwrap_or_else(|e| panic!("case {}: bad catalog: {e}", self.name));
+        let defs = parse_catalog(&entries)
+            .unwrap_or_else(|e| panic!("case {}: bad catalog: {e}", self.name));
         Registry::with_tools(defs)
     }
 
     /// The case's `tools.tool_search` config (defaults when absent).
-    pub fn config(&self) -> ToolSearchConfig {
+    pub(crate) fn config(&self) -> ToolSearchConfig {
         ToolSearchConfig::from_raw(self.get("config"))
     }
 }
 
 /// Where the fixtures live.
-pub fn fixtures_dir() -> PathBuf {
+pub(crate) fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tool_search")
 }
 
 /// Reads a JSON file of the fixtures; a broken fixture is a broken test, so it panics.
-pub fn read_json(path: &Path) -> Value {
+pub(crate) fn read_json(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// Every case, sorted by name.
-pub fn load_all() -> Vec<Case> {
+pub(crate) fn load_all() -> Vec<Case> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(fixtures_dir())
         .unwrap_or_else(|e| panic!("fixtures: {e}"))
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -89,7 +92,7 @@ pub fn load_all() -> Vec<Case> {
 }
 
 /// Compares two JSON values where `"<own words>"` in `want` matches any string.
-pub fn matches_with_marker(got: &Value, want: &Value) -> bool {
+pub(crate) fn matches_with_marker(got: &Value, want: &Value) -> bool {
     match (got, want) {
         (Value::String(_), Value::String(w)) if w == "<own words>" => true,
         (Value::Array(g), Value::Array(w)) => {
@@ -97,7 +100,8 @@ pub fn matches_with_marker(got: &Value, want: &Value) -> bool {
         }
         (Value::Object(g), Value::Object(w)) => {
             g.len() == w.len()
-                && w.iter().all(|(k, wv)| g.get(k).is_some_and(|gv| matches_with_marker(gv, wv)))
+                && w.iter()
+                    .all(|(k, wv)| g.get(k).is_some_and(|gv| matches_with_marker(gv, wv)))
         }
         (Value::Number(g), Value::Number(w)) => g.as_f64() == w.as_f64(),
         _ => got == want,

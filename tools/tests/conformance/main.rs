@@ -10,15 +10,28 @@ use fixture::{Case, Outcome};
 
 /// Cases that cannot pass here, each with the reason. Anything else must pass.
 const KNOWN_SKIPS: &[(&str, &str)] = &[
-    ("connectors_failure_unreachable", "hosted connectors are a later issue"),
-    ("connectors_not_called_when_local_full", "hosted connectors are a later issue"),
-    ("describe_connector_names", "hosted connectors are a later issue"),
+    (
+        "connectors_failure_unreachable",
+        "hosted connectors are a later issue",
+    ),
+    (
+        "connectors_not_called_when_local_full",
+        "hosted connectors are a later issue",
+    ),
+    (
+        "describe_connector_names",
+        "hosted connectors are a later issue",
+    ),
 ];
 
 #[test]
 fn every_conformance_case() {
     let cases = fixture::load_all();
-    assert!(cases.len() >= 50, "expected the recorded cases, found {}", cases.len());
+    assert!(
+        cases.len() >= 50,
+        "expected the recorded cases, found {}",
+        cases.len()
+    );
     let mut failures = Vec::new();
     let mut skipped = Vec::new();
     for case in &cases {
@@ -40,10 +53,22 @@ fn every_conformance_case() {
     }
     let unexpected: Vec<&String> = skipped
         .iter()
-        .filter(|s| !KNOWN_SKIPS.iter().any(|(n, _)| s.starts_with(&format!("{n}:"))))
+        .filter(|s| {
+            !KNOWN_SKIPS
+                .iter()
+                .any(|(n, _)| s.starts_with(&format!("{n}:")))
+        })
         .collect();
-    assert!(unexpected.is_empty(), "cases skipped without being listed: {unexpected:#?}");
-    assert!(failures.is_empty(), "{} case(s) failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        unexpected.is_empty(),
+        "cases skipped without being listed: {unexpected:#?}"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} case(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[allow(dead_code)]

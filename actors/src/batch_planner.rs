@@ -1,0 +1,697 @@
+//! The [`BatchPlanner`]: splits one model turn's tool calls into ordered segments that run in
+//! parallel or one by one, judging each call by its underlying tool (a `tool_call` bridge call
+//! is unwrapped by the session before it gets here). Call order never changes: a call never
+//! starts before an earlier barrier has finished. The tool runner executes the plan.
+//!
+//! Planning is pure apart from resolving paths on disk, so the session runs it inline on the
+//! tokio pool; the actor form exists for callers that want it behind a mailbox.
+
+use std::path::{Component, Path, PathBuf};
+
+use actix::prelude::*;
+use serde_json::{Map, Value};
+use troupe_tools::{ToolHints, ToolKind, ToolsetView};
+
+use crate::messages::{CallEntry, CallTarget};
+
+/// Tools that never share a run with anything (they talk to a person or change the catalog).
+pub const NEVER_PARALLEL: &[&str] = &["clarify", "manage_connections", "manage_catalog"];
+
+/// Tools known to be safe beside any other parallel-safe call.
+pub const PARALLEL_SAFE: &[&str] = &[
+    "connectors__execute",
+    "ha_get_state",
+    "ha_list_entities",
+    "ha_list_services",
+    "image_generate",
+    "read_file",
+    "search_files",
+    "session_search",
+    "skill_view",
+    "skills_list",
+    "vision_analyze",
+    "web_extract",
+    "web_search",
+];
+
+/// Bridge lookups: they only read the catalog.
+pub const BRIDGE_LOOKUPS: &[&str] = &["tool_search", "tool_describe"];
+
+/// Path-scoped tools that only read.
+pub const PATH_READERS: &[&str] = &["read_file", "search_files"];
+
+/// Path-scoped tools that write.
+pub const PATH_WRITERS: &[&str] = &["write_file", "patch"];
+
+/// Whether a segment's calls run together or one after another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentKind {
+    /// All calls of the segment may run at once.
+    Parallel,
+    /// The calls run one at a time, in order.
+    Sequential,
+}
+
+/// A run of calls, by their index in the batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Segment {
+    /// How they run.
+    pub kind: SegmentKind,
+    /// Indices into the batch, ascending.
+    pub calls: Vec<usize>,
+}
+
+/// The ordered segments of one batch.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Plan {
+    /// In execution order; together they hold every call exactly once.
+    pub segments: Vec<Segment>,
+}
+
+impl Plan {
+    /// True when the whole batch is one parallel segment.
+    pub fn fully_parallel(&self) -> bool {
+        matches!(self.segments.as_slice(), [only] if only.kind == SegmentKind::Parallel)
+    }
+
+    /// The segments as `(kind, indices)` pairs, for compact assertions and logs.
+    pub fn shape(&self) -> Vec<(SegmentKind, Vec<usize>)> {
+        self.segments
+            .iter()
+            .map(|s| (s.kind, s.calls.clone()))
+            .collect()
+    }
+}
+
+/// What the planner needs to know about one call.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanCall<'a> {
+    /// The underlying tool's name.
+    pub name: &'a str,
+    /// The arguments, when they parsed as a JSON object; `None` makes the call a barrier.
+    pub arguments: Option<&'a Map<String, Value>>,
+    /// The tool's hints, when the view knows the tool.
+    pub hints: Option<&'a ToolHints>,
+    /// The tool's kind, when the view knows the tool.
+    pub kind: Option<ToolKind>,
+}
+
+/// How one call may take part in a run.
+#[derive(Debug, Clone, PartialEq)]
+enum Admission {
+    /// Runs alone.
+    Barrier,
+    /// May join a run; `paths` are the canonical paths it touches (empty when unscoped).
+    Admitted { paths: Vec<PathBuf>, writer: bool },
+}
+
+/// Splits a turn's calls into segments. Relative paths resolve against `cwd`.
+#[derive(Debug, Clone)]
+pub struct BatchPlanner {
+    /// The directory relative paths are taken from (the session's working directory).
+    pub cwd: PathBuf,
+}
+
+impl BatchPlanner {
+    /// A planner resolving relative paths against `cwd`.
+    pub fn new(cwd: impl Into<PathBuf>) -> Self {
+        BatchPlanner { cwd: cwd.into() }
+    }
+
+    /// A planner for the process's current directory (`/` when it cannot be read).
+    pub fn for_current_dir() -> Self {
+        BatchPlanner::new(std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")))
+    }
+
+    /// Plans calls described by [`PlanCall`]s.
+    pub fn plan(&self, calls: &[PlanCall<'_>]) -> Plan {
+        let mut builder = Builder::default();
+        for (index, call) in calls.iter().enumerate() {
+            match self.admit(call) {
+                Admission::Barrier => builder.barrier(index),
+                Admission::Admitted { paths, writer } => builder.admit(index, paths, writer),
+            }
+        }
+        builder.finish()
+    }
+
+    /// Plans a session's call entries, looking tools up in `view`.
+    pub fn plan_entries(&self, entries: &[CallEntry], view: &ToolsetView) -> Plan {
+        let calls: Vec<PlanCall<'_>> = entries
+            .iter()
+            .map(|entry| {
+                let def = view.get(entry.underlying());
+                PlanCall {
+                    name: entry.underlying(),
+                    arguments: match &entry.target {
+                        CallTarget::Invalid { .. } => None,
+                        target => target.arguments(),
+                    },
+                    hints: def.map(|d| &d.hints),
+                    kind: def.map(|d| d.kind),
+                }
+            })
+            .collect();
+        self.plan(&calls)
+    }
+
+    fn admit(&self, call: &PlanCall<'_>) -> Admission {
+        if NEVER_PARALLEL.contains(&call.name) || call.hints.is_some_and(|h| h.interactive) {
+            return Admission::Barrier;
+        }
+        let Some(arguments) = call.arguments else {
+            return Admission::Barrier;
+        };
+        if let Some((raw_paths, writer)) = scoped_paths(call, arguments) {
+            let paths = self.canonical_all(&raw_paths);
+            return if paths.is_empty() {
+                Admission::Barrier
+            } else {
+                Admission::Admitted { paths, writer }
+            };
+        }
+        let hinted_safe = call.hints.is_some_and(|h| h.parallel_safe || h.read_only);
+        if PARALLEL_SAFE.contains(&call.name) || BRIDGE_LOOKUPS.contains(&call.name) || hinted_safe
+        {
+            return Admission::Admitted {
+                paths: Vec::new(),
+                writer: false,
+            };
+        }
+        Admission::Barrier
+    }
+
+    fn canonical_all(&self, raw: &[String]) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        for path in raw {
+            if let Some(canonical) = self.canonical(path)
+                && !out.contains(&canonical)
+            {
+                out.push(canonical);
+            }
+        }
+        out
+    }
+
+    /// `~` expanded, made absolute against the cwd, symlinks resolved on the longest existing
+    /// prefix, and `.`/`..` folded in what remains. `None` for an empty path.
+    fn canonical(&self, raw: &str) -> Option<PathBuf> {
+        let raw = raw.trim();
+        if raw.is_empty() {
+            return None;
+        }
+        let expanded = match raw.strip_prefix('~') {
+            Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+                match std::env::var_os("HOME") {
+                    Some(home) => PathBuf::from(home).join(rest.trim_start_matches('/')),
+                    None => PathBuf::from(raw),
+                }
+            }
+            _ => PathBuf::from(raw),
+        };
+        let absolute = if expanded.is_absolute() {
+            expanded
+        } else {
+            self.cwd.join(expanded)
+        };
+        Some(resolve_existing_prefix(&fold_dots(&absolute)))
+    }
+}
+
+/// The paths a path-scoped call touches, and whether it writes; `None` when the tool is not
+/// path-scoped.
+fn scoped_paths(
+    call: &PlanCall<'_>,
+    arguments: &Map<String, Value>,
+) -> Option<(Vec<String>, bool)> {
+    let name = call.name;
+    let string_arg = |key: &str| {
+        arguments
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    match name {
+        "read_file" => Some((string_arg("path").into_iter().collect(), false)),
+        // A bare search covers the working directory, so it still runs beside other readers.
+        "search_files" => Some((
+            vec![string_arg("path").unwrap_or_else(|| ".".into())],
+            false,
+        )),
+        "write_file" => Some((string_arg("path").into_iter().collect(), true)),
+        "patch" => {
+            let v4a = arguments.get("mode").and_then(Value::as_str) == Some("patch");
+            if v4a {
+                let body = string_arg("patch").unwrap_or_default();
+                Some((v4a_paths(&body), true))
+            } else {
+                Some((string_arg("path").into_iter().collect(), true))
+            }
+        }
+        _ => {
+            // Tools outside the fixed table opt in by naming their path arguments in hints.
+            let hints = call.hints?;
+            if hints.path_args.is_empty() {
+                return None;
+            }
+            let paths = hints
+                .path_args
+                .iter()
+                .filter_map(|key| string_arg(key))
+                .collect();
+            Some((paths, !hints.read_only))
+        }
+    }
+}
+
+/// Every file a V4A patch body names: update, add and delete headers, and both ends of a move.
+fn v4a_paths(body: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in body.lines() {
+        let Some(rest) = line.trim_start().strip_prefix("***") else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        for header in ["Update File:", "Add File:", "Delete File:"] {
+            if let Some(path) = rest.strip_prefix(header) {
+                out.push(path.trim().to_string());
+            }
+        }
+        if let Some(mv) = rest.strip_prefix("Move File:") {
+            for part in mv.split("->") {
+                out.push(part.trim().to_string());
+            }
+        }
+    }
+    out.retain(|p| !p.is_empty());
+    out
+}
+
+/// Folds `.` and `..` lexically (`..` at the root stays at the root).
+fn fold_dots(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Resolves symlinks on the longest prefix of `path` that exists, keeping the rest as written,
+/// so a file about to be created still gets the canonical form of its directory.
+fn resolve_existing_prefix(path: &Path) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&existing) {
+            let mut out = real;
+            for part in rest.iter().rev() {
+                out.push(part);
+            }
+            return out;
+        }
+        match (
+            existing.file_name().map(|n| n.to_os_string()),
+            existing.parent(),
+        ) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                existing = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// Whether two canonical paths overlap: equal, or one is an ancestor of the other.
+fn overlaps(a: &Path, b: &Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+/// Builds segments from admissions, in order.
+#[derive(Default)]
+struct Builder {
+    segments: Vec<Segment>,
+    run: Vec<usize>,
+    reserved: Vec<(PathBuf, bool)>,
+}
+
+impl Builder {
+    fn barrier(&mut self, index: usize) {
+        self.close_run();
+        self.push_sequential(vec![index]);
+    }
+
+    fn admit(&mut self, index: usize, paths: Vec<PathBuf>, writer: bool) {
+        let conflict = paths.iter().any(|p| {
+            self.reserved
+                .iter()
+                .any(|(r, r_writer)| (writer || *r_writer) && overlaps(p, r))
+        });
+        if conflict {
+            self.close_run();
+        }
+        self.run.push(index);
+        self.reserved.extend(paths.into_iter().map(|p| (p, writer)));
+    }
+
+    fn close_run(&mut self) {
+        let run = std::mem::take(&mut self.run);
+        self.reserved.clear();
+        match run.len() {
+            0 => {}
+            1 => self.push_sequential(run),
+            _ => self.segments.push(Segment {
+                kind: SegmentKind::Parallel,
+                calls: run,
+            }),
+        }
+    }
+
+    fn push_sequential(&mut self, calls: Vec<usize>) {
+        if let Some(last) = self.segments.last_mut()
+            && last.kind == SegmentKind::Sequential
+        {
+            last.calls.extend(calls);
+            return;
+        }
+        self.segments.push(Segment {
+            kind: SegmentKind::Sequential,
+            calls,
+        });
+    }
+
+    fn finish(mut self) -> Plan {
+        self.close_run();
+        Plan {
+            segments: self.segments,
+        }
+    }
+}
+
+/// One call as the planner actor receives it: owned, so it can cross a mailbox.
+#[derive(Debug, Clone)]
+pub struct OwnedPlanCall {
+    /// The underlying tool's name.
+    pub name: String,
+    /// The arguments, `None` when they did not parse as a JSON object.
+    pub arguments: Option<Map<String, Value>>,
+    /// The tool's hints, when known.
+    pub hints: Option<ToolHints>,
+    /// The tool's kind, when known.
+    pub kind: Option<ToolKind>,
+}
+
+impl OwnedPlanCall {
+    fn borrowed(&self) -> PlanCall<'_> {
+        PlanCall {
+            name: &self.name,
+            arguments: self.arguments.as_ref(),
+            hints: self.hints.as_ref(),
+            kind: self.kind,
+        }
+    }
+}
+
+/// Asks the planner actor for a plan. Sent by callers that keep the planner behind a mailbox.
+#[derive(Debug, Message)]
+#[rtype(result = "Plan")]
+pub struct PlanBatch {
+    /// One entry per call, in emission order.
+    pub calls: Vec<OwnedPlanCall>,
+}
+
+impl Actor for BatchPlanner {
+    type Context = Context<Self>;
+}
+
+impl Handler<PlanBatch> for BatchPlanner {
+    type Result = MessageResult<PlanBatch>;
+
+    fn handle(&mut self, msg: PlanBatch, _ctx: &mut Self::Context) -> Self::Result {
+        let calls: Vec<PlanCall<'_>> = msg.calls.iter().map(OwnedPlanCall::borrowed).collect();
+        MessageResult(self.plan(&calls))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SegmentKind::{Parallel as P, Sequential as S};
+    use super::*;
+    use serde_json::json;
+
+    fn args(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }
+    }
+
+    /// Plans `(name, arguments, hints)` triples with the cwd at `dir`.
+    fn plan_in(
+        dir: &Path,
+        calls: &[(&str, Option<Value>, Option<ToolHints>)],
+    ) -> Vec<(SegmentKind, Vec<usize>)> {
+        let owned: Vec<OwnedPlanCall> = calls
+            .iter()
+            .map(|(n, a, h)| OwnedPlanCall {
+                name: n.to_string(),
+                arguments: a.clone().map(args),
+                hints: h.clone(),
+                kind: None,
+            })
+            .collect();
+        let plan_calls: Vec<PlanCall<'_>> = owned.iter().map(OwnedPlanCall::borrowed).collect();
+        BatchPlanner::new(dir).plan(&plan_calls).shape()
+    }
+
+    fn plan(calls: &[(&str, Option<Value>, Option<ToolHints>)]) -> Vec<(SegmentKind, Vec<usize>)> {
+        let dir = tempfile::tempdir().unwrap();
+        plan_in(dir.path(), calls)
+    }
+
+    fn read(path: &str) -> (&'static str, Option<Value>, Option<ToolHints>) {
+        ("read_file", Some(json!({ "path": path })), None)
+    }
+
+    fn write(path: &str) -> (&'static str, Option<Value>, Option<ToolHints>) {
+        (
+            "write_file",
+            Some(json!({ "path": path, "content": "x" })),
+            None,
+        )
+    }
+
+    #[test]
+    fn two_reads_of_different_files_run_together() {
+        assert_eq!(plan(&[read("a"), read("b")]), vec![(P, vec![0, 1])]);
+    }
+
+    #[test]
+    fn two_reads_of_one_file_still_run_together() {
+        assert_eq!(plan(&[read("a"), read("a")]), vec![(P, vec![0, 1])]);
+    }
+
+    #[test]
+    fn read_then_write_of_one_file_runs_in_order() {
+        assert_eq!(plan(&[read("a"), write("a")]), vec![(S, vec![0, 1])]);
+    }
+
+    #[test]
+    fn two_writers_to_one_file_run_in_order() {
+        assert_eq!(plan(&[write("a"), write("a")]), vec![(S, vec![0, 1])]);
+    }
+
+    #[test]
+    fn writers_to_different_files_run_together() {
+        assert_eq!(plan(&[write("a"), write("b")]), vec![(P, vec![0, 1])]);
+    }
+
+    #[test]
+    fn web_then_terminal_is_sequential() {
+        let calls = [
+            ("web_search", Some(json!({ "query": "x" })), None),
+            ("terminal", Some(json!({ "command": "ls" })), None),
+        ];
+        assert_eq!(plan(&calls), vec![(S, vec![0, 1])]);
+    }
+
+    #[test]
+    fn clarify_splits_readers_into_two_parallel_runs() {
+        let calls = [
+            read("a"),
+            read("b"),
+            ("clarify", Some(json!({ "question": "?" })), None),
+            read("c"),
+            read("d"),
+        ];
+        assert_eq!(
+            plan(&calls),
+            vec![(P, vec![0, 1]), (S, vec![2]), (P, vec![3, 4])]
+        );
+    }
+
+    #[test]
+    fn unparseable_or_non_object_arguments_are_barriers() {
+        let calls = [read("a"), ("read_file", None, None), read("b")];
+        assert_eq!(plan(&calls), vec![(S, vec![0, 1, 2])]);
+    }
+
+    #[test]
+    fn interactive_tools_are_barriers() {
+        let hints = ToolHints {
+            interactive: true,
+            parallel_safe: true,
+            ..ToolHints::default()
+        };
+        let calls = [
+            read("a"),
+            ("ask_human", Some(json!({})), Some(hints)),
+            read("b"),
+        ];
+        assert_eq!(plan(&calls), vec![(S, vec![0, 1, 2])]);
+    }
+
+    #[test]
+    fn unknown_tools_are_barriers() {
+        let calls = [("some_plugin_tool", Some(json!({})), None), read("a")];
+        assert_eq!(plan(&calls), vec![(S, vec![0, 1])]);
+    }
+
+    #[test]
+    fn mcp_tools_need_the_server_opt_in_or_a_read_only_annotation() {
+        let opted = ToolHints {
+            parallel_safe: true,
+            ..ToolHints::default()
+        };
+        let read_only = ToolHints {
+            read_only: true,
+            ..ToolHints::default()
+        };
+        let calls = [
+            ("mcp__a__x", Some(json!({})), Some(opted.clone())),
+            ("mcp__a__y", Some(json!({})), Some(opted)),
+            ("mcp__b__z", Some(json!({})), Some(read_only)),
+            ("mcp__c__w", Some(json!({})), Some(ToolHints::default())),
+        ];
+        assert_eq!(plan(&calls), vec![(P, vec![0, 1, 2]), (S, vec![3])]);
+    }
+
+    #[test]
+    fn bridge_lookups_run_in_parallel() {
+        let calls = [
+            ("tool_search", Some(json!({ "query": "github" })), None),
+            ("tool_describe", Some(json!({ "name": "x" })), None),
+        ];
+        assert_eq!(plan(&calls), vec![(P, vec![0, 1])]);
+    }
+
+    #[test]
+    fn a_search_without_path_covers_the_cwd_and_conflicts_with_a_write_below_it() {
+        let calls = [
+            ("search_files", Some(json!({ "pattern": "x" })), None),
+            read("sub/a"),
+            write("sub/b"),
+        ];
+        assert_eq!(plan(&calls), vec![(P, vec![0, 1]), (S, vec![2])]);
+    }
+
+    #[test]
+    fn ancestor_directories_overlap() {
+        let calls = [
+            (
+                "search_files",
+                Some(json!({ "pattern": "x", "path": "src" })),
+                None,
+            ),
+            write("src/lib.rs"),
+        ];
+        assert_eq!(plan(&calls), vec![(S, vec![0, 1])]);
+    }
+
+    #[test]
+    fn dot_dot_and_symlinks_resolve_to_the_same_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("real")).unwrap();
+        std::fs::write(dir.path().join("real/f"), "x").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("link")).unwrap();
+        let calls = [write("link/f"), read("real/../real/f")];
+        assert_eq!(plan_in(dir.path(), &calls), vec![(S, vec![0, 1])]);
+    }
+
+    #[test]
+    fn v4a_patches_reserve_every_header_path_including_both_ends_of_a_move() {
+        let body = "*** Begin Patch\n*** Update File: a\n***Move File: b -> c\n*** End Patch";
+        let patch = (
+            "patch",
+            Some(json!({ "mode": "patch", "patch": body, "path": "decoy" })),
+            None,
+        );
+        assert_eq!(plan(&[read("c"), patch.clone()]), vec![(S, vec![0, 1])]);
+        assert_eq!(plan(&[read("b"), patch.clone()]), vec![(S, vec![0, 1])]);
+        assert_eq!(plan(&[read("decoy"), patch]), vec![(P, vec![0, 1])]);
+    }
+
+    #[test]
+    fn a_path_scoped_call_without_a_path_is_a_barrier() {
+        let calls = [
+            read("a"),
+            ("write_file", Some(json!({ "content": "x" })), None),
+            read("b"),
+        ];
+        assert_eq!(plan(&calls), vec![(S, vec![0, 1, 2])]);
+    }
+
+    #[test]
+    fn a_conflicting_writer_starts_a_new_run_that_later_readers_join() {
+        let calls = [read("a"), read("b"), write("a"), read("c")];
+        assert_eq!(plan(&calls), vec![(P, vec![0, 1]), (P, vec![2, 3])]);
+    }
+
+    #[test]
+    fn tools_with_hinted_path_args_are_scoped() {
+        let hints = ToolHints {
+            path_args: vec!["file".into()],
+            ..ToolHints::default()
+        };
+        let calls = [
+            read("a"),
+            ("plugin_write", Some(json!({ "file": "a" })), Some(hints)),
+        ];
+        assert_eq!(plan(&calls), vec![(S, vec![0, 1])]);
+    }
+
+    #[actix_rt::test]
+    async fn the_actor_form_gives_the_same_plan() {
+        let dir = tempfile::tempdir().unwrap();
+        let planner = BatchPlanner::new(dir.path()).start();
+        let call = |name: &str, path: &str| OwnedPlanCall {
+            name: name.into(),
+            arguments: Some(args(json!({ "path": path }))),
+            hints: None,
+            kind: None,
+        };
+        let plan = planner
+            .send(PlanBatch {
+                calls: vec![
+                    call("read_file", "a"),
+                    call("read_file", "b"),
+                    call("write_file", "a"),
+                ],
+            })
+            .await
+            .unwrap();
+        assert_eq!(plan.shape(), vec![(P, vec![0, 1]), (S, vec![2])]);
+    }
+
+    #[test]
+    fn one_call_is_sequential_and_empty_batches_have_no_segments() {
+        assert_eq!(plan(&[read("a")]), vec![(S, vec![0])]);
+        assert_eq!(plan(&[]), vec![]);
+    }
+}

@@ -1,0 +1,224 @@
+//! What a session reports while it works: [`SessionEvent`] (turn started, model request, tool
+//! call started and finished, approval asked and answered, stop, final answer) and the
+//! [`EventSink`] that fans events out to subscribers. The session, the tool runner and the
+//! supervisor emit; the `troupe` API, the CLI's `--json` output and tests subscribe.
+
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use crate::messages::CallStatus;
+
+/// One event, tagged with the session that produced it. Serialised flat: the kind's fields sit
+/// beside `session_id`, with `"type"` naming the kind.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionEvent {
+    /// The session the event belongs to.
+    pub session_id: String,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// The kinds of event, with their fields.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    /// The session is open and registered with the supervisor.
+    SessionStarted {
+        /// Session ids from the root down to this session.
+        agent_path: Vec<String>,
+        /// The provider's description.
+        provider: String,
+    },
+    /// A user message started a turn.
+    TurnStarted {
+        /// The turn's id.
+        turn_id: String,
+    },
+    /// A request is going to the model.
+    ModelRequest {
+        /// The turn's id.
+        turn_id: String,
+        /// 1 for the first request of the turn, then one more per tool round.
+        iteration: u32,
+        /// How many messages the request carries.
+        messages: usize,
+        /// How many tools the model is offered.
+        tools: usize,
+    },
+    /// A tool call began (before approval and hooks).
+    ToolCallStarted {
+        /// The turn's id.
+        turn_id: String,
+        /// troupe's id for this call entry.
+        call_id: String,
+        /// The provider's id for the call.
+        model_call_id: String,
+        /// The tool the model named (`tool_call` for a bridged call).
+        tool: String,
+        /// The tool that actually runs.
+        underlying_tool: String,
+    },
+    /// A tool call ended, whatever the way.
+    ToolCallFinished {
+        /// The turn's id.
+        turn_id: String,
+        /// troupe's id for this call entry.
+        call_id: String,
+        /// The provider's id for the call.
+        model_call_id: String,
+        /// The tool the model named.
+        tool: String,
+        /// The tool that actually ran (or would have).
+        underlying_tool: String,
+        /// How it ended.
+        status: CallStatus,
+        /// Milliseconds from start to result, time waiting for a person included.
+        duration_ms: u64,
+    },
+    /// A person is asked to approve a call.
+    ApprovalRequested {
+        /// The request's id, to answer it by.
+        request_id: String,
+        /// The call entry waiting on it.
+        call_id: String,
+        /// The tool (the underlying one for bridged calls).
+        tool: String,
+        /// Why approval is needed.
+        reason: String,
+        /// Session ids from the root down to the asking session.
+        agent_path: Vec<String>,
+    },
+    /// An approval request settled.
+    ApprovalAnswered {
+        /// The request's id.
+        request_id: String,
+        /// `once`, `session`, `always`, `deny`, `timeout` or `interrupted`.
+        outcome: String,
+    },
+    /// A stop reached this session.
+    Stop {
+        /// `soft` or `hard`.
+        kind: String,
+        /// The turn that was stopped, when one was running.
+        turn_id: Option<String>,
+    },
+    /// The turn ended with an answer for the user.
+    Final {
+        /// The turn's id.
+        turn_id: String,
+        /// The answer (or what went wrong).
+        text: String,
+        /// `completed`, `interrupted`, `max_iterations` or `failed`.
+        status: String,
+    },
+    /// The session closed.
+    SessionEnded {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Fans events out to every live subscriber. Cloning shares the subscriber list; subscribers
+/// whose receiver is gone are dropped on the next emit.
+#[derive(Debug, Clone, Default)]
+pub struct EventSink {
+    subscribers: Arc<Mutex<Vec<mpsc::UnboundedSender<SessionEvent>>>>,
+    /// Another sink that receives every event too (the troupe-wide stream).
+    upstream: Option<Arc<EventSink>>,
+}
+
+impl EventSink {
+    /// A sink with no subscribers.
+    pub fn new() -> Self {
+        EventSink::default()
+    }
+
+    /// A sink that also forwards every event to `upstream`.
+    pub fn forwarding_to(upstream: EventSink) -> Self {
+        EventSink {
+            subscribers: Arc::default(),
+            upstream: Some(Arc::new(upstream)),
+        }
+    }
+
+    /// A new receiver of every event emitted from now on.
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<SessionEvent> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        lock(&self.subscribers).push(tx);
+        rx
+    }
+
+    /// Sends `event` to every subscriber.
+    pub fn emit(&self, event: SessionEvent) {
+        tracing::debug!(session_id = %event.session_id, ?event.kind, "event");
+        if let Some(upstream) = &self.upstream {
+            upstream.emit(event.clone());
+        }
+        let mut subscribers = lock(&self.subscribers);
+        subscribers.retain(|tx| tx.send(event.clone()).is_ok());
+    }
+
+    /// Shorthand for `emit` with a session id and a kind.
+    pub fn send(&self, session_id: &str, kind: EventKind) {
+        self.emit(SessionEvent {
+            session_id: session_id.to_string(),
+            kind,
+        });
+    }
+}
+
+/// Locks a mutex, carrying on with the data if a panicking holder poisoned it: the subscriber
+/// list stays valid whatever a panic interrupted.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_serialise_flat_with_a_type() {
+        let event = SessionEvent {
+            session_id: "s1".into(),
+            kind: EventKind::ToolCallFinished {
+                turn_id: "t".into(),
+                call_id: "c".into(),
+                model_call_id: "m".into(),
+                tool: "tool_call".into(),
+                underlying_tool: "read_file".into(),
+                status: CallStatus::Denied,
+                duration_ms: 7,
+            },
+        };
+        let value = serde_json::to_value(&event).unwrap();
+        assert_eq!(value["type"], "tool_call_finished");
+        assert_eq!(value["session_id"], "s1");
+        assert_eq!(value["status"], "denied");
+        assert_eq!(value["underlying_tool"], "read_file");
+    }
+
+    #[test]
+    fn closed_subscribers_are_dropped_and_upstream_sees_everything() {
+        let upstream = EventSink::new();
+        let mut all = upstream.subscribe();
+        let sink = EventSink::forwarding_to(upstream);
+        let mut first = sink.subscribe();
+        let second = sink.subscribe();
+        drop(second);
+        sink.send(
+            "s",
+            EventKind::SessionEnded {
+                reason: "done".into(),
+            },
+        );
+        assert!(first.try_recv().is_ok());
+        assert!(all.try_recv().is_ok());
+        assert_eq!(lock(&sink.subscribers).len(), 1);
+    }
+}

@@ -1,0 +1,585 @@
+//! A mock OpenAI-compatible chat-completions server over real HTTP on 127.0.0.1, for tests in
+//! any crate (feature `mock-server`). [`MockServer`] answers from a [`Script`], streamed (tool
+//! calls split over several deltas) or whole, as each request asks; it records every request
+//! and injects the [`Fault`]s a test queues: 429 with Retry-After, error statuses, a connection
+//! dropped mid-stream, a slow stream, or any raw answer.
+//!
+//! Another crate's tests enable it with a dev-dependency:
+//! `troupe-actors = { workspace = true, features = ["mock-server"] }`, then:
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use serde_json::json;
+//! use troupe_actors::model::mock_server::{Fault, MockServer};
+//! use troupe_actors::model::{OpenAiConfig, Script, ScriptTurn};
+//!
+//! let script = Script::new()
+//!     .turn(ScriptTurn::tool_call("read_file", json!({"path": "README.md"})))
+//!     .turn(ScriptTurn::text("Done."));
+//! let server = MockServer::start(script).await?;
+//! server.push_fault(Fault::Status(500)); // the first request fails, the retry succeeds
+//! let config = OpenAiConfig::new(server.url(), "any-model");
+//! // ... run a session against `config`, then look at what it sent:
+//! let offered = server.requests()[0].tool_names();
+//! # let _ = (config, offered);
+//! # Ok(())
+//! # }
+//! ```
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt as _};
+use serde_json::{Value, json};
+
+use super::openai_wire::said_of_wire_message;
+use super::scripted::{CursorMode, Script, estimate_tokens};
+
+/// A fault the mock server plays instead of (or while) answering one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fault {
+    /// Answer 429 with this `Retry-After` value (seconds or an HTTP date), if any.
+    RateLimited {
+        /// The `Retry-After` header value.
+        retry_after: Option<String>,
+    },
+    /// Answer this status with an OpenAI-style error body.
+    Status(u16),
+    /// Answer normally but break the connection after this many SSE events (or, for a
+    /// non-streamed answer, after half the body).
+    DropMidStream {
+        /// Events sent before the break.
+        after_events: usize,
+    },
+    /// Stream normally but pause this long before each event.
+    SlowStream {
+        /// The pause before each event.
+        pause: Duration,
+    },
+    /// Answer exactly this.
+    Raw {
+        /// The status.
+        status: u16,
+        /// The `Content-Type`.
+        content_type: String,
+        /// The body.
+        body: String,
+    },
+}
+
+/// One request the mock server received.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    /// The JSON body (`Value::Null` when it was not JSON).
+    pub body: Value,
+    /// The `Authorization` header, if any.
+    pub authorization: Option<String>,
+    /// When it arrived.
+    pub received_at: Instant,
+}
+
+impl RecordedRequest {
+    /// Whether it asked for a streamed answer.
+    pub fn is_stream(&self) -> bool {
+        self.body.get("stream").and_then(Value::as_bool) == Some(true)
+    }
+
+    /// The names of the tools it offered.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.body
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|tool| tool.pointer("/function/name").and_then(Value::as_str))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Its messages, as sent.
+    pub fn messages(&self) -> Vec<Value> {
+        self.body
+            .get("messages")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// What the server's handlers share.
+struct Shared {
+    /// The answers.
+    script: Script,
+    /// The sequential cursor (used when the script asks for one).
+    used: Mutex<Vec<bool>>,
+    /// Faults for the next requests, first in first played.
+    faults: Mutex<VecDeque<Fault>>,
+    /// Every request, in arrival order.
+    requests: Mutex<Vec<RecordedRequest>>,
+    /// Streams whose client stopped reading before the end (a cancel, a timeout); planned
+    /// breaks are not counted.
+    streams_cut_short: AtomicUsize,
+    /// Numbers answers, for their ids.
+    answers: AtomicUsize,
+}
+
+/// Locks a mutex even if a handler panicked while holding it; the data is still usable.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A running mock server; it stops when dropped.
+pub struct MockServer {
+    /// Where it listens.
+    addr: SocketAddr,
+    /// The state its handlers share.
+    shared: Arc<Shared>,
+    /// The serving task, aborted on drop.
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for MockServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MockServer {
+    /// Starts serving `script` on a free port of 127.0.0.1 (inside the current tokio runtime).
+    pub async fn start(script: Script) -> std::io::Result<MockServer> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            script,
+            used: Mutex::new(Vec::new()),
+            faults: Mutex::new(VecDeque::new()),
+            requests: Mutex::new(Vec::new()),
+            streams_cut_short: AtomicUsize::new(0),
+            answers: AtomicUsize::new(0),
+        });
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat_completions))
+            .route("/chat/completions", post(chat_completions))
+            .with_state(Arc::clone(&shared));
+        let task = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::warn!(error = %e, "the mock model server stopped");
+            }
+        });
+        Ok(MockServer { addr, shared, task })
+    }
+
+    /// The base URL to configure a provider with: `http://127.0.0.1:PORT/v1`.
+    pub fn url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Queues a fault for the next request that has none yet.
+    pub fn push_fault(&self, fault: Fault) {
+        lock(&self.shared.faults).push_back(fault);
+    }
+
+    /// Every request received so far, in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.requests).clone()
+    }
+
+    /// How many streamed answers the client stopped reading before their end.
+    pub fn streams_cut_short(&self) -> usize {
+        self.shared.streams_cut_short.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn chat_completions(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let parsed: Option<Value> = serde_json::from_slice(&body).ok();
+    lock(&shared.requests).push(RecordedRequest {
+        body: parsed.clone().unwrap_or(Value::Null),
+        authorization: headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string),
+        received_at: Instant::now(),
+    });
+    let fault = lock(&shared.faults).pop_front();
+    match fault {
+        Some(Fault::RateLimited { retry_after }) => {
+            let mut response = error_response(429, "rate limited by the mock server");
+            if let Some(value) = retry_after
+                && let Ok(value) = header::HeaderValue::from_str(&value)
+            {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+            return response;
+        }
+        Some(Fault::Status(status)) => {
+            return error_response(status, "the mock server was told to fail this request");
+        }
+        Some(Fault::Raw {
+            status,
+            content_type,
+            body,
+        }) => {
+            return Response::builder()
+                .status(status)
+                .header(header::CONTENT_TYPE, content_type)
+                .body(Body::from(body))
+                .unwrap_or_else(|_| {
+                    error_response(500, "the mock server cannot build this raw answer")
+                });
+        }
+        _ => {}
+    }
+    let Some(request) = parsed.filter(Value::is_object) else {
+        return error_response(
+            400,
+            "the body is not a JSON object; send a chat-completions request",
+        );
+    };
+    let Some(answer) = shared.answer_for(&request) else {
+        return error_response(
+            400,
+            &format!(
+                "the mock server's script has no turn left for this conversation (it has {}); \
+                 add turns or `when_exhausted`",
+                shared.script.turns.len()
+            ),
+        );
+    };
+    if answer.delay > Duration::ZERO {
+        tokio::time::sleep(answer.delay).await;
+    }
+    let model = request
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("mock")
+        .to_string();
+    let number = shared.answers.fetch_add(1, Ordering::SeqCst) + 1;
+    let id = format!("chatcmpl-mock-{number}");
+    let wants_stream = request.get("stream").and_then(Value::as_bool) == Some(true);
+    let wants_usage = request
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        == Some(true);
+    if wants_stream {
+        let events = answer.sse_events(&id, &model, wants_usage);
+        let (pause, drop_after) = match fault {
+            Some(Fault::SlowStream { pause }) => (pause, None),
+            Some(Fault::DropMidStream { after_events }) => (Duration::ZERO, Some(after_events)),
+            _ => (Duration::ZERO, None),
+        };
+        sse_response(events, pause, drop_after, Arc::clone(&shared))
+    } else {
+        let body = answer.whole_body(&id, &model).to_string();
+        match fault {
+            Some(Fault::DropMidStream { .. }) => {
+                let half = body.as_bytes()[..body.len() / 2].to_vec();
+                let pieces = futures::stream::iter([Some(half), None]).then(|piece| async move {
+                    match piece {
+                        Some(bytes) => Ok(bytes),
+                        None => {
+                            // As for streams: let the first half reach the client first.
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                            Err(std::io::Error::other(
+                                "the mock server dropped the connection on purpose",
+                            ))
+                        }
+                    }
+                });
+                Response::builder()
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from_stream(pieces))
+                    .unwrap_or_else(|_| error_response(500, "cannot build the broken answer"))
+            }
+            Some(Fault::SlowStream { pause }) => {
+                tokio::time::sleep(pause).await;
+                json_response(body)
+            }
+            _ => json_response(body),
+        }
+    }
+}
+
+fn json_response(body: String) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+fn error_response(status: u16, message: &str) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body =
+        json!({"error": {"message": message, "type": "mock_error", "code": status.as_u16()}});
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// A scripted answer ready to be written in either form.
+struct Answer {
+    text: Option<String>,
+    /// (id, name, arguments text) per call.
+    calls: Vec<(String, String, String)>,
+    delay: Duration,
+    prompt_tokens: u64,
+}
+
+impl Shared {
+    fn answer_for(&self, request: &Value) -> Option<Answer> {
+        let messages = request
+            .get("messages")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let said = messages.iter().map(said_of_wire_message);
+        let picked = match self.script.cursor {
+            CursorMode::Conversation => self.script.pick_for_conversation(said),
+            CursorMode::Sequential => self.script.pick_sequential(&mut lock(&self.used), said),
+        };
+        let prompt_tokens = estimate_tokens(
+            messages
+                .iter()
+                .map(|m| m.get("content").map_or(0, |c| c.to_string().len()))
+                .sum(),
+        );
+        let Some(index) = picked else {
+            return self.script.when_exhausted.as_ref().map(|text| Answer {
+                text: Some(text.clone()),
+                calls: Vec::new(),
+                delay: Duration::ZERO,
+                prompt_tokens,
+            });
+        };
+        let turn = &self.script.turns[index];
+        Some(Answer {
+            text: turn.text.clone(),
+            calls: self
+                .script
+                .calls_of(index)
+                .into_iter()
+                .map(|c| (c.id, c.name, c.arguments))
+                .collect(),
+            delay: Duration::from_millis(turn.delay_ms),
+            prompt_tokens,
+        })
+    }
+}
+
+impl Answer {
+    fn finish_reason(&self) -> &'static str {
+        if self.calls.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        }
+    }
+
+    fn usage(&self) -> Value {
+        let chars = self.text.as_deref().map_or(0, str::len)
+            + self
+                .calls
+                .iter()
+                .map(|(_, n, a)| n.len() + a.len())
+                .sum::<usize>();
+        let completion = estimate_tokens(chars);
+        json!({
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": completion,
+            "total_tokens": self.prompt_tokens + completion,
+        })
+    }
+
+    fn whole_body(&self, id: &str, model: &str) -> Value {
+        let mut message = json!({"role": "assistant", "content": self.text});
+        if !self.calls.is_empty() {
+            message["tool_calls"] = self
+                .calls
+                .iter()
+                .map(|(id, name, arguments)| {
+                    json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
+                })
+                .collect();
+        }
+        json!({
+            "id": id,
+            "object": "chat.completion",
+            "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason()}],
+            "usage": self.usage(),
+        })
+    }
+
+    /// The SSE events of a streamed answer: text word by word, each tool call as a start
+    /// (id, name) then its arguments in three fragments, the finish, usage, `[DONE]`.
+    fn sse_events(&self, id: &str, model: &str, with_usage: bool) -> Vec<String> {
+        let chunk = |delta: Value, finish: Value| {
+            json!({
+                "id": id,
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            })
+        };
+        let mut events = vec![chunk(
+            json!({"role": "assistant", "content": ""}),
+            Value::Null,
+        )];
+        for piece in self
+            .text
+            .as_deref()
+            .unwrap_or_default()
+            .split_inclusive(' ')
+        {
+            events.push(chunk(json!({"content": piece}), Value::Null));
+        }
+        for (index, (call_id, name, arguments)) in self.calls.iter().enumerate() {
+            events.push(chunk(
+                json!({"tool_calls": [{"index": index, "id": call_id, "type": "function",
+                    "function": {"name": name, "arguments": ""}}]}),
+                Value::Null,
+            ));
+            for fragment in thirds(arguments) {
+                events.push(chunk(
+                    json!({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]}),
+                    Value::Null,
+                ));
+            }
+        }
+        events.push(chunk(json!({}), Value::from(self.finish_reason())));
+        if with_usage {
+            events.push(json!({
+                "id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
+                "choices": [], "usage": self.usage(),
+            }));
+        }
+        let mut lines: Vec<String> = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+        lines.push("data: [DONE]\n\n".to_string());
+        lines
+    }
+}
+
+/// `text` in three pieces cut at character boundaries (fewer when it is short).
+fn thirds(text: &str) -> Vec<&str> {
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    if chars.len() < 3 {
+        return vec![text];
+    }
+    let cut = |n: usize| chars[chars.len() * n / 3].0;
+    let (a, b) = (cut(1), cut(2));
+    vec![&text[..a], &text[a..b], &text[b..]]
+}
+
+fn sse_response(
+    events: Vec<String>,
+    pause: Duration,
+    drop_after: Option<usize>,
+    shared: Arc<Shared>,
+) -> Response {
+    let total = events.len();
+    let stream =
+        futures::stream::iter(events.into_iter().enumerate()).then(move |(n, event)| async move {
+            if drop_after.is_some_and(|limit| n >= limit) {
+                // Wait first: while the stream is pending the server flushes the events
+                // already written, so the client really receives them before the break.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                return Err(std::io::Error::other(
+                    "the mock server dropped the connection on purpose",
+                ));
+            }
+            if pause > Duration::ZERO {
+                tokio::time::sleep(pause).await;
+            }
+            Ok(event)
+        });
+    let tracked = Tracked {
+        inner: Box::pin(stream),
+        sent: 0,
+        total,
+        planned_break: drop_after.is_some(),
+        shared,
+    };
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(tracked))
+        .unwrap_or_else(|_| error_response(500, "cannot build the stream"))
+}
+
+/// A response stream that counts itself cut short when dropped before its last event, which
+/// is how a test sees that a cancelled client really closed the connection.
+struct Tracked {
+    /// The events, with their pauses and planned break.
+    inner: BoxStream<'static, Result<String, std::io::Error>>,
+    /// Events handed to the connection so far.
+    sent: usize,
+    /// Events in the whole answer.
+    total: usize,
+    /// A `DropMidStream` fault ends it early on purpose; that is not the client's doing.
+    planned_break: bool,
+    /// Where the count goes.
+    shared: Arc<Shared>,
+}
+
+impl Stream for Tracked {
+    type Item = Result<String, std::io::Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let polled = self.inner.as_mut().poll_next(cx);
+        if let Poll::Ready(Some(Ok(_))) = &polled {
+            self.sent += 1;
+        }
+        polled
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        if self.sent < self.total && !self.planned_break {
+            self.shared.streams_cut_short.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thirds_cover_the_text() {
+        assert_eq!(thirds(r#"{"path":"é.md"}"#).concat(), r#"{"path":"é.md"}"#);
+        assert_eq!(thirds(r#"{"path":"é.md"}"#).len(), 3);
+        assert_eq!(thirds("{}"), vec!["{}"]);
+    }
+}

@@ -1,0 +1,188 @@
+//! Model providers: the [`ModelProvider`] trait the session actor talks to, and the messages
+//! that cross it. Implementations: an OpenAI-compatible HTTP provider (`openai`) and a scripted
+//! provider that replays a file of assistant turns (`scripted`), for tests, examples and offline
+//! runs. With the `mock-server` feature, `mock_server` serves scripts over real HTTP in the
+//! OpenAI wire format, with faults, for tests in any crate.
+
+#[cfg(feature = "mock-server")]
+pub mod mock_server;
+mod openai;
+mod openai_wire;
+mod retry;
+mod scripted;
+
+pub use openai::{DEFAULT_MODEL, OpenAiConfig, OpenAiProvider};
+pub use scripted::{CursorMode, Script, ScriptError, ScriptToolCall, ScriptTurn, ScriptedProvider};
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// One message of a conversation, in the chat-completions shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+pub enum ChatMessage {
+    /// Instructions for the model.
+    System {
+        /// The text.
+        content: String,
+    },
+    /// What the user said.
+    User {
+        /// The text.
+        content: String,
+    },
+    /// What the model said: text, tool calls, or both.
+    Assistant {
+        /// The text, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<String>,
+        /// The tool calls, in the order the model emitted them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCallRequest>,
+    },
+    /// The result of one tool call.
+    Tool {
+        /// The id of the call this answers.
+        tool_call_id: String,
+        /// The tool's name.
+        name: String,
+        /// The result text the model reads.
+        content: String,
+    },
+}
+
+/// A tool call as the model emitted it. `arguments` stays the raw string the model wrote: it is
+/// parsed (and refused when it is not a JSON object) only when the call is planned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallRequest {
+    /// The provider's id for the call.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, as the raw JSON text the model wrote.
+    pub arguments: String,
+}
+
+/// One request to a model.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    /// The conversation so far.
+    pub messages: Vec<ChatMessage>,
+    /// The tools the model may call: OpenAI-style function definitions.
+    pub tools: Vec<Value>,
+    /// Overrides the provider's configured model name.
+    pub model: Option<String>,
+    /// Upper bound on generated tokens.
+    pub max_tokens: Option<u32>,
+    /// Receives text and tool-call deltas while the answer streams, when set.
+    pub stream: Option<mpsc::UnboundedSender<StreamDelta>>,
+}
+
+/// A piece of an answer as it streams.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamDelta {
+    /// More answer text.
+    Text(String),
+    /// A tool call has started (its id and name are known).
+    ToolCallStarted {
+        /// Position of the call in the answer.
+        index: usize,
+        /// The tool's name.
+        name: String,
+    },
+}
+
+/// Token counts of one request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens in the prompt.
+    pub prompt_tokens: u64,
+    /// Tokens generated.
+    pub completion_tokens: u64,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishReason {
+    /// A complete answer.
+    Stop,
+    /// It wants tool results.
+    ToolCalls,
+    /// It hit the token limit.
+    Length,
+    /// Something else the server reported.
+    Other(String),
+}
+
+/// A complete model answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelResponse {
+    /// Answer text, if any.
+    pub content: Option<String>,
+    /// Tool calls, in emission order.
+    pub tool_calls: Vec<ToolCallRequest>,
+    /// Why it stopped.
+    pub finish_reason: FinishReason,
+    /// Token counts, when the server reported them.
+    pub usage: Usage,
+}
+
+/// Why a model request failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// The endpoint could not be reached or the connection broke.
+    #[error("cannot reach the model at {url}: {reason}")]
+    Unreachable {
+        /// The endpoint.
+        url: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The server answered with an error status after all retries.
+    #[error("the model server answered {status}: {body}")]
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// The start of the body.
+        body: String,
+    },
+    /// The server's answer could not be understood.
+    #[error("the model server sent something troupe cannot read: {0}")]
+    Protocol(String),
+    /// The request took longer than the configured timeout.
+    #[error("the model did not answer within {seconds} s")]
+    Timeout {
+        /// The timeout.
+        seconds: u64,
+    },
+    /// The request was cancelled (a stop).
+    #[error("the model request was cancelled")]
+    Cancelled,
+    /// The provider's configuration cannot work (bad URL, missing key variable, ...).
+    #[error("the model provider is misconfigured: {0}")]
+    Config(String),
+    /// A scripted provider ran out of turns.
+    #[error("the script has no more turns (it had {turns})")]
+    ScriptExhausted {
+        /// How many turns it had.
+        turns: usize,
+    },
+}
+
+/// A chat model. Implementations are cheap to share (`Arc<dyn ModelProvider>`) and run their
+/// I/O on the tokio pool; `cancel` closes the request (and its stream) early.
+pub trait ModelProvider: Send + Sync + 'static {
+    /// A short description for logs and the CLI ("openai-compatible at URL, model M").
+    fn describe(&self) -> String;
+
+    /// Sends one request and waits for the whole answer.
+    fn complete(
+        &self,
+        request: ModelRequest,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, Result<ModelResponse, ModelError>>;
+}

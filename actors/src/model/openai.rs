@@ -1,0 +1,783 @@
+//! [`OpenAiProvider`]: a chat-completions client for any OpenAI-compatible server (OpenAI,
+//! OpenRouter, vLLM, llama.cpp, Ollama), configured by [`OpenAiConfig`]. It streams over SSE or
+//! reads one JSON answer, retries rate limits, server errors and broken connections with
+//! backoff that honours `Retry-After`, bounds each attempt with a timeout, and drops the
+//! connection when cancelled. The wire types live in `openai_wire`, the waits in `retry`.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Map, Value};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+use super::openai_wire::{Assembler, WireCompletion, clip, error_body_message, request_body};
+use super::retry::{backoff_delay, is_retryable_status, server_wait};
+use super::{ModelError, ModelProvider, ModelRequest, ModelResponse, StreamDelta};
+
+/// The model asked for when the environment names none.
+pub const DEFAULT_MODEL: &str = "gpt-4o-mini";
+
+/// How to reach an OpenAI-compatible server. Build it with [`OpenAiConfig::new`] and the
+/// `with_*` methods, or [`OpenAiConfig::from_env`].
+#[derive(Clone)]
+pub struct OpenAiConfig {
+    /// The API root, usually ending in `/v1` (`http://127.0.0.1:8080/v1`); a URL that already
+    /// ends in `/chat/completions` is used as it is.
+    pub base_url: String,
+    /// The API key, sent as a bearer token. Local servers usually need none.
+    pub api_key: Option<String>,
+    /// The environment variable to read the key from when `api_key` is unset.
+    pub api_key_env: Option<String>,
+    /// The model name sent with each request (a request may override it).
+    pub model: String,
+    /// The longest one attempt may take, from connecting to the last streamed byte.
+    pub request_timeout: Duration,
+    /// The longest connecting may take.
+    pub connect_timeout: Duration,
+    /// How many times a failed attempt is retried (rate limits, 5xx, broken connections).
+    pub max_retries: u32,
+    /// The first backoff wait; it doubles with each retry.
+    pub retry_base_delay: Duration,
+    /// The longest wait between attempts. A server asking (`Retry-After`) for longer than this
+    /// gets no retry: the error is returned instead.
+    pub retry_max_delay: Duration,
+    /// Stream the answer over SSE (text reaches `ModelRequest::stream` as it is generated).
+    pub stream: bool,
+    /// The `max_tokens` sent when a request sets none.
+    pub max_tokens: Option<u32>,
+    /// More headers for every request (OpenRouter's `HTTP-Referer`, a proxy's tenant, ...).
+    pub extra_headers: Vec<(String, String)>,
+    /// More body fields for every request (`temperature`, provider routing, ...); they replace
+    /// troupe's own fields of the same name.
+    pub extra_body: Map<String, Value>,
+}
+
+impl std::fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the key itself.
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "(set)"))
+            .field("api_key_env", &self.api_key_env)
+            .field("model", &self.model)
+            .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("max_retries", &self.max_retries)
+            .field("retry_base_delay", &self.retry_base_delay)
+            .field("retry_max_delay", &self.retry_max_delay)
+            .field("stream", &self.stream)
+            .field("max_tokens", &self.max_tokens)
+            .field(
+                "extra_headers",
+                &self
+                    .extra_headers
+                    .iter()
+                    .map(|(k, _)| k)
+                    .collect::<Vec<_>>(),
+            )
+            .field("extra_body", &self.extra_body)
+            .finish()
+    }
+}
+
+impl OpenAiConfig {
+    /// A config for `base_url` and `model` with the defaults: no key, streaming, 600 s per
+    /// attempt, 10 s to connect, 3 retries waiting 1 s doubling up to 60 s.
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            api_key: None,
+            api_key_env: None,
+            model: model.into(),
+            request_timeout: Duration::from_secs(600),
+            connect_timeout: Duration::from_secs(10),
+            max_retries: 3,
+            retry_base_delay: Duration::from_secs(1),
+            retry_max_delay: Duration::from_secs(60),
+            stream: true,
+            max_tokens: None,
+            extra_headers: Vec::new(),
+            extra_body: Map::new(),
+        }
+    }
+
+    /// The config the environment describes: `TROUPE_BASE_URL` (or `OPENAI_BASE_URL`), the key
+    /// from `TROUPE_API_KEY` (or `OPENAI_API_KEY`), the model from `TROUPE_MODEL` (or
+    /// [`DEFAULT_MODEL`]). `None` when no base URL is set: a key alone does not pick a server.
+    pub fn from_env() -> Option<Self> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// [`OpenAiConfig::from_env`] over any source of variables.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Option<Self> {
+        let get = |names: &[&str]| {
+            names
+                .iter()
+                .filter_map(|name| lookup(name))
+                .map(|value| value.trim().to_string())
+                .find(|value| !value.is_empty())
+        };
+        let base_url = get(&["TROUPE_BASE_URL", "OPENAI_BASE_URL"])?;
+        let model = get(&["TROUPE_MODEL"]).unwrap_or_else(|| DEFAULT_MODEL.to_string());
+        let mut config = Self::new(base_url, model);
+        config.api_key = get(&["TROUPE_API_KEY", "OPENAI_API_KEY"]);
+        Some(config)
+    }
+
+    /// Sets the API key.
+    pub fn with_api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// Reads the API key from this environment variable (when `api_key` is unset).
+    pub fn with_api_key_env(mut self, variable: impl Into<String>) -> Self {
+        self.api_key_env = Some(variable.into());
+        self
+    }
+
+    /// Streams (SSE) or asks for one JSON answer.
+    pub fn with_stream(mut self, stream: bool) -> Self {
+        self.stream = stream;
+        self
+    }
+
+    /// Sets the per-attempt timeout.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets how many times a failed attempt is retried.
+    pub fn with_max_retries(mut self, retries: u32) -> Self {
+        self.max_retries = retries;
+        self
+    }
+
+    /// Sets the first backoff wait and the longest wait between attempts.
+    pub fn with_retry_delays(mut self, base: Duration, max: Duration) -> Self {
+        self.retry_base_delay = base;
+        self.retry_max_delay = max;
+        self
+    }
+
+    /// Sets the default `max_tokens`.
+    pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
+    }
+
+    /// Adds a header to every request.
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.extra_headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Adds a body field to every request.
+    pub fn with_body_field(mut self, name: impl Into<String>, value: Value) -> Self {
+        self.extra_body.insert(name.into(), value);
+        self
+    }
+
+    /// The chat-completions URL derived from `base_url`.
+    pub fn endpoint(&self) -> String {
+        let base = self.base_url.trim().trim_end_matches('/');
+        if base.ends_with("/chat/completions") {
+            base.to_string()
+        } else {
+            format!("{base}/chat/completions")
+        }
+    }
+}
+
+/// A [`ModelProvider`] over an OpenAI-compatible chat-completions endpoint. Cheap to clone; the
+/// clones share one connection pool.
+#[derive(Debug, Clone)]
+pub struct OpenAiProvider {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// The config as given (the key is kept only in `headers`).
+    config: OpenAiConfig,
+    /// The resolved chat-completions URL.
+    endpoint: String,
+    /// The pooled HTTP client.
+    http: reqwest::Client,
+    /// Authorization and extra headers, built once.
+    headers: HeaderMap,
+}
+
+/// How one failed attempt should be followed up.
+#[derive(Debug)]
+enum Next {
+    /// Give up with this error.
+    Fail(ModelError),
+    /// Try again; the server may have said when.
+    Retry(ModelError, Option<Duration>),
+}
+
+impl OpenAiProvider {
+    /// Checks the config, resolves the API key and builds the HTTP client. Fails with
+    /// [`ModelError::Config`] saying what to fix.
+    pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
+        let base = config.base_url.trim();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ModelError::Config(format!(
+                "base_url `{base}` is not an http(s) URL; write it like http://127.0.0.1:8080/v1 \
+                 or https://api.openai.com/v1"
+            )));
+        }
+        if config.model.trim().is_empty() {
+            return Err(ModelError::Config(
+                "the model name is empty; set `model` (or TROUPE_MODEL) to a model the server \
+                 serves"
+                    .to_string(),
+            ));
+        }
+        let key = match (&config.api_key, &config.api_key_env) {
+            (Some(key), _) if !key.trim().is_empty() => Some(key.trim().to_string()),
+            (_, Some(variable)) => match std::env::var(variable) {
+                Ok(key) if !key.trim().is_empty() => Some(key.trim().to_string()),
+                _ => {
+                    return Err(ModelError::Config(format!(
+                        "the API key variable {variable} is not set (or is empty); export it, or \
+                         set `api_key` in the provider config"
+                    )));
+                }
+            },
+            _ => None,
+        };
+        let mut headers = HeaderMap::new();
+        if let Some(key) = key {
+            let value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+                ModelError::Config(
+                    "the API key holds characters a header cannot carry (a line break?); \
+                     check how it was pasted"
+                        .to_string(),
+                )
+            })?;
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
+        for (name, value) in &config.extra_headers {
+            let header_name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                ModelError::Config(format!("`{name}` is not a valid HTTP header name"))
+            })?;
+            let header_value = HeaderValue::from_str(value).map_err(|_| {
+                ModelError::Config(format!(
+                    "the value of header `{name}` holds characters a header cannot carry"
+                ))
+            })?;
+            headers.insert(header_name, header_value);
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .build()
+            .map_err(|e| ModelError::Config(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                endpoint: config.endpoint(),
+                config,
+                http,
+                headers,
+            }),
+        })
+    }
+
+    /// The config this provider was built from.
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.inner.config
+    }
+}
+
+impl ModelProvider for OpenAiProvider {
+    fn describe(&self) -> String {
+        format!(
+            "openai-compatible at {}, model {}",
+            self.inner.config.base_url, self.inner.config.model
+        )
+    }
+
+    fn complete(
+        &self,
+        request: ModelRequest,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, Result<ModelResponse, ModelError>> {
+        let inner = Arc::clone(&self.inner);
+        Box::pin(async move { inner.run(request, cancel).await })
+    }
+}
+
+impl Inner {
+    /// Attempts, retries and waits, each in a race with `cancel`.
+    async fn run(
+        &self,
+        request: ModelRequest,
+        cancel: CancellationToken,
+    ) -> Result<ModelResponse, ModelError> {
+        let config = &self.config;
+        let model = request.model.as_deref().unwrap_or(&config.model);
+        let mut body = request_body(
+            model,
+            &request,
+            config.max_tokens,
+            config.stream,
+            &config.extra_body,
+        );
+        // Set once any delta reached the listener: from then on a broken stream cannot be
+        // retried without the listener seeing text twice.
+        let mut forwarded = false;
+        let mut retries = 0u32;
+        loop {
+            if cancel.is_cancelled() {
+                return Err(ModelError::Cancelled);
+            }
+            tracing::debug!(endpoint = %self.endpoint, model, retries, "model request");
+            let attempt = tokio::time::timeout(
+                config.request_timeout,
+                self.attempt(&body, request.stream.as_ref(), &mut forwarded),
+            );
+            // Dropping the attempt drops the response and closes its connection.
+            let outcome = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(ModelError::Cancelled),
+                outcome = attempt => outcome,
+            };
+            let (error, asked) = match outcome {
+                Ok(Ok(response)) => return Ok(response),
+                Ok(Err(Next::Fail(error))) => {
+                    if let Some(field) = refused_optional_field(&error, &body) {
+                        // Some servers reject what they do not know; these fields are extras.
+                        tracing::warn!(
+                            field,
+                            "the server refused an optional field; asking again without it"
+                        );
+                        if let Value::Object(fields) = &mut body {
+                            fields.remove(field);
+                        }
+                        continue;
+                    }
+                    return Err(error);
+                }
+                Ok(Err(Next::Retry(error, asked))) => (error, asked),
+                Err(_elapsed) => {
+                    return Err(ModelError::Timeout {
+                        seconds: config.request_timeout.as_secs().max(1),
+                    });
+                }
+            };
+            if retries >= config.max_retries {
+                return Err(gave_up(error, retries + 1));
+            }
+            let wait = match asked {
+                Some(asked) if asked > config.retry_max_delay => {
+                    return Err(with_note(
+                        error,
+                        &format!(
+                            "the server asked to wait {} s before retrying, longer than the {} s \
+                             troupe waits (retry_max_delay)",
+                            asked.as_secs(),
+                            config.retry_max_delay.as_secs()
+                        ),
+                    ));
+                }
+                Some(asked) => asked,
+                None => backoff_delay(config.retry_base_delay, config.retry_max_delay, retries),
+            };
+            tracing::warn!(
+                error = %error,
+                wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                retry = retries + 1,
+                max_retries = config.max_retries,
+                "model request failed; retrying"
+            );
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(ModelError::Cancelled),
+                () = tokio::time::sleep(wait) => {}
+            }
+            retries += 1;
+        }
+    }
+
+    /// One HTTP exchange: send, check the status, read the answer as a stream or as JSON.
+    async fn attempt(
+        &self,
+        body: &Value,
+        sink: Option<&UnboundedSender<StreamDelta>>,
+        forwarded: &mut bool,
+    ) -> Result<ModelResponse, Next> {
+        let mut builder = self
+            .http
+            .post(&self.endpoint)
+            .headers(self.headers.clone())
+            .json(body);
+        if self.config.stream {
+            builder = builder.header(ACCEPT, "text/event-stream");
+        }
+        let response = builder.send().await.map_err(|e| {
+            if e.is_builder() {
+                // The URL itself is unusable: asking again cannot help.
+                Next::Fail(ModelError::Config(format!(
+                    "cannot make a request to {} ({e}); check base_url",
+                    self.endpoint
+                )))
+            } else {
+                Next::Retry(self.unreachable(&e, "sending the request"), None)
+            }
+        })?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(self.status_failure(response).await);
+        }
+        let is_sse = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("text/event-stream"));
+        // Servers do not always do as asked: read what was sent, not what was requested.
+        if is_sse {
+            self.read_stream(response, sink, forwarded).await
+        } else {
+            self.read_whole(response, sink, forwarded).await
+        }
+    }
+
+    async fn read_stream(
+        &self,
+        response: reqwest::Response,
+        sink: Option<&UnboundedSender<StreamDelta>>,
+        forwarded: &mut bool,
+    ) -> Result<ModelResponse, Next> {
+        let mut events = response.bytes_stream().eventsource();
+        let mut assembler = Assembler::default();
+        let mut deltas = Vec::new();
+        let mut done = false;
+        while let Some(event) = events.next().await {
+            let event = match event {
+                Ok(event) => event,
+                Err(e) => {
+                    let error = ModelError::Unreachable {
+                        url: self.endpoint.clone(),
+                        reason: format!(
+                            "the connection broke in the middle of the answer ({e}); the server \
+                             may have crashed or a proxy cut the stream"
+                        ),
+                    };
+                    return Err(retry_unless_forwarded(error, *forwarded));
+                }
+            };
+            let data = event.data.trim();
+            if data.is_empty() {
+                continue;
+            }
+            if data == "[DONE]" {
+                done = true;
+                break;
+            }
+            let chunk: WireCompletion = match serde_json::from_str(data) {
+                Ok(chunk) => chunk,
+                // Keep-alive notes and other non-JSON lines carry no answer.
+                Err(_) if !data.starts_with('{') => {
+                    tracing::debug!(data = %clip(data, 200), "skipping a non-JSON stream event");
+                    continue;
+                }
+                Err(e) => {
+                    return Err(Next::Fail(ModelError::Protocol(format!(
+                        "a streamed chunk is not a chat-completions chunk ({e}): {}",
+                        clip(data, 300)
+                    ))));
+                }
+            };
+            assembler
+                .push(chunk, false, &mut deltas)
+                .map_err(Next::Fail)?;
+            forward(sink, &mut deltas, forwarded);
+        }
+        if assembler.is_empty() {
+            let error = ModelError::Protocol(format!(
+                "the stream from {} ended before any answer arrived; check that the URL is a \
+                 chat-completions endpoint and the model name is right",
+                self.endpoint
+            ));
+            return Err(retry_unless_forwarded(error, *forwarded));
+        }
+        if !done && !assembler.finished() {
+            tracing::debug!(
+                "the stream ended without [DONE] or a finish reason; using what arrived"
+            );
+        }
+        Ok(assembler.finish())
+    }
+
+    async fn read_whole(
+        &self,
+        response: reqwest::Response,
+        sink: Option<&UnboundedSender<StreamDelta>>,
+        forwarded: &mut bool,
+    ) -> Result<ModelResponse, Next> {
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| Next::Retry(self.unreachable(&e, "reading the answer"), None))?;
+        let chunk: WireCompletion = serde_json::from_slice(&bytes).map_err(|e| {
+            Next::Fail(ModelError::Protocol(format!(
+                "the answer from {} is not chat-completions JSON ({e}): {}; check that base_url \
+                 points at an OpenAI-compatible API (it usually ends in /v1)",
+                self.endpoint,
+                clip(&String::from_utf8_lossy(&bytes), 300)
+            )))
+        })?;
+        let mut assembler = Assembler::default();
+        let mut deltas = Vec::new();
+        assembler
+            .push(chunk, true, &mut deltas)
+            .map_err(Next::Fail)?;
+        if assembler.is_empty() {
+            return Err(Next::Fail(ModelError::Protocol(format!(
+                "the answer from {} has no choices: {}",
+                self.endpoint,
+                clip(&String::from_utf8_lossy(&bytes), 300)
+            ))));
+        }
+        forward(sink, &mut deltas, forwarded);
+        Ok(assembler.finish())
+    }
+
+    /// Turns an error status into a failure: retried when passing, with the server's wait.
+    async fn status_failure(&self, response: reqwest::Response) -> Next {
+        let status = response.status().as_u16();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let asked = server_wait(
+            header("retry-after").as_deref(),
+            header("retry-after-ms").as_deref(),
+            SystemTime::now(),
+        );
+        let text = response.text().await.unwrap_or_default();
+        let error = ModelError::Status {
+            status,
+            body: format!(
+                "{}; {}",
+                error_body_message(&text),
+                self.status_hint(status)
+            ),
+        };
+        if is_retryable_status(status) {
+            Next::Retry(error, asked)
+        } else {
+            Next::Fail(error)
+        }
+    }
+
+    /// What to check for an error status.
+    fn status_hint(&self, status: u16) -> String {
+        let config = &self.config;
+        match status {
+            401 | 403 => "check the API key (api_key, api_key_env, TROUPE_API_KEY or \
+                          OPENAI_API_KEY) and that it may use this model"
+                .to_string(),
+            404 => format!(
+                "check base_url ({}; it usually ends in /v1) and the model name ({})",
+                config.base_url, config.model
+            ),
+            400 | 422 => format!(
+                "the server refused the request; check the model name ({}) and that the server \
+                 supports tool calls",
+                config.model
+            ),
+            429 => "the server is rate limiting; wait, run fewer sessions at once, or raise \
+                    max_retries"
+                .to_string(),
+            _ => "the server failed; check its logs or try again later".to_string(),
+        }
+    }
+
+    fn unreachable(&self, error: &reqwest::Error, during: &str) -> ModelError {
+        let mut reason = format!("{during}: {error}");
+        // reqwest's own message is short; the cause says "connection refused" and the like.
+        let mut source = std::error::Error::source(error);
+        while let Some(cause) = source {
+            reason.push_str(&format!(": {cause}"));
+            source = cause.source();
+        }
+        reason.push_str("; check that the server is running and that base_url is right");
+        ModelError::Unreachable {
+            url: self.endpoint.clone(),
+            reason,
+        }
+    }
+}
+
+/// Sends the collected deltas to the listener, if any, and notes that some arrived.
+fn forward(
+    sink: Option<&UnboundedSender<StreamDelta>>,
+    deltas: &mut Vec<StreamDelta>,
+    forwarded: &mut bool,
+) {
+    if let Some(sink) = sink {
+        for delta in deltas.drain(..) {
+            // A listener that left is not an error: the answer is still returned.
+            if sink.send(delta).is_ok() {
+                *forwarded = true;
+            }
+        }
+    } else {
+        deltas.clear();
+    }
+}
+
+/// The optional field a 400 or 422 answer complains about, when the request carries it
+/// (`stream_options` and `parallel_tool_calls` are unknown to some servers).
+fn refused_optional_field(error: &ModelError, body: &Value) -> Option<&'static str> {
+    let ModelError::Status {
+        status: 400 | 422,
+        body: message,
+    } = error
+    else {
+        return None;
+    };
+    ["stream_options", "parallel_tool_calls"]
+        .into_iter()
+        .find(|field| message.contains(field) && body.get(field).is_some())
+}
+
+fn retry_unless_forwarded(error: ModelError, forwarded: bool) -> Next {
+    if forwarded {
+        Next::Fail(error)
+    } else {
+        Next::Retry(error, None)
+    }
+}
+
+fn gave_up(error: ModelError, attempts: u32) -> ModelError {
+    with_note(error, &format!("gave up after {attempts} attempts"))
+}
+
+/// Adds a note to the error's text, keeping its kind.
+fn with_note(error: ModelError, note: &str) -> ModelError {
+    match error {
+        ModelError::Status { status, body } => ModelError::Status {
+            status,
+            body: format!("{body} ({note})"),
+        },
+        ModelError::Unreachable { url, reason } => ModelError::Unreachable {
+            url,
+            reason: format!("{reason} ({note})"),
+        },
+        ModelError::Protocol(text) => ModelError::Protocol(format!("{text} ({note})")),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn env_needs_a_base_url() {
+        assert!(OpenAiConfig::from_lookup(lookup(&[("OPENAI_API_KEY", "sk-x")])).is_none());
+        assert!(OpenAiConfig::from_lookup(lookup(&[("TROUPE_BASE_URL", "  ")])).is_none());
+        let config = OpenAiConfig::from_lookup(lookup(&[
+            ("OPENAI_BASE_URL", "http://h/v1"),
+            ("OPENAI_API_KEY", "sk-openai"),
+            ("TROUPE_API_KEY", "sk-troupe"),
+        ]))
+        .unwrap();
+        assert_eq!(config.base_url, "http://h/v1");
+        assert_eq!(config.api_key.as_deref(), Some("sk-troupe"));
+        assert_eq!(config.model, DEFAULT_MODEL);
+        let config = OpenAiConfig::from_lookup(lookup(&[
+            ("TROUPE_BASE_URL", "http://a/v1"),
+            ("OPENAI_BASE_URL", "http://b/v1"),
+            ("TROUPE_MODEL", "qwen2.5"),
+        ]))
+        .unwrap();
+        assert_eq!(config.base_url, "http://a/v1");
+        assert_eq!(config.model, "qwen2.5");
+        assert_eq!(config.api_key, None);
+    }
+
+    #[test]
+    fn endpoint_accepts_roots_and_full_urls() {
+        assert_eq!(
+            OpenAiConfig::new("http://h:1/v1/", "m").endpoint(),
+            "http://h:1/v1/chat/completions"
+        );
+        assert_eq!(
+            OpenAiConfig::new("http://h:1/v1/chat/completions", "m").endpoint(),
+            "http://h:1/v1/chat/completions"
+        );
+    }
+
+    #[test]
+    fn bad_configs_say_what_to_fix() {
+        let err = OpenAiProvider::new(OpenAiConfig::new("localhost:8080", "m")).unwrap_err();
+        assert!(err.to_string().contains("not an http(s) URL"), "{err}");
+        let err = OpenAiProvider::new(OpenAiConfig::new("http://h/v1", " ")).unwrap_err();
+        assert!(err.to_string().contains("model name is empty"), "{err}");
+        let err = OpenAiProvider::new(
+            OpenAiConfig::new("http://h/v1", "m")
+                .with_api_key_env("TROUPE_TEST_SURELY_UNSET_KEY_VARIABLE"),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("TROUPE_TEST_SURELY_UNSET_KEY_VARIABLE is not set"),
+            "{err}"
+        );
+        let err = OpenAiProvider::new(OpenAiConfig::new("http://h/v1", "m").with_api_key("a\nb"))
+            .unwrap_err();
+        assert!(err.to_string().contains("line break"), "{err}");
+        let err =
+            OpenAiProvider::new(OpenAiConfig::new("http://h/v1", "m").with_header("bad name", "v"))
+                .unwrap_err();
+        assert!(err.to_string().contains("header name"), "{err}");
+    }
+
+    #[test]
+    fn debug_hides_the_key() {
+        let config = OpenAiConfig::new("http://h/v1", "m").with_api_key("sk-secret");
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("sk-secret"), "{shown}");
+        assert!(shown.contains("(set)"), "{shown}");
+    }
+
+    #[test]
+    fn notes_keep_the_error_kind() {
+        let err = gave_up(
+            ModelError::Status {
+                status: 503,
+                body: "busy".into(),
+            },
+            4,
+        );
+        assert!(
+            matches!(&err, ModelError::Status { status: 503, body } if body == "busy (gave up after 4 attempts)")
+        );
+        assert!(matches!(
+            with_note(ModelError::Cancelled, "x"),
+            ModelError::Cancelled
+        ));
+    }
+}

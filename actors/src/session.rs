@@ -1,0 +1,795 @@
+//! The [`Session`] actor: one conversation with one model. It owns the conversation, its
+//! [`ToolsetView`] (refreshed at each request when the registry changed) and the agent loop:
+//! model request → tool-call turn (planned, approved, run) → results → next request, up to
+//! `max_iterations`, then a final answer. The model sees exactly the tool list the tool-search
+//! assembly gives; the bridge tools are handled here (lookups in process, `tool_call` unwrapped
+//! so the underlying tool goes through the same planner, supervisor and hooks as a direct call).
+//!
+//! Model requests and tool batches run on the tokio pool and come back as messages; the actor
+//! never waits on them. Outside this crate, callers hold a [`SessionHandle`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use troupe_tools::search::assemble;
+use troupe_tools::{ToolResult, ToolSearchConfig, ToolsetView, bridge};
+
+use crate::batch_planner::BatchPlanner;
+use crate::events::{EventKind, EventSink};
+use crate::hooks::HookRegistry;
+use crate::messages::{CallEntry, CallOutcome, CallTarget, new_id};
+use crate::model::{
+    ChatMessage, ModelError, ModelProvider, ModelRequest, ModelResponse, ToolCallRequest,
+};
+use crate::supervisor::{
+    BeginTurn, EndTurn, RegisterSession, Stop, Supervisor, SupervisorError, UnregisterSession,
+};
+use crate::tool_runner::{BatchContext, RunnerLimits, ToolRunner};
+
+/// Default tool rounds per user message.
+pub const DEFAULT_MAX_ITERATIONS: u32 = 90;
+
+/// The system prompt used when the config gives none.
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a careful assistant that gets things done with the tools you are given. Use a tool when it helps; call several at once when they do not depend on each other. When you have what you need, answer plainly.";
+
+/// A session's settings.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// The system prompt; [`DEFAULT_SYSTEM_PROMPT`] when `None`.
+    pub system_prompt: Option<String>,
+    /// Tool rounds per user message before the model must answer.
+    pub max_iterations: u32,
+    /// The tool-search settings (which tools hide behind the bridge, listing budget).
+    pub tool_search: ToolSearchConfig,
+    /// The model's context window in tokens, when known (sizes the listing).
+    pub context_length: Option<i64>,
+    /// Overrides the provider's model name.
+    pub model: Option<String>,
+    /// Upper bound on generated tokens per request.
+    pub max_tokens: Option<u32>,
+    /// The tool runner's limits.
+    pub runner: RunnerLimits,
+    /// The directory relative paths in tool arguments resolve against, for planning.
+    pub cwd: PathBuf,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            system_prompt: None,
+            max_iterations: DEFAULT_MAX_ITERATIONS,
+            tool_search: ToolSearchConfig::default(),
+            context_length: None,
+            model: None,
+            max_tokens: None,
+            runner: RunnerLimits::default(),
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        }
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    /// The model gave its final answer.
+    Completed,
+    /// A stop ended the turn.
+    Interrupted,
+    /// The tool-round budget ran out; the answer is the model's summary.
+    MaxIterations,
+    /// The model could not be reached or failed.
+    Failed,
+}
+
+impl TurnStatus {
+    /// The word used in events and `--json` output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnStatus::Completed => "completed",
+            TurnStatus::Interrupted => "interrupted",
+            TurnStatus::MaxIterations => "max_iterations",
+            TurnStatus::Failed => "failed",
+        }
+    }
+}
+
+/// The result of one user message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    /// The turn's id.
+    pub turn_id: String,
+    /// The answer, or what went wrong.
+    pub text: String,
+    /// How the turn ended.
+    pub status: TurnStatus,
+    /// How many model requests the turn made.
+    pub model_requests: u32,
+    /// Every tool call of the turn, in order.
+    pub calls: Vec<CallOutcome>,
+    /// The model error, for a failed turn.
+    pub error: Option<String>,
+}
+
+/// Why a session could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// A turn is already running; send again when it ends (or stop it).
+    #[error("session {0} is busy with another message; wait for its answer or stop it first")]
+    Busy(String),
+    /// The session has closed.
+    #[error("session {0} is closed")]
+    Closed(String),
+    /// The supervisor refused the registration.
+    #[error(transparent)]
+    Supervisor(#[from] SupervisorError),
+    /// The actor system is gone (shut down).
+    #[error("the actor system is not running: {0}")]
+    Mailbox(String),
+}
+
+impl From<MailboxError> for SessionError {
+    fn from(error: MailboxError) -> Self {
+        SessionError::Mailbox(error.to_string())
+    }
+}
+
+/// The running turn.
+struct Turn {
+    id: String,
+    token: CancellationToken,
+    /// Model requests made so far.
+    requests: u32,
+    reply: Option<oneshot::Sender<TurnOutcome>>,
+    calls: Vec<CallOutcome>,
+}
+
+/// One conversation with one model. See the module doc.
+pub struct Session {
+    /// The session's id (uuid v7).
+    id: String,
+    /// Session ids from the root down to this one.
+    path: Vec<String>,
+    /// The model.
+    provider: Arc<dyn ModelProvider>,
+    /// What the session may see and call; refreshed when the registry changes.
+    view: ToolsetView,
+    /// Settings.
+    config: SessionConfig,
+    /// Hooks run around tool and model calls.
+    hooks: HookRegistry,
+    /// Approvals and stops.
+    supervisor: Addr<Supervisor>,
+    /// Where events go.
+    events: EventSink,
+    /// The conversation, without the system prompt (rebuilt per request).
+    conversation: Vec<ChatMessage>,
+    /// The running turn, if any.
+    turn: Option<Turn>,
+    /// Plans tool batches.
+    planner: BatchPlanner,
+    /// Runs tool batches.
+    runner: ToolRunner,
+    /// Fires when the session closes; parent of every turn token.
+    lifetime: CancellationToken,
+}
+
+/// What it takes to open a session.
+pub struct SessionParams {
+    /// The model.
+    pub provider: Arc<dyn ModelProvider>,
+    /// The tools it may see and call.
+    pub view: ToolsetView,
+    /// Settings.
+    pub config: SessionConfig,
+    /// Hooks.
+    pub hooks: HookRegistry,
+    /// The troupe's supervisor.
+    pub supervisor: Addr<Supervisor>,
+    /// The parent session, for a subagent.
+    pub parent: Option<String>,
+    /// Where the session's events also go (the troupe-wide stream).
+    pub upstream_events: Option<EventSink>,
+}
+
+impl Session {
+    fn system_prompt(&self, deferred: Option<usize>) -> String {
+        let mut prompt = self
+            .config
+            .system_prompt
+            .clone()
+            .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_string());
+        if let Some(count) = deferred {
+            prompt.push_str(&format!(
+                "\n\n{count} more tools are available but not listed directly. Find them with tool_search (its description lists them), read one's parameters with tool_describe, and run it with tool_call."
+            ));
+        }
+        prompt
+    }
+
+    /// Sends the next request of the running turn to the model, on the pool.
+    fn request_model(&mut self, ctx: &mut Context<Self>, final_round: bool) {
+        if self.view.is_stale() {
+            match self.view.refreshed() {
+                Ok(view) => self.view = view,
+                Err(error) => {
+                    tracing::warn!(%error, "could not refresh the tool view; keeping the old one")
+                }
+            }
+        }
+        let (turn_id, requests, token) = match self.turn.as_mut() {
+            Some(turn) => {
+                turn.requests += 1;
+                (turn.id.clone(), turn.requests, turn.token.clone())
+            }
+            None => return,
+        };
+        let (tools, deferred) = if final_round {
+            (Vec::new(), None)
+        } else {
+            let assembly = assemble(
+                &self.view,
+                self.config.context_length,
+                &self.config.tool_search,
+            );
+            let deferred = assembly.activated.then_some(assembly.deferred_count);
+            (assembly.tools, deferred)
+        };
+        let mut messages = Vec::with_capacity(self.conversation.len() + 2);
+        messages.push(ChatMessage::System {
+            content: self.system_prompt(deferred),
+        });
+        messages.extend(self.conversation.iter().cloned());
+        if final_round {
+            messages.push(ChatMessage::User {
+                content: format!(
+                    "You have used all {} tool rounds allowed for this message. Do not call tools; answer now with what you have, and say what is left undone.",
+                    self.config.max_iterations
+                ),
+            });
+        }
+        let mut request = ModelRequest {
+            messages,
+            tools,
+            model: self.config.model.clone(),
+            max_tokens: self.config.max_tokens,
+            stream: None,
+        };
+        self.hooks.pre_llm_call(&self.id, &mut request);
+        self.events.send(
+            &self.id,
+            EventKind::ModelRequest {
+                turn_id: turn_id.clone(),
+                iteration: requests,
+                messages: request.messages.len(),
+                tools: request.tools.len(),
+            },
+        );
+        let provider = Arc::clone(&self.provider);
+        let addr = ctx.address();
+        let span = tracing::info_span!("model_request", session_id = %self.id, turn_id = %turn_id, iteration = requests);
+        tokio::spawn(
+            async move {
+                let result = tokio::select! {
+                    result = provider.complete(request, token.child_token()) => result,
+                    _ = token.cancelled() => Err(ModelError::Cancelled),
+                };
+                if let Err(error) = &result {
+                    tracing::warn!(%error, "model request failed");
+                }
+                addr.do_send(ModelAnswered {
+                    turn_id,
+                    final_round,
+                    result,
+                });
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Turns the model's tool calls into call entries: arguments parsed, `tool_call` unwrapped,
+    /// bridge lookups bound to the view.
+    fn entries(&self, calls: &[ToolCallRequest]) -> Vec<CallEntry> {
+        calls
+            .iter()
+            .enumerate()
+            .map(|(index, call)| CallEntry {
+                index,
+                call_id: new_id(),
+                model_call_id: call.id.clone(),
+                tool: call.name.clone(),
+                target: self.target(call),
+            })
+            .collect()
+    }
+
+    fn target(&self, call: &ToolCallRequest) -> CallTarget {
+        let arguments = match parse_arguments(&call.arguments) {
+            Ok(arguments) => arguments,
+            Err(result) => {
+                return CallTarget::Invalid {
+                    name: call.name.clone(),
+                    result,
+                };
+            }
+        };
+        match call.name.as_str() {
+            "tool_call" => match bridge::resolve(
+                &self.view,
+                &self.config.tool_search,
+                &Value::Object(arguments.clone()),
+            ) {
+                Ok(resolved) => CallTarget::Tool {
+                    name: resolved.name,
+                    arguments: resolved.arguments,
+                },
+                Err(error) => CallTarget::Invalid {
+                    // Name the tool the model meant, when the entry says, so hooks and events
+                    // see it; otherwise the bridge itself.
+                    name: bridge::tool_call::normalize_entries(&Value::Object(arguments.clone()))
+                        .ok()
+                        .and_then(|entries| entries.into_iter().next())
+                        .map(|entry| entry.name)
+                        .filter(|name| !name.is_empty())
+                        .unwrap_or_else(|| "tool_call".to_string()),
+                    result: ToolResult::error_json(error),
+                },
+            },
+            "tool_search" | "tool_describe" => {
+                let view = self.view.clone();
+                let config = self.config.tool_search.clone();
+                let name = call.name.clone();
+                CallTarget::Lookup {
+                    name: call.name.clone(),
+                    arguments,
+                    run: Box::new(move |arguments| bridge_lookup(&name, &view, &config, arguments)),
+                }
+            }
+            _ => CallTarget::Tool {
+                name: call.name.clone(),
+                arguments,
+            },
+        }
+    }
+
+    fn run_batch(&mut self, ctx: &mut Context<Self>, calls: Vec<ToolCallRequest>) {
+        let Some(turn) = self.turn.as_ref() else {
+            return;
+        };
+        let entries = self.entries(&calls);
+        let batch = BatchContext {
+            session_id: self.id.clone(),
+            turn_id: turn.id.clone(),
+            view: self.view.clone(),
+            hooks: self.hooks.clone(),
+            supervisor: self.supervisor.clone(),
+            events: self.events.clone(),
+            token: turn.token.clone(),
+        };
+        let planner = self.planner.clone();
+        let runner = self.runner;
+        let addr = ctx.address();
+        let span =
+            tracing::info_span!("batch", session_id = %batch.session_id, turn_id = %batch.turn_id);
+        tokio::spawn(
+            async move {
+                let plan = planner.plan_entries(&entries, &batch.view);
+                tracing::debug!(?plan, "batch planned");
+                let outcomes = runner.run_batch(&batch, entries, &plan).await;
+                addr.do_send(BatchFinished {
+                    turn_id: batch.turn_id,
+                    outcomes,
+                });
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Ends the running turn with `text` and `status`, and answers the sender.
+    fn finish_turn(&mut self, text: String, status: TurnStatus, error: Option<String>) {
+        let Some(mut turn) = self.turn.take() else {
+            return;
+        };
+        self.supervisor.do_send(EndTurn {
+            session_id: self.id.clone(),
+            turn_id: turn.id.clone(),
+        });
+        self.events.send(
+            &self.id,
+            EventKind::Final {
+                turn_id: turn.id.clone(),
+                text: text.clone(),
+                status: status.as_str().to_string(),
+            },
+        );
+        if let Some(reply) = turn.reply.take() {
+            let _ = reply.send(TurnOutcome {
+                turn_id: turn.id,
+                text,
+                status,
+                model_requests: turn.requests,
+                calls: turn.calls,
+                error,
+            });
+        }
+    }
+
+    fn is_current(&self, turn_id: &str) -> bool {
+        self.turn.as_ref().is_some_and(|t| t.id == turn_id)
+    }
+
+    fn turn_stopped(&self) -> bool {
+        self.turn.as_ref().is_some_and(|t| t.token.is_cancelled())
+    }
+}
+
+/// Parses a model's raw argument text: empty means `{}`; anything but a JSON object is refused.
+fn parse_arguments(raw: &str) -> Result<Map<String, Value>, ToolResult> {
+    if raw.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str::<Value>(raw) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(other) => Err(ToolResult::error_json(json!({
+            "error": "Invalid tool arguments",
+            "message": format!("The arguments must be a JSON object, but this was {}. The tool was not run; send an object such as {{\"path\": \"README.md\"}}.", kind_of(&other)),
+        }))),
+        Err(error) => Err(ToolResult::error_json(json!({
+            "error": "Invalid tool arguments",
+            "message": format!("The arguments are not valid JSON ({error}). The tool was not run; send one JSON object."),
+        }))),
+    }
+}
+
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Answers `tool_search` or `tool_describe` from the view.
+fn bridge_lookup(
+    name: &str,
+    view: &ToolsetView,
+    config: &ToolSearchConfig,
+    arguments: Map<String, Value>,
+) -> ToolResult {
+    let args = Value::Object(arguments);
+    let value = match name {
+        "tool_describe" => bridge::tool_describe(view, config, &args),
+        _ => bridge::tool_search(view, config, &args),
+    };
+    if value.get("error").is_some() {
+        ToolResult::error_json(value)
+    } else {
+        ToolResult::json(value)
+    }
+}
+
+impl Actor for Session {
+    type Context = Context<Self>;
+
+    fn started(&mut self, _ctx: &mut Self::Context) {
+        self.hooks.on_session_start(&self.id);
+        self.events.send(
+            &self.id,
+            EventKind::SessionStarted {
+                agent_path: self.path.clone(),
+                provider: self.provider.describe(),
+            },
+        );
+    }
+
+    fn stopped(&mut self, _ctx: &mut Self::Context) {
+        self.lifetime.cancel();
+        if self.turn.is_some() {
+            self.finish_turn(
+                "The session closed before the turn ended.".into(),
+                TurnStatus::Interrupted,
+                None,
+            );
+        }
+        self.supervisor.do_send(UnregisterSession {
+            session_id: self.id.clone(),
+        });
+        self.hooks.on_session_end(&self.id, "closed");
+        self.events.send(
+            &self.id,
+            EventKind::SessionEnded {
+                reason: "closed".into(),
+            },
+        );
+    }
+}
+
+/// A user message. Sent through [`SessionHandle::send`]; replies when the turn ends.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<TurnOutcome, SessionError>")]
+pub struct SendMessage {
+    /// What the user said.
+    pub text: String,
+}
+
+impl Handler<SendMessage> for Session {
+    type Result = ResponseFuture<Result<TurnOutcome, SessionError>>;
+
+    fn handle(&mut self, msg: SendMessage, ctx: &mut Self::Context) -> Self::Result {
+        if self.turn.is_some() {
+            let id = self.id.clone();
+            return Box::pin(async move { Err(SessionError::Busy(id)) });
+        }
+        let (reply, answer) = oneshot::channel();
+        let turn_id = new_id();
+        let token = self.lifetime.child_token();
+        self.supervisor.do_send(BeginTurn {
+            session_id: self.id.clone(),
+            turn_id: turn_id.clone(),
+            token: token.clone(),
+        });
+        self.events.send(
+            &self.id,
+            EventKind::TurnStarted {
+                turn_id: turn_id.clone(),
+            },
+        );
+        self.conversation
+            .push(ChatMessage::User { content: msg.text });
+        self.turn = Some(Turn {
+            id: turn_id,
+            token,
+            requests: 0,
+            reply: Some(reply),
+            calls: Vec::new(),
+        });
+        self.request_model(ctx, self.config.max_iterations == 0);
+        let id = self.id.clone();
+        Box::pin(async move { answer.await.map_err(|_| SessionError::Closed(id)) })
+    }
+}
+
+/// The model answered (or failed). Sent by the session's own request task.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct ModelAnswered {
+    turn_id: String,
+    final_round: bool,
+    result: Result<ModelResponse, ModelError>,
+}
+
+impl Handler<ModelAnswered> for Session {
+    type Result = ();
+
+    fn handle(&mut self, msg: ModelAnswered, ctx: &mut Self::Context) {
+        if !self.is_current(&msg.turn_id) {
+            return;
+        }
+        if self.turn_stopped() {
+            self.finish_turn(
+                "The turn was stopped before the model answered.".into(),
+                TurnStatus::Interrupted,
+                None,
+            );
+            return;
+        }
+        let response = match msg.result {
+            Ok(response) => response,
+            Err(error) => {
+                let text = format!("The model request failed: {error}");
+                self.finish_turn(text, TurnStatus::Failed, Some(error.to_string()));
+                return;
+            }
+        };
+        self.hooks.post_llm_call(&self.id, &response);
+        let requests = self.turn.as_ref().map(|t| t.requests).unwrap_or(0);
+        if response.tool_calls.is_empty() || msg.final_round {
+            let text = response.content.unwrap_or_default();
+            self.conversation.push(ChatMessage::Assistant {
+                content: Some(text.clone()),
+                tool_calls: Vec::new(),
+            });
+            let status = if msg.final_round && self.config.max_iterations > 0 {
+                TurnStatus::MaxIterations
+            } else {
+                TurnStatus::Completed
+            };
+            self.finish_turn(text, status, None);
+            return;
+        }
+        self.conversation.push(ChatMessage::Assistant {
+            content: response.content.clone(),
+            tool_calls: response.tool_calls.clone(),
+        });
+        tracing::debug!(requests, calls = response.tool_calls.len(), "tool round");
+        self.run_batch(ctx, response.tool_calls);
+    }
+}
+
+/// A tool batch finished; one outcome per call, in order. Sent by the session's batch task.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct BatchFinished {
+    turn_id: String,
+    outcomes: Vec<CallOutcome>,
+}
+
+impl Handler<BatchFinished> for Session {
+    type Result = ();
+
+    fn handle(&mut self, msg: BatchFinished, ctx: &mut Self::Context) {
+        if !self.is_current(&msg.turn_id) {
+            return;
+        }
+        for outcome in &msg.outcomes {
+            self.conversation.push(ChatMessage::Tool {
+                tool_call_id: outcome.model_call_id.clone(),
+                name: outcome.tool.clone(),
+                content: outcome.result.to_model_text(),
+            });
+        }
+        let stopped = self.turn_stopped();
+        let Some(turn) = self.turn.as_mut() else {
+            return;
+        };
+        turn.calls.extend(msg.outcomes);
+        if stopped {
+            let text = format!(
+                "Stopped. {} tool call(s) of this turn got a result; the rest were cancelled.",
+                turn.calls
+                    .iter()
+                    .filter(|c| c.status != crate::messages::CallStatus::Interrupted)
+                    .count()
+            );
+            self.finish_turn(text, TurnStatus::Interrupted, None);
+            return;
+        }
+        let final_round = turn.requests >= self.config.max_iterations;
+        self.request_model(ctx, final_round);
+    }
+}
+
+/// Closes the session: its running turn is cancelled and ends as interrupted.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct CloseSession;
+
+impl Handler<CloseSession> for Session {
+    type Result = ();
+
+    fn handle(&mut self, _msg: CloseSession, ctx: &mut Self::Context) {
+        self.lifetime.cancel();
+        ctx.stop();
+    }
+}
+
+/// A copy of the conversation so far (without the system prompt).
+#[derive(Debug, Message)]
+#[rtype(result = "Vec<ChatMessage>")]
+pub struct GetConversation;
+
+impl Handler<GetConversation> for Session {
+    type Result = MessageResult<GetConversation>;
+
+    fn handle(&mut self, _msg: GetConversation, _ctx: &mut Self::Context) -> Self::Result {
+        MessageResult(self.conversation.clone())
+    }
+}
+
+/// A cloneable handle on a session, usable from any thread or runtime.
+#[derive(Clone)]
+pub struct SessionHandle {
+    id: String,
+    path: Vec<String>,
+    addr: Addr<Session>,
+    supervisor: Addr<Supervisor>,
+    events: EventSink,
+}
+
+impl std::fmt::Debug for SessionHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionHandle")
+            .field("id", &self.id)
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl SessionHandle {
+    /// Registers and starts a session. Must run on an actix arbiter (inside a `System`).
+    pub async fn open(params: SessionParams) -> Result<SessionHandle, SessionError> {
+        let id = new_id();
+        let events = match params.upstream_events {
+            Some(upstream) => EventSink::forwarding_to(upstream),
+            None => EventSink::new(),
+        };
+        let path = params
+            .supervisor
+            .send(RegisterSession {
+                session_id: id.clone(),
+                parent: params.parent,
+                events: events.clone(),
+            })
+            .await??;
+        let planner = BatchPlanner::new(params.config.cwd.clone());
+        let runner = ToolRunner::new(params.config.runner);
+        let session = Session {
+            id: id.clone(),
+            path: path.clone(),
+            provider: params.provider,
+            view: params.view,
+            config: params.config,
+            hooks: params.hooks,
+            supervisor: params.supervisor.clone(),
+            events: events.clone(),
+            conversation: Vec::new(),
+            turn: None,
+            planner,
+            runner,
+            lifetime: CancellationToken::new(),
+        };
+        let addr = session.start();
+        Ok(SessionHandle {
+            id,
+            path,
+            addr,
+            supervisor: params.supervisor,
+            events,
+        })
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Session ids from the root down to this one.
+    pub fn agent_path(&self) -> &[String] {
+        &self.path
+    }
+
+    /// Sends a user message and waits for the turn's outcome.
+    pub async fn send(&self, text: impl Into<String>) -> Result<TurnOutcome, SessionError> {
+        self.addr.send(SendMessage { text: text.into() }).await?
+    }
+
+    /// A receiver of this session's events from now on.
+    pub fn events(&self) -> tokio::sync::mpsc::UnboundedReceiver<crate::events::SessionEvent> {
+        self.events.subscribe()
+    }
+
+    /// Stops the running turn (`hard`: and every descendant's). Returns how many turns stopped.
+    pub async fn stop(&self, hard: bool) -> Result<usize, SessionError> {
+        Ok(self
+            .supervisor
+            .send(Stop {
+                session_id: self.id.clone(),
+                hard,
+            })
+            .await?)
+    }
+
+    /// The conversation so far.
+    pub async fn conversation(&self) -> Result<Vec<ChatMessage>, SessionError> {
+        Ok(self.addr.send(GetConversation).await?)
+    }
+
+    /// Closes the session.
+    pub async fn close(&self) -> Result<(), SessionError> {
+        Ok(self.addr.send(CloseSession).await?)
+    }
+
+    /// The actor's address, for callers inside the actor system.
+    pub fn addr(&self) -> &Addr<Session> {
+        &self.addr
+    }
+}

@@ -1,0 +1,1092 @@
+//! The [`Supervisor`] actor: one per troupe, shared by every session and subagent. It owns the
+//! tree of sessions (parent and children, so a child's request carries its path from the
+//! root), each session's running turn token (what `/stop` cancels), and the pending approvals
+//! (FIFO per session). The approval pipeline, in order: the hard-deny floor, the mode (`manual`,
+//! `off`), the allowlist (once, session, always), unattended contexts, then a person.
+//!
+//! Answers come from the Rust API (a stream of [`PendingApproval`]s and [`AnswerApproval`]),
+//! the CLI prompt, and later HTTP. Every request settles exactly once.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use troupe_tools::builtin::{
+    Builtins, CommandVerdict, PathAccess, check_command, path_needs_approval,
+};
+use troupe_tools::{ToolHints, ToolKind};
+
+use crate::events::{EventKind, EventSink};
+use crate::messages::new_id;
+
+/// Default wait for a person's answer before the request fails closed.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The words the model reads after a refusal, so it does not try the same thing another way.
+const DO_NOT_RETRY: &str = "The user has not agreed to this action. Do not run it again, do not reword it, and do not try to reach the same result another way; stop and wait for the user.";
+
+/// How approvals are decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalMode {
+    /// Ask a person for anything the rules flag.
+    Manual,
+    /// Approve everything the rules flag; the hard-deny floor still applies.
+    Off,
+}
+
+impl ApprovalMode {
+    /// Reads a mode as a config file writes it. `off`, `false`, `no` and `0` turn approvals
+    /// off; anything else (unknown words included) is `manual`, so a typo fails safe.
+    pub fn parse(raw: &Value) -> ApprovalMode {
+        let word = match raw {
+            Value::Bool(false) => return ApprovalMode::Off,
+            Value::String(s) => s.trim().to_ascii_lowercase(),
+            Value::Number(n) if n.as_i64() == Some(0) => return ApprovalMode::Off,
+            _ => return ApprovalMode::Manual,
+        };
+        match word.as_str() {
+            "off" | "false" | "no" | "0" => ApprovalMode::Off,
+            other => {
+                if other != "manual" {
+                    tracing::warn!(mode = other, "unknown approvals.mode; using manual");
+                }
+                ApprovalMode::Manual
+            }
+        }
+    }
+}
+
+/// What happens to a request when nobody can answer it (no CLI prompt, no API subscriber).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnattendedPolicy {
+    /// Refuse (the default).
+    Deny,
+    /// Allow.
+    Approve,
+}
+
+/// The approval settings.
+#[derive(Debug, Clone)]
+pub struct ApprovalConfig {
+    /// `manual` or `off`.
+    pub mode: ApprovalMode,
+    /// How long a person has to answer.
+    pub timeout: Duration,
+    /// What to do when nobody can answer.
+    pub unattended: UnattendedPolicy,
+    /// Tool names that always need approval.
+    pub require_approval: Vec<String>,
+    /// Keys approved permanently (`always` answers add to it for the life of the process).
+    pub allowlist: Vec<String>,
+}
+
+impl Default for ApprovalConfig {
+    fn default() -> Self {
+        ApprovalConfig {
+            mode: ApprovalMode::Manual,
+            timeout: DEFAULT_APPROVAL_TIMEOUT,
+            unattended: UnattendedPolicy::Deny,
+            require_approval: Vec::new(),
+            allowlist: Vec::new(),
+        }
+    }
+}
+
+impl ApprovalConfig {
+    /// Reads the `approvals` section of `troupe.yaml`: `mode` (manual | off), `timeout`
+    /// (seconds), `unattended` (deny | approve), `require_approval` (tool names) and
+    /// `allowlist` (rule keys). Absent keys keep their defaults; a wrong type is an error that
+    /// names the key and says what to write.
+    pub fn from_value(raw: &Value) -> Result<ApprovalConfig, String> {
+        let mut config = ApprovalConfig::default();
+        let map = match raw {
+            Value::Null => return Ok(config),
+            Value::Object(map) => map,
+            _ => return Err("approvals: expected a mapping with mode, timeout, unattended, require_approval or allowlist".into()),
+        };
+        if let Some(mode) = map.get("mode") {
+            config.mode = ApprovalMode::parse(mode);
+        }
+        if let Some(timeout) = map.get("timeout") {
+            let seconds = timeout
+                .as_f64()
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .ok_or_else(|| format!("approvals.timeout: expected a positive number of seconds such as 300, found {timeout}"))?;
+            config.timeout = Duration::from_secs_f64(seconds.min(86_400.0));
+        }
+        if let Some(unattended) = map.get("unattended") {
+            config.unattended = match unattended
+                .as_str()
+                .map(|s| s.trim().to_ascii_lowercase())
+                .as_deref()
+            {
+                Some("deny") => UnattendedPolicy::Deny,
+                Some("approve") => UnattendedPolicy::Approve,
+                _ => {
+                    return Err(format!(
+                        "approvals.unattended: expected deny or approve, found {unattended}"
+                    ));
+                }
+            };
+        }
+        for (key, target) in [
+            ("require_approval", &mut config.require_approval),
+            ("allowlist", &mut config.allowlist),
+        ] {
+            match map.get(key) {
+                None | Some(Value::Null) => {}
+                Some(Value::Array(items)) => {
+                    for item in items {
+                        match item.as_str() {
+                            Some(name) => target.push(name.to_string()),
+                            None => {
+                                return Err(format!(
+                                    "approvals.{key}: expected a list of names, found the item {item}"
+                                ));
+                            }
+                        }
+                    }
+                }
+                Some(other) => {
+                    return Err(format!(
+                        "approvals.{key}: expected a list of names, found {other}"
+                    ));
+                }
+            }
+        }
+        Ok(config)
+    }
+}
+
+/// What the rules say about one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleVerdict {
+    /// Nothing to ask.
+    Allow,
+    /// A person must approve; `key` identifies the rule for session and permanent approvals.
+    Ask {
+        /// Allowlist key.
+        key: String,
+        /// Why, in a short phrase.
+        reason: String,
+    },
+    /// Never run, whatever the mode.
+    Forbid {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The facts a rule looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct RuleInput<'a> {
+    /// The session asking.
+    pub session_id: &'a str,
+    /// The underlying tool.
+    pub tool: &'a str,
+    /// Its kind, when the view knows it.
+    pub kind: Option<ToolKind>,
+    /// Its hints.
+    pub hints: &'a ToolHints,
+    /// Its arguments.
+    pub arguments: &'a Map<String, Value>,
+}
+
+/// Which calls need approval. The default set is [`DefaultRules`]; tests and embedders may
+/// bring their own.
+pub trait ApprovalRules: Send + Sync + 'static {
+    /// The verdict for one call.
+    fn check(&self, input: &RuleInput<'_>) -> RuleVerdict;
+}
+
+/// troupe's rules: `terminal` commands through the dangerous-command checks, file tools through
+/// the path checks, destructive MCP tools, and tool names the config lists.
+#[derive(Clone, Default)]
+pub struct DefaultRules {
+    /// The built-in tools' shared state, for each session's working directory and roots.
+    pub builtins: Option<Arc<Builtins>>,
+    /// Tool names that always need approval.
+    pub configured: HashSet<String>,
+}
+
+impl std::fmt::Debug for DefaultRules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DefaultRules")
+            .field("builtins", &self.builtins.is_some())
+            .field("configured", &self.configured)
+            .finish()
+    }
+}
+
+impl DefaultRules {
+    /// The rules, with these tool names always needing approval.
+    pub fn new(configured: impl IntoIterator<Item = String>) -> Self {
+        DefaultRules {
+            builtins: None,
+            configured: configured.into_iter().collect(),
+        }
+    }
+
+    /// Uses the built-in tools' session directories for the path rules.
+    pub fn with_builtins(mut self, builtins: Arc<Builtins>) -> Self {
+        self.builtins = Some(builtins);
+        self
+    }
+
+    fn path_reason(&self, session_id: &str, path: &str, access: PathAccess) -> Option<String> {
+        match &self.builtins {
+            Some(builtins) => builtins.path_needs_approval(session_id, path, access),
+            None => {
+                let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+                path_needs_approval(path, access, &cwd, &[])
+            }
+        }
+    }
+}
+
+impl ApprovalRules for DefaultRules {
+    fn check(&self, input: &RuleInput<'_>) -> RuleVerdict {
+        let arg = |key: &str| input.arguments.get(key).and_then(Value::as_str);
+        match input.tool {
+            "terminal" => {
+                return match check_command(arg("command").unwrap_or("")) {
+                    CommandVerdict::Allowed => RuleVerdict::Allow,
+                    CommandVerdict::NeedsApproval { key, reason } => RuleVerdict::Ask {
+                        key: format!("terminal:{key}"),
+                        reason: reason.to_string(),
+                    },
+                    CommandVerdict::Forbidden { reason, .. } => RuleVerdict::Forbid {
+                        reason: reason.to_string(),
+                    },
+                };
+            }
+            "read_file" | "search_files" | "write_file" | "patch" => {
+                let access = if matches!(input.tool, "write_file" | "patch") {
+                    PathAccess::Write
+                } else {
+                    PathAccess::Read
+                };
+                if let Some(path) = arg("path")
+                    && let Some(reason) = self.path_reason(input.session_id, path, access)
+                {
+                    return RuleVerdict::Ask {
+                        key: format!("{}:{path}", input.tool),
+                        reason,
+                    };
+                }
+            }
+            _ => {}
+        }
+        if self.configured.contains(input.tool) {
+            return RuleVerdict::Ask {
+                key: format!("tool:{}", input.tool),
+                reason: format!(
+                    "the configuration asks for approval before every {} call",
+                    input.tool
+                ),
+            };
+        }
+        if input.kind == Some(ToolKind::Mcp) && input.hints.destructive {
+            return RuleVerdict::Ask {
+                key: format!("tool:{}", input.tool),
+                reason: format!("its server marks {} as destructive", input.tool),
+            };
+        }
+        RuleVerdict::Allow
+    }
+}
+
+/// A person's answer to one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalChoice {
+    /// Allow this call only.
+    Once,
+    /// Allow this and later calls matching the same rule, in this session.
+    Session,
+    /// Allow matching calls from now on, in every session of this process.
+    Always,
+    /// Refuse, optionally saying why (the model is told).
+    Deny {
+        /// The person's reason.
+        reason: Option<String>,
+    },
+}
+
+impl ApprovalChoice {
+    /// Reads a typed answer: `o`/`once`/`y`/`yes`, `s`/`session`, `a`/`always`, anything else
+    /// denies. `None` for empty input (the caller decides the default).
+    pub fn parse(input: &str) -> Option<ApprovalChoice> {
+        let word = input.trim().to_ascii_lowercase();
+        Some(match word.as_str() {
+            "" => return None,
+            "o" | "once" | "y" | "yes" | "ok" | "approve" => ApprovalChoice::Once,
+            "s" | "session" => ApprovalChoice::Session,
+            "a" | "always" => ApprovalChoice::Always,
+            _ => ApprovalChoice::Deny { reason: None },
+        })
+    }
+
+    fn word(&self) -> &'static str {
+        match self {
+            ApprovalChoice::Once => "once",
+            ApprovalChoice::Session => "session",
+            ApprovalChoice::Always => "always",
+            ApprovalChoice::Deny { .. } => "deny",
+        }
+    }
+}
+
+/// How an approval question ended, as the tool runner sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// No rule flagged the call.
+    Allowed,
+    /// A rule flagged it and it was approved (by a person, the allowlist or mode `off`).
+    Approved,
+    /// Refused; the text is what the model reads.
+    Denied(String),
+    /// Nobody answered in time; the text is what the model reads.
+    TimedOut(String),
+    /// A stop or the session's end withdrew the request.
+    Interrupted,
+}
+
+/// The answer to [`RequestApproval`]: settled at once, or waiting for a person.
+#[derive(Debug)]
+pub enum Ticket {
+    /// Decided without asking.
+    Settled(Verdict),
+    /// Waiting; the receiver yields the verdict exactly once.
+    Pending {
+        /// The request's id.
+        request_id: String,
+        /// Where the verdict arrives.
+        verdict: oneshot::Receiver<Verdict>,
+    },
+}
+
+/// An approval request waiting for a person, as answerers see it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PendingApproval {
+    /// The id to answer it by.
+    pub request_id: String,
+    /// The session asking.
+    pub session_id: String,
+    /// Session ids from the root down to the asking session.
+    pub agent_path: Vec<String>,
+    /// The call entry waiting on it.
+    pub call_id: String,
+    /// The underlying tool.
+    pub tool: String,
+    /// The call's arguments.
+    pub arguments: Map<String, Value>,
+    /// Why approval is needed.
+    pub reason: String,
+    /// The rule's allowlist key.
+    pub key: String,
+}
+
+/// Why a registration failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SupervisorError {
+    /// The parent session is not registered (closed, or never opened).
+    #[error("there is no open session {0} to attach a child session to")]
+    UnknownParent(String),
+    /// A session with this id is already registered.
+    #[error("a session with id {0} is already open")]
+    DuplicateSession(String),
+}
+
+/// The supervisor's record of one session.
+struct SessionNode {
+    parent: Option<String>,
+    children: Vec<String>,
+    path: Vec<String>,
+    events: EventSink,
+    /// The running turn and its token; `/stop` cancels it.
+    turn: Option<(String, CancellationToken)>,
+    /// Keys approved for this session.
+    allowed: HashSet<String>,
+}
+
+/// A request waiting for an answer, with every call that shares it.
+struct PendingEntry {
+    request: PendingApproval,
+    /// Identity for sharing one prompt among identical concurrent requests.
+    share_key: String,
+    /// The first waiter is the leader; the rest followed it.
+    waiters: Vec<oneshot::Sender<Verdict>>,
+    timer: Option<SpawnHandle>,
+}
+
+/// Routes approvals and stops. See the module doc.
+pub struct Supervisor {
+    /// The rules that decide which calls need approval.
+    rules: Arc<dyn ApprovalRules>,
+    /// Mode, timeout, unattended policy and permanent allowlist.
+    config: ApprovalConfig,
+    /// Keys approved with `always` (and the configured allowlist).
+    always: HashSet<String>,
+    /// Every open session.
+    sessions: HashMap<String, SessionNode>,
+    /// Pending requests by id.
+    pending: HashMap<String, PendingEntry>,
+    /// Pending request ids per session, oldest first.
+    queues: HashMap<String, VecDeque<String>>,
+    /// Live answerers: each receives every new pending request.
+    answerers: Vec<mpsc::UnboundedSender<PendingApproval>>,
+}
+
+impl Supervisor {
+    /// A supervisor with `config` and `rules`.
+    pub fn new(config: ApprovalConfig, rules: Arc<dyn ApprovalRules>) -> Self {
+        Supervisor {
+            rules,
+            always: config.allowlist.iter().cloned().collect(),
+            config,
+            sessions: HashMap::new(),
+            pending: HashMap::new(),
+            queues: HashMap::new(),
+            answerers: Vec::new(),
+        }
+    }
+
+    fn attended(&mut self) -> bool {
+        self.answerers.retain(|tx| !tx.is_closed());
+        !self.answerers.is_empty()
+    }
+
+    /// Ends a pending request with `choice` (an answer) or `fallback` (timeout, stop), and
+    /// wakes every call that shares it. Returns false when it was already settled.
+    fn settle(&mut self, ctx: &mut Context<Self>, request_id: &str, outcome: Outcome) -> bool {
+        let Some(mut entry) = self.pending.remove(request_id) else {
+            return false;
+        };
+        if let Some(timer) = entry.timer.take() {
+            ctx.cancel_future(timer);
+        }
+        let session_id = entry.request.session_id.clone();
+        if let Some(queue) = self.queues.get_mut(&session_id) {
+            queue.retain(|id| id != request_id);
+            if queue.is_empty() {
+                self.queues.remove(&session_id);
+            }
+        }
+        let word = match &outcome {
+            Outcome::Answered(choice) => choice.word(),
+            Outcome::TimedOut => "timeout",
+            Outcome::Interrupted => "interrupted",
+        };
+        if let Some(node) = self.sessions.get(&session_id) {
+            node.events.send(
+                &session_id,
+                EventKind::ApprovalAnswered {
+                    request_id: request_id.to_string(),
+                    outcome: word.to_string(),
+                },
+            );
+        }
+        let key = entry.request.key.clone();
+        let verdict = match outcome {
+            Outcome::Answered(ApprovalChoice::Once) => {
+                // `once` covers the leader only: followers get a fresh prompt of their own.
+                let mut waiters = std::mem::take(&mut entry.waiters).into_iter();
+                if let Some(leader) = waiters.next() {
+                    let _ = leader.send(Verdict::Approved);
+                }
+                let followers: Vec<_> = waiters.collect();
+                if !followers.is_empty() {
+                    let mut request = entry.request.clone();
+                    request.request_id = new_id();
+                    self.enqueue(ctx, request, entry.share_key.clone(), followers);
+                }
+                return true;
+            }
+            Outcome::Answered(ApprovalChoice::Session) => {
+                if let Some(node) = self.sessions.get_mut(&session_id) {
+                    node.allowed.insert(key);
+                }
+                Verdict::Approved
+            }
+            Outcome::Answered(ApprovalChoice::Always) => {
+                self.always.insert(key);
+                Verdict::Approved
+            }
+            Outcome::Answered(ApprovalChoice::Deny { reason }) => Verdict::Denied(match reason {
+                Some(reason) if !reason.trim().is_empty() => {
+                    format!(
+                        "BLOCKED: the user refused this call and said: \"{}\". {DO_NOT_RETRY}",
+                        reason.trim()
+                    )
+                }
+                _ => format!("BLOCKED: the user refused this call. {DO_NOT_RETRY}"),
+            }),
+            Outcome::TimedOut => Verdict::TimedOut(format!(
+                "BLOCKED: nobody answered the approval request within {} s, and silence is not consent. {DO_NOT_RETRY}",
+                self.config.timeout.as_secs()
+            )),
+            Outcome::Interrupted => Verdict::Interrupted,
+        };
+        for waiter in entry.waiters {
+            let _ = waiter.send(verdict.clone());
+        }
+        true
+    }
+
+    fn enqueue(
+        &mut self,
+        ctx: &mut Context<Self>,
+        request: PendingApproval,
+        share_key: String,
+        waiters: Vec<oneshot::Sender<Verdict>>,
+    ) {
+        let request_id = request.request_id.clone();
+        let timer_id = request_id.clone();
+        let timer = ctx.run_later(self.config.timeout, move |act, ctx| {
+            act.settle(ctx, &timer_id, Outcome::TimedOut);
+        });
+        if let Some(node) = self.sessions.get(&request.session_id) {
+            node.events.send(
+                &request.session_id,
+                EventKind::ApprovalRequested {
+                    request_id: request_id.clone(),
+                    call_id: request.call_id.clone(),
+                    tool: request.tool.clone(),
+                    reason: request.reason.clone(),
+                    agent_path: request.agent_path.clone(),
+                },
+            );
+        }
+        self.answerers.retain(|tx| tx.send(request.clone()).is_ok());
+        self.queues
+            .entry(request.session_id.clone())
+            .or_default()
+            .push_back(request_id.clone());
+        self.pending.insert(
+            request_id,
+            PendingEntry {
+                request,
+                share_key,
+                waiters,
+                timer: Some(timer),
+            },
+        );
+    }
+
+    /// The session and every descendant, depth first.
+    fn subtree(&self, root: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![root.to_string()];
+        while let Some(id) = stack.pop() {
+            if let Some(node) = self.sessions.get(&id) {
+                stack.extend(node.children.iter().rev().cloned());
+                out.push(id);
+            }
+        }
+        out
+    }
+
+    /// Settles every pending request of a session as interrupted.
+    fn withdraw_all(&mut self, ctx: &mut Context<Self>, session_id: &str) {
+        let pending: Vec<String> = self
+            .queues
+            .get(session_id)
+            .map(|q| q.iter().cloned().collect())
+            .unwrap_or_default();
+        for request_id in pending {
+            self.settle(ctx, &request_id, Outcome::Interrupted);
+        }
+    }
+
+    fn stop_one(&mut self, ctx: &mut Context<Self>, session_id: &str, hard: bool) -> bool {
+        self.withdraw_all(ctx, session_id);
+        let Some(node) = self.sessions.get(session_id) else {
+            return false;
+        };
+        let turn_id = node.turn.as_ref().map(|(id, _)| id.clone());
+        node.events.send(
+            session_id,
+            EventKind::Stop {
+                kind: if hard { "hard" } else { "soft" }.into(),
+                turn_id: turn_id.clone(),
+            },
+        );
+        match &node.turn {
+            Some((_, token)) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// How a pending request ended.
+enum Outcome {
+    Answered(ApprovalChoice),
+    TimedOut,
+    Interrupted,
+}
+
+impl Actor for Supervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        // Every session and every call entry talks to this one actor.
+        ctx.set_mailbox_capacity(1024);
+    }
+}
+
+/// Registers a session (a child when `parent` is set). Sent by a session as it opens; replies
+/// with its path of session ids from the root.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<Vec<String>, SupervisorError>")]
+pub struct RegisterSession {
+    /// The new session's id.
+    pub session_id: String,
+    /// The parent's id, for a subagent.
+    pub parent: Option<String>,
+    /// Where the session's events go (approval events are sent there).
+    pub events: EventSink,
+}
+
+impl Handler<RegisterSession> for Supervisor {
+    type Result = Result<Vec<String>, SupervisorError>;
+
+    fn handle(&mut self, msg: RegisterSession, _ctx: &mut Self::Context) -> Self::Result {
+        if self.sessions.contains_key(&msg.session_id) {
+            return Err(SupervisorError::DuplicateSession(msg.session_id));
+        }
+        let mut path = match &msg.parent {
+            Some(parent) => match self.sessions.get_mut(parent) {
+                Some(node) => {
+                    node.children.push(msg.session_id.clone());
+                    node.path.clone()
+                }
+                None => return Err(SupervisorError::UnknownParent(parent.clone())),
+            },
+            None => Vec::new(),
+        };
+        path.push(msg.session_id.clone());
+        self.sessions.insert(
+            msg.session_id,
+            SessionNode {
+                parent: msg.parent,
+                children: Vec::new(),
+                path: path.clone(),
+                events: msg.events,
+                turn: None,
+                allowed: HashSet::new(),
+            },
+        );
+        Ok(path)
+    }
+}
+
+/// Forgets a closed session, withdrawing its pending requests. Sent by a session as it closes.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct UnregisterSession {
+    /// The session's id.
+    pub session_id: String,
+}
+
+impl Handler<UnregisterSession> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: UnregisterSession, ctx: &mut Self::Context) {
+        self.withdraw_all(ctx, &msg.session_id);
+        if let Some(node) = self.sessions.remove(&msg.session_id) {
+            if let Some((_, token)) = &node.turn {
+                token.cancel();
+            }
+            if let Some(parent) = node.parent.and_then(|p| self.sessions.get_mut(&p)) {
+                parent.children.retain(|c| c != &msg.session_id);
+            }
+        }
+    }
+}
+
+/// A session started a turn; `token` is what a stop cancels. Sent by the session.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct BeginTurn {
+    /// The session.
+    pub session_id: String,
+    /// The turn.
+    pub turn_id: String,
+    /// Cancelled by `/stop`.
+    pub token: CancellationToken,
+}
+
+impl Handler<BeginTurn> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: BeginTurn, _ctx: &mut Self::Context) {
+        if let Some(node) = self.sessions.get_mut(&msg.session_id) {
+            node.turn = Some((msg.turn_id, msg.token));
+        }
+    }
+}
+
+/// A session's turn ended. Sent by the session.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct EndTurn {
+    /// The session.
+    pub session_id: String,
+    /// The turn.
+    pub turn_id: String,
+}
+
+impl Handler<EndTurn> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: EndTurn, _ctx: &mut Self::Context) {
+        if let Some(node) = self.sessions.get_mut(&msg.session_id)
+            && node.turn.as_ref().is_some_and(|(id, _)| *id == msg.turn_id)
+        {
+            node.turn = None;
+        }
+    }
+}
+
+/// Asks whether a call may run. Sent by the tool runner, in call order, before the call starts;
+/// the reply is immediate (a [`Ticket`]), and a pending ticket's verdict arrives later.
+#[derive(Debug, Message)]
+#[rtype(result = "Ticket")]
+pub struct RequestApproval {
+    /// The session making the call.
+    pub session_id: String,
+    /// troupe's id for the call entry.
+    pub call_id: String,
+    /// The underlying tool.
+    pub tool: String,
+    /// Its kind, when known.
+    pub kind: Option<ToolKind>,
+    /// Its hints.
+    pub hints: ToolHints,
+    /// Its arguments (after hooks).
+    pub arguments: Map<String, Value>,
+}
+
+impl Handler<RequestApproval> for Supervisor {
+    type Result = MessageResult<RequestApproval>;
+
+    fn handle(&mut self, msg: RequestApproval, ctx: &mut Self::Context) -> Self::Result {
+        let verdict = self.rules.check(&RuleInput {
+            session_id: &msg.session_id,
+            tool: &msg.tool,
+            kind: msg.kind,
+            hints: &msg.hints,
+            arguments: &msg.arguments,
+        });
+        // 1. The floor: never, whatever the mode.
+        let (key, reason) = match verdict {
+            RuleVerdict::Allow => return MessageResult(Ticket::Settled(Verdict::Allowed)),
+            RuleVerdict::Forbid { reason } => {
+                return MessageResult(Ticket::Settled(Verdict::Denied(format!(
+                    "BLOCKED: {reason}. troupe never runs this, whatever the approval settings. {DO_NOT_RETRY}"
+                ))));
+            }
+            RuleVerdict::Ask { key, reason } => (key, reason),
+        };
+        // 2. The mode.
+        if self.config.mode == ApprovalMode::Off {
+            return MessageResult(Ticket::Settled(Verdict::Approved));
+        }
+        // 3. The allowlist.
+        let session_allows = self
+            .sessions
+            .get(&msg.session_id)
+            .is_some_and(|n| n.allowed.contains(&key));
+        if session_allows || self.always.contains(&key) {
+            return MessageResult(Ticket::Settled(Verdict::Approved));
+        }
+        // 4. Nobody to ask.
+        if !self.attended() {
+            return MessageResult(Ticket::Settled(match self.config.unattended {
+                UnattendedPolicy::Approve => Verdict::Approved,
+                UnattendedPolicy::Deny => Verdict::Denied(format!(
+                    "BLOCKED: this call needs approval ({reason}) but nobody is there to approve it. To allow such calls without a person, set approvals.unattended: approve in troupe.yaml. {DO_NOT_RETRY}"
+                )),
+            }));
+        }
+        // 5. Ask, sharing one prompt among identical requests of the session.
+        let (tx, rx) = oneshot::channel();
+        let share_key = format!(
+            "{}\u{0}{}\u{0}{}",
+            msg.session_id,
+            msg.tool,
+            Value::Object(msg.arguments.clone())
+        );
+        if let Some(entry) = self.pending.values_mut().find(|e| e.share_key == share_key) {
+            entry.waiters.push(tx);
+            return MessageResult(Ticket::Pending {
+                request_id: entry.request.request_id.clone(),
+                verdict: rx,
+            });
+        }
+        let agent_path = self
+            .sessions
+            .get(&msg.session_id)
+            .map(|n| n.path.clone())
+            .unwrap_or_else(|| vec![msg.session_id.clone()]);
+        let request = PendingApproval {
+            request_id: new_id(),
+            session_id: msg.session_id,
+            agent_path,
+            call_id: msg.call_id,
+            tool: msg.tool,
+            arguments: msg.arguments,
+            reason,
+            key,
+        };
+        let request_id = request.request_id.clone();
+        self.enqueue(ctx, request, share_key, vec![tx]);
+        MessageResult(Ticket::Pending {
+            request_id,
+            verdict: rx,
+        })
+    }
+}
+
+/// Withdraws a pending request whose call was stopped. Sent by the tool runner; the request
+/// settles as interrupted (unless it already settled).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct WithdrawApproval {
+    /// The request.
+    pub request_id: String,
+}
+
+impl Handler<WithdrawApproval> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: WithdrawApproval, ctx: &mut Self::Context) {
+        // Shared prompts are withdrawn only once nobody waits on them any more.
+        if let Some(entry) = self.pending.get_mut(&msg.request_id) {
+            entry.waiters.retain(|w| !w.is_closed());
+            if entry.waiters.is_empty() {
+                self.settle(ctx, &msg.request_id, Outcome::Interrupted);
+            }
+        }
+    }
+}
+
+/// A person's answer. Sent by the API, the CLI prompt or HTTP; replies whether the request was
+/// still pending (false: unknown, already answered, or timed out).
+#[derive(Debug, Message)]
+#[rtype(result = "bool")]
+pub struct AnswerApproval {
+    /// The request.
+    pub request_id: String,
+    /// The answer.
+    pub choice: ApprovalChoice,
+}
+
+impl Handler<AnswerApproval> for Supervisor {
+    type Result = bool;
+
+    fn handle(&mut self, msg: AnswerApproval, ctx: &mut Self::Context) -> bool {
+        self.settle(ctx, &msg.request_id, Outcome::Answered(msg.choice))
+    }
+}
+
+/// Subscribes an answerer: the receiver gets every pending request from now on (the ones
+/// already waiting first, oldest first). While any answerer is subscribed the supervisor asks
+/// instead of applying the unattended policy.
+#[derive(Debug, Message)]
+#[rtype(result = "mpsc::UnboundedReceiver<PendingApproval>")]
+pub struct SubscribeApprovals;
+
+impl Handler<SubscribeApprovals> for Supervisor {
+    type Result = MessageResult<SubscribeApprovals>;
+
+    fn handle(&mut self, _msg: SubscribeApprovals, _ctx: &mut Self::Context) -> Self::Result {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut waiting: Vec<&PendingApproval> =
+            self.pending.values().map(|e| &e.request).collect();
+        // uuid v7 ids sort by creation time.
+        waiting.sort_by(|a, b| a.request_id.cmp(&b.request_id));
+        for request in waiting {
+            let _ = tx.send(request.clone());
+        }
+        self.answerers.push(tx);
+        MessageResult(rx)
+    }
+}
+
+/// Lists the pending requests, oldest first.
+#[derive(Debug, Message)]
+#[rtype(result = "Vec<PendingApproval>")]
+pub struct ListPending;
+
+impl Handler<ListPending> for Supervisor {
+    type Result = MessageResult<ListPending>;
+
+    fn handle(&mut self, _msg: ListPending, _ctx: &mut Self::Context) -> Self::Result {
+        let mut out: Vec<PendingApproval> =
+            self.pending.values().map(|e| e.request.clone()).collect();
+        out.sort_by(|a, b| a.request_id.cmp(&b.request_id));
+        MessageResult(out)
+    }
+}
+
+/// `/stop`: soft stops the session's running turn; hard also stops every descendant's. Sent by
+/// the API, the CLI or HTTP; replies with how many running turns were cancelled.
+#[derive(Debug, Message)]
+#[rtype(result = "usize")]
+pub struct Stop {
+    /// The session.
+    pub session_id: String,
+    /// Whether descendants stop too.
+    pub hard: bool,
+}
+
+impl Handler<Stop> for Supervisor {
+    type Result = usize;
+
+    fn handle(&mut self, msg: Stop, ctx: &mut Self::Context) -> usize {
+        let targets = if msg.hard {
+            self.subtree(&msg.session_id)
+        } else {
+            vec![msg.session_id.clone()]
+        };
+        targets
+            .iter()
+            .filter(|id| self.stop_one(ctx, id, msg.hard))
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn input<'a>(
+        tool: &'a str,
+        args: &'a Map<String, Value>,
+        kind: Option<ToolKind>,
+        hints: &'a ToolHints,
+    ) -> RuleInput<'a> {
+        RuleInput {
+            session_id: "s",
+            tool,
+            kind,
+            hints,
+            arguments: args,
+        }
+    }
+
+    fn obj(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn mode_parsing_fails_safe() {
+        assert_eq!(ApprovalMode::parse(&json!(false)), ApprovalMode::Off);
+        assert_eq!(ApprovalMode::parse(&json!("off")), ApprovalMode::Off);
+        assert_eq!(ApprovalMode::parse(&json!("manual")), ApprovalMode::Manual);
+        assert_eq!(ApprovalMode::parse(&json!("auto")), ApprovalMode::Manual);
+        assert_eq!(ApprovalMode::parse(&json!(true)), ApprovalMode::Manual);
+        assert_eq!(ApprovalMode::parse(&Value::Null), ApprovalMode::Manual);
+    }
+
+    #[test]
+    fn default_rules_cover_terminal_mcp_and_configured_tools() {
+        let rules = DefaultRules::new(["deploy".to_string()]);
+        let none = ToolHints::default();
+        let destructive = ToolHints {
+            destructive: true,
+            ..ToolHints::default()
+        };
+        let ls = obj(json!({"command": "ls -la"}));
+        assert_eq!(
+            rules.check(&input("terminal", &ls, Some(ToolKind::Core), &none)),
+            RuleVerdict::Allow
+        );
+        let rm = obj(json!({"command": "rm -rf build"}));
+        assert!(matches!(
+            rules.check(&input("terminal", &rm, Some(ToolKind::Core), &none)),
+            RuleVerdict::Ask { .. }
+        ));
+        let wipe = obj(json!({"command": "rm -rf /"}));
+        assert!(matches!(
+            rules.check(&input("terminal", &wipe, Some(ToolKind::Core), &none)),
+            RuleVerdict::Forbid { .. }
+        ));
+        let empty = Map::new();
+        assert!(matches!(
+            rules.check(&input(
+                "mcp__gh__delete_repo",
+                &empty,
+                Some(ToolKind::Mcp),
+                &destructive
+            )),
+            RuleVerdict::Ask { .. }
+        ));
+        assert_eq!(
+            rules.check(&input("mcp__gh__list", &empty, Some(ToolKind::Mcp), &none)),
+            RuleVerdict::Allow
+        );
+        assert!(matches!(
+            rules.check(&input("deploy", &empty, None, &none)),
+            RuleVerdict::Ask { .. }
+        ));
+        let secret = obj(json!({"path": "/etc/shadow", "content": "x"}));
+        assert!(matches!(
+            rules.check(&input(
+                "write_file",
+                &secret,
+                Some(ToolKind::Core),
+                &destructive
+            )),
+            RuleVerdict::Ask { .. }
+        ));
+    }
+
+    #[test]
+    fn approval_section_reads_and_rejects_clearly() {
+        let config = ApprovalConfig::from_value(&json!({
+            "mode": "off", "timeout": 30, "unattended": "approve", "require_approval": ["deploy"], "allowlist": ["tool:x"]
+        }))
+        .unwrap();
+        assert_eq!(config.mode, ApprovalMode::Off);
+        assert_eq!(config.timeout, Duration::from_secs(30));
+        assert_eq!(config.unattended, UnattendedPolicy::Approve);
+        assert_eq!(config.require_approval, ["deploy"]);
+        assert_eq!(config.allowlist, ["tool:x"]);
+        assert_eq!(
+            ApprovalConfig::from_value(&Value::Null).unwrap().timeout,
+            DEFAULT_APPROVAL_TIMEOUT
+        );
+        let error = ApprovalConfig::from_value(&json!({"unattended": "maybe"})).unwrap_err();
+        assert!(error.contains("approvals.unattended") && error.contains("deny or approve"));
+        assert!(ApprovalConfig::from_value(&json!({"timeout": -1})).is_err());
+    }
+
+    #[test]
+    fn typed_answers() {
+        assert_eq!(ApprovalChoice::parse("o"), Some(ApprovalChoice::Once));
+        assert_eq!(
+            ApprovalChoice::parse(" Session "),
+            Some(ApprovalChoice::Session)
+        );
+        assert_eq!(ApprovalChoice::parse("a"), Some(ApprovalChoice::Always));
+        assert_eq!(
+            ApprovalChoice::parse("nope"),
+            Some(ApprovalChoice::Deny { reason: None })
+        );
+        assert_eq!(ApprovalChoice::parse("  "), None);
+    }
+}

@@ -1,0 +1,618 @@
+//! The [`ToolRunner`]: executes a planned batch of call entries on the tokio pool. Each entry
+//! goes hooks → supervisor approval → run, with its own cancellation token (a child of the
+//! turn's). At most 8 calls run at once; a deadline per parallel segment (per call in
+//! sequential ones, default 420 s) that does not count time spent waiting on a person; results
+//! in the model's order; exactly one result per call, whatever happened.
+//!
+//! It is not an actix actor: tool futures are `Send` and belong on the pool, and the session
+//! only needs the finished batch back, which it receives as a message.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix::Addr;
+use futures::future::join_all;
+use serde_json::{Map, Value};
+use tokio::sync::{Notify, Semaphore};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use troupe_tools::{CallContext, Dispatch, ToolHints, ToolKind, ToolResult, ToolsetView};
+
+use crate::batch_planner::{Plan, SegmentKind};
+use crate::events::{EventKind, EventSink};
+use crate::hooks::{HookRegistry, ToolCallInfo};
+use crate::messages::{CallEntry, CallOutcome, CallStatus, CallTarget, LookupFn};
+use crate::supervisor::{RequestApproval, Supervisor, Ticket, Verdict, WithdrawApproval};
+
+/// Most calls that run at once in a parallel segment.
+pub const MAX_PARALLEL_CALLS: usize = 8;
+
+/// Default deadline of a parallel segment (and of each sequential call).
+pub const DEFAULT_BATCH_DEADLINE: Duration = Duration::from_secs(420);
+
+/// How long a cancelled call may take to wind down before it is abandoned.
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// The runner's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunnerLimits {
+    /// Most calls at once (clamped to 1..=8).
+    pub max_parallel: usize,
+    /// Deadline of a parallel segment and of each sequential call; `None` disables it.
+    pub batch_deadline: Option<Duration>,
+    /// Wind-down time of a cancelled call before it is abandoned.
+    pub stop_grace: Duration,
+}
+
+impl Default for RunnerLimits {
+    fn default() -> Self {
+        RunnerLimits {
+            max_parallel: MAX_PARALLEL_CALLS,
+            batch_deadline: Some(DEFAULT_BATCH_DEADLINE),
+            stop_grace: DEFAULT_STOP_GRACE,
+        }
+    }
+}
+
+/// Everything a batch's calls share.
+#[derive(Clone)]
+pub struct BatchContext {
+    /// The session making the calls.
+    pub session_id: String,
+    /// The turn they belong to.
+    pub turn_id: String,
+    /// The session's view: the only way to reach a tool.
+    pub view: ToolsetView,
+    /// The session's hooks.
+    pub hooks: HookRegistry,
+    /// Where approvals are asked.
+    pub supervisor: Addr<Supervisor>,
+    /// Where events go.
+    pub events: EventSink,
+    /// The turn's token: a stop cancels it, and with it every call's token.
+    pub token: CancellationToken,
+}
+
+/// Runs batches. Cheap to copy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ToolRunner {
+    limits: RunnerLimits,
+}
+
+/// Identity of a call entry, kept for its result slot.
+#[derive(Debug, Clone)]
+struct Meta {
+    index: usize,
+    call_id: String,
+    model_call_id: String,
+    tool: String,
+    underlying: String,
+    arguments: Map<String, Value>,
+    started: Instant,
+}
+
+/// What runs once approval is settled.
+enum Runnable {
+    Tool { name: String },
+    Lookup { run: LookupFn },
+}
+
+/// A call after hooks and the approval request, before it runs.
+enum Prepared {
+    /// Already decided (bad arguments, blocked by a hook or a rule).
+    Done(Meta, CallStatus, ToolResult),
+    /// Waiting for its ticket, then runs.
+    Ready(Meta, Runnable, Ticket),
+}
+
+impl ToolRunner {
+    /// A runner with `limits`.
+    pub fn new(limits: RunnerLimits) -> Self {
+        ToolRunner {
+            limits: RunnerLimits {
+                max_parallel: limits.max_parallel.clamp(1, MAX_PARALLEL_CALLS),
+                ..limits
+            },
+        }
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> RunnerLimits {
+        self.limits
+    }
+
+    /// Runs `entries` as `plan` says and returns one outcome per entry, in entry order.
+    pub async fn run_batch(
+        &self,
+        ctx: &BatchContext,
+        entries: Vec<CallEntry>,
+        plan: &Plan,
+    ) -> Vec<CallOutcome> {
+        let count = entries.len();
+        let mut pending: Vec<Option<CallEntry>> = entries.into_iter().map(Some).collect();
+        let mut slots: Vec<Option<CallOutcome>> = vec![None; count];
+        for segment in &plan.segments {
+            let mut segment_entries = Vec::new();
+            for &index in &segment.calls {
+                if let Some(entry) = pending.get_mut(index).and_then(Option::take) {
+                    segment_entries.push(entry);
+                }
+            }
+            let outcomes = match segment.kind {
+                SegmentKind::Sequential => self.run_sequential(ctx, segment_entries).await,
+                SegmentKind::Parallel => self.run_parallel(ctx, segment_entries).await,
+            };
+            for outcome in outcomes {
+                let index = outcome.index;
+                if let Some(slot) = slots.get_mut(index) {
+                    *slot = Some(outcome);
+                }
+            }
+        }
+        // A plan that missed a call still yields a slot for it, run one at a time.
+        let leftovers: Vec<CallEntry> = pending.into_iter().flatten().collect();
+        if !leftovers.is_empty() {
+            tracing::warn!(
+                count = leftovers.len(),
+                "plan left calls out; running them in order"
+            );
+            for outcome in self.run_sequential(ctx, leftovers).await {
+                let index = outcome.index;
+                if let Some(slot) = slots.get_mut(index) {
+                    *slot = Some(outcome);
+                }
+            }
+        }
+        slots.into_iter().flatten().collect()
+    }
+
+    async fn run_sequential(
+        &self,
+        ctx: &BatchContext,
+        entries: Vec<CallEntry>,
+    ) -> Vec<CallOutcome> {
+        let mut out = Vec::with_capacity(entries.len());
+        for entry in entries {
+            if ctx.token.is_cancelled() {
+                out.push(self.never_started(ctx, entry));
+                continue;
+            }
+            let deadline = Deadline::new(self.limits.batch_deadline);
+            let prepared = self.prepare(ctx, entry).await;
+            out.push(self.execute(ctx, prepared, &deadline, None).await);
+        }
+        out
+    }
+
+    async fn run_parallel(&self, ctx: &BatchContext, entries: Vec<CallEntry>) -> Vec<CallOutcome> {
+        let deadline = Deadline::new(self.limits.batch_deadline);
+        let semaphore = Semaphore::new(self.limits.max_parallel);
+        // Hooks and approval requests go out in call order, so prompts appear in that order.
+        let mut prepared = Vec::with_capacity(entries.len());
+        let mut out = Vec::new();
+        for entry in entries {
+            if ctx.token.is_cancelled() {
+                out.push(self.never_started(ctx, entry));
+            } else {
+                prepared.push(self.prepare(ctx, entry).await);
+            }
+        }
+        let runs = prepared
+            .into_iter()
+            .map(|p| self.execute(ctx, p, &deadline, Some(&semaphore)));
+        out.extend(join_all(runs).await);
+        out.sort_by_key(|o| o.index);
+        out
+    }
+
+    /// A call the stop reached before it began: it still gets its slot and its hooks.
+    fn never_started(&self, ctx: &BatchContext, entry: CallEntry) -> CallOutcome {
+        let meta = start(ctx, &entry);
+        let text = format!(
+            "[Cancelled: {} was not started because the turn was stopped.]",
+            meta.underlying
+        );
+        finish(ctx, meta, CallStatus::Interrupted, ToolResult::error(text))
+    }
+
+    async fn prepare(&self, ctx: &BatchContext, entry: CallEntry) -> Prepared {
+        let mut meta = start(ctx, &entry);
+        let (runnable, arguments) = match entry.target {
+            CallTarget::Invalid { result, .. } => {
+                return Prepared::Done(meta, CallStatus::Error, result);
+            }
+            CallTarget::Tool { name, arguments } => (Runnable::Tool { name }, arguments),
+            CallTarget::Lookup { run, arguments, .. } => (Runnable::Lookup { run }, arguments),
+        };
+        meta.arguments = arguments;
+        let info = ToolCallInfo {
+            session_id: &ctx.session_id,
+            call_id: &meta.call_id,
+            tool: &meta.tool,
+            underlying_tool: &meta.underlying,
+            arguments: &meta.arguments,
+        };
+        match ctx.hooks.pre_tool_call(&info) {
+            Ok(Some(rewritten)) => meta.arguments = rewritten,
+            Ok(None) => {}
+            Err(reason) => {
+                return Prepared::Done(meta, CallStatus::Denied, ToolResult::error(reason));
+            }
+        }
+        let ticket = match &runnable {
+            Runnable::Lookup { .. } => Ticket::Settled(Verdict::Allowed),
+            Runnable::Tool { name } => {
+                let Some(def) = ctx.view.get(name) else {
+                    let text = format!(
+                        "There is no tool called '{name}' in this session. Use one of the tools you were given, or tool_search to find a deferred one."
+                    );
+                    return Prepared::Done(meta, CallStatus::Error, ToolResult::error(text));
+                };
+                let (kind, hints): (ToolKind, ToolHints) = (def.kind, def.hints.clone());
+                let request = RequestApproval {
+                    session_id: ctx.session_id.clone(),
+                    call_id: meta.call_id.clone(),
+                    tool: name.clone(),
+                    kind: Some(kind),
+                    hints,
+                    arguments: meta.arguments.clone(),
+                };
+                match ctx.supervisor.send(request).await {
+                    Ok(ticket) => ticket,
+                    Err(error) => {
+                        tracing::error!(%error, "supervisor unreachable; refusing the call");
+                        let text = "The approval service is not running, so this call was not run. Try again later.";
+                        return Prepared::Done(meta, CallStatus::Denied, ToolResult::error(text));
+                    }
+                }
+            }
+        };
+        Prepared::Ready(meta, runnable, ticket)
+    }
+
+    async fn execute(
+        &self,
+        ctx: &BatchContext,
+        prepared: Prepared,
+        deadline: &Deadline,
+        semaphore: Option<&Semaphore>,
+    ) -> CallOutcome {
+        let (meta, runnable, ticket) = match prepared {
+            Prepared::Done(meta, status, result) => return finish(ctx, meta, status, result),
+            Prepared::Ready(meta, runnable, ticket) => (meta, runnable, ticket),
+        };
+        let verdict = match ticket {
+            Ticket::Settled(verdict) => verdict,
+            Ticket::Pending {
+                request_id,
+                verdict,
+            } => {
+                let _waiting = deadline.human_wait();
+                tokio::select! {
+                    answer = verdict => answer.unwrap_or(Verdict::Interrupted),
+                    _ = ctx.token.cancelled() => {
+                        ctx.supervisor.do_send(WithdrawApproval { request_id });
+                        Verdict::Interrupted
+                    }
+                }
+            }
+        };
+        let approved = match verdict {
+            Verdict::Allowed => false,
+            Verdict::Approved => true,
+            Verdict::Denied(text) => {
+                return finish(ctx, meta, CallStatus::Denied, ToolResult::error(text));
+            }
+            Verdict::TimedOut(text) => {
+                return finish(ctx, meta, CallStatus::Timeout, ToolResult::error(text));
+            }
+            Verdict::Interrupted => {
+                let text = format!(
+                    "[Cancelled: {} was not started because the turn was stopped while it waited for approval.]",
+                    meta.underlying
+                );
+                return finish(ctx, meta, CallStatus::Interrupted, ToolResult::error(text));
+            }
+        };
+        let _permit = match semaphore {
+            None => None,
+            Some(semaphore) => tokio::select! {
+                permit = semaphore.acquire() => permit.ok(),
+                _ = ctx.token.cancelled() => return self.cancelled_before_start(ctx, meta),
+                _ = deadline.expired() => return self.timed_out_before_start(ctx, meta, deadline),
+            },
+        };
+        if ctx.token.is_cancelled() {
+            return self.cancelled_before_start(ctx, meta);
+        }
+        let call_token = ctx.token.child_token();
+        let call_ctx = CallContext::new(
+            ctx.session_id.clone(),
+            meta.call_id.clone(),
+            call_token.clone(),
+        )
+        .with_approval(approved);
+        let arguments = meta.arguments.clone();
+        let mut handle = match runnable {
+            Runnable::Tool { name } => {
+                let view = ctx.view.clone();
+                let span = tracing::info_span!("call", call_id = %meta.call_id, tool = %name);
+                tokio::spawn(
+                    async move { view.call(&name, arguments, call_ctx).await }.instrument(span),
+                )
+            }
+            Runnable::Lookup { run } => {
+                let span =
+                    tracing::info_span!("call", call_id = %meta.call_id, tool = %meta.underlying);
+                tokio::spawn(async move { run(arguments) }.instrument(span))
+            }
+        };
+        let stopped = tokio::select! {
+            joined = &mut handle => {
+                let result = joined.unwrap_or_else(|error| {
+                    ToolResult::error(format!("The tool '{}' crashed while running ({error}); it gave no result.", meta.underlying))
+                });
+                if !ctx.token.is_cancelled() {
+                    let status = if result.is_error { CallStatus::Error } else { CallStatus::Ok };
+                    return finish(ctx, meta, status, result);
+                }
+                // It returned because the stop reached it through its own token.
+                let mut text = format!("[Cancelled: {} was stopped by the user while it ran.]", meta.underlying);
+                append_late(&mut text, Some(result.to_model_text()));
+                return finish(ctx, meta, CallStatus::Interrupted, ToolResult::error(text));
+            }
+            _ = ctx.token.cancelled() => CallStatus::Interrupted,
+            _ = deadline.expired() => CallStatus::Timeout,
+        };
+        // Stop the call and give it a moment to wind down (kill its processes, cancel its MCP
+        // request); past the grace it is abandoned, never left running.
+        call_token.cancel();
+        let late = match tokio::time::timeout(self.limits.stop_grace, &mut handle).await {
+            Ok(Ok(result)) => Some(result.to_model_text()),
+            _ => {
+                handle.abort();
+                None
+            }
+        };
+        let mut text = match stopped {
+            CallStatus::Timeout => format!(
+                "Error running '{}': it did not finish within {:.1} s and was stopped.",
+                meta.underlying,
+                deadline.budget_secs()
+            ),
+            _ => format!(
+                "[Cancelled: {} was stopped by the user while it ran.]",
+                meta.underlying
+            ),
+        };
+        append_late(&mut text, late);
+        finish(ctx, meta, stopped, ToolResult::error(text))
+    }
+
+    fn cancelled_before_start(&self, ctx: &BatchContext, meta: Meta) -> CallOutcome {
+        let text = format!(
+            "[Cancelled: {} was not started because the turn was stopped.]",
+            meta.underlying
+        );
+        finish(ctx, meta, CallStatus::Interrupted, ToolResult::error(text))
+    }
+
+    fn timed_out_before_start(
+        &self,
+        ctx: &BatchContext,
+        meta: Meta,
+        deadline: &Deadline,
+    ) -> CallOutcome {
+        let text = format!(
+            "Error running '{}': the batch ran out of time ({:.1} s) before this call could start.",
+            meta.underlying,
+            deadline.budget_secs()
+        );
+        finish(ctx, meta, CallStatus::Timeout, ToolResult::error(text))
+    }
+}
+
+/// Adds what a stopped tool said as it wound down, if anything.
+fn append_late(text: &mut String, late: Option<String>) {
+    if let Some(late) = late.filter(|t| !t.trim().is_empty()) {
+        text.push_str("\nWhat it reported as it stopped:\n");
+        text.push_str(&late);
+    }
+}
+
+/// Emits the start event and opens the call's slot.
+fn start(ctx: &BatchContext, entry: &CallEntry) -> Meta {
+    let meta = Meta {
+        index: entry.index,
+        call_id: entry.call_id.clone(),
+        model_call_id: entry.model_call_id.clone(),
+        tool: entry.tool.clone(),
+        underlying: entry.underlying().to_string(),
+        arguments: Map::new(),
+        started: Instant::now(),
+    };
+    ctx.events.send(
+        &ctx.session_id,
+        EventKind::ToolCallStarted {
+            turn_id: ctx.turn_id.clone(),
+            call_id: meta.call_id.clone(),
+            model_call_id: meta.model_call_id.clone(),
+            tool: meta.tool.clone(),
+            underlying_tool: meta.underlying.clone(),
+        },
+    );
+    meta
+}
+
+/// Closes a call's slot: the post hook (exactly once), the finish event, the outcome.
+fn finish(ctx: &BatchContext, meta: Meta, status: CallStatus, result: ToolResult) -> CallOutcome {
+    let info = ToolCallInfo {
+        session_id: &ctx.session_id,
+        call_id: &meta.call_id,
+        tool: &meta.tool,
+        underlying_tool: &meta.underlying,
+        arguments: &meta.arguments,
+    };
+    ctx.hooks.post_tool_call(&info, status, &result);
+    let duration = meta.started.elapsed();
+    ctx.events.send(
+        &ctx.session_id,
+        EventKind::ToolCallFinished {
+            turn_id: ctx.turn_id.clone(),
+            call_id: meta.call_id.clone(),
+            model_call_id: meta.model_call_id.clone(),
+            tool: meta.tool.clone(),
+            underlying_tool: meta.underlying.clone(),
+            status,
+            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+        },
+    );
+    CallOutcome {
+        index: meta.index,
+        call_id: meta.call_id,
+        model_call_id: meta.model_call_id,
+        tool: meta.tool,
+        underlying_tool: meta.underlying,
+        status,
+        result,
+        duration,
+    }
+}
+
+/// A deadline that stands still while any call of its segment waits on a person.
+struct Deadline {
+    budget: Option<Duration>,
+    start: Instant,
+    waits: Mutex<HumanWaits>,
+    changed: Notify,
+}
+
+#[derive(Default)]
+struct HumanWaits {
+    active: usize,
+    since: Option<Instant>,
+    total: Duration,
+}
+
+/// Marks a person-wait in progress; ends it on drop.
+struct HumanWaitGuard<'a>(&'a Deadline);
+
+impl Drop for HumanWaitGuard<'_> {
+    fn drop(&mut self) {
+        let mut waits = lock(&self.0.waits);
+        waits.active = waits.active.saturating_sub(1);
+        if waits.active == 0
+            && let Some(since) = waits.since.take()
+        {
+            waits.total += since.elapsed();
+        }
+        drop(waits);
+        self.0.changed.notify_waiters();
+    }
+}
+
+impl Deadline {
+    fn new(budget: Option<Duration>) -> Self {
+        Deadline {
+            budget: budget.filter(|b| !b.is_zero()),
+            start: Instant::now(),
+            waits: Mutex::new(HumanWaits::default()),
+            changed: Notify::new(),
+        }
+    }
+
+    fn budget_secs(&self) -> f64 {
+        self.budget.map(|b| b.as_secs_f64()).unwrap_or(0.0)
+    }
+
+    fn human_wait(&self) -> HumanWaitGuard<'_> {
+        let mut waits = lock(&self.waits);
+        if waits.active == 0 {
+            waits.since = Some(Instant::now());
+        }
+        waits.active += 1;
+        drop(waits);
+        self.changed.notify_waiters();
+        HumanWaitGuard(self)
+    }
+
+    /// Resolves once the budget is spent, not counting person-waits; never without a budget.
+    async fn expired(&self) {
+        let Some(budget) = self.budget else {
+            return std::future::pending().await;
+        };
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let (active, excluded) = {
+                let waits = lock(&self.waits);
+                let current = waits.since.map(|s| s.elapsed()).unwrap_or_default();
+                (waits.active, waits.total + current)
+            };
+            if active > 0 {
+                changed.await;
+                continue;
+            }
+            let used = self.start.elapsed().saturating_sub(excluded);
+            if used >= budget {
+                return;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(budget - used) => {}
+                _ = changed => {}
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Runs calls that a tool makes on the session's behalf (`execute_code`'s stubs) through the
+/// same hooks, approvals and view as the model's own calls.
+pub struct RunnerDispatch {
+    runner: ToolRunner,
+    ctx: BatchContext,
+}
+
+impl RunnerDispatch {
+    /// A dispatcher for calls of `ctx`'s session.
+    pub fn new(runner: ToolRunner, ctx: BatchContext) -> Arc<Self> {
+        Arc::new(RunnerDispatch { runner, ctx })
+    }
+}
+
+impl Dispatch for RunnerDispatch {
+    fn dispatch(
+        &self,
+        tool: String,
+        arguments: Map<String, Value>,
+        call: CallContext,
+    ) -> futures::future::BoxFuture<'static, ToolResult> {
+        let runner = self.runner;
+        let ctx = BatchContext {
+            token: call.cancel.clone(),
+            ..self.ctx.clone()
+        };
+        Box::pin(async move {
+            let entry = CallEntry {
+                index: 0,
+                call_id: crate::messages::new_id(),
+                model_call_id: call.call_id.clone(),
+                tool: tool.clone(),
+                target: CallTarget::Tool {
+                    name: tool,
+                    arguments,
+                },
+            };
+            let deadline = Deadline::new(runner.limits.batch_deadline);
+            let prepared = runner.prepare(&ctx, entry).await;
+            runner.execute(&ctx, prepared, &deadline, None).await.result
+        })
+    }
+}

@@ -1,0 +1,622 @@
+//! [`PostgresStore`]: the [`Store`] for many hosts, on one PostgreSQL database holding many boards.
+//!
+//! Every operation is one transaction on a pooled connection (deadpool-postgres): the state
+//! change, its events and a `NOTIFY` on the board's channel commit together (see
+//! `postgres_tx.rs`). Claims lock their row with `FOR UPDATE SKIP LOCKED`; time comes from the
+//! database clock. [`PostgresStore::subscribe`] wakes idle dispatchers through `LISTEN`.
+
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use tokio::sync::mpsc;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use crate::model::{
+    Attachment, Board, BoardSlug, BoardStats, Comment, Event, EventId, Lease, ModelError,
+    NewAttachment, NewBoard, NewTask, Run, RunId, Task, TaskFilter, TaskId, TaskLinks, TaskPatch,
+    Timestamp, WorkerId,
+};
+use crate::store::postgres_schema::{self, MigrateOutcome};
+use crate::store::postgres_tx::{
+    PgTx, PgTxError, TxResult, board_from_row, channel_name, pg_error,
+};
+use crate::store::{
+    BlockRequest, Claim, ClaimSpec, Completion, Created, Failure, FailureOutcome, Reclaimed, Store,
+    StoreError, StoreFuture, Transitioned,
+};
+
+/// How a [`PostgresStore`] uses the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostgresOptions {
+    /// Most connections this handle keeps open at once.
+    pub max_connections: usize,
+    /// How long a call waits for a free pooled connection, or for a new one to open, before
+    /// failing with [`StoreError::Unavailable`].
+    pub connection_wait: Duration,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        PostgresOptions {
+            max_connections: 16,
+            connection_wait: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The PostgreSQL board store. Cheap to clone; clones share the pool.
+///
+/// A connection that breaks is dropped from the pool and replaced on the next call; the call
+/// that saw it break fails with [`StoreError::Unavailable`], which is transient.
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: Pool,
+    config: tokio_postgres::Config,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("hosts", &self.config.get_hosts())
+            .field("dbname", &self.config.get_dbname())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A notice that something on a board changed: a transaction that wrote events committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoardChanged {
+    /// The board.
+    pub board: BoardSlug,
+    /// The newest event id the change wrote; `None` after the listening connection was
+    /// re-established, when notices may have been missed and the board should be re-read.
+    pub last_event_id: Option<EventId>,
+}
+
+/// "Board changed" notices for one board, from [`PostgresStore::subscribe`]. Dropping it stops
+/// the listening connection.
+#[derive(Debug)]
+pub struct BoardChanges {
+    rx: mpsc::Receiver<BoardChanged>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl BoardChanges {
+    /// The next notice; `None` only once the listener has stopped for good.
+    pub async fn recv(&mut self) -> Option<BoardChanged> {
+        self.rx.recv().await
+    }
+
+    /// A notice already waiting, without waiting for one.
+    pub fn try_recv(&mut self) -> Option<BoardChanged> {
+        self.rx.try_recv().ok()
+    }
+}
+
+impl Drop for BoardChanges {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+const URL_HINT: &str = "send a URL like postgres://user:password@host:5432/dbname";
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/dbname`),
+    /// creates or migrates the schema, and makes sure the `default` board exists.
+    pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
+        let config: tokio_postgres::Config =
+            url.parse()
+                .map_err(|e: tokio_postgres::Error| ModelError::BadField {
+                    field: "store URL",
+                    why: format!("it does not parse ({e}); {URL_HINT}"),
+                })?;
+        PostgresStore::connect_with(config, PostgresOptions::default()).await
+    }
+
+    /// [`PostgresStore::connect`] with a parsed configuration and explicit options.
+    pub async fn connect_with(
+        mut config: tokio_postgres::Config,
+        opts: PostgresOptions,
+    ) -> Result<PostgresStore, StoreError> {
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(10));
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("troupe-kanban");
+        }
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig {
+                // A closed connection is noticed and replaced without a round trip.
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(opts.max_connections.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(opts.connection_wait))
+            .create_timeout(Some(opts.connection_wait))
+            .build()
+            .map_err(|e| StoreError::Backend {
+                board: BoardSlug::default_board(),
+                source: Box::new(e),
+            })?;
+        let store = PostgresStore { pool, config };
+        let default = BoardSlug::default_board();
+        {
+            let mut client = store.client(&default).await?;
+            let outcome = postgres_schema::migrate(&mut client)
+                .await
+                .map_err(|e| pg_error(&default, e))?;
+            if let MigrateOutcome::TooNew(found) = outcome {
+                return Err(StoreError::SchemaTooNew {
+                    board: default,
+                    found,
+                    supported: postgres_schema::SCHEMA_VERSION,
+                });
+            }
+        }
+        match store.create_board(&NewBoard::new(default.clone())).await {
+            Ok(_) | Err(StoreError::BoardExists { .. }) => {}
+            // Another process created it at the same moment.
+            Err(StoreError::Busy { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(store)
+    }
+
+    /// A pooled connection; failures to get one are transient.
+    async fn client(&self, board: &BoardSlug) -> Result<deadpool_postgres::Object, StoreError> {
+        self.pool.get().await.map_err(|e| match e {
+            PoolError::Backend(e) => pg_error(board, e),
+            other => StoreError::Unavailable {
+                board: board.clone(),
+                reason: format!("no database connection available: {other}"),
+            },
+        })
+    }
+
+    /// Listens for changes on `board`: a notice arrives each time a transaction that wrote
+    /// events on it commits, from any host. The listening connection reconnects with backoff
+    /// on its own; after a reconnect a notice with no event id says "re-read the board".
+    pub fn subscribe(&self, board: &BoardSlug) -> BoardChanges {
+        let (tx, rx) = mpsc::channel(64);
+        let task = tokio::spawn(listen(self.config.clone(), board.clone(), tx));
+        BoardChanges { rx, task }
+    }
+}
+
+/// Keeps one connection LISTENing on the board's channel and forwards its notices.
+async fn listen(config: tokio_postgres::Config, board: BoardSlug, out: mpsc::Sender<BoardChanged>) {
+    let channel = channel_name(&board);
+    let mut backoff = Duration::from_millis(100);
+    let mut reconnecting = false;
+    loop {
+        if out.is_closed() {
+            return;
+        }
+        let (client, mut conn) = match config.connect(NoTls).await {
+            Ok(pair) => pair,
+            Err(e) => {
+                tracing::warn!(board = %board, error = %e, retry_in = ?backoff,
+                    "kanban listener could not connect to PostgreSQL");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+                continue;
+            }
+        };
+        // The channel name is built from a validated slug, so quoting it is enough.
+        let sql = format!("LISTEN \"{channel}\"");
+        let listen_cmd = client.batch_execute(&sql);
+        tokio::pin!(listen_cmd);
+        let mut listening = false;
+        loop {
+            tokio::select! {
+                r = &mut listen_cmd, if !listening => match r {
+                    Ok(()) => {
+                        listening = true;
+                        backoff = Duration::from_millis(100);
+                        if reconnecting {
+                            let _ = out.try_send(BoardChanged { board: board.clone(), last_event_id: None });
+                        }
+                        tracing::debug!(board = %board, "kanban listener is listening");
+                    }
+                    Err(e) => {
+                        tracing::warn!(board = %board, error = %e, "LISTEN failed");
+                        break;
+                    }
+                },
+                m = std::future::poll_fn(|cx| conn.poll_message(cx)) => match m {
+                    Some(Ok(AsyncMessage::Notification(n))) => {
+                        if let Some(notice) = parse_notice(n.payload(), &board) {
+                            // A full queue already holds a wake-up; dropping this one loses nothing.
+                            let _ = out.try_send(notice);
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => {
+                        tracing::warn!(board = %board, error = %e, "kanban listener lost its connection");
+                        break;
+                    }
+                    None => break,
+                },
+                _ = out.closed() => return,
+            }
+        }
+        reconnecting = true;
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(10));
+    }
+}
+
+/// Reads a `slug:last_event_id` payload; notices for other boards sharing the channel are
+/// ignored.
+fn parse_notice(payload: &str, board: &BoardSlug) -> Option<BoardChanged> {
+    let (slug, id) = payload.rsplit_once(':')?;
+    if slug != board.as_str() {
+        return None;
+    }
+    Some(BoardChanged {
+        board: board.clone(),
+        last_event_id: id.parse().ok().map(EventId),
+    })
+}
+
+/// Runs `$body` (an expression using the transaction view `$t`) in one transaction on
+/// `$board`, appends its events and commits if it succeeded. With `linking`, a task missing
+/// here but present on another board is reported as a cross-board link.
+macro_rules! in_tx {
+    ($self:ident, $board:expr, linking = $linking:expr, |$t:ident| $body:expr) => {{
+        let board: BoardSlug = $board.clone();
+        let linking: bool = $linking;
+        Box::pin(async move {
+            let mut client = $self.client(&board).await?;
+            let tx = client
+                .transaction()
+                .await
+                .map_err(|e| pg_error(&board, e))?;
+            let $t = PgTx::open(&tx, &board)
+                .await
+                .map_err(|e| e.into_store(&board))?;
+            let out: TxResult<_> = async {
+                $t.board_row().await?;
+                let v = match $body.await {
+                    Err(PgTxError::Store(StoreError::TaskNotFound { board, id })) if linking => {
+                        return Err(match $t.other_board_of(&id).await? {
+                            Some(other_board) => StoreError::CrossBoardLink {
+                                board,
+                                task: id,
+                                other_board,
+                            },
+                            None => StoreError::TaskNotFound { board, id },
+                        }
+                        .into());
+                    }
+                    other => other?,
+                };
+                $t.finish().await?;
+                Ok(v)
+            }
+            .await;
+            drop($t);
+            // On error the transaction rolls back when dropped.
+            let v = out.map_err(|e| e.into_store(&board))?;
+            tx.commit().await.map_err(|e| pg_error(&board, e))?;
+            Ok::<_, StoreError>(v)
+        })
+    }};
+    ($self:ident, $board:expr, |$t:ident| $body:expr) => {
+        in_tx!($self, $board, linking = false, |$t| $body)
+    };
+}
+
+impl Store for PostgresStore {
+    fn list_boards(&self, include_archived: bool) -> StoreFuture<'_, Vec<Board>> {
+        Box::pin(async move {
+            let any = BoardSlug::default_board();
+            let client = self.client(&any).await?;
+            let rows = client
+                .query(
+                    "SELECT slug, name, description, created_at, archived_at FROM kanban_boards \
+                     WHERE $1 OR archived_at IS NULL ORDER BY slug",
+                    &[&include_archived],
+                )
+                .await
+                .map_err(|e| pg_error(&any, e))?;
+            rows.iter().map(|r| board_from_row(r, &any)).collect()
+        })
+    }
+
+    fn create_board(&self, board: &NewBoard) -> StoreFuture<'_, Board> {
+        let new = board.clone();
+        Box::pin(async move {
+            let slug = &new.slug;
+            let mut client = self.client(slug).await?;
+            let tx = client.transaction().await.map_err(|e| pg_error(slug, e))?;
+            let t = PgTx::open(&tx, slug)
+                .await
+                .map_err(|e| e.into_store(slug))?;
+            let name = new
+                .name
+                .as_deref()
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .unwrap_or(slug.as_str());
+            let out: TxResult<Board> = async {
+                let b = t.create_board(name, &new.description).await?;
+                t.finish().await?;
+                Ok(b)
+            }
+            .await;
+            drop(t);
+            let b = out.map_err(|e| e.into_store(slug))?;
+            tx.commit().await.map_err(|e| pg_error(slug, e))?;
+            Ok(b)
+        })
+    }
+
+    fn board(&self, slug: &BoardSlug) -> StoreFuture<'_, Board> {
+        in_tx!(self, slug, |t| t.board_row())
+    }
+
+    fn archive_board(&self, slug: &BoardSlug) -> StoreFuture<'_, Board> {
+        if slug.is_default() {
+            return Box::pin(async {
+                Err(StoreError::DefaultBoardProtected { action: "archived" })
+            });
+        }
+        in_tx!(self, slug, |t| t.archive_board())
+    }
+
+    fn delete_board(&self, slug: &BoardSlug) -> StoreFuture<'_, ()> {
+        if slug.is_default() {
+            return Box::pin(async {
+                Err(StoreError::DefaultBoardProtected { action: "deleted" })
+            });
+        }
+        let logged = slug.clone();
+        let fut: StoreFuture<'_, ()> = in_tx!(self, slug, |t| t.delete_board());
+        Box::pin(async move {
+            fut.await?;
+            tracing::info!(board = %logged, "board deleted");
+            Ok(())
+        })
+    }
+
+    fn create_task(&self, board: &BoardSlug, task: &NewTask) -> StoreFuture<'_, Created> {
+        let task = task.clone();
+        in_tx!(self, board, linking = true, |t| t.create_task(&task))
+    }
+
+    fn task(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
+        let id = id.clone();
+        in_tx!(self, board, |t| t.task(&id))
+    }
+
+    fn list_tasks(&self, board: &BoardSlug, filter: &TaskFilter) -> StoreFuture<'_, Vec<Task>> {
+        let filter = filter.clone();
+        in_tx!(self, board, |t| t.list_tasks(&filter))
+    }
+
+    fn patch_task(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        patch: &TaskPatch,
+    ) -> StoreFuture<'_, Task> {
+        let (id, patch) = (id.clone(), patch.clone());
+        in_tx!(self, board, |t| t.patch_task(&id, &patch))
+    }
+
+    fn assign_task(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        assignee: Option<&str>,
+    ) -> StoreFuture<'_, Task> {
+        let (id, assignee) = (id.clone(), assignee.map(str::to_string));
+        in_tx!(self, board, |t| t.assign_task(&id, assignee.as_deref()))
+    }
+
+    fn stats(&self, board: &BoardSlug) -> StoreFuture<'_, BoardStats> {
+        in_tx!(self, board, |t| t.stats())
+    }
+
+    fn link(&self, board: &BoardSlug, parent: &TaskId, child: &TaskId) -> StoreFuture<'_, ()> {
+        let (parent, child) = (parent.clone(), child.clone());
+        in_tx!(self, board, linking = true, |t| t.link(&parent, &child))
+    }
+
+    fn unlink(&self, board: &BoardSlug, parent: &TaskId, child: &TaskId) -> StoreFuture<'_, ()> {
+        let (parent, child) = (parent.clone(), child.clone());
+        in_tx!(self, board, |t| t.unlink(&parent, &child))
+    }
+
+    fn links(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, TaskLinks> {
+        let id = id.clone();
+        in_tx!(self, board, |t| t.links(&id))
+    }
+
+    fn add_comment(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        author: &str,
+        body: &str,
+    ) -> StoreFuture<'_, Comment> {
+        let (id, author, body) = (id.clone(), author.to_string(), body.to_string());
+        in_tx!(self, board, |t| t.add_comment(&id, &author, &body))
+    }
+
+    fn comments(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Comment>> {
+        let id = id.clone();
+        in_tx!(self, board, |t| t.comments(&id))
+    }
+
+    fn events_since(
+        &self,
+        board: &BoardSlug,
+        cursor: EventId,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<Event>> {
+        in_tx!(self, board, |t| t.events_since(cursor, limit))
+    }
+
+    fn task_events(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Event>> {
+        let id = id.clone();
+        in_tx!(self, board, |t| t.task_events(&id))
+    }
+
+    fn runs(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Run>> {
+        let id = id.clone();
+        in_tx!(self, board, |t| t.runs(&id))
+    }
+
+    fn run(&self, board: &BoardSlug, id: RunId) -> StoreFuture<'_, Run> {
+        in_tx!(self, board, |t| t.run(id))
+    }
+
+    fn attach(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        file: &NewAttachment,
+    ) -> StoreFuture<'_, Attachment> {
+        let (id, file) = (id.clone(), file.clone());
+        in_tx!(self, board, |t| t.attach(&id, &file))
+    }
+
+    fn attachments(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Attachment>> {
+        let id = id.clone();
+        in_tx!(self, board, |t| t.attachments(&id))
+    }
+
+    fn attachment_content(&self, board: &BoardSlug, attachment: i64) -> StoreFuture<'_, Vec<u8>> {
+        in_tx!(self, board, |t| t.attachment_content(attachment))
+    }
+
+    fn remove_attachment(&self, board: &BoardSlug, attachment: i64) -> StoreFuture<'_, ()> {
+        in_tx!(self, board, |t| t.remove_attachment(attachment))
+    }
+
+    fn promote(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<TaskId>> {
+        in_tx!(self, board, |t| t.promote())
+    }
+
+    fn claim_next(&self, board: &BoardSlug, spec: &ClaimSpec) -> StoreFuture<'_, Option<Claim>> {
+        let spec = spec.clone();
+        in_tx!(self, board, |t| t.claim_next(&spec))
+    }
+
+    fn claim_task(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        spec: &ClaimSpec,
+    ) -> StoreFuture<'_, Claim> {
+        let (id, spec) = (id.clone(), spec.clone());
+        in_tx!(self, board, |t| t.claim_task(&id, &spec))
+    }
+
+    fn heartbeat(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        worker: &WorkerId,
+        ttl: Duration,
+    ) -> StoreFuture<'_, Lease> {
+        let (id, worker) = (id.clone(), worker.clone());
+        in_tx!(self, board, |t| t.heartbeat(&id, &worker, ttl))
+    }
+
+    fn complete(&self, board: &BoardSlug, id: &TaskId, done: &Completion) -> StoreFuture<'_, Task> {
+        let (id, done) = (id.clone(), done.clone());
+        in_tx!(self, board, |t| t.complete(&id, &done))
+    }
+
+    fn block(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        block: &BlockRequest,
+    ) -> StoreFuture<'_, Transitioned> {
+        let (id, block) = (id.clone(), block.clone());
+        in_tx!(self, board, |t| t.block(&id, &block))
+    }
+
+    fn unblock(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
+        let id = id.clone();
+        in_tx!(self, board, |t| t.unblock(&id))
+    }
+
+    fn archive(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Transitioned> {
+        let id = id.clone();
+        in_tx!(self, board, |t| t.archive(&id))
+    }
+
+    fn schedule(&self, board: &BoardSlug, id: &TaskId, until: Timestamp) -> StoreFuture<'_, Task> {
+        let id = id.clone();
+        in_tx!(self, board, |t| t.schedule(&id, until))
+    }
+
+    fn specify(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
+        let id = id.clone();
+        in_tx!(self, board, |t| t.specify(&id))
+    }
+
+    fn request_review(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        summary: Option<&str>,
+        worker: Option<&WorkerId>,
+    ) -> StoreFuture<'_, Task> {
+        let (id, summary, worker) = (id.clone(), summary.map(str::to_string), worker.cloned());
+        in_tx!(self, board, |t| t.request_review(
+            &id,
+            summary.as_deref(),
+            worker.as_ref()
+        ))
+    }
+
+    fn request_changes(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        reason: &str,
+    ) -> StoreFuture<'_, Task> {
+        let (id, reason) = (id.clone(), reason.to_string());
+        in_tx!(self, board, |t| t.request_changes(&id, &reason))
+    }
+
+    fn reclaim_expired(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Reclaimed>> {
+        in_tx!(self, board, |t| t.reclaim_expired())
+    }
+
+    fn record_failure(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        failure: &Failure,
+    ) -> StoreFuture<'_, FailureOutcome> {
+        let (id, failure) = (id.clone(), failure.clone());
+        in_tx!(self, board, |t| t.record_failure(&id, &failure))
+    }
+
+    fn requeue_rate_limited(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        worker: Option<&WorkerId>,
+        error: &str,
+    ) -> StoreFuture<'_, Task> {
+        let (id, worker, error) = (id.clone(), worker.cloned(), error.to_string());
+        in_tx!(self, board, |t| t.requeue_rate_limited(
+            &id,
+            worker.as_ref(),
+            &error
+        ))
+    }
+}

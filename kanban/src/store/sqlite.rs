@@ -1,0 +1,702 @@
+//! [`SqliteStore`]: the embedded [`Store`], one SQLite file per board under a root directory.
+//!
+//! Layout: `<root>/boards/<slug>/kanban.db`. Each file runs in WAL mode; every write is one
+//! `BEGIN IMMEDIATE` transaction holding the change and its events (see `sqlite_tx.rs`), so
+//! several handles or processes on the same root never both claim a task. rusqlite is
+//! synchronous, so every call runs on tokio's blocking pool, never on an executor thread.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use crate::model::{
+    Attachment, Board, BoardSlug, BoardStats, Comment, Event, EventId, Lease, NewAttachment,
+    NewBoard, NewTask, Run, RunId, Task, TaskFilter, TaskId, TaskLinks, TaskPatch, Timestamp,
+    WorkerId,
+};
+use crate::store::sqlite_schema::{self, MigrateOutcome};
+use crate::store::sqlite_tx::{Tx, TxResult, db_error};
+use crate::store::{
+    BlockRequest, Claim, ClaimSpec, Completion, Created, Failure, FailureOutcome, Reclaimed, Store,
+    StoreError, StoreFuture, Transitioned,
+};
+
+/// File name of a board's database inside its directory.
+const DB_FILE: &str = "kanban.db";
+
+/// How a [`SqliteStore`] treats its files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqliteOptions {
+    /// How long a write waits for another writer's lock before failing with
+    /// [`StoreError::Busy`].
+    pub busy_timeout: Duration,
+    /// `synchronous = FULL` (an fsync per commit: survives power loss) instead of `NORMAL`
+    /// (survives any process crash; a power loss may drop the last commits, never corrupt).
+    pub fsync_every_commit: bool,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            busy_timeout: Duration::from_secs(10),
+            fsync_every_commit: false,
+        }
+    }
+}
+
+/// The embedded board store. Cheap to clone; clones share connections.
+///
+/// Each handle keeps one connection per board it has used; separate handles (or processes) on
+/// the same root coordinate through SQLite's file locks.
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("root", &self.inner.root)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    /// The directory holding `boards/`.
+    root: PathBuf,
+    /// Lock wait and durability settings.
+    opts: SqliteOptions,
+    /// One connection per board; the mutex serializes this handle's use of it (SQLite allows
+    /// one writer at a time anyway).
+    conns: Mutex<HashMap<BoardSlug, Arc<Mutex<Connection>>>>,
+}
+
+/// Locks a mutex even if a holder panicked: the connection inside stays usable because an
+/// unfinished transaction rolls back when dropped.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) a store rooted at `root`, with the `default` board.
+    pub async fn open(root: impl Into<PathBuf>) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_with(root, SqliteOptions::default()).await
+    }
+
+    /// [`SqliteStore::open`] with explicit options.
+    pub async fn open_with(
+        root: impl Into<PathBuf>,
+        opts: SqliteOptions,
+    ) -> Result<SqliteStore, StoreError> {
+        let store = SqliteStore {
+            inner: Arc::new(Inner {
+                root: root.into(),
+                opts,
+                conns: Mutex::new(HashMap::new()),
+            }),
+        };
+        store
+            .blocking(|inner| {
+                let dir = inner.root.join("boards");
+                std::fs::create_dir_all(&dir).map_err(|source| io_error(&dir, source))?;
+                match inner.create_board(&NewBoard::new(BoardSlug::default_board())) {
+                    Ok(_) | Err(StoreError::BoardExists { .. }) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            })
+            .await?;
+        Ok(store)
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    /// The board commands use when none is named: the one last switched to, if it still exists
+    /// and is not archived, else `default`.
+    pub async fn current_board(&self) -> Result<BoardSlug, StoreError> {
+        let path = self.inner.root.join("current");
+        let named = match std::fs::read_to_string(&path) {
+            Ok(text) => BoardSlug::parse(text.trim()).ok(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => return Err(io_error(&path, source)),
+        };
+        if let Some(slug) = named {
+            match self.board(&slug).await {
+                Ok(board) if board.archived_at.is_none() => return Ok(slug),
+                Ok(_) | Err(StoreError::BoardNotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(BoardSlug::default_board())
+    }
+
+    /// Makes `slug` the current board; it must exist and not be archived.
+    pub async fn switch_board(&self, slug: &BoardSlug) -> Result<(), StoreError> {
+        let board = self.board(slug).await?;
+        if board.archived_at.is_some() {
+            return Err(StoreError::BoardArchived { slug: slug.clone() });
+        }
+        let root = self.inner.root.clone();
+        let slug = slug.clone();
+        self.blocking(move |_| {
+            // Write then rename, so a reader never sees a half-written name.
+            let tmp = root.join(format!("current.{}.tmp", std::process::id()));
+            let path = root.join("current");
+            std::fs::write(&tmp, slug.as_str()).map_err(|source| io_error(&tmp, source))?;
+            std::fs::rename(&tmp, &path).map_err(|source| io_error(&path, source))
+        })
+        .await
+    }
+
+    /// Runs `f` on the blocking pool (inline when there is no tokio runtime, which is then not
+    /// an executor thread either). Dropping the returned future does not stop `f`: the
+    /// transaction inside commits or rolls back whole.
+    async fn blocking<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Inner) -> Result<T, StoreError> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => handle
+                .spawn_blocking(move || f(&inner))
+                .await
+                .map_err(|e| StoreError::WorkerGone(e.to_string()))?,
+            Err(_) => f(&inner),
+        }
+    }
+
+    /// A write on `board`, as one immediate transaction.
+    fn write<T, F>(&self, board: &BoardSlug, f: F) -> StoreFuture<'_, T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Tx<'_>) -> TxResult<T> + Send + 'static,
+    {
+        let board = board.clone();
+        Box::pin(
+            self.blocking(move |inner| inner.transact(&board, TransactionBehavior::Immediate, f)),
+        )
+    }
+
+    /// A read on `board`, in one snapshot.
+    fn read<T, F>(&self, board: &BoardSlug, f: F) -> StoreFuture<'_, T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Tx<'_>) -> TxResult<T> + Send + 'static,
+    {
+        let board = board.clone();
+        Box::pin(
+            self.blocking(move |inner| inner.transact(&board, TransactionBehavior::Deferred, f)),
+        )
+    }
+
+    /// A write that names other tasks (links, parents): a task missing here but present on
+    /// another board is reported as a cross-board link.
+    fn write_linking<T, F>(&self, board: &BoardSlug, f: F) -> StoreFuture<'_, T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Tx<'_>) -> TxResult<T> + Send + 'static,
+    {
+        let board = board.clone();
+        Box::pin(self.blocking(move |inner| {
+            match inner.transact(&board, TransactionBehavior::Immediate, f) {
+                Err(StoreError::TaskNotFound { board, id }) => {
+                    match inner.find_task_board(&id, &board) {
+                        Some(other_board) => Err(StoreError::CrossBoardLink {
+                            board,
+                            task: id,
+                            other_board,
+                        }),
+                        None => Err(StoreError::TaskNotFound { board, id }),
+                    }
+                }
+                other => other,
+            }
+        }))
+    }
+
+    /// Starts a claim, then stops before committing and sleeps forever with the write lock
+    /// held, after creating `flag`. Only for crash tests: a test kills the process here.
+    #[cfg(feature = "test-suite")]
+    #[doc(hidden)]
+    pub fn stall_inside_claim(
+        &self,
+        board: &BoardSlug,
+        worker: WorkerId,
+        flag: &Path,
+    ) -> Result<(), StoreError> {
+        let conn = self.inner.conn(board, false)?;
+        let mut c = lock(&conn);
+        let tx = c
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| db_error(board, e))?;
+        let t = Tx {
+            c: &tx,
+            board,
+            now: Timestamp::now(),
+        };
+        let claimed = t
+            .claim_next(&ClaimSpec::new(worker))
+            .map_err(|e| e.into_store(board))?;
+        if claimed.is_none() {
+            return Ok(());
+        }
+        std::fs::write(flag, b"stalled").map_err(|source| io_error(flag, source))?;
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+}
+
+fn io_error(path: &Path, source: std::io::Error) -> StoreError {
+    StoreError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+impl Inner {
+    fn board_dir(&self, slug: &BoardSlug) -> PathBuf {
+        self.root.join("boards").join(slug.as_str())
+    }
+
+    /// This handle's connection to `slug`, opened (and migrated) on first use. Without
+    /// `create`, a board whose file does not exist is `BoardNotFound`.
+    fn conn(&self, slug: &BoardSlug, create: bool) -> Result<Arc<Mutex<Connection>>, StoreError> {
+        let path = self.board_dir(slug).join(DB_FILE);
+        let mut conns = lock(&self.conns);
+        if let Some(c) = conns.get(slug) {
+            // A board deleted through another handle must not live on in this one's cache.
+            if path.exists() {
+                return Ok(Arc::clone(c));
+            }
+            conns.remove(slug);
+        }
+        if !create && !path.exists() {
+            return Err(StoreError::BoardNotFound { slug: slug.clone() });
+        }
+        if create {
+            let dir = self.board_dir(slug);
+            std::fs::create_dir_all(&dir).map_err(|source| io_error(&dir, source))?;
+        }
+        let conn = self
+            .open_conn(slug, &path, create)
+            .map_err(|e| db_error(slug, e))?;
+        let conn = match conn {
+            Ok(c) => c,
+            Err(found) => {
+                return Err(StoreError::SchemaTooNew {
+                    board: slug.clone(),
+                    found,
+                    supported: sqlite_schema::SCHEMA_VERSION,
+                });
+            }
+        };
+        let conn = Arc::new(Mutex::new(conn));
+        conns.insert(slug.clone(), Arc::clone(&conn));
+        Ok(conn)
+    }
+
+    /// Opens and prepares one connection; the inner `Err` is a too-new schema version.
+    fn open_conn(
+        &self,
+        slug: &BoardSlug,
+        path: &Path,
+        create: bool,
+    ) -> rusqlite::Result<Result<Connection, i64>> {
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if create {
+            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        let mut conn = Connection::open_with_flags(path, flags)?;
+        conn.busy_timeout(self.opts.busy_timeout)?;
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            tracing::warn!(board = %slug, mode, "SQLite refused WAL mode; continuing in this mode");
+        }
+        let sync = if self.opts.fsync_every_commit {
+            "FULL"
+        } else {
+            "NORMAL"
+        };
+        conn.execute_batch(&format!("PRAGMA synchronous = {sync}"))?;
+        conn.set_prepared_statement_cache_capacity(64);
+        match sqlite_schema::migrate(&mut conn)? {
+            MigrateOutcome::Current => Ok(Ok(conn)),
+            MigrateOutcome::TooNew(v) => Ok(Err(v)),
+        }
+    }
+
+    /// Runs `f` in one transaction on `board` and commits only if it succeeded.
+    fn transact<T>(
+        &self,
+        board: &BoardSlug,
+        behavior: TransactionBehavior,
+        f: impl FnOnce(&Tx<'_>) -> TxResult<T>,
+    ) -> Result<T, StoreError> {
+        let conn = self.conn(board, false)?;
+        let mut c = lock(&conn);
+        let tx = c
+            .transaction_with_behavior(behavior)
+            .map_err(|e| db_error(board, e))?;
+        let out = {
+            let t = Tx {
+                c: &tx,
+                board,
+                now: Timestamp::now(),
+            };
+            // A board file whose creation never finished has no board row: not a board yet.
+            t.board_row()
+                .and_then(|_| f(&t))
+                .map_err(|e| e.into_store(board))?
+        };
+        tx.commit().map_err(|e| db_error(board, e))?;
+        Ok(out)
+    }
+
+    fn create_board(&self, new: &NewBoard) -> Result<Board, StoreError> {
+        let slug = &new.slug;
+        let conn = self.conn(slug, true)?;
+        let mut c = lock(&conn);
+        let tx = c
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| db_error(slug, e))?;
+        let board = {
+            let t = Tx {
+                c: &tx,
+                board: slug,
+                now: Timestamp::now(),
+            };
+            let name = new
+                .name
+                .as_deref()
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .unwrap_or(slug.as_str());
+            t.create_board(name, &new.description)
+                .map_err(|e| e.into_store(slug))?
+        };
+        tx.commit().map_err(|e| db_error(slug, e))?;
+        Ok(board)
+    }
+
+    /// Slugs of every board directory holding a database.
+    fn board_slugs(&self) -> Result<Vec<BoardSlug>, StoreError> {
+        let dir = self.root.join("boards");
+        let entries = std::fs::read_dir(&dir).map_err(|source| io_error(&dir, source))?;
+        let mut slugs = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|source| io_error(&dir, source))?;
+            let name = entry.file_name();
+            // Directories that are not valid slugs are not boards (and not ours to judge).
+            let Some(slug) = name.to_str().and_then(|n| BoardSlug::parse(n).ok()) else {
+                continue;
+            };
+            if slug.as_str() == name.to_string_lossy() && entry.path().join(DB_FILE).exists() {
+                slugs.push(slug);
+            }
+        }
+        slugs.sort();
+        Ok(slugs)
+    }
+
+    /// The board other than `except` that holds task `id`, if any.
+    fn find_task_board(&self, id: &TaskId, except: &BoardSlug) -> Option<BoardSlug> {
+        let slugs = self.board_slugs().ok()?;
+        slugs.into_iter().filter(|s| s != except).find(|slug| {
+            let id = id.clone();
+            self.transact(slug, TransactionBehavior::Deferred, move |t| {
+                t.task(&id).map(|_| ())
+            })
+            .is_ok()
+        })
+    }
+}
+
+impl Store for SqliteStore {
+    fn list_boards(&self, include_archived: bool) -> StoreFuture<'_, Vec<Board>> {
+        Box::pin(self.blocking(move |inner| {
+            let mut boards = Vec::new();
+            for slug in inner.board_slugs()? {
+                match inner.transact(&slug, TransactionBehavior::Deferred, |t| t.board_row()) {
+                    Ok(b) if include_archived || b.archived_at.is_none() => boards.push(b),
+                    Ok(_) | Err(StoreError::BoardNotFound { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(boards)
+        }))
+    }
+
+    fn create_board(&self, board: &NewBoard) -> StoreFuture<'_, Board> {
+        let board = board.clone();
+        Box::pin(self.blocking(move |inner| inner.create_board(&board)))
+    }
+
+    fn board(&self, slug: &BoardSlug) -> StoreFuture<'_, Board> {
+        self.read(slug, |t| t.board_row())
+    }
+
+    fn archive_board(&self, slug: &BoardSlug) -> StoreFuture<'_, Board> {
+        if slug.is_default() {
+            return Box::pin(async {
+                Err(StoreError::DefaultBoardProtected { action: "archived" })
+            });
+        }
+        self.write(slug, |t| t.archive_board())
+    }
+
+    fn delete_board(&self, slug: &BoardSlug) -> StoreFuture<'_, ()> {
+        let slug = slug.clone();
+        Box::pin(self.blocking(move |inner| {
+            if slug.is_default() {
+                return Err(StoreError::DefaultBoardProtected { action: "deleted" });
+            }
+            let board = inner.transact(&slug, TransactionBehavior::Immediate, |t| t.board_row())?;
+            if board.archived_at.is_none() {
+                return Err(StoreError::BoardNotArchived { slug });
+            }
+            lock(&inner.conns).remove(&slug);
+            let dir = inner.board_dir(&slug);
+            std::fs::remove_dir_all(&dir).map_err(|source| io_error(&dir, source))?;
+            tracing::info!(board = %slug, "board deleted");
+            Ok(())
+        }))
+    }
+
+    fn create_task(&self, board: &BoardSlug, task: &NewTask) -> StoreFuture<'_, Created> {
+        let task = task.clone();
+        self.write_linking(board, move |t| t.create_task(&task))
+    }
+
+    fn task(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
+        let id = id.clone();
+        self.read(board, move |t| t.task(&id))
+    }
+
+    fn list_tasks(&self, board: &BoardSlug, filter: &TaskFilter) -> StoreFuture<'_, Vec<Task>> {
+        let filter = filter.clone();
+        self.read(board, move |t| t.list_tasks(&filter))
+    }
+
+    fn patch_task(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        patch: &TaskPatch,
+    ) -> StoreFuture<'_, Task> {
+        let (id, patch) = (id.clone(), patch.clone());
+        self.write(board, move |t| t.patch_task(&id, &patch))
+    }
+
+    fn assign_task(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        assignee: Option<&str>,
+    ) -> StoreFuture<'_, Task> {
+        let (id, assignee) = (id.clone(), assignee.map(str::to_string));
+        self.write(board, move |t| t.assign_task(&id, assignee.as_deref()))
+    }
+
+    fn stats(&self, board: &BoardSlug) -> StoreFuture<'_, BoardStats> {
+        self.read(board, |t| t.stats())
+    }
+
+    fn link(&self, board: &BoardSlug, parent: &TaskId, child: &TaskId) -> StoreFuture<'_, ()> {
+        let (parent, child) = (parent.clone(), child.clone());
+        self.write_linking(board, move |t| t.link(&parent, &child))
+    }
+
+    fn unlink(&self, board: &BoardSlug, parent: &TaskId, child: &TaskId) -> StoreFuture<'_, ()> {
+        let (parent, child) = (parent.clone(), child.clone());
+        self.write(board, move |t| t.unlink(&parent, &child))
+    }
+
+    fn links(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, TaskLinks> {
+        let id = id.clone();
+        self.read(board, move |t| t.links(&id))
+    }
+
+    fn add_comment(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        author: &str,
+        body: &str,
+    ) -> StoreFuture<'_, Comment> {
+        let (id, author, body) = (id.clone(), author.to_string(), body.to_string());
+        self.write(board, move |t| t.add_comment(&id, &author, &body))
+    }
+
+    fn comments(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Comment>> {
+        let id = id.clone();
+        self.read(board, move |t| t.comments(&id))
+    }
+
+    fn events_since(
+        &self,
+        board: &BoardSlug,
+        cursor: EventId,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<Event>> {
+        self.read(board, move |t| t.events_since(cursor, limit))
+    }
+
+    fn task_events(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Event>> {
+        let id = id.clone();
+        self.read(board, move |t| t.task_events(&id))
+    }
+
+    fn runs(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Run>> {
+        let id = id.clone();
+        self.read(board, move |t| t.runs(&id))
+    }
+
+    fn run(&self, board: &BoardSlug, id: RunId) -> StoreFuture<'_, Run> {
+        self.read(board, move |t| t.run(id))
+    }
+
+    fn attach(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        file: &NewAttachment,
+    ) -> StoreFuture<'_, Attachment> {
+        let (id, file) = (id.clone(), file.clone());
+        self.write(board, move |t| t.attach(&id, &file))
+    }
+
+    fn attachments(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Attachment>> {
+        let id = id.clone();
+        self.read(board, move |t| t.attachments(&id))
+    }
+
+    fn attachment_content(&self, board: &BoardSlug, attachment: i64) -> StoreFuture<'_, Vec<u8>> {
+        self.read(board, move |t| t.attachment_content(attachment))
+    }
+
+    fn remove_attachment(&self, board: &BoardSlug, attachment: i64) -> StoreFuture<'_, ()> {
+        self.write(board, move |t| t.remove_attachment(attachment))
+    }
+
+    fn promote(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<TaskId>> {
+        self.write(board, |t| t.promote())
+    }
+
+    fn claim_next(&self, board: &BoardSlug, spec: &ClaimSpec) -> StoreFuture<'_, Option<Claim>> {
+        let spec = spec.clone();
+        self.write(board, move |t| t.claim_next(&spec))
+    }
+
+    fn claim_task(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        spec: &ClaimSpec,
+    ) -> StoreFuture<'_, Claim> {
+        let (id, spec) = (id.clone(), spec.clone());
+        self.write(board, move |t| t.claim_task(&id, &spec))
+    }
+
+    fn heartbeat(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        worker: &WorkerId,
+        ttl: Duration,
+    ) -> StoreFuture<'_, Lease> {
+        let (id, worker) = (id.clone(), worker.clone());
+        self.write(board, move |t| t.heartbeat(&id, &worker, ttl))
+    }
+
+    fn complete(&self, board: &BoardSlug, id: &TaskId, done: &Completion) -> StoreFuture<'_, Task> {
+        let (id, done) = (id.clone(), done.clone());
+        self.write(board, move |t| t.complete(&id, &done))
+    }
+
+    fn block(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        block: &BlockRequest,
+    ) -> StoreFuture<'_, Transitioned> {
+        let (id, block) = (id.clone(), block.clone());
+        self.write(board, move |t| t.block(&id, &block))
+    }
+
+    fn unblock(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
+        let id = id.clone();
+        self.write(board, move |t| t.unblock(&id))
+    }
+
+    fn archive(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Transitioned> {
+        let id = id.clone();
+        self.write(board, move |t| t.archive(&id))
+    }
+
+    fn schedule(&self, board: &BoardSlug, id: &TaskId, until: Timestamp) -> StoreFuture<'_, Task> {
+        let id = id.clone();
+        self.write(board, move |t| t.schedule(&id, until))
+    }
+
+    fn specify(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
+        let id = id.clone();
+        self.write(board, move |t| t.specify(&id))
+    }
+
+    fn request_review(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        summary: Option<&str>,
+        worker: Option<&WorkerId>,
+    ) -> StoreFuture<'_, Task> {
+        let (id, summary, worker) = (id.clone(), summary.map(str::to_string), worker.cloned());
+        self.write(board, move |t| {
+            t.request_review(&id, summary.as_deref(), worker.as_ref())
+        })
+    }
+
+    fn request_changes(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        reason: &str,
+    ) -> StoreFuture<'_, Task> {
+        let (id, reason) = (id.clone(), reason.to_string());
+        self.write(board, move |t| t.request_changes(&id, &reason))
+    }
+
+    fn reclaim_expired(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Reclaimed>> {
+        self.write(board, |t| t.reclaim_expired())
+    }
+
+    fn record_failure(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        failure: &Failure,
+    ) -> StoreFuture<'_, FailureOutcome> {
+        let (id, failure) = (id.clone(), failure.clone());
+        self.write(board, move |t| t.record_failure(&id, &failure))
+    }
+
+    fn requeue_rate_limited(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        worker: Option<&WorkerId>,
+        error: &str,
+    ) -> StoreFuture<'_, Task> {
+        let (id, worker, error) = (id.clone(), worker.cloned(), error.to_string());
+        self.write(board, move |t| {
+            t.requeue_rate_limited(&id, worker.as_ref(), &error)
+        })
+    }
+}

@@ -1,0 +1,164 @@
+//! The SQLite board schema and its versioned migrations, tracked in `PRAGMA user_version`.
+//!
+//! [`migrate`] runs inside one `BEGIN IMMEDIATE` transaction, so it is idempotent and safe when
+//! several connections or processes open the same board at once. Used by `sqlite.rs` on every
+//! connection it opens.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+/// Each entry moves the schema from version `index` to `index + 1`. Append; never edit.
+const MIGRATIONS: &[&str] = &[
+    // 1: the board, tasks, links, comments, events, runs, attachments.
+    r#"
+    CREATE TABLE board (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        slug TEXT NOT NULL,
+        name TEXT NOT NULL,
+        description TEXT NOT NULL DEFAULT '',
+        created_at INTEGER NOT NULL,
+        archived_at INTEGER
+    );
+    CREATE TABLE tasks (
+        id TEXT PRIMARY KEY,
+        title TEXT NOT NULL,
+        body TEXT NOT NULL DEFAULT '',
+        assignee TEXT,
+        status TEXT NOT NULL,
+        priority INTEGER NOT NULL DEFAULT 0,
+        tenant TEXT,
+        idempotency_key TEXT,
+        created_by TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        started_at INTEGER,
+        completed_at INTEGER,
+        workspace_kind TEXT NOT NULL DEFAULT 'scratch',
+        workspace_path TEXT,
+        max_runtime_seconds INTEGER,
+        max_retries INTEGER,
+        result TEXT,
+        consecutive_failures INTEGER NOT NULL DEFAULT 0,
+        protocol_violations INTEGER NOT NULL DEFAULT 0,
+        last_failure_error TEXT,
+        block_kind TEXT,
+        block_reason TEXT,
+        block_recurrences INTEGER NOT NULL DEFAULT 0,
+        claim_lock TEXT,
+        claim_expires INTEGER,
+        current_run_id INTEGER,
+        last_heartbeat_at INTEGER,
+        scheduled_until INTEGER
+    );
+    CREATE INDEX tasks_status ON tasks(status, priority DESC, created_at);
+    CREATE INDEX tasks_assignee_status ON tasks(assignee, status);
+    CREATE INDEX tasks_tenant ON tasks(tenant);
+    CREATE INDEX tasks_claim_expires ON tasks(claim_expires) WHERE claim_expires IS NOT NULL;
+    CREATE UNIQUE INDEX tasks_live_idempotency_key ON tasks(idempotency_key)
+        WHERE idempotency_key IS NOT NULL AND status <> 'archived';
+    CREATE TABLE task_links (
+        parent_id TEXT NOT NULL,
+        child_id TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (parent_id, child_id)
+    );
+    CREATE INDEX task_links_child ON task_links(child_id);
+    CREATE TABLE task_comments (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id TEXT NOT NULL,
+        author TEXT NOT NULL,
+        body TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    );
+    CREATE INDEX task_comments_task ON task_comments(task_id);
+    CREATE TABLE task_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id TEXT,
+        run_id INTEGER,
+        kind TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    );
+    CREATE INDEX task_events_task ON task_events(task_id);
+    CREATE TABLE task_runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id TEXT NOT NULL,
+        profile TEXT,
+        source_status TEXT NOT NULL,
+        claim_lock TEXT,
+        claim_expires INTEGER,
+        max_runtime_seconds INTEGER,
+        last_heartbeat_at INTEGER,
+        started_at INTEGER NOT NULL,
+        ended_at INTEGER,
+        outcome TEXT,
+        summary TEXT,
+        metadata TEXT,
+        error TEXT
+    );
+    CREATE INDEX task_runs_task ON task_runs(task_id);
+    CREATE TABLE task_attachments (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id TEXT NOT NULL,
+        filename TEXT NOT NULL,
+        content_type TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        content BLOB NOT NULL,
+        uploaded_by TEXT,
+        created_at INTEGER NOT NULL
+    );
+    CREATE INDEX task_attachments_task ON task_attachments(task_id);
+    "#,
+];
+
+/// The schema version this build writes.
+pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// What [`migrate`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MigrateOutcome {
+    /// The schema is at [`SCHEMA_VERSION`] (possibly after applying migrations).
+    Current,
+    /// The file was written by a newer build.
+    TooNew(i64),
+}
+
+/// Brings the schema up to date in one immediate transaction.
+pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<MigrateOutcome> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if found > SCHEMA_VERSION {
+        return Ok(MigrateOutcome::TooNew(found));
+    }
+    let start = usize::try_from(found).unwrap_or(0);
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(start) {
+        tx.execute_batch(sql)?;
+        // PRAGMA takes no bound parameters; the value is our own integer.
+        tx.execute_batch(&format!("PRAGMA user_version = {}", i + 1))?;
+        tracing::debug!(version = i + 1, "kanban schema migrated");
+    }
+    tx.commit()?;
+    Ok(MigrateOutcome::Current)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrating_twice_changes_nothing() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        assert_eq!(migrate(&mut conn).unwrap(), MigrateOutcome::Current);
+        assert_eq!(migrate(&mut conn).unwrap(), MigrateOutcome::Current);
+        let v: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_newer_schema_is_reported() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("PRAGMA user_version = 999").unwrap();
+        assert_eq!(migrate(&mut conn).unwrap(), MigrateOutcome::TooNew(999));
+    }
+}

@@ -1,0 +1,440 @@
+//! The programmatic API: [`Troupe`], a handle on a running troupe. It starts its own actor
+//! system (an actix `System` on a dedicated thread, over a multi-thread tokio runtime), so it
+//! works from any program, a plain `#[tokio::main]` included. Open sessions, send messages,
+//! stream events, answer approvals, stop, and shut down with [`Troupe::close`].
+//!
+//! Used by the CLI (`troupe chat`), the examples and embedding programs.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use actix::{Actor, Addr};
+use troupe_actors::events::{EventSink, SessionEvent};
+use troupe_actors::hooks::HookRegistry;
+use troupe_actors::model::ModelProvider;
+use troupe_actors::session::{SessionConfig, SessionError, SessionHandle, SessionParams};
+use troupe_actors::supervisor::{
+    AnswerApproval, ApprovalChoice, ApprovalConfig, ApprovalRules, DefaultRules, ListPending,
+    PendingApproval, Stop, SubscribeApprovals, Supervisor,
+};
+use troupe_tools::{Registry, ToolsetView};
+
+/// How long [`Troupe::close`] waits for the actor system to wind down.
+pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the API could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum TroupeError {
+    /// The actor system could not start.
+    #[error("the troupe actor system could not start: {0}")]
+    Start(String),
+    /// The troupe was closed.
+    #[error("this troupe is closed; start a new one")]
+    Closed,
+    /// No open session has this id.
+    #[error("there is no open session {0}")]
+    UnknownSession(String),
+    /// A session-level failure.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
+/// How a troupe is set up: the tools, approvals, hooks and the defaults of its sessions.
+#[derive(Clone)]
+pub struct TroupeConfig {
+    /// Every tool the troupe knows.
+    pub registry: Arc<Registry>,
+    /// Approval mode, timeout, unattended policy, allowlist.
+    pub approvals: ApprovalConfig,
+    /// Which calls need approval; [`DefaultRules`] (with `approvals.require_approval`) when `None`.
+    pub rules: Option<Arc<dyn ApprovalRules>>,
+    /// Hooks every session runs.
+    pub hooks: HookRegistry,
+    /// Settings of sessions opened without their own.
+    pub session: SessionConfig,
+    /// Worker threads of the tokio pool that runs model requests and tools.
+    pub worker_threads: usize,
+}
+
+impl TroupeConfig {
+    /// A troupe over `registry` with the defaults: manual approvals, 300 s to answer, deny when
+    /// nobody can answer, default session settings, two pool threads.
+    pub fn new(registry: Arc<Registry>) -> Self {
+        TroupeConfig {
+            registry,
+            approvals: ApprovalConfig::default(),
+            rules: None,
+            hooks: HookRegistry::new(),
+            session: SessionConfig::default(),
+            worker_threads: 2,
+        }
+    }
+
+    /// Sets the approval settings.
+    pub fn with_approvals(mut self, approvals: ApprovalConfig) -> Self {
+        self.approvals = approvals;
+        self
+    }
+
+    /// Replaces the approval rules.
+    pub fn with_rules(mut self, rules: Arc<dyn ApprovalRules>) -> Self {
+        self.rules = Some(rules);
+        self
+    }
+
+    /// Sets the hooks.
+    pub fn with_hooks(mut self, hooks: HookRegistry) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    /// Sets the default session settings.
+    pub fn with_session(mut self, session: SessionConfig) -> Self {
+        self.session = session;
+        self
+    }
+}
+
+/// What a new session gets; the troupe's defaults fill what is left `None`.
+pub struct SessionOptions {
+    /// The model.
+    pub provider: Arc<dyn ModelProvider>,
+    /// The tools it may see and call; the whole registry when `None`.
+    pub view: Option<ToolsetView>,
+    /// Its settings; the troupe's defaults when `None`.
+    pub config: Option<SessionConfig>,
+    /// The parent session, for a subagent.
+    pub parent: Option<String>,
+}
+
+impl SessionOptions {
+    /// A session on `provider` with the troupe's defaults.
+    pub fn new(provider: Arc<dyn ModelProvider>) -> Self {
+        SessionOptions {
+            provider,
+            view: None,
+            config: None,
+            parent: None,
+        }
+    }
+
+    /// Narrows what the session sees.
+    pub fn with_view(mut self, view: ToolsetView) -> Self {
+        self.view = Some(view);
+        self
+    }
+
+    /// Gives the session its own settings.
+    pub fn with_config(mut self, config: SessionConfig) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// Makes the session a child of `parent`.
+    pub fn with_parent(mut self, parent: impl Into<String>) -> Self {
+        self.parent = Some(parent.into());
+        self
+    }
+}
+
+/// The state every clone of a [`Troupe`] shares. Dropping the last clone stops the system.
+struct Inner {
+    config: TroupeConfig,
+    system: actix_rt::System,
+    arbiter: actix_rt::ArbiterHandle,
+    supervisor: Addr<Supervisor>,
+    events: EventSink,
+    sessions: Mutex<HashMap<String, SessionHandle>>,
+    /// Told when the actor thread has exited.
+    exited: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The guard for programs that never call close(): nothing keeps running.
+        self.system.stop();
+    }
+}
+
+/// A running troupe. `Clone + Send + Sync`; see the module doc.
+#[derive(Clone)]
+pub struct Troupe {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Troupe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Troupe")
+            .field("sessions", &lock(&self.inner.sessions).len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Troupe {
+    /// Starts a troupe: a new thread running its actor system and tokio pool. Returns once the
+    /// supervisor is up (a few milliseconds).
+    pub fn start(config: TroupeConfig) -> Result<Troupe, TroupeError> {
+        let rules: Arc<dyn ApprovalRules> = match &config.rules {
+            Some(rules) => Arc::clone(rules),
+            None => Arc::new(DefaultRules::new(
+                config.approvals.require_approval.iter().cloned(),
+            )),
+        };
+        let approvals = config.approvals.clone();
+        let threads = config.worker_threads.max(1);
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("troupe-actors".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(threads)
+                    .thread_name("troupe-pool")
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(error) => {
+                        let _ = ready_tx.send(Err(error.to_string()));
+                        return;
+                    }
+                };
+                let system = actix_rt::System::with_tokio_rt(move || runtime);
+                let started = system.block_on(async move {
+                    let supervisor = Supervisor::new(approvals, rules).start();
+                    (
+                        actix_rt::System::current(),
+                        actix_rt::Arbiter::current(),
+                        supervisor,
+                    )
+                });
+                let _ = ready_tx.send(Ok(started));
+                if let Err(error) = system.run() {
+                    tracing::error!(%error, "troupe actor system ended with an error");
+                }
+                let _ = exit_tx.send(());
+            })
+            .map_err(|e| TroupeError::Start(e.to_string()))?;
+        let (system, arbiter, supervisor) = ready_rx
+            .recv()
+            .map_err(|_| TroupeError::Start("the actor thread ended before it was ready".into()))?
+            .map_err(TroupeError::Start)?;
+        Ok(Troupe {
+            inner: Arc::new(Inner {
+                config,
+                system,
+                arbiter,
+                supervisor,
+                events: EventSink::new(),
+                sessions: Mutex::new(HashMap::new()),
+                exited: Mutex::new(Some(exit_rx)),
+            }),
+        })
+    }
+
+    /// The troupe's tools.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.inner.config.registry
+    }
+
+    /// Opens a session.
+    pub async fn open_session(
+        &self,
+        options: SessionOptions,
+    ) -> Result<SessionHandle, TroupeError> {
+        let inner = &self.inner;
+        let params = SessionParams {
+            provider: options.provider,
+            view: options
+                .view
+                .unwrap_or_else(|| inner.config.registry.view_all()),
+            config: options
+                .config
+                .unwrap_or_else(|| inner.config.session.clone()),
+            hooks: inner.config.hooks.clone(),
+            supervisor: inner.supervisor.clone(),
+            parent: options.parent,
+            upstream_events: Some(inner.events.clone()),
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let spawned = inner.arbiter.spawn(async move {
+            let _ = tx.send(SessionHandle::open(params).await);
+        });
+        if !spawned {
+            return Err(TroupeError::Closed);
+        }
+        let handle = rx.await.map_err(|_| TroupeError::Closed)??;
+        lock(&inner.sessions).insert(handle.id().to_string(), handle.clone());
+        Ok(handle)
+    }
+
+    /// The open session with this id.
+    pub fn session(&self, session_id: &str) -> Result<SessionHandle, TroupeError> {
+        lock(&self.inner.sessions)
+            .get(session_id)
+            .cloned()
+            .ok_or_else(|| TroupeError::UnknownSession(session_id.to_string()))
+    }
+
+    /// Every event of every session, from now on.
+    pub fn events(&self) -> EventStream {
+        EventStream {
+            rx: self.inner.events.subscribe(),
+        }
+    }
+
+    /// Approval requests as they arrive (those already waiting first). While one of these
+    /// streams is alive, requests wait for an answer instead of following the unattended policy.
+    pub async fn approvals(&self) -> Result<ApprovalStream, TroupeError> {
+        let rx = self
+            .inner
+            .supervisor
+            .send(SubscribeApprovals)
+            .await
+            .map_err(|_| TroupeError::Closed)?;
+        Ok(ApprovalStream { rx })
+    }
+
+    /// The requests waiting for an answer, oldest first.
+    pub async fn pending_approvals(&self) -> Result<Vec<PendingApproval>, TroupeError> {
+        self.inner
+            .supervisor
+            .send(ListPending)
+            .await
+            .map_err(|_| TroupeError::Closed)
+    }
+
+    /// Answers a request; false when it was no longer pending.
+    pub async fn answer(
+        &self,
+        request_id: &str,
+        choice: ApprovalChoice,
+    ) -> Result<bool, TroupeError> {
+        self.inner
+            .supervisor
+            .send(AnswerApproval {
+                request_id: request_id.to_string(),
+                choice,
+            })
+            .await
+            .map_err(|_| TroupeError::Closed)
+    }
+
+    /// Stops a session's running turn (`hard`: and its descendants'). Returns how many turns
+    /// were running.
+    pub async fn stop(&self, session_id: &str, hard: bool) -> Result<usize, TroupeError> {
+        self.inner
+            .supervisor
+            .send(Stop {
+                session_id: session_id.to_string(),
+                hard,
+            })
+            .await
+            .map_err(|_| TroupeError::Closed)
+    }
+
+    /// Closes a session.
+    pub async fn close_session(&self, session_id: &str) -> Result<(), TroupeError> {
+        let handle = lock(&self.inner.sessions).remove(session_id);
+        match handle {
+            Some(handle) => Ok(handle.close().await?),
+            None => Err(TroupeError::UnknownSession(session_id.to_string())),
+        }
+    }
+
+    /// Shuts down within [`DEFAULT_CLOSE_TIMEOUT`]; see [`Troupe::close_with_timeout`].
+    pub async fn close(&self) -> CloseReport {
+        self.close_with_timeout(DEFAULT_CLOSE_TIMEOUT).await
+    }
+
+    /// Shuts down: stops every running turn, closes every session, stops the actor system and
+    /// waits up to `timeout` for its thread to end.
+    pub async fn close_with_timeout(&self, timeout: Duration) -> CloseReport {
+        let sessions: Vec<SessionHandle> =
+            lock(&self.inner.sessions).drain().map(|(_, h)| h).collect();
+        let work = async {
+            for session in &sessions {
+                let _ = session.stop(true).await;
+            }
+            for session in &sessions {
+                let _ = session.close().await;
+            }
+        };
+        let drained = tokio::time::timeout(timeout, work).await.is_ok();
+        self.inner.system.stop();
+        let exited = lock(&self.inner.exited).take();
+        let stopped = match exited {
+            Some(rx) => tokio::time::timeout(timeout, rx).await.is_ok(),
+            None => true,
+        };
+        CloseReport {
+            sessions_closed: sessions.len(),
+            clean: drained && stopped,
+        }
+    }
+}
+
+/// What [`Troupe::close`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CloseReport {
+    /// How many sessions were open.
+    pub sessions_closed: usize,
+    /// Whether everything ended within the timeout.
+    pub clean: bool,
+}
+
+/// A stream of [`SessionEvent`]s.
+#[derive(Debug)]
+pub struct EventStream {
+    rx: tokio::sync::mpsc::UnboundedReceiver<SessionEvent>,
+}
+
+impl EventStream {
+    /// The next event; `None` once the troupe is gone.
+    pub async fn next(&mut self) -> Option<SessionEvent> {
+        self.rx.recv().await
+    }
+
+    /// The next event if one is already waiting.
+    pub fn try_next(&mut self) -> Option<SessionEvent> {
+        self.rx.try_recv().ok()
+    }
+}
+
+impl futures::Stream for EventStream {
+    type Item = SessionEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<SessionEvent>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+/// A stream of [`PendingApproval`]s.
+#[derive(Debug)]
+pub struct ApprovalStream {
+    rx: tokio::sync::mpsc::UnboundedReceiver<PendingApproval>,
+}
+
+impl ApprovalStream {
+    /// The next request; `None` once the troupe is gone.
+    pub async fn next(&mut self) -> Option<PendingApproval> {
+        self.rx.recv().await
+    }
+}
+
+impl futures::Stream for ApprovalStream {
+    type Item = PendingApproval;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<PendingApproval>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

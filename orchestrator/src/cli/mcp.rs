@@ -1,0 +1,243 @@
+//! `troupe mcp list` and `troupe mcp tools <server>`: start the MCP servers configured under
+//! `mcp_servers` in the config file, then print each server's health or one server's tools.
+//! Also [`start_configured`], which the other commands use to put the live MCP tools of a
+//! config into a registry.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+use troupe_tools::Registry;
+use troupe_tools::mcp::{McpManager, McpServers, ServerStatus};
+
+use crate::config::Config;
+
+/// Exit code when the config cannot be used or names no such server.
+const EXIT_BAD_INPUT: i32 = 2;
+/// Exit code when the asked-for server did not connect.
+const EXIT_SERVER_FAILED: i32 = 1;
+
+/// `troupe mcp`: the MCP servers of a config.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// What to show.
+    #[command(subcommand)]
+    pub command: McpCommand,
+}
+
+/// The `troupe mcp` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Start every configured server and print its status, transport, tool count and last error.
+    List(ListArgs),
+    /// Start one server and print the tools it registers.
+    Tools(ToolsArgs),
+}
+
+/// Arguments of `troupe mcp list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// troupe's config file (YAML or JSON) with an `mcp_servers` section.
+    #[arg(long, value_name = "FILE", default_value = "troupe.yaml")]
+    pub config: PathBuf,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `troupe mcp tools`.
+#[derive(Debug, Args)]
+pub struct ToolsArgs {
+    /// The server's key under `mcp_servers`.
+    pub server: String,
+    /// troupe's config file (YAML or JSON) with an `mcp_servers` section.
+    #[arg(long, value_name = "FILE", default_value = "troupe.yaml")]
+    pub config: PathBuf,
+    /// Print JSON (names, descriptions, schemas, hints) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The checked `mcp_servers` section of `config`; relative paths in it follow the config
+/// file's folder. Config warnings (keys troupe ignores) are logged.
+pub fn mcp_servers_of(config: &Config) -> McpServers {
+    let base = config
+        .path
+        .as_deref()
+        .and_then(|p| p.parent())
+        .filter(|p| !p.as_os_str().is_empty());
+    let servers = McpServers::parse(&config.mcp_servers, base);
+    for warning in &servers.warnings {
+        tracing::warn!("{warning}");
+    }
+    servers
+}
+
+/// Starts every MCP server of `config` into `registry`; returns the manager (call
+/// `shutdown().await` on it before exiting) and each server's status.
+pub async fn start_configured(
+    config: &Config,
+    registry: Arc<Registry>,
+) -> (McpManager, Vec<ServerStatus>) {
+    McpManager::start(&mcp_servers_of(config), registry).await
+}
+
+/// Runs one `troupe mcp` command; returns the exit code.
+pub async fn run(args: McpArgs) -> i32 {
+    match args.command {
+        McpCommand::List(args) => list(args).await,
+        McpCommand::Tools(args) => tools(args).await,
+    }
+}
+
+async fn list(args: ListArgs) -> i32 {
+    let config = match Config::load(&args.config) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("troupe mcp list: {e}");
+            return EXIT_BAD_INPUT;
+        }
+    };
+    let servers = mcp_servers_of(&config);
+    if servers.servers.is_empty() && servers.errors.is_empty() {
+        eprintln!(
+            "troupe mcp list: {} has no `mcp_servers` section; add one, e.g. `mcp_servers: {{time: {{command: uvx, args: [mcp-server-time]}}}}`",
+            args.config.display()
+        );
+        return 0;
+    }
+    let (manager, statuses) = McpManager::start(&servers, Registry::new()).await;
+    manager.shutdown().await;
+    if args.json {
+        let rows: Vec<Value> = statuses.iter().map(status_json).collect();
+        println!("{}", Value::Array(rows));
+    } else {
+        print_table(&statuses);
+    }
+    0
+}
+
+async fn tools(args: ToolsArgs) -> i32 {
+    let config = match Config::load(&args.config) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("troupe mcp tools: {e}");
+            return EXIT_BAD_INPUT;
+        }
+    };
+    let all = mcp_servers_of(&config);
+    if let Some(error) = all.errors.iter().find(|e| e.server == args.server) {
+        eprintln!("troupe mcp tools: {error}");
+        return EXIT_BAD_INPUT;
+    }
+    let Some(server) = all.get(&args.server) else {
+        let known: Vec<&str> = all.servers.iter().map(|s| s.name.as_str()).collect();
+        eprintln!(
+            "troupe mcp tools: no server called '{}' in {}; the configured ones are: {}",
+            args.server,
+            args.config.display(),
+            if known.is_empty() {
+                "(none)".to_string()
+            } else {
+                known.join(", ")
+            }
+        );
+        return EXIT_BAD_INPUT;
+    };
+    // `tools` is an explicit request: start the server even if the config switches it off.
+    let only = McpServers {
+        servers: vec![server.clone().with_enabled(true)],
+        ..McpServers::default()
+    };
+    let registry = Registry::new();
+    let (manager, statuses) = McpManager::start(&only, Arc::clone(&registry)).await;
+    let status = &statuses[0];
+    let tools = manager.tools(&args.server).unwrap_or_default();
+    manager.shutdown().await;
+    if let Some(error) = status.last_error.as_deref().filter(|_| tools.is_empty()) {
+        eprintln!(
+            "troupe mcp tools: server '{}' is {}: {error}",
+            args.server, status.state
+        );
+        return EXIT_SERVER_FAILED;
+    }
+    if args.json {
+        let rows: Vec<Value> = tools
+            .iter()
+            .map(|t| {
+                json!({
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                    "read_only": t.hints.read_only,
+                    "destructive": t.hints.destructive,
+                    "idempotent": t.hints.idempotent,
+                    "parallel_safe": t.hints.parallel_safe,
+                })
+            })
+            .collect();
+        println!("{}", Value::Array(rows));
+        return 0;
+    }
+    let width = tools.iter().map(|t| t.name.len()).max().unwrap_or(4).max(4);
+    println!("{:<width$}  {:<11}  DESCRIPTION", "NAME", "HINTS");
+    for tool in &tools {
+        let mut hints = Vec::new();
+        if tool.hints.read_only {
+            hints.push("read-only");
+        } else if tool.hints.destructive {
+            hints.push("destructive");
+        } else {
+            hints.push("writes");
+        }
+        let description = tool.description().lines().next().unwrap_or("");
+        println!(
+            "{:<width$}  {:<11}  {}",
+            tool.name,
+            hints.join(","),
+            description
+        );
+    }
+    println!(
+        "{} tools from '{}' (toolset mcp-{})",
+        tools.len(),
+        args.server,
+        args.server
+    );
+    0
+}
+
+fn status_json(status: &ServerStatus) -> Value {
+    json!({
+        "name": status.name,
+        "status": status.state.as_str(),
+        "transport": status.transport,
+        "tools": status.tool_count,
+        "last_error": status.last_error,
+        "log_file": status.log_file.as_ref().map(|p| p.display().to_string()),
+    })
+}
+
+fn print_table(statuses: &[ServerStatus]) {
+    let width = statuses
+        .iter()
+        .map(|s| s.name.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    println!(
+        "{:<width$}  {:<9}  {:<9}  {:>5}  LAST ERROR",
+        "SERVER", "STATUS", "TRANSPORT", "TOOLS"
+    );
+    for s in statuses {
+        println!(
+            "{:<width$}  {:<9}  {:<9}  {:>5}  {}",
+            s.name,
+            s.state.as_str(),
+            s.transport,
+            s.tool_count,
+            s.last_error.as_deref().unwrap_or("-")
+        );
+    }
+}

@@ -1,0 +1,240 @@
+//! `tool_search`: keyword search over the deferred tools of a view. Each query gets its own
+//! group of matching names; one shared map describes every matched tool once. The index is the
+//! view's cached [`Catalog`](crate::search::Catalog), so a call only ranks. Called by the session
+//! when the model uses `tool_search`. Hosted connectors are not searched yet.
+
+use serde_json::{Map, Value, json};
+
+use super::args::{limit, string_list};
+use super::tool_error;
+use crate::config::ToolSearchConfig;
+use crate::view::ToolsetView;
+
+/// Most queries one `tool_search` call may carry.
+pub const MAX_QUERIES_PER_CALL: usize = 7;
+
+const EXAMPLE_QUERIES: &str = "[\"github create issue\", \"slack send message\"]";
+
+const NO_MATCH_HINT: &str = "Nothing matched these words, yet the sources listed above are connected and their tools \
+can be called. Search again with a source's name plus a concrete action or object before deciding the capability \
+does not exist.";
+
+/// Answers a `tool_search` call: `{"queries", "total_available", "results", "tools"}`.
+///
+/// `results` holds `{"query", "matches"}` per query, in order; a query with no match on a
+/// non-empty catalog also gets `available_sources` (tool counts per source) and a `hint`.
+/// `tools` maps each matched name, in first-seen order, to its source, description and
+/// required arguments. Bad arguments give `{"error": ...}` saying what to send instead.
+pub fn tool_search(view: &ToolsetView, config: &ToolSearchConfig, args: &Value) -> Value {
+    let Some(args) = args.as_object() else {
+        return tool_error(format!(
+            "tool_search takes an object of arguments, for example {{\"queries\": {EXAMPLE_QUERIES}}}."
+        ));
+    };
+    let queries = match string_list(args, "queries", false) {
+        Ok(queries) => queries,
+        Err(e) => return tool_error(e.message("queries", EXAMPLE_QUERIES)),
+    };
+    if queries.len() > MAX_QUERIES_PER_CALL {
+        return tool_error(format!(
+            "Too many queries: {} sent, at most {MAX_QUERIES_PER_CALL} per call. Retry with fewer, more focused queries, \
+or spread them over several tool_search calls.",
+            queries.len()
+        ));
+    }
+    let limit = limit(args, config);
+    let catalog = view.catalog(&config.defer);
+
+    let mut results = Vec::with_capacity(queries.len());
+    let mut tools = Map::new();
+    for query in &queries {
+        let hits = catalog.search(query, limit);
+        let mut matches = Vec::with_capacity(hits.len());
+        for doc in hits {
+            let name = &catalog.defs()[doc].name;
+            if !tools.contains_key(name) {
+                tools.insert(name.clone(), catalog.record(doc));
+            }
+            matches.push(Value::String(name.clone()));
+        }
+        let mut group = Map::new();
+        group.insert("query".into(), Value::String(query.clone()));
+        let empty = matches.is_empty();
+        group.insert("matches".into(), Value::Array(matches));
+        if empty && !catalog.is_empty() {
+            let sources: Vec<Value> = catalog
+                .source_counts()
+                .iter()
+                .map(|(name, count)| json!({"name": name, "tool_count": count}))
+                .collect();
+            group.insert("available_sources".into(), Value::Array(sources));
+            group.insert("hint".into(), Value::String(NO_MATCH_HINT.into()));
+        }
+        results.push(Value::Object(group));
+    }
+
+    let mut out = Map::new();
+    out.insert("queries".into(), json!(queries));
+    out.insert("total_available".into(), json!(catalog.len()));
+    out.insert("results".into(), Value::Array(results));
+    out.insert("tools".into(), Value::Object(tools));
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::{Registry, ToolDef};
+
+    fn view() -> ToolsetView {
+        Registry::with_tools([
+            ToolDef::new("terminal", "Run a shell command.", json!({})).with_toolset("core"),
+            ToolDef::new(
+                "gh_create_issue",
+                "Open a GitHub issue.",
+                json!({"properties": {"repo": {}}, "required": ["repo", 3]}),
+            )
+            .with_toolset("mcp-github"),
+            ToolDef::new("gh_list_issues", "List GitHub issues.", json!({}))
+                .with_toolset("mcp-github"),
+            ToolDef::new("board_add", "Add a card.", json!({})).with_toolset("kanban"),
+        ])
+        .view_all()
+    }
+
+    #[test]
+    fn groups_and_shared_records() {
+        let out = tool_search(
+            &view(),
+            &ToolSearchConfig::default(),
+            &json!({"queries": ["github issue", "issues"]}),
+        );
+        let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["queries", "total_available", "results", "tools"]);
+        assert_eq!(out["total_available"], 3);
+        assert_eq!(out["results"][0]["query"], "github issue");
+        assert_eq!(out["results"][1]["matches"].as_array().unwrap().len(), 2);
+        let tools = out["tools"].as_object().unwrap();
+        assert_eq!(tools.len(), 2);
+        assert_eq!(
+            tools["gh_create_issue"],
+            json!({"source": "mcp", "source_name": "mcp-github", "description": "Open a GitHub issue.", "required": ["repo"]})
+        );
+    }
+
+    #[test]
+    fn no_match_lists_sources() {
+        let out = tool_search(
+            &view(),
+            &ToolSearchConfig::default(),
+            &json!({"queries": "terminal"}),
+        );
+        let group = &out["results"][0];
+        assert_eq!(group["matches"], json!([]));
+        assert_eq!(
+            group["available_sources"],
+            json!([{"name": "github", "tool_count": 2}, {"name": "kanban", "tool_count": 1}])
+        );
+        assert!(group["hint"].is_string());
+    }
+
+    #[test]
+    fn empty_catalog_has_no_sources() {
+        let view =
+            Registry::with_tools(
+                [ToolDef::new("terminal", "Run.", json!({})).with_toolset("core")],
+            )
+            .view_all();
+        let out = tool_search(
+            &view,
+            &ToolSearchConfig::default(),
+            &json!({"queries": ["x"]}),
+        );
+        assert_eq!(out["results"][0], json!({"query": "x", "matches": []}));
+        assert_eq!(out["total_available"], 0);
+    }
+
+    #[test]
+    fn bad_arguments_are_errors() {
+        let c = ToolSearchConfig::default();
+        for args in [
+            json!("github"),
+            json!({}),
+            json!({"queries": 5}),
+            json!({"queries": [""]}),
+        ] {
+            let out = tool_search(&view(), &c, &args);
+            assert!(
+                out["error"].as_str().is_some_and(|e| e.contains("queries")),
+                "{args}: {out}"
+            );
+        }
+        let eight: Vec<String> = (0..8).map(|i| format!("q{i}")).collect();
+        let out = tool_search(&view(), &c, &json!({ "queries": eight }));
+        assert!(out["error"].as_str().unwrap().contains('7'));
+        let seven: Vec<String> = (0..7).map(|i| format!("q{i}")).collect();
+        assert!(tool_search(&view(), &c, &json!({ "queries": seven }))["error"].is_null());
+    }
+
+    #[test]
+    fn limit_applies_per_query() {
+        let out = tool_search(
+            &view(),
+            &ToolSearchConfig::default(),
+            &json!({"queries": ["github"], "limit": "1"}),
+        );
+        // Both hold `github` twice; the shorter text ranks first.
+        assert_eq!(out["results"][0]["matches"], json!(["gh_list_issues"]));
+    }
+
+    #[test]
+    fn cached_catalog_answers_like_a_fresh_build() {
+        let registry = Registry::with_tools([
+            ToolDef::new("gh_create_issue", "Open a GitHub issue.", json!({}))
+                .with_toolset("mcp-github"),
+            ToolDef::new("gh_list_issues", "List GitHub issues.", json!({}))
+                .with_toolset("mcp-github"),
+        ]);
+        let c = ToolSearchConfig::default();
+        let args = json!({"queries": ["github issue", "list issues", "linear"]});
+        let fresh = |view: &ToolsetView| {
+            let catalog = crate::search::Catalog::build(view.tools().to_vec());
+            let names: Vec<Vec<String>> = ["github issue", "list issues", "linear"]
+                .iter()
+                .map(|q| {
+                    catalog
+                        .search(q, 5)
+                        .into_iter()
+                        .map(|d| catalog.defs()[d].name.clone())
+                        .collect()
+                })
+                .collect();
+            json!(names)
+        };
+        let matches = |out: &Value| {
+            json!(
+                out["results"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|g| g["matches"].clone())
+                    .collect::<Vec<_>>()
+            )
+        };
+        let view = registry.view_all();
+        assert_eq!(matches(&tool_search(&view, &c, &args)), fresh(&view));
+        assert_eq!(matches(&tool_search(&view, &c, &args)), fresh(&view));
+        // A new tool means a new catalog version: the cached index must not be reused.
+        registry.register(
+            ToolDef::new("linear_issue", "Create a Linear issue.", json!({}))
+                .with_toolset("mcp-linear"),
+        );
+        let view = view.refreshed().unwrap();
+        let out = tool_search(&view, &c, &args);
+        assert_eq!(matches(&out), fresh(&view));
+        assert_eq!(out["total_available"], 3);
+        assert_eq!(out["results"][2]["matches"], json!(["linear_issue"]));
+    }
+}

@@ -1,0 +1,415 @@
+//! The built-in tools every session gets directly (toolset `core`, never deferred): `terminal`
+//! and `process` for shell commands and background processes, `read_file`, `write_file`,
+//! `patch` and `search_files` for files, and `execute_code` for Python scripts that call tools.
+//! They run real processes on the host, so each command leads its own process group and is
+//! stopped as a whole on timeout, stop and session end.
+//!
+//! Start with [`Builtins::start`] (shared state: the session directories, the process registry,
+//! the terminal backend), then [`core_tools`] gives the [`ToolDef`]s to register. The Supervisor
+//! uses the pure checks [`check_command`] and [`path_needs_approval`] before letting a call run,
+//! and marks approved calls with [`CallContext::with_approval`](crate::CallContext::with_approval).
+//!
+//! # Layout
+//! - [`backend`]: the [`TerminalBackend`] trait and the local backend.
+//! - `terminal`, `process_tool`: the two process tools; [`process_registry`] the registry actor,
+//!   [`receipts`] what finished processes leave on disk.
+//! - [`dangerous`], [`paths`]: what needs approval; [`exit_codes`]: exit codes explained;
+//!   [`redact`]: secret masking; [`sandbox_env`]: child environments.
+//! - `file_read`, `file_write`, `patch`, `search_files`: the file tools.
+//! - `execute_code`, `code_rpc`, `code_stub`: scripts calling tools over a Unix socket.
+
+mod args;
+mod atomic_write;
+pub mod backend;
+mod capture;
+#[cfg(unix)]
+mod code_rpc;
+#[cfg(unix)]
+mod code_stub;
+pub mod dangerous;
+#[cfg(unix)]
+mod execute_code;
+pub mod exit_codes;
+mod file_read;
+mod file_write;
+mod glob;
+mod patch;
+pub mod paths;
+pub mod process_group;
+pub mod process_registry;
+mod process_tool;
+pub mod receipts;
+pub mod redact;
+pub mod sandbox_env;
+mod schemas;
+mod search_files;
+mod terminal;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+
+pub use backend::{LocalBackend, SpawnRequest, SpawnedCommand, TerminalBackend};
+pub use dangerous::{CommandVerdict, approval_reason, check_command, forbidden_reason};
+#[cfg(unix)]
+pub use execute_code::{ALLOWED_IN_SCRIPTS, CodeMode};
+pub use exit_codes::exit_code_meaning;
+pub use paths::{PathAccess, path_needs_approval, resolve_path};
+pub use process_registry::{ProcessRegistry, RegistryConfig, StartedProcess};
+pub use receipts::{Receipt, ReceiptStore};
+
+use crate::tool::{CallContext, ToolDef, ToolHandler, ToolHints, ToolResult};
+
+/// `terminal` settings.
+#[derive(Debug, Clone)]
+pub struct TerminalConfig {
+    /// Timeout when the call gives none (seconds).
+    pub default_timeout_secs: u64,
+    /// Longest foreground timeout accepted (seconds); longer runs must go to the background.
+    pub max_foreground_timeout_secs: u64,
+    /// Output shown at most (characters), head and tail kept.
+    pub max_output_chars: usize,
+    /// Between SIGTERM and SIGKILL when a command is stopped.
+    pub kill_grace: Duration,
+    /// Variables passed to commands even when they would be stripped.
+    pub env_passthrough: Vec<String>,
+    /// More variable names to strip (the configured providers' key variables).
+    pub extra_blocked_env: Vec<String>,
+}
+
+impl Default for TerminalConfig {
+    fn default() -> Self {
+        TerminalConfig {
+            default_timeout_secs: 180,
+            max_foreground_timeout_secs: 600,
+            max_output_chars: 50_000,
+            kill_grace: Duration::from_secs(2),
+            env_passthrough: vec![],
+            extra_blocked_env: vec![],
+        }
+    }
+}
+
+/// `execute_code` settings.
+#[derive(Debug, Clone)]
+pub struct CodeConfig {
+    /// Longest run.
+    pub timeout: Duration,
+    /// Between SIGTERM and SIGKILL when a script is stopped.
+    pub kill_grace: Duration,
+    /// Tool calls a run may make.
+    pub max_tool_calls: usize,
+    /// Stdout kept (bytes, head and tail).
+    pub max_stdout_bytes: usize,
+    /// Stderr kept (bytes, head and tail).
+    pub max_stderr_bytes: usize,
+    /// Where scripts run and with which interpreter.
+    #[cfg(unix)]
+    pub mode: CodeMode,
+    /// The interpreter for `strict` mode and the fallback for `project` (default `python3`).
+    pub python: PathBuf,
+    /// Variables passed to scripts even though they would be dropped.
+    pub env_passthrough: Vec<String>,
+}
+
+impl Default for CodeConfig {
+    fn default() -> Self {
+        CodeConfig {
+            timeout: Duration::from_secs(300),
+            kill_grace: Duration::from_secs(5),
+            max_tool_calls: 50,
+            max_stdout_bytes: 50_000,
+            max_stderr_bytes: 10_000,
+            #[cfg(unix)]
+            mode: CodeMode::Project,
+            python: PathBuf::from("python3"),
+            env_passthrough: vec![],
+        }
+    }
+}
+
+/// Settings of the built-in tools.
+#[derive(Debug, Clone)]
+pub struct BuiltinConfig {
+    /// Where a session starts (its first working directory).
+    pub default_cwd: PathBuf,
+    /// Directories sessions may use without approval; empty means the session's working
+    /// directory.
+    pub allowed_roots: Vec<PathBuf>,
+    /// Where receipts of finished background processes go.
+    pub receipts_dir: PathBuf,
+    /// `terminal` settings.
+    pub terminal: TerminalConfig,
+    /// `execute_code` settings.
+    pub code: CodeConfig,
+}
+
+impl Default for BuiltinConfig {
+    fn default() -> Self {
+        let home = std::env::var_os("TROUPE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".troupe")))
+            .unwrap_or_else(|| std::env::temp_dir().join("troupe"));
+        BuiltinConfig {
+            default_cwd: std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir()),
+            allowed_roots: vec![],
+            receipts_dir: home.join("process-results"),
+            terminal: TerminalConfig::default(),
+            code: CodeConfig::default(),
+        }
+    }
+}
+
+/// Why the built-in tools could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuiltinError {
+    /// Called outside a tokio runtime; the process registry needs one.
+    #[error("the built-in tools need a tokio runtime; call Builtins::start from inside one")]
+    NoRuntime,
+}
+
+/// The state the built-in tools share: settings, each session's working directory, the process
+/// registry and the terminal backend. Cheap to share (`Arc`).
+pub struct Builtins {
+    pub(crate) config: BuiltinConfig,
+    pub(crate) backend: Arc<dyn TerminalBackend>,
+    pub(crate) processes: ProcessRegistry,
+    /// session id -> its working directory, as the last `cd` left it.
+    dirs: Mutex<HashMap<String, PathBuf>>,
+}
+
+impl std::fmt::Debug for Builtins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builtins")
+            .field("config", &self.config)
+            .field("backend", &self.backend.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Builtins {
+    /// Starts the built-ins with the local backend, on the current tokio runtime.
+    pub fn start(config: BuiltinConfig) -> Result<Arc<Self>, BuiltinError> {
+        Builtins::start_with_backend(config, Arc::new(LocalBackend::default()))
+    }
+
+    /// Starts the built-ins with another terminal backend.
+    pub fn start_with_backend(
+        config: BuiltinConfig,
+        backend: Arc<dyn TerminalBackend>,
+    ) -> Result<Arc<Self>, BuiltinError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(BuiltinError::NoRuntime);
+        }
+        let registry = ProcessRegistry::launch(
+            ReceiptStore::new(config.receipts_dir.clone()),
+            RegistryConfig {
+                kill_grace: config.terminal.kill_grace,
+                max_wait: Duration::from_secs(config.terminal.default_timeout_secs),
+            },
+        );
+        Ok(Arc::new(Builtins {
+            config,
+            backend,
+            processes: registry,
+            dirs: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &BuiltinConfig {
+        &self.config
+    }
+
+    /// The process registry handle.
+    pub fn processes(&self) -> &ProcessRegistry {
+        &self.processes
+    }
+
+    /// The session's working directory (the default until a `cd` moved it).
+    pub fn session_cwd(&self, session_id: &str) -> PathBuf {
+        let dirs = self.dirs.lock().unwrap_or_else(|p| p.into_inner());
+        dirs.get(session_id)
+            .cloned()
+            .unwrap_or_else(|| self.config.default_cwd.clone())
+    }
+
+    /// Moves the session's working directory.
+    pub fn set_session_cwd(&self, session_id: &str, dir: PathBuf) {
+        let mut dirs = self.dirs.lock().unwrap_or_else(|p| p.into_inner());
+        dirs.insert(session_id.to_string(), dir);
+    }
+
+    /// The directories `session_id` may use without approval.
+    pub fn allowed_roots(&self, session_id: &str) -> Vec<PathBuf> {
+        if self.config.allowed_roots.is_empty() {
+            vec![
+                self.config.default_cwd.clone(),
+                self.session_cwd(session_id),
+            ]
+        } else {
+            self.config.allowed_roots.clone()
+        }
+    }
+
+    /// Why `path` needs approval for this session, if it does.
+    pub fn path_needs_approval(
+        &self,
+        session_id: &str,
+        path: &str,
+        access: PathAccess,
+    ) -> Option<String> {
+        path_needs_approval(
+            path,
+            access,
+            &self.session_cwd(session_id),
+            &self.allowed_roots(session_id),
+        )
+    }
+
+    /// Ends a session: stops its background processes (unless handed over) and forgets its
+    /// working directory. Returns how many processes were stopped. Its foreground calls are
+    /// stopped through their cancellation tokens by whoever cancels the session.
+    pub async fn end_session(&self, session_id: &str) -> usize {
+        let stopped = self.processes.end_session(session_id).await;
+        let mut dirs = self.dirs.lock().unwrap_or_else(|p| p.into_inner());
+        dirs.remove(session_id);
+        stopped
+    }
+}
+
+type CallFn = fn(Arc<Builtins>, Map<String, Value>, CallContext) -> BoxFuture<'static, ToolResult>;
+
+/// A built-in tool's handler: the shared state plus the function that runs the tool.
+struct BuiltinHandler {
+    builtins: Arc<Builtins>,
+    run: CallFn,
+}
+
+impl ToolHandler for BuiltinHandler {
+    fn call(
+        &self,
+        arguments: Map<String, Value>,
+        ctx: CallContext,
+    ) -> BoxFuture<'static, ToolResult> {
+        (self.run)(self.builtins.clone(), arguments, ctx)
+    }
+}
+
+fn def(builtins: &Arc<Builtins>, name: &str, run: CallFn, hints: ToolHints) -> ToolDef {
+    let (description, parameters) = schemas::schema(name);
+    ToolDef::new(name, description, parameters)
+        .with_toolset("core")
+        .with_hints(hints)
+        .with_handler(Arc::new(BuiltinHandler {
+            builtins: builtins.clone(),
+            run,
+        }))
+}
+
+fn paths(names: &[&str]) -> Vec<String> {
+    names.iter().map(|n| n.to_string()).collect()
+}
+
+/// Every built-in tool, ready to register: toolset `core`, kind core, with handlers, schemas
+/// and planner hints. `execute_code` is only offered on Unix.
+pub fn core_tools(builtins: &Arc<Builtins>) -> Vec<ToolDef> {
+    let mut tools = vec![
+        def(
+            builtins,
+            "terminal",
+            |b, a, c| terminal::call(b, a, c).boxed(),
+            ToolHints::default(),
+        ),
+        def(
+            builtins,
+            "process",
+            |b, a, c| process_tool::call(b, a, c).boxed(),
+            ToolHints::default(),
+        ),
+        def(
+            builtins,
+            "read_file",
+            |b, a, c| file_read::call(b, a, c).boxed(),
+            ToolHints {
+                read_only: true,
+                idempotent: true,
+                parallel_safe: true,
+                path_args: paths(&["path"]),
+                ..ToolHints::default()
+            },
+        ),
+        def(
+            builtins,
+            "write_file",
+            |b, a, c| file_write::call(b, a, c).boxed(),
+            ToolHints {
+                destructive: true,
+                idempotent: true,
+                path_args: paths(&["path"]),
+                ..ToolHints::default()
+            },
+        ),
+        def(
+            builtins,
+            "patch",
+            |b, a, c| patch::call(b, a, c).boxed(),
+            ToolHints {
+                destructive: true,
+                path_args: paths(&["path"]),
+                ..ToolHints::default()
+            },
+        ),
+        def(
+            builtins,
+            "search_files",
+            |b, a, c| search_files::call(b, a, c).boxed(),
+            ToolHints {
+                read_only: true,
+                idempotent: true,
+                parallel_safe: true,
+                path_args: paths(&["path"]),
+                ..ToolHints::default()
+            },
+        ),
+    ];
+    #[cfg(unix)]
+    tools.push(def(
+        builtins,
+        "execute_code",
+        |b, a, c| execute_code::call(b, a, c).boxed(),
+        ToolHints::default(),
+    ));
+    tools
+}
+
+/// Resolves `path` for a file tool of `ctx`'s session, refusing it when it needs approval the
+/// call does not carry.
+pub(crate) fn authorize(
+    builtins: &Builtins,
+    ctx: &CallContext,
+    path: &str,
+    access: PathAccess,
+) -> Result<PathBuf, ToolResult> {
+    if path.trim().is_empty() {
+        return Err(ToolResult::error_json(
+            serde_json::json!({"error": "'path' is empty. Send a file path, absolute or relative to the working directory."}),
+        ));
+    }
+    if let Some(reason) = builtins.path_needs_approval(&ctx.session_id, path, access)
+        && !ctx.approved
+    {
+        return Err(ToolResult::error_json(serde_json::json!({
+            "error": format!("This needs the user's approval first: {reason}. Nothing was read or changed."),
+            "status": "blocked",
+            "path": path,
+        })));
+    }
+    Ok(resolve_path(path, &builtins.session_cwd(&ctx.session_id)))
+}

@@ -1,0 +1,445 @@
+//! The `terminal` tool: one shell command in the session's working directory, in a process
+//! group of its own, with a timeout, a stop, and an output cap that keeps the head and the tail.
+//! `cd` persists per session (the script reports its final directory after the command);
+//! `background=true` hands the command to the process registry instead.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use tokio::io::AsyncReadExt;
+use tokio_util::sync::CancellationToken;
+
+use super::Builtins;
+use super::args::{flag, optional_int, optional_str, required_str};
+use super::backend::{SpawnRequest, TerminalBackend};
+use super::capture::{Captured, HeadTail, Utf8Stream, thousands};
+use super::dangerous::{CommandVerdict, check_command};
+use super::exit_codes::{EXIT_INTERRUPTED, EXIT_TIMEOUT, exit_code_meaning};
+use super::process_group::{KillOnDrop, terminate};
+use super::redact::redact;
+use super::sandbox_env::terminal_env;
+use crate::tool::{CallContext, ToolResult};
+
+/// How long output may stay silent after the shell exited before we stop waiting for it (a
+/// grandchild that escaped the group can hold the pipe open forever).
+const DRAIN_IDLE: Duration = Duration::from_millis(200);
+
+/// How a foreground run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RunEnd {
+    /// The shell exited by itself.
+    Exited,
+    /// The timeout fired and the group was stopped.
+    TimedOut,
+    /// The call was cancelled and the group was stopped.
+    Interrupted,
+}
+
+/// What a foreground run produced.
+#[derive(Debug)]
+pub(crate) struct RunOutcome {
+    pub(crate) output: Captured,
+    pub(crate) exit_code: i32,
+    pub(crate) end: RunEnd,
+    /// The directory the script ended in, when it got as far as reporting it.
+    pub(crate) cwd: Option<PathBuf>,
+    /// Processes the command left running after it exited had to be stopped.
+    pub(crate) stopped_leftovers: bool,
+}
+
+/// Limits of one foreground run.
+#[derive(Debug, Clone)]
+pub(crate) struct RunLimits {
+    pub(crate) timeout: Duration,
+    pub(crate) max_output_chars: usize,
+    pub(crate) kill_grace: Duration,
+}
+
+/// Runs `command` in `cwd` to completion, timeout or cancellation. The whole process group is
+/// gone when this returns (or, if the future is dropped, is killed by the drop).
+pub(crate) async fn run_foreground(
+    backend: &dyn TerminalBackend,
+    command: &str,
+    cwd: &Path,
+    env: Vec<(String, String)>,
+    limits: &RunLimits,
+    cancel: &CancellationToken,
+) -> std::io::Result<RunOutcome> {
+    let marker = format!("__troupe_cwd_{}__", uuid::Uuid::new_v4().simple());
+    // The command sits on lines of its own so a trailing comment or heredoc cannot swallow the
+    // report; `$PWD` needs no subshell.
+    let script = format!(
+        "{command}\n__troupe_status=$?\nprintf '\\n{marker}%s\\n' \"$PWD\"\nexit $__troupe_status\n"
+    );
+    let spawned = backend.spawn(SpawnRequest {
+        script,
+        cwd: cwd.to_path_buf(),
+        env,
+        stdin: false,
+    })?;
+    let group = spawned.group.clone();
+    let mut guard = KillOnDrop::new(group.clone());
+    let mut output = spawned.output;
+    let mut exit = spawned.exit;
+    let mut decoder = Utf8Stream::default();
+    let mut capture = HeadTail::new(limits.max_output_chars);
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut exit_code: Option<i32> = None;
+    let mut eof = false;
+    let mut end = RunEnd::Exited;
+    let deadline = tokio::time::Instant::now() + limits.timeout;
+    while !(eof && exit_code.is_some()) {
+        tokio::select! {
+            read = output.read(&mut buf), if !eof => match read {
+                Ok(0) | Err(_) => eof = true,
+                Ok(n) => capture.push(&decoder.push(&buf[..n])),
+            },
+            code = &mut exit, if exit_code.is_none() => exit_code = Some(code),
+            _ = tokio::time::sleep_until(deadline), if exit_code.is_none() && end == RunEnd::Exited => {
+                end = RunEnd::TimedOut;
+                terminate(group.as_ref(), limits.kill_grace).await;
+            }
+            _ = cancel.cancelled(), if exit_code.is_none() && end == RunEnd::Exited => {
+                end = RunEnd::Interrupted;
+                terminate(group.as_ref(), limits.kill_grace).await;
+            }
+            _ = tokio::time::sleep(DRAIN_IDLE), if exit_code.is_some() && !eof => eof = true,
+        }
+    }
+    capture.push(&decoder.finish());
+    // Whatever the command started and left behind dies with it.
+    let stopped_leftovers = group.alive();
+    if stopped_leftovers {
+        terminate(group.as_ref(), limits.kill_grace).await;
+    }
+    guard.disarm();
+
+    let (head, tail, total) = capture.into_parts();
+    let head_len = head.chars().count();
+    let tail_len = tail.chars().count();
+    let cut = total - head_len - tail_len;
+    let shown = if cut == 0 {
+        let (text, cwd) = take_marker(&format!("{head}{tail}"), &marker);
+        let total_chars = text.chars().count();
+        (
+            Captured {
+                text,
+                total_chars,
+                omitted: 0,
+            },
+            cwd,
+        )
+    } else {
+        let (tail, cwd) = take_marker(&tail, &marker);
+        let total_chars = total - (tail_len - tail.chars().count());
+        let text = format!("{head}{}{tail}", truncation_marker(cut, total_chars));
+        (
+            Captured {
+                text,
+                total_chars,
+                omitted: cut,
+            },
+            cwd,
+        )
+    };
+    let (shown, reported_cwd) = shown;
+    let exit_code = match end {
+        RunEnd::Exited => exit_code.unwrap_or(-1),
+        RunEnd::TimedOut => EXIT_TIMEOUT,
+        RunEnd::Interrupted => EXIT_INTERRUPTED,
+    };
+    Ok(RunOutcome {
+        output: shown,
+        exit_code,
+        end,
+        cwd: if end == RunEnd::Exited {
+            reported_cwd
+        } else {
+            None
+        },
+        stopped_leftovers,
+    })
+}
+
+/// The note put where the middle of a long output was cut.
+pub(crate) fn truncation_marker(omitted: usize, total: usize) -> String {
+    format!(
+        "\n\n... [output cut: {} of {} characters left out of the middle] ...\n\n",
+        thousands(omitted),
+        thousands(total)
+    )
+}
+
+/// Removes the directory report from the output; returns the output and the directory.
+fn take_marker(text: &str, marker: &str) -> (String, Option<PathBuf>) {
+    let Some(at) = text.rfind(marker) else {
+        return (text.to_string(), None);
+    };
+    let after = &text[at + marker.len()..];
+    let line_end = after.find('\n').unwrap_or(after.len());
+    let dir = PathBuf::from(&after[..line_end]);
+    let start = if at > 0 && text.as_bytes()[at - 1] == b'\n' {
+        at - 1
+    } else {
+        at
+    };
+    let mut out = text[..start].to_string();
+    out.push_str(&after[(line_end + 1).min(after.len())..]);
+    (out, Some(dir))
+}
+
+/// Characters `workdir` may contain: a plain path, nothing the shell would interpret.
+fn workdir_problem(workdir: &str) -> Option<char> {
+    workdir
+        .chars()
+        .find(|c| !(c.is_alphanumeric() || "/\\:_-.~ +@=,".contains(*c)))
+}
+
+/// `{output: "", exit_code: -1, error, status: "blocked"}`.
+fn blocked(message: String) -> ToolResult {
+    ToolResult::error_json(
+        json!({"output": "", "exit_code": -1, "error": message, "status": "blocked"}),
+    )
+}
+
+/// The nearest existing directory at or above `dir` (the session's directory may have been
+/// deleted since).
+pub(crate) fn existing_dir(dir: &Path) -> PathBuf {
+    let mut cur = dir;
+    loop {
+        if cur.is_dir() {
+            return cur.to_path_buf();
+        }
+        match cur.parent() {
+            Some(parent) => cur = parent,
+            None => return std::env::temp_dir(),
+        }
+    }
+}
+
+/// Runs the `terminal` tool.
+pub(crate) async fn call(
+    builtins: Arc<Builtins>,
+    args: Map<String, Value>,
+    ctx: CallContext,
+) -> ToolResult {
+    let command = match required_str(&args, "command", "\"ls -la\"") {
+        Ok(c) if !c.trim().is_empty() => c.to_string(),
+        Ok(_) => {
+            return ToolResult::error_json(
+                json!({"error": "'command' is empty. Send the shell command to run, for example {\"command\": \"ls -la\"}."}),
+            );
+        }
+        Err(e) => {
+            let hint = if args.contains_key("code") {
+                " To run Python source, use execute_code(code=...) instead."
+            } else {
+                ""
+            };
+            return ToolResult::error_json(json!({"error": format!("{e}{hint}")}));
+        }
+    };
+    let config = &builtins.config.terminal;
+    let background = flag(&args, "background", false);
+    let timeout = match optional_int(&args, "timeout") {
+        Ok(None) => config.default_timeout_secs,
+        Ok(Some(t)) if t >= 1 => t as u64,
+        Ok(Some(t)) => {
+            return ToolResult::error_json(
+                json!({"error": format!("'timeout' must be at least 1 second (got {t}). Leave it out for the default of {}s.", config.default_timeout_secs)}),
+            );
+        }
+        Err(e) => return ToolResult::error_json(json!({"error": e})),
+    };
+    if !background && timeout > config.max_foreground_timeout_secs {
+        return ToolResult::error_json(json!({"error": format!(
+            "A foreground command may run for at most {}s; {timeout}s was asked for. Start long-running commands with background=true and check on them with the process tool.",
+            config.max_foreground_timeout_secs
+        )}));
+    }
+    let workdir = match optional_str(&args, "workdir") {
+        Ok(w) => w.filter(|w| !w.trim().is_empty()),
+        Err(e) => return ToolResult::error_json(json!({"error": e})),
+    };
+    if let Some(bad) = workdir.and_then(workdir_problem) {
+        return blocked(format!(
+            "'workdir' contains the character '{bad}', which is not allowed. Send a plain directory path without shell syntax."
+        ));
+    }
+
+    let mut approval_note = None;
+    match check_command(&command) {
+        CommandVerdict::Forbidden { reason, .. } => {
+            return blocked(format!(
+                "This command is never run: {reason}. No approval can allow it; find a narrower command."
+            ));
+        }
+        CommandVerdict::NeedsApproval { reason, .. } if !ctx.approved => {
+            return blocked(format!(
+                "This command needs approval first: {reason}. It was not run. Ask the user, or choose a safer command."
+            ));
+        }
+        CommandVerdict::NeedsApproval { reason, .. } => {
+            approval_note = Some(format!(
+                "This command needed approval ({reason}) and was approved."
+            ));
+        }
+        CommandVerdict::Allowed => {}
+    }
+
+    let session_dir = builtins.session_cwd(&ctx.session_id);
+    let cwd = match workdir {
+        Some(w) => {
+            let p = expand_home(w);
+            let p = if p.is_absolute() {
+                p
+            } else {
+                session_dir.join(p)
+            };
+            if !p.is_dir() {
+                return ToolResult::error_json(
+                    json!({"output": "", "exit_code": -1, "error": format!("'workdir' {} is not an existing directory. Send an existing directory, or leave it out to use the session's.", p.display())}),
+                );
+            }
+            p
+        }
+        None => existing_dir(&session_dir),
+    };
+    let env = terminal_env(
+        std::env::vars(),
+        &config.env_passthrough,
+        &config.extra_blocked_env,
+    );
+
+    if background {
+        return match builtins
+            .processes
+            .start(
+                &ctx.session_id,
+                &command,
+                &cwd,
+                env,
+                builtins.backend.as_ref(),
+            )
+            .await
+        {
+            Ok(started) => {
+                let mut result = json!({
+                    "output": "Background process started",
+                    "session_id": started.id,
+                    "pid": started.pid,
+                    "exit_code": 0,
+                    "error": null,
+                });
+                if let Some(note) = approval_note {
+                    result["approval"] = json!(note);
+                }
+                result["hint"] = json!(
+                    "It runs in the background. Use process(action=\"poll\" or \"wait\", session_id=...) to see how it is doing; process(action=\"log\") shows its output."
+                );
+                ToolResult::json(result)
+            }
+            Err(e) => ToolResult::error_json(json!({"output": "", "exit_code": -1, "error": e})),
+        };
+    }
+
+    let limits = RunLimits {
+        timeout: Duration::from_secs(timeout),
+        max_output_chars: config.max_output_chars,
+        kill_grace: config.kill_grace,
+    };
+    let outcome = match run_foreground(
+        builtins.backend.as_ref(),
+        &command,
+        &cwd,
+        env,
+        &limits,
+        &ctx.cancel,
+    )
+    .await
+    {
+        Ok(o) => o,
+        Err(err) => {
+            return ToolResult::error_json(
+                json!({"output": "", "exit_code": -1, "error": format!("The command could not be started: {err}.")}),
+            );
+        }
+    };
+    let mut output = outcome.output.text.clone();
+    match outcome.end {
+        RunEnd::TimedOut => output.push_str(&format!(
+            "\n[timed out after {timeout}s; the command and everything it started were stopped]"
+        )),
+        RunEnd::Interrupted => output.push_str(
+            "\n[interrupted by a stop; the command and everything it started were stopped]",
+        ),
+        RunEnd::Exited => {}
+    }
+    let mut result =
+        json!({"output": redact(&output), "exit_code": outcome.exit_code, "error": null});
+    if let Some(dir) = &outcome.cwd
+        && workdir.is_none()
+    {
+        if *dir != session_dir {
+            result["cwd"] = json!(dir.display().to_string());
+        }
+        builtins.set_session_cwd(&ctx.session_id, dir.clone());
+    }
+    if outcome.output.omitted > 0 {
+        result["output_total_chars"] = json!(outcome.output.total_chars);
+        result["truncation_note"] = json!(
+            "The output was longer than the cap, so only its start and end are shown. Re-run with a narrower command (grep, head, tail, or a redirect to a file you then page with read_file)."
+        );
+    }
+    if let Some(note) = approval_note {
+        result["approval"] = json!(match outcome.end {
+            RunEnd::Interrupted => format!("{note} It was then interrupted."),
+            _ => note,
+        });
+    }
+    if outcome.end == RunEnd::Exited
+        && let Some(meaning) = exit_code_meaning(&command, outcome.exit_code)
+    {
+        result["exit_code_meaning"] = json!(meaning);
+    }
+    if outcome.stopped_leftovers {
+        result["hint"] = json!(
+            "The command left processes running after it finished; they were stopped. Start long-lived processes with background=true."
+        );
+    }
+    ToolResult::json(result)
+}
+
+/// `~` and `~/x` against `$HOME`.
+pub(crate) fn expand_home(path: &str) -> PathBuf {
+    if let Some(rest) = path.strip_prefix("~")
+        && (rest.is_empty() || rest.starts_with('/'))
+        && let Some(home) = std::env::var_os("HOME")
+    {
+        return PathBuf::from(home).join(rest.trim_start_matches('/'));
+    }
+    PathBuf::from(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_directory_report_is_removed() {
+        let (out, dir) = take_marker("hello\n\n__m__/tmp/x\n", "__m__");
+        assert_eq!(out, "hello\n");
+        assert_eq!(dir, Some(PathBuf::from("/tmp/x")));
+        let (out, dir) = take_marker("no report", "__m__");
+        assert_eq!((out.as_str(), dir), ("no report", None));
+    }
+
+    #[test]
+    fn workdir_characters() {
+        assert_eq!(workdir_problem("/home/me/my project"), None);
+        assert_eq!(workdir_problem("/tmp; rm -rf /"), Some(';'));
+        assert_eq!(workdir_problem("$(id)"), Some('$'));
+    }
+}
