@@ -6,10 +6,11 @@
 //! Planning is pure apart from resolving paths on disk, so the session runs it inline on the
 //! tokio pool; the actor form exists for callers that want it behind a mailbox.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use actix::prelude::*;
 use serde_json::{Map, Value};
+use troupe_tools::builtin::resolve_path;
 use troupe_tools::{ToolHints, ToolKind, ToolsetView};
 
 use crate::messages::{CallEntry, CallTarget};
@@ -193,28 +194,12 @@ impl BatchPlanner {
         out
     }
 
-    /// `~` expanded, made absolute against the cwd, symlinks resolved on the longest existing
-    /// prefix, and `.`/`..` folded in what remains. `None` for an empty path.
+    /// `~` expanded, made absolute against the cwd, `.`/`..` folded and symlinks resolved on the
+    /// longest existing prefix: the same resolution the file tools apply before they touch a
+    /// path. `None` for an empty path.
     fn canonical(&self, raw: &str) -> Option<PathBuf> {
         let raw = raw.trim();
-        if raw.is_empty() {
-            return None;
-        }
-        let expanded = match raw.strip_prefix('~') {
-            Some(rest) if rest.is_empty() || rest.starts_with('/') => {
-                match std::env::var_os("HOME") {
-                    Some(home) => PathBuf::from(home).join(rest.trim_start_matches('/')),
-                    None => PathBuf::from(raw),
-                }
-            }
-            _ => PathBuf::from(raw),
-        };
-        let absolute = if expanded.is_absolute() {
-            expanded
-        } else {
-            self.cwd.join(expanded)
-        };
-        Some(resolve_existing_prefix(&fold_dots(&absolute)))
+        (!raw.is_empty()).then(|| resolve_path(raw, &self.cwd))
     }
 }
 
@@ -285,47 +270,6 @@ fn v4a_paths(body: &str) -> Vec<String> {
     }
     out.retain(|p| !p.is_empty());
     out
-}
-
-/// Folds `.` and `..` lexically (`..` at the root stays at the root).
-fn fold_dots(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
-
-/// Resolves symlinks on the longest prefix of `path` that exists, keeping the rest as written,
-/// so a file about to be created still gets the canonical form of its directory.
-fn resolve_existing_prefix(path: &Path) -> PathBuf {
-    let mut existing = path.to_path_buf();
-    let mut rest: Vec<std::ffi::OsString> = Vec::new();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(&existing) {
-            let mut out = real;
-            for part in rest.iter().rev() {
-                out.push(part);
-            }
-            return out;
-        }
-        match (
-            existing.file_name().map(|n| n.to_os_string()),
-            existing.parent(),
-        ) {
-            (Some(name), Some(parent)) => {
-                rest.push(name);
-                existing = parent.to_path_buf();
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
 }
 
 /// Whether two canonical paths overlap: equal, or one is an ancestor of the other.

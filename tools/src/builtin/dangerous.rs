@@ -11,6 +11,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::paths::{HOME_CREDENTIALS, SHELL_RC};
+
 /// What the rules say about a command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CommandVerdict {
@@ -444,26 +446,8 @@ pub(crate) fn is_sensitive_target(path: &str) -> bool {
         || p.contains(".docker/config.json")
         || p.contains(".kube/config")
         || BLOCK_DEVICE.is_match(p)
-        || [
-            ".bashrc",
-            ".bash_profile",
-            ".bash_login",
-            ".profile",
-            ".zshrc",
-            ".zprofile",
-            ".zshenv",
-            ".zlogin",
-            ".kshrc",
-            ".cshrc",
-            ".tcshrc",
-            ".netrc",
-            ".pgpass",
-            ".npmrc",
-            ".pypirc",
-            ".git-credentials",
-            "config.fish",
-        ]
-        .contains(&name)
+        || SHELL_RC.contains(&name)
+        || HOME_CREDENTIALS.contains(&name)
         || name == ".env"
         || name.starts_with(".env.")
 }

@@ -16,7 +16,7 @@ pub enum PathAccess {
 }
 
 /// Shell start-up files: whatever is written there runs in every new shell.
-const SHELL_RC: &[&str] = &[
+pub(crate) const SHELL_RC: &[&str] = &[
     ".bashrc",
     ".bash_profile",
     ".bash_login",
@@ -32,7 +32,7 @@ const SHELL_RC: &[&str] = &[
     "config.fish",
 ];
 /// Files in the home directory that hold credentials.
-const HOME_CREDENTIALS: &[&str] = &[
+pub(crate) const HOME_CREDENTIALS: &[&str] = &[
     ".netrc",
     ".pgpass",
     ".npmrc",
