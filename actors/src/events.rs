@@ -114,6 +114,63 @@ pub enum EventKind {
         /// `completed`, `interrupted`, `max_iterations` or `failed`.
         status: String,
     },
+    /// `delegate_task` is about to start a subagent (emitted by the parent).
+    SubagentSpawned {
+        /// The `delegate_task` call's delegation id.
+        delegation_id: String,
+        /// The subagent's id, for `steer` and `stop`.
+        subagent_id: String,
+        /// Position of its task in the call.
+        task_index: usize,
+        /// The task's goal.
+        goal: String,
+        /// The child's depth (1 for a child of a top-level session).
+        depth: u32,
+    },
+    /// A subagent's session is open and working on its task (emitted by the parent).
+    SubagentStarted {
+        /// The subagent's id.
+        subagent_id: String,
+        /// The child session's id.
+        child_session_id: String,
+        /// Position of its task in the call.
+        task_index: usize,
+    },
+    /// A subagent started a tool call (emitted by the parent).
+    SubagentToolCall {
+        /// The subagent's id.
+        subagent_id: String,
+        /// The child session's id.
+        child_session_id: String,
+        /// The tool that runs.
+        tool: String,
+    },
+    /// A subagent finished its task, whatever the way (emitted by the parent).
+    SubagentCompleted {
+        /// The subagent's id.
+        subagent_id: String,
+        /// Position of its task in the call.
+        task_index: usize,
+        /// `completed`, `interrupted`, `failed`, `error` or `timeout`.
+        status: String,
+        /// Seconds from spawn to result.
+        duration_seconds: f64,
+        /// Model answers it received.
+        api_calls: u32,
+        /// Prompt tokens over its requests, as the provider reported them.
+        input_tokens: u64,
+        /// Generated tokens over its requests.
+        output_tokens: u64,
+        /// The start of its summary.
+        preview: String,
+    },
+    /// Results of a background delegation reached the session (emitted by the parent).
+    DelegationDelivered {
+        /// The delegation id the tool returned.
+        delegation_id: String,
+        /// Whether a new turn started to read them (false: queued for the next turn).
+        started_turn: bool,
+    },
     /// The session closed.
     SessionEnded {
         /// Why.

@@ -10,10 +10,12 @@
 //! - [`session`]: the agent loop, [`session::SessionHandle`] for callers.
 //! - [`batch_planner`], [`tool_runner`]: planning and running a turn's calls.
 //! - [`supervisor`]: approvals, stops, the session tree.
+//! - [`delegate`]: `delegate_task`, subagent trees.
 //! - [`hooks`]: the hook points; [`events`]: what sessions report; [`messages`]: shared types.
 //! - [`model`]: the provider trait, the OpenAI-compatible and scripted providers.
 
 pub mod batch_planner;
+pub mod delegate;
 pub mod events;
 pub mod hooks;
 pub mod messages;

@@ -5,8 +5,10 @@
 use std::fmt;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
 use troupe_tools::ToolResult;
 
 /// A fresh time-ordered id (uuid v7) for sessions, turns, call entries and approval requests.
@@ -52,6 +54,14 @@ impl fmt::Display for CallStatus {
 /// Work that answers a bridge lookup (`tool_search`, `tool_describe`) from the session's view.
 pub type LookupFn = Box<dyn FnOnce(Map<String, Value>) -> ToolResult + Send + 'static>;
 
+/// Work that runs in process for a session-owned tool (`delegate_task`): it gets the arguments
+/// and the call's cancellation token, and may take as long as its own limits allow.
+pub type TaskFn = Box<
+    dyn FnOnce(Map<String, Value>, CancellationToken) -> BoxFuture<'static, ToolResult>
+        + Send
+        + 'static,
+>;
+
 /// What a call entry runs.
 pub enum CallTarget {
     /// A tool in the session's view, with arguments that parsed as a JSON object.
@@ -69,6 +79,17 @@ pub enum CallTarget {
         arguments: Map<String, Value>,
         /// The code that answers it.
         run: LookupFn,
+    },
+    /// A tool the session itself answers because it needs the session's state (the parent's
+    /// view, provider and place in the tree): `delegate_task`. No approval is asked for the
+    /// call itself, and the batch deadline does not apply; what it starts has its own checks.
+    Task {
+        /// The tool's name.
+        name: String,
+        /// Its arguments.
+        arguments: Map<String, Value>,
+        /// The code that answers it.
+        run: TaskFn,
     },
     /// A call that never runs: its arguments were unusable or the bridge could not resolve it.
     Invalid {
@@ -90,6 +111,10 @@ impl fmt::Debug for CallTarget {
                 .debug_struct("Lookup")
                 .field("name", name)
                 .finish_non_exhaustive(),
+            CallTarget::Task { name, .. } => f
+                .debug_struct("Task")
+                .field("name", name)
+                .finish_non_exhaustive(),
             CallTarget::Invalid { name, .. } => f
                 .debug_struct("Invalid")
                 .field("name", name)
@@ -104,6 +129,7 @@ impl CallTarget {
         match self {
             CallTarget::Tool { name, .. }
             | CallTarget::Lookup { name, .. }
+            | CallTarget::Task { name, .. }
             | CallTarget::Invalid { name, .. } => name,
         }
     }
@@ -111,9 +137,9 @@ impl CallTarget {
     /// The arguments, when they parsed.
     pub fn arguments(&self) -> Option<&Map<String, Value>> {
         match self {
-            CallTarget::Tool { arguments, .. } | CallTarget::Lookup { arguments, .. } => {
-                Some(arguments)
-            }
+            CallTarget::Tool { arguments, .. }
+            | CallTarget::Lookup { arguments, .. }
+            | CallTarget::Task { arguments, .. } => Some(arguments),
             CallTarget::Invalid { .. } => None,
         }
     }

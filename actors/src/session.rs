@@ -11,7 +11,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use actix::WeakAddr;
 use actix::prelude::*;
+use actix_rt::ArbiterHandle;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
@@ -21,6 +23,10 @@ use troupe_tools::search::assemble;
 use troupe_tools::{ToolResult, ToolSearchConfig, ToolsetView, bridge};
 
 use crate::batch_planner::BatchPlanner;
+use crate::delegate::{
+    DELEGATE_TASK, DelegateContext, DelegationConfig, DelegationFinished, SubagentTracker,
+    run_delegate_task,
+};
 use crate::events::{EventKind, EventSink};
 use crate::hooks::HookRegistry;
 use crate::messages::{CallEntry, CallOutcome, CallTarget, new_id};
@@ -29,6 +35,7 @@ use crate::model::{
 };
 use crate::supervisor::{
     BeginTurn, EndTurn, RegisterSession, Stop, Supervisor, SupervisorError, UnregisterSession,
+    WatchDelegations,
 };
 use crate::tool_runner::{BatchContext, RunnerLimits, ToolRunner};
 
@@ -57,6 +64,12 @@ pub struct SessionConfig {
     pub runner: RunnerLimits,
     /// The directory relative paths in tool arguments resolve against, for planning.
     pub cwd: PathBuf,
+    /// The operator's limits for `delegate_task` (used only when the view holds it).
+    pub delegation: DelegationConfig,
+    /// Whether `delegate_task` may run in the background: the call returns a handle at once and
+    /// the results arrive as a later message. Only for top-level sessions that can take one;
+    /// off (wait for the results) by default, for one-shot runs and workers.
+    pub background_delegation: bool,
 }
 
 impl Default for SessionConfig {
@@ -70,6 +83,8 @@ impl Default for SessionConfig {
             max_tokens: None,
             runner: RunnerLimits::default(),
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+            delegation: DelegationConfig::default(),
+            background_delegation: false,
         }
     }
 }
@@ -178,6 +193,25 @@ pub struct Session {
     runner: ToolRunner,
     /// Fires when the session closes; parent of every turn token.
     lifetime: CancellationToken,
+    /// The running subagents of this session's tree (shared with its parent and children).
+    subagents: Arc<SubagentTracker>,
+    /// The arbiter the session runs on, where its subagents are started.
+    arbiter: Option<ArbiterHandle>,
+    /// The session's own address, for background results; weak so it does not keep it alive.
+    me: Option<WeakAddr<Session>>,
+    /// Notes from the parent (`steer`), read before the next model request.
+    steers: Vec<String>,
+    /// Background delegation results that arrived during a turn, read at the next one.
+    inbox: Vec<String>,
+    /// Fires on close or a hard stop; background children stop with it. Renewed at the next
+    /// user message after a hard stop.
+    delegations: CancellationToken,
+    /// Background results that must wait for the user's next message (they arrived after a
+    /// hard stop, so reading them must not start a turn).
+    held: Vec<String>,
+    /// Slots for this session's subagents: at most `delegation.max_concurrent_children` run
+    /// at once, background and foreground together.
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// What it takes to open a session.
@@ -222,6 +256,11 @@ impl Session {
                     tracing::warn!(%error, "could not refresh the tool view; keeping the old one")
                 }
             }
+        }
+        for note in std::mem::take(&mut self.steers) {
+            self.conversation.push(ChatMessage::User {
+                content: format!("[Note from the agent that gave you this task] {note}"),
+            });
         }
         let (turn_id, requests, token) = match self.turn.as_mut() {
             Some(turn) => {
@@ -310,6 +349,53 @@ impl Session {
     }
 
     fn target(&self, call: &ToolCallRequest) -> CallTarget {
+        match self.plain_target(call) {
+            CallTarget::Tool { name, arguments } if name == DELEGATE_TASK => {
+                self.delegate_target(name, arguments)
+            }
+            target => target,
+        }
+    }
+
+    /// `delegate_task` (direct or through `tool_call`) runs here, with the session's state;
+    /// a view without it (a leaf subagent) leaves the call to fail as an unknown tool.
+    fn delegate_target(&self, name: String, arguments: Map<String, Value>) -> CallTarget {
+        let Some(arbiter) = self.arbiter.clone().filter(|_| self.view.contains(&name)) else {
+            return CallTarget::Tool { name, arguments };
+        };
+        let background = if self.delegates_in_background() {
+            self.me
+                .as_ref()
+                .and_then(WeakAddr::upgrade)
+                .map(Addr::recipient)
+        } else {
+            None
+        };
+        let context = DelegateContext {
+            parent_id: self.id.clone(),
+            parent_path: self.path.clone(),
+            provider: Arc::clone(&self.provider),
+            view: self.view.clone(),
+            config: self.config.clone(),
+            hooks: self.hooks.clone(),
+            supervisor: self.supervisor.clone(),
+            events: self.events.clone(),
+            tracker: Arc::clone(&self.subagents),
+            arbiter,
+            lifetime: self.delegations.clone(),
+            slots: Arc::clone(&self.slots),
+            background,
+        };
+        CallTarget::Task {
+            name,
+            arguments,
+            run: Box::new(move |arguments, cancel| {
+                Box::pin(run_delegate_task(context, arguments, cancel))
+            }),
+        }
+    }
+
+    fn plain_target(&self, call: &ToolCallRequest) -> CallTarget {
         let arguments = match parse_arguments(&call.arguments) {
             Ok(arguments) => arguments,
             Err(result) => {
@@ -418,6 +504,67 @@ impl Session {
                 error,
             });
         }
+        if self.delegations.is_cancelled() {
+            // A hard stop ended this turn: what arrived waits for the user.
+            self.held.append(&mut self.inbox);
+        }
+        if !self.inbox.is_empty()
+            && let Some(me) = self.me.as_ref().and_then(WeakAddr::upgrade)
+        {
+            me.do_send(ReadInbox);
+        }
+    }
+
+    /// Whether background delegation is possible here (top-level, configured for it).
+    fn delegates_in_background(&self) -> bool {
+        self.config.background_delegation && self.path.len() == 1
+    }
+
+    /// Hands the supervisor the current background-delegation token.
+    fn watch_delegations(&self) {
+        if self.delegates_in_background() {
+            self.supervisor.do_send(WatchDelegations {
+                session_id: self.id.clone(),
+                token: self.delegations.clone(),
+            });
+        }
+    }
+
+    /// Starts a turn on `text`; `reply` receives the outcome (none for a turn the session
+    /// starts itself to read background results).
+    fn begin_turn(
+        &mut self,
+        ctx: &mut Context<Self>,
+        text: String,
+        reply: Option<oneshot::Sender<TurnOutcome>>,
+    ) {
+        let turn_id = new_id();
+        let token = self.lifetime.child_token();
+        self.supervisor.do_send(BeginTurn {
+            session_id: self.id.clone(),
+            turn_id: turn_id.clone(),
+            token: token.clone(),
+        });
+        self.events.send(
+            &self.id,
+            EventKind::TurnStarted {
+                turn_id: turn_id.clone(),
+            },
+        );
+        let waiting: Vec<String> = self.held.drain(..).chain(self.inbox.drain(..)).collect();
+        for waiting in waiting {
+            self.conversation
+                .push(ChatMessage::User { content: waiting });
+        }
+        self.conversation.push(ChatMessage::User { content: text });
+        self.turn = Some(Turn {
+            id: turn_id,
+            token,
+            requests: 0,
+            reply,
+            calls: Vec::new(),
+        });
+        self.request_model(ctx, self.config.max_iterations == 0);
     }
 
     fn is_current(&self, turn_id: &str) -> bool {
@@ -480,7 +627,10 @@ fn bridge_lookup(
 impl Actor for Session {
     type Context = Context<Self>;
 
-    fn started(&mut self, _ctx: &mut Self::Context) {
+    fn started(&mut self, ctx: &mut Self::Context) {
+        self.arbiter = actix_rt::Arbiter::try_current();
+        self.me = Some(ctx.address().downgrade());
+        self.watch_delegations();
         self.hooks.on_session_start(&self.id);
         self.events.send(
             &self.id,
@@ -529,30 +679,13 @@ impl Handler<SendMessage> for Session {
             let id = self.id.clone();
             return Box::pin(async move { Err(SessionError::Busy(id)) });
         }
+        if self.delegations.is_cancelled() && !self.lifetime.is_cancelled() {
+            // The user is back after a hard stop: new delegations get a fresh token.
+            self.delegations = self.lifetime.child_token();
+            self.watch_delegations();
+        }
         let (reply, answer) = oneshot::channel();
-        let turn_id = new_id();
-        let token = self.lifetime.child_token();
-        self.supervisor.do_send(BeginTurn {
-            session_id: self.id.clone(),
-            turn_id: turn_id.clone(),
-            token: token.clone(),
-        });
-        self.events.send(
-            &self.id,
-            EventKind::TurnStarted {
-                turn_id: turn_id.clone(),
-            },
-        );
-        self.conversation
-            .push(ChatMessage::User { content: msg.text });
-        self.turn = Some(Turn {
-            id: turn_id,
-            token,
-            requests: 0,
-            reply: Some(reply),
-            calls: Vec::new(),
-        });
-        self.request_model(ctx, self.config.max_iterations == 0);
+        self.begin_turn(ctx, msg.text, Some(reply));
         let id = self.id.clone();
         Box::pin(async move { answer.await.map_err(|_| SessionError::Closed(id)) })
     }
@@ -672,6 +805,71 @@ impl Handler<CloseSession> for Session {
     }
 }
 
+/// A note for a running subagent, read before its next model request. Sent by the parent's
+/// `delegate_task` (`action=steer`); replies false when no turn is running (too late).
+#[derive(Debug, Message)]
+#[rtype(result = "bool")]
+pub struct Steer {
+    /// The note.
+    pub text: String,
+}
+
+impl Handler<Steer> for Session {
+    type Result = bool;
+
+    fn handle(&mut self, msg: Steer, _ctx: &mut Self::Context) -> bool {
+        if self.turn.is_none() {
+            return false;
+        }
+        self.steers.push(msg.text);
+        true
+    }
+}
+
+impl Handler<DelegationFinished> for Session {
+    type Result = ();
+
+    fn handle(&mut self, msg: DelegationFinished, ctx: &mut Self::Context) {
+        // Results of a stopped delegation, or any that come after a hard stop, wait for the
+        // user's next message: a stopped agent must not start working again by itself.
+        let hold = msg.stopped || self.delegations.is_cancelled();
+        let start = !hold && self.turn.is_none();
+        self.events.send(
+            &self.id,
+            EventKind::DelegationDelivered {
+                delegation_id: msg.delegation_id,
+                started_turn: start,
+            },
+        );
+        if start {
+            self.begin_turn(ctx, msg.text, None);
+        } else if hold {
+            self.held.push(msg.text);
+        } else {
+            self.inbox.push(msg.text);
+        }
+    }
+}
+
+/// Reads waiting background results in a new turn, if the session is idle. Sent by the
+/// session to itself when a turn ends with results waiting.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct ReadInbox;
+
+impl Handler<ReadInbox> for Session {
+    type Result = ();
+
+    fn handle(&mut self, _msg: ReadInbox, ctx: &mut Self::Context) {
+        if self.turn.is_none() && !self.inbox.is_empty() && !self.delegations.is_cancelled() {
+            let mut waiting = std::mem::take(&mut self.inbox);
+            let last = waiting.pop().unwrap_or_default();
+            self.inbox = waiting;
+            self.begin_turn(ctx, last, None);
+        }
+    }
+}
+
 /// A copy of the conversation so far (without the system prompt).
 #[derive(Debug, Message)]
 #[rtype(result = "Vec<ChatMessage>")]
@@ -707,6 +905,14 @@ impl std::fmt::Debug for SessionHandle {
 impl SessionHandle {
     /// Registers and starts a session. Must run on an actix arbiter (inside a `System`).
     pub async fn open(params: SessionParams) -> Result<SessionHandle, SessionError> {
+        Self::open_in_tree(params, SubagentTracker::new()).await
+    }
+
+    /// Opens a subagent sharing its tree's record of running subagents.
+    pub(crate) async fn open_in_tree(
+        params: SessionParams,
+        subagents: Arc<SubagentTracker>,
+    ) -> Result<SessionHandle, SessionError> {
         let id = new_id();
         let events = match params.upstream_events {
             Some(upstream) => EventSink::forwarding_to(upstream),
@@ -721,6 +927,15 @@ impl SessionHandle {
             })
             .await??;
         let planner = BatchPlanner::new(params.config.cwd.clone());
+        let lifetime = CancellationToken::new();
+        let delegations = lifetime.child_token();
+        let slots = Arc::new(tokio::sync::Semaphore::new(
+            params
+                .config
+                .delegation
+                .max_concurrent_children
+                .clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
+        ));
         let runner = ToolRunner::new(params.config.runner);
         let session = Session {
             id: id.clone(),
@@ -735,7 +950,15 @@ impl SessionHandle {
             turn: None,
             planner,
             runner,
-            lifetime: CancellationToken::new(),
+            lifetime,
+            subagents,
+            arbiter: None,
+            me: None,
+            steers: Vec::new(),
+            inbox: Vec::new(),
+            delegations,
+            held: Vec::new(),
+            slots,
         };
         let addr = session.start();
         Ok(SessionHandle {
@@ -767,7 +990,8 @@ impl SessionHandle {
         self.events.subscribe()
     }
 
-    /// Stops the running turn (`hard`: and every descendant's). Returns how many turns stopped.
+    /// Stops the running turn (`hard`: and every descendant's, and the background subagents,
+    /// whose results then wait for the next message). Returns how many turns stopped.
     pub async fn stop(&self, hard: bool) -> Result<usize, SessionError> {
         Ok(self
             .supervisor
@@ -776,6 +1000,12 @@ impl SessionHandle {
                 hard,
             })
             .await?)
+    }
+
+    /// Sends a note the session reads before its next model request; false when it has no
+    /// running turn (the note was not delivered).
+    pub async fn steer(&self, text: impl Into<String>) -> Result<bool, SessionError> {
+        Ok(self.addr.send(Steer { text: text.into() }).await?)
     }
 
     /// The conversation so far.

@@ -413,6 +413,8 @@ struct SessionNode {
     events: EventSink,
     /// The running turn and its token; `/stop` cancels it.
     turn: Option<(String, CancellationToken)>,
+    /// The session's background delegations; a hard stop cancels it with the turn.
+    delegations: Option<CancellationToken>,
     /// Keys approved for this session.
     allowed: HashSet<String>,
 }
@@ -619,6 +621,11 @@ impl Supervisor {
                 turn_id: turn_id.clone(),
             },
         );
+        // Background children outlive the turn that started them, so only their own token
+        // stops them (and tells the session not to start a turn for their results).
+        if hard && let Some(delegations) = &node.delegations {
+            delegations.cancel();
+        }
         match &node.turn {
             Some((_, token)) => {
                 token.cancel();
@@ -684,6 +691,7 @@ impl Handler<RegisterSession> for Supervisor {
                 path: path.clone(),
                 events: msg.events,
                 turn: None,
+                delegations: None,
                 allowed: HashSet::new(),
             },
         );
@@ -733,6 +741,28 @@ impl Handler<BeginTurn> for Supervisor {
     fn handle(&mut self, msg: BeginTurn, _ctx: &mut Self::Context) {
         if let Some(node) = self.sessions.get_mut(&msg.session_id) {
             node.turn = Some((msg.turn_id, msg.token));
+        }
+    }
+}
+
+/// The token of a session's background delegations, which a hard stop cancels. Sent by a
+/// session that may delegate in the background, as it starts and whenever it renews the
+/// token after a hard stop.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct WatchDelegations {
+    /// The session.
+    pub session_id: String,
+    /// Cancelled by a hard `/stop` of the session or an ancestor.
+    pub token: CancellationToken,
+}
+
+impl Handler<WatchDelegations> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: WatchDelegations, _ctx: &mut Self::Context) {
+        if let Some(node) = self.sessions.get_mut(&msg.session_id) {
+            node.delegations = Some(msg.token);
         }
     }
 }
@@ -941,7 +971,8 @@ impl Handler<ListPending> for Supervisor {
     }
 }
 
-/// `/stop`: soft stops the session's running turn; hard also stops every descendant's. Sent by
+/// `/stop`: soft stops the session's running turn; hard also stops every descendant's and the
+/// background delegations of the whole subtree. Sent by
 /// the API, the CLI or HTTP; replies with how many running turns were cancelled.
 #[derive(Debug, Message)]
 #[rtype(result = "usize")]

@@ -22,7 +22,7 @@ use troupe_tools::{CallContext, Dispatch, ToolHints, ToolKind, ToolResult, Tools
 use crate::batch_planner::{Plan, SegmentKind};
 use crate::events::{EventKind, EventSink};
 use crate::hooks::{HookRegistry, ToolCallInfo};
-use crate::messages::{CallEntry, CallOutcome, CallStatus, CallTarget, LookupFn};
+use crate::messages::{CallEntry, CallOutcome, CallStatus, CallTarget, LookupFn, TaskFn};
 use crate::supervisor::{RequestApproval, Supervisor, Ticket, Verdict, WithdrawApproval};
 
 /// Most calls that run at once in a parallel segment.
@@ -96,6 +96,7 @@ struct Meta {
 enum Runnable {
     Tool { name: String },
     Lookup { run: LookupFn },
+    Task { run: TaskFn },
 }
 
 /// A call after hooks and the approval request, before it runs.
@@ -224,6 +225,7 @@ impl ToolRunner {
             }
             CallTarget::Tool { name, arguments } => (Runnable::Tool { name }, arguments),
             CallTarget::Lookup { run, arguments, .. } => (Runnable::Lookup { run }, arguments),
+            CallTarget::Task { run, arguments, .. } => (Runnable::Task { run }, arguments),
         };
         meta.arguments = arguments;
         let info = ToolCallInfo {
@@ -241,7 +243,8 @@ impl ToolRunner {
             }
         }
         let ticket = match &runnable {
-            Runnable::Lookup { .. } => Ticket::Settled(Verdict::Allowed),
+            // Session-answered work asks nothing itself: each child's own calls are checked.
+            Runnable::Lookup { .. } | Runnable::Task { .. } => Ticket::Settled(Verdict::Allowed),
             Runnable::Tool { name } => {
                 let Some(def) = ctx.view.get(name) else {
                     let text = format!(
@@ -334,6 +337,8 @@ impl ToolRunner {
         )
         .with_approval(approved);
         let arguments = meta.arguments.clone();
+        // Subagents have their own inactivity limit; the batch deadline would cut healthy ones.
+        let bounded = !matches!(runnable, Runnable::Task { .. });
         let mut handle = match runnable {
             Runnable::Tool { name } => {
                 let view = ctx.view.clone();
@@ -346,6 +351,11 @@ impl ToolRunner {
                 let span =
                     tracing::info_span!("call", call_id = %meta.call_id, tool = %meta.underlying);
                 tokio::spawn(async move { run(arguments) }.instrument(span))
+            }
+            Runnable::Task { run } => {
+                let span =
+                    tracing::info_span!("call", call_id = %meta.call_id, tool = %meta.underlying);
+                tokio::spawn(run(arguments, call_token.clone()).instrument(span))
             }
         };
         let stopped = tokio::select! {
@@ -363,7 +373,7 @@ impl ToolRunner {
                 return finish(ctx, meta, CallStatus::Interrupted, ToolResult::error(text));
             }
             _ = ctx.token.cancelled() => CallStatus::Interrupted,
-            _ = deadline.expired() => CallStatus::Timeout,
+            _ = deadline.expired(), if bounded => CallStatus::Timeout,
         };
         // Stop the call and give it a moment to wind down (kill its processes, cancel its MCP
         // request); past the grace it is abandoned, never left running.

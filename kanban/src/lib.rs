@@ -11,6 +11,12 @@
 //! - [`store`]: the [`Store`] trait and its transitions table, [`StoreError`], and
 //!   [`SqliteStore`] (one WAL-mode SQLite file per board). With the `test-suite` feature,
 //!   `store::suite` holds the behaviour suite every implementation must pass.
+//! - [`dispatcher`]: the [`Dispatcher`](dispatcher::Dispatcher) actor and its
+//!   [`DispatcherHandle`]: rounds of reclaim, promote and claim, one worker per claim.
+//! - [`worker`]: the [`Worker`](worker::Worker) actor running one claimed task as a session.
+//! - [`worker_tools`]: the `kanban` toolset bound to one task; [`worker_context`]: the
+//!   worker's prompt and first message.
+//! - [`profiles`]: the named agent configurations tasks are assigned to; [`hooks`]: observers.
 //!
 //! # Example
 //!
@@ -39,11 +45,19 @@
 //! # }
 //! ```
 
+pub mod dispatcher;
+pub mod hooks;
 pub mod model;
+pub mod profiles;
 pub mod store;
+pub mod worker;
+pub mod worker_context;
+pub mod worker_tools;
 
+pub use dispatcher::{DispatchReport, DispatcherConfig, DispatcherEvent, DispatcherHandle};
 pub use model::{
     Board, BoardSlug, Event, EventId, EventKind, Lease, NewTask, Run, RunOutcome, Task, TaskId,
     TaskStatus, WorkerId,
 };
+pub use profiles::{Profiles, WorkerProfile};
 pub use store::{SqliteStore, Store, StoreError};

@@ -240,6 +240,31 @@ impl Troupe {
         &self.inner.config.registry
     }
 
+    /// Runs `start` on the troupe's actor thread, inside its actix system, with the supervisor's
+    /// address, and returns what it returns. This is how actors that must live on the troupe's
+    /// arbiter and route approvals through its supervisor (a kanban dispatcher) are started.
+    pub async fn on_actor_thread<T, F>(&self, start: F) -> Result<T, TroupeError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Addr<Supervisor>) -> T + Send + 'static,
+    {
+        let supervisor = self.inner.supervisor.clone();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let spawned = self.inner.arbiter.spawn(async move {
+            let _ = tx.send(start(supervisor));
+        });
+        if !spawned {
+            return Err(TroupeError::Closed);
+        }
+        rx.await.map_err(|_| TroupeError::Closed)
+    }
+
+    /// The settings sessions get when opened without their own (a starting point for a
+    /// session that changes only a few of them).
+    pub fn session_defaults(&self) -> SessionConfig {
+        self.inner.config.session.clone()
+    }
+
     /// Opens a session.
     pub async fn open_session(
         &self,

@@ -8,7 +8,12 @@
 //! # Layout
 //! - [`api`]: [`Troupe`], the programmatic API (sessions, events, approvals, stop, close).
 //! - [`config`]: `troupe.yaml`, read then checked.
+//! - [`delegation`]: the `delegation:` section and turning `delegate_task` on.
 //! - [`catalog`]: the bundled demo catalog and catalog files.
+//! - [`kanban_config`]: the `kanban:` and `profiles:` sections, opening a board store.
+//! - [`kanban_api`]: [`Kanban`](kanban_api::Kanban), the Rust API for boards, tasks and events.
+//! - [`kanban_demo_model`]: the fan-out plan of `troupe demo` and its offline model.
+//! - [`http`]: the HTTP API behind `troupe serve` (sessions, approvals, boards, event feed).
 //! - [`cli`]: the `troupe` command line.
 //! - [`tools`]: re-export of `troupe-tools` (tool model, views, tool search, bridge).
 
@@ -17,6 +22,11 @@ pub mod catalog;
 #[allow(clippy::print_stdout, reason = "the command line prints its results")]
 pub mod cli;
 pub mod config;
+pub mod delegation;
+pub mod http;
+pub mod kanban_api;
+pub mod kanban_config;
+pub mod kanban_demo_model;
 
 pub use troupe_tools as tools;
 

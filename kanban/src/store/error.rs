@@ -14,21 +14,21 @@ pub enum StoreError {
     Invalid(#[from] ModelError),
 
     /// No board has that slug.
-    #[error("there is no board {slug:?}; list boards with `troupe kanban boards list`")]
+    #[error("there is no board {slug}; list boards with `troupe kanban boards list`")]
     BoardNotFound {
         /// The slug asked for.
         slug: BoardSlug,
     },
 
     /// A board with that slug already exists.
-    #[error("board {slug:?} already exists; pick another slug or use the existing board")]
+    #[error("board {slug} already exists; pick another slug or use the existing board")]
     BoardExists {
         /// The slug asked for.
         slug: BoardSlug,
     },
 
     /// The board is archived and takes no new work.
-    #[error("board {slug:?} is archived; it accepts no new tasks or claims")]
+    #[error("board {slug} is archived; it accepts no new tasks or claims")]
     BoardArchived {
         /// The archived board.
         slug: BoardSlug,
@@ -42,14 +42,14 @@ pub enum StoreError {
     },
 
     /// A board must be archived before it is deleted.
-    #[error("board {slug:?} is not archived; archive it before deleting it")]
+    #[error("board {slug} is not archived; archive it before deleting it")]
     BoardNotArchived {
         /// The board.
         slug: BoardSlug,
     },
 
     /// No task has that id on the board.
-    #[error("there is no task {id} on board {board:?}")]
+    #[error("there is no task {id} on board {board}")]
     TaskNotFound {
         /// The board searched.
         board: BoardSlug,
@@ -58,7 +58,7 @@ pub enum StoreError {
     },
 
     /// No run has that id on the board.
-    #[error("there is no run {id} on board {board:?}")]
+    #[error("there is no run {id} on board {board}")]
     RunNotFound {
         /// The board searched.
         board: BoardSlug,
@@ -67,7 +67,7 @@ pub enum StoreError {
     },
 
     /// No attachment has that id on the board.
-    #[error("there is no attachment {id} on board {board:?}")]
+    #[error("there is no attachment {id} on board {board}")]
     AttachmentNotFound {
         /// The board searched.
         board: BoardSlug,
@@ -139,7 +139,7 @@ pub enum StoreError {
 
     /// The other task lives on another board.
     #[error(
-        "{task} is on board {other_board:?}, not {board:?}; links and parents stay within one \
+        "{task} is on board {other_board}, not {board}; links and parents stay within one \
          board"
     )]
     CrossBoardLink {
@@ -179,14 +179,14 @@ pub enum StoreError {
     },
 
     /// The storage stayed locked by another writer for longer than the store waits.
-    #[error("board {board:?} stayed locked by another writer; try again shortly")]
+    #[error("board {board} stayed locked by another writer; try again shortly")]
     Busy {
         /// The board.
         board: BoardSlug,
     },
 
     /// Stored data could not be read back (a damaged or foreign database).
-    #[error("board {board:?} holds data this version cannot read: {what}")]
+    #[error("board {board} holds data this version cannot read: {what}")]
     Corrupt {
         /// The board.
         board: BoardSlug,
@@ -196,7 +196,7 @@ pub enum StoreError {
 
     /// The storage was written by a newer troupe.
     #[error(
-        "board {board:?} uses schema version {found}, newer than this troupe's {supported}; \
+        "board {board} uses schema version {found}, newer than this troupe's {supported}; \
          upgrade troupe to open it"
     )]
     SchemaTooNew {
@@ -209,7 +209,7 @@ pub enum StoreError {
     },
 
     /// The database itself failed.
-    #[error("board {board:?}: the database failed: {source}")]
+    #[error("board {board}: the database failed: {source}")]
     Backend {
         /// The board.
         board: BoardSlug,
@@ -230,7 +230,7 @@ pub enum StoreError {
 
     /// The database could not be reached, or the connection broke mid-call (transient: the
     /// pool reconnects on a later call).
-    #[error("board {board:?}: the database is unreachable right now ({reason}); retry shortly")]
+    #[error("board {board}: the database is unreachable right now ({reason}); retry shortly")]
     Unavailable {
         /// The board the call was for.
         board: BoardSlug,
@@ -257,5 +257,42 @@ impl StoreError {
             self,
             StoreError::Busy { .. } | StoreError::Conflict { .. } | StoreError::Unavailable { .. }
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_show_slugs_and_ids_as_typed() {
+        let ops = BoardSlug::parse("ops").unwrap();
+        let id = TaskId::parse("t_0123abcd").unwrap();
+        let texts = [
+            StoreError::BoardNotFound { slug: ops.clone() }.to_string(),
+            StoreError::TaskNotFound {
+                board: ops.clone(),
+                id: id.clone(),
+            }
+            .to_string(),
+            StoreError::CrossBoardLink {
+                board: BoardSlug::default_board(),
+                task: id,
+                other_board: ops,
+            }
+            .to_string(),
+        ];
+        assert!(
+            texts[0].starts_with("there is no board ops;"),
+            "{}",
+            texts[0]
+        );
+        assert_eq!(texts[1], "there is no task t_0123abcd on board ops");
+        assert!(
+            texts[2].starts_with("t_0123abcd is on board ops, not default;"),
+            "{}",
+            texts[2]
+        );
+        assert!(texts.iter().all(|t| !t.contains("BoardSlug")), "{texts:?}");
     }
 }

@@ -86,12 +86,12 @@ pub(crate) fn pg_error(board: &BoardSlug, e: tokio_postgres::Error) -> StoreErro
         if gone.contains(code) || code.code().starts_with("08") {
             return StoreError::Unavailable {
                 board,
-                reason: e.to_string(),
+                reason: describe_pg(&e),
             };
         }
         return StoreError::Backend {
             board,
-            source: Box::new(e),
+            source: describe_pg(&e).into(),
         };
     }
     // No SQLSTATE: the connection broke, closed, or never opened.
@@ -104,6 +104,22 @@ pub(crate) fn pg_error(board: &BoardSlug, e: tokio_postgres::Error) -> StoreErro
     StoreError::Backend {
         board,
         source: Box::new(e),
+    }
+}
+
+/// The server's own words for an error: the driver's `Display` says only "db error" when the
+/// server answered, and the message, detail and SQLSTATE live in the `DbError` behind it.
+fn describe_pg(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => {
+            let mut text = format!("{} ({})", db.message(), db.code().code());
+            if let Some(detail) = db.detail() {
+                text.push_str(": ");
+                text.push_str(detail);
+            }
+            text
+        }
+        None => e.to_string(),
     }
 }
 

@@ -83,6 +83,13 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<i32> {
             return Ok(EXIT_USAGE);
         }
     };
+    let delegation = match crate::delegation::delegation_config(&config) {
+        Ok(delegation) => delegation,
+        Err(error) => {
+            eprintln!("troupe chat: {error}");
+            return Ok(EXIT_USAGE);
+        }
+    };
     let builtins = Builtins::start(BuiltinConfig::default())?;
     let registry = Registry::with_tools(core_tools(&builtins));
     // MCP servers from troupe.yaml join the registry before the view is cut; their tools are
@@ -137,6 +144,8 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<i32> {
     if let Some(max) = args.max_iterations {
         session_config.max_iterations = max;
     }
+    // A one-shot run cannot take a later message: delegations wait for their results.
+    crate::delegation::enable_delegation(&registry, &mut session_config, delegation, false);
     let troupe = Troupe::start(
         TroupeConfig::new(Arc::clone(&registry))
             .with_approvals(approvals)

@@ -1,6 +1,8 @@
-//! `troupe demo`: tool search at work on a big catalog, for a person to watch. It assembles the
-//! tool list a model would see, runs a few searches, describes the best hit and dry-runs a call
-//! to it, with the time each step took.
+//! `troupe demo`: troupe's main job for a person to watch. By default a fan-out on a kanban board
+//! (`cli/kanban_demo.rs`): an orchestrating task splits work into children run in parallel by
+//! worker actors, then a final task. With `--tool-search`: tool search at work on a big catalog
+//! (the tool list a model would see, a few searches, a describe and a dry-run call, each timed),
+//! then one session.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -16,7 +18,13 @@ use crate::catalog::{bundled_catalog, load_catalog_file};
 /// Arguments of `troupe demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Use this catalog instead of the bundled one.
+    /// Show the tool-search tour instead of the kanban fan-out.
+    #[arg(long)]
+    tool_search: bool,
+    /// Run the fan-out on a SQLite store in this directory (default: a new temporary one).
+    #[arg(long, value_name = "DIR")]
+    store: Option<PathBuf>,
+    /// With --tool-search: use this catalog instead of the bundled one.
     #[arg(long, value_name = "FILE")]
     catalog: Option<PathBuf>,
     /// The model's context window in tokens.
@@ -25,7 +33,7 @@ pub struct DemoArgs {
     /// Queries to search for (repeat the flag); a default set when absent.
     #[arg(long = "query", value_name = "TEXT")]
     queries: Vec<String>,
-    /// Skip the session at the end (tool search only).
+    /// With --tool-search: skip the session at the end.
     #[arg(long)]
     no_session: bool,
 }
@@ -46,6 +54,9 @@ const DEFAULT_QUERIES: &[&str] = &[
 
 /// Runs the demo; returns the exit code.
 pub async fn run(args: DemoArgs) -> i32 {
+    if !args.tool_search {
+        return super::kanban_demo::run(args.store).await;
+    }
     let (registry, source) = match &args.catalog {
         Some(path) => (load_catalog_file(path), path.display().to_string()),
         None => (bundled_catalog(), "the bundled catalog".to_string()),

@@ -3,7 +3,11 @@
 
 pub mod chat;
 pub mod demo;
+pub mod kanban;
+mod kanban_demo;
+mod kanban_render;
 pub mod mcp;
+pub mod serve;
 pub mod tools;
 
 use clap::{Parser, Subcommand};
@@ -25,10 +29,14 @@ pub enum Command {
     /// Search, describe, call and assemble tools as a model would through the bridge.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
-    /// Show tool search at work on the bundled 3,309-tool catalog.
+    /// troupe's main job: a fan-out on a kanban board (`--tool-search`: the tool-search tour).
     Demo(demo::DemoArgs),
     /// List the configured MCP servers and their tools.
     Mcp(mcp::McpArgs),
+    /// Boards of tasks that worker agents run: create, link, dispatch, watch.
+    Kanban(kanban::KanbanArgs),
+    /// Serve the HTTP API (sessions, approvals, boards, event feed) with a bearer token.
+    Serve(serve::ServeArgs),
 }
 
 /// Runs the parsed command line; returns the process exit code.
@@ -41,5 +49,7 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Tools(command) => tools::run(command).await,
         Command::Demo(args) => demo::run(args).await,
         Command::Mcp(args) => mcp::run(args).await,
+        Command::Kanban(args) => kanban::run(args).await,
+        Command::Serve(args) => serve::run(args).await,
     }
 }

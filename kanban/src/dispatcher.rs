@@ -1,0 +1,1629 @@
+//! The [`Dispatcher`] actor: one per process and board. It claims ready tasks and runs each as
+//! a [`Worker`] actor; callers hold a [`DispatcherHandle`].
+//!
+//! A *round* reads the board's new events (stopping workers whose task was archived, blocked or
+//! taken back), reclaims lapsed leases, promotes tasks whose parents are done, then claims ready
+//! tasks within the budgets and starts a worker per claim. Rounds run one at a time; a round is
+//! asked for by the tick, by a [`WakeSource`] (new events), by a worker ending, or by
+//! [`DispatcherHandle::dispatch_once`]. Claims go through [`Store::claim_next`] so dispatchers on
+//! several hosts take different tasks; a round stops at the first sign that the database is out
+//! of reach and automatic rounds then back off. Used by the `troupe kanban` CLI, the `Troupe` API and the
+//! HTTP API; it works against any [`Store`], in one process or many.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use actix::prelude::*;
+use futures::future::BoxFuture;
+use serde::Serialize;
+use tokio::sync::{broadcast, oneshot};
+use troupe_actors::supervisor::Supervisor;
+
+use crate::hooks::DispatcherHooks;
+use crate::model::{
+    BoardSlug, DEFAULT_CLAIM_TTL, Event, EventId, EventKind, RunId, TaskFilter, TaskId, TaskSort,
+    TaskStatus, WorkerId,
+};
+use crate::profiles::{Profiles, Unrunnable, WorkerProfile};
+use crate::store::{Claim, ClaimSpec, PostgresStore, Store, StoreError};
+use crate::worker::{TaskEnded, Worker, WorkerOutcome, WorkerParams, WorkerReport, WorkerStop};
+
+/// Default pause between two ticks (`kanban.dispatch_interval_seconds`).
+pub const DEFAULT_DISPATCH_INTERVAL: Duration = Duration::from_secs(60);
+/// Default number of workers one dispatcher runs at once.
+pub const DEFAULT_MAX_IN_PROGRESS: usize = 8;
+/// Default pause between two polls of the event log by [`PollWake`].
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
+/// Default time between a soft stop and a hard stop when a run passes its max runtime.
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(5);
+/// Default number of reminders a worker gets when it ends without a terminal board call.
+pub const DEFAULT_STOP_NUDGES: u32 = 2;
+/// Default pause before a task whose run was rate limited is claimed again by this dispatcher.
+pub const DEFAULT_RATE_LIMIT_COOLDOWN: Duration = Duration::from_secs(300);
+/// First pause after a round found the database out of reach; it doubles up to
+/// [`OUTAGE_BACKOFF_MAX`] while the outage lasts and resets after a round that got through.
+const OUTAGE_BACKOFF_START: Duration = Duration::from_millis(200);
+/// Longest pause between two rounds during a database outage.
+const OUTAGE_BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// How long a round may take before it is given up as hung: a store call that never answers
+/// (a connection that hangs instead of failing) must not keep `in_round` set for good, which
+/// would stop every later round. A healthy round takes a small fraction of this.
+const ROUND_LIMIT: Duration = Duration::from_secs(60);
+/// Events read per page when catching up with the board.
+const EVENT_PAGE: usize = 1000;
+/// Capacity of the dispatcher's event broadcast; slow subscribers lose the oldest events.
+const EVENT_CHANNEL: usize = 4096;
+
+/// How a dispatcher behaves. Build with [`DispatcherConfig::default`] and the `with_*` methods.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct DispatcherConfig {
+    /// Pause between ticks; each tick runs a full round (reclaim, promote, claim).
+    pub interval: Duration,
+    /// Lease length of each claim; a running worker extends it by heartbeats.
+    pub lease_ttl: Duration,
+    /// How often a running worker extends its lease; `None` means a third of `lease_ttl`.
+    pub heartbeat_interval: Option<Duration>,
+    /// Most workers this dispatcher runs at once (`kanban.max_in_progress`).
+    pub max_in_progress: usize,
+    /// Most workers per assignee profile, for profiles without their own cap
+    /// (`kanban.max_in_progress_per_profile`); `None` is no limit.
+    pub max_in_progress_per_assignee: Option<usize>,
+    /// Caps for single profiles, overriding `max_in_progress_per_assignee`.
+    pub assignee_caps: BTreeMap<String, usize>,
+    /// `kanban.failure_limit`: failures before a task is given up, when it sets no
+    /// `max_retries` (the store's default is 2).
+    pub failure_limit: Option<u32>,
+    /// `kanban.dispatch_profiles`: only these profiles are run; `None` runs any known profile.
+    pub dispatch_profiles: Option<Vec<String>>,
+    /// Time between the soft stop and the hard stop of a run that passed its max runtime.
+    pub stop_grace: Duration,
+    /// Reminders a worker gets to make its terminal board call before it counts as a protocol
+    /// violation.
+    pub stop_nudges: u32,
+    /// Whether ticks, wake-ups and ending workers start rounds on their own. `false` leaves
+    /// claiming to [`DispatcherHandle::dispatch_once`] (a one-shot `dispatch`).
+    pub auto_dispatch: bool,
+    /// Pause between two polls of the event log when the default [`PollWake`] is used.
+    pub poll_interval: Duration,
+    /// How long this dispatcher leaves a task alone after its run was rate limited.
+    pub rate_limit_cooldown: Duration,
+    /// `kanban.worker_assignable_profiles`: profiles a worker may assign the children it
+    /// creates to, besides its own profile and the default assignee.
+    pub worker_assignable_profiles: Vec<String>,
+}
+
+impl Default for DispatcherConfig {
+    fn default() -> Self {
+        DispatcherConfig {
+            interval: DEFAULT_DISPATCH_INTERVAL,
+            lease_ttl: DEFAULT_CLAIM_TTL,
+            heartbeat_interval: None,
+            max_in_progress: DEFAULT_MAX_IN_PROGRESS,
+            max_in_progress_per_assignee: None,
+            assignee_caps: BTreeMap::new(),
+            failure_limit: None,
+            dispatch_profiles: None,
+            stop_grace: DEFAULT_STOP_GRACE,
+            stop_nudges: DEFAULT_STOP_NUDGES,
+            auto_dispatch: true,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            rate_limit_cooldown: DEFAULT_RATE_LIMIT_COOLDOWN,
+            worker_assignable_profiles: Vec::new(),
+        }
+    }
+}
+
+impl DispatcherConfig {
+    /// Sets the tick interval.
+    pub fn with_interval(mut self, interval: Duration) -> Self {
+        self.interval = interval;
+        self
+    }
+
+    /// Sets the lease length.
+    pub fn with_lease_ttl(mut self, ttl: Duration) -> Self {
+        self.lease_ttl = ttl;
+        self
+    }
+
+    /// Sets how often workers extend their lease.
+    pub fn with_heartbeat_interval(mut self, every: Duration) -> Self {
+        self.heartbeat_interval = Some(every);
+        self
+    }
+
+    /// Sets the most workers run at once (at least 1).
+    pub fn with_max_in_progress(mut self, max: usize) -> Self {
+        self.max_in_progress = max.max(1);
+        self
+    }
+
+    /// Sets the default per-profile cap.
+    pub fn with_max_in_progress_per_assignee(mut self, max: usize) -> Self {
+        self.max_in_progress_per_assignee = Some(max);
+        self
+    }
+
+    /// Caps one profile.
+    pub fn with_assignee_cap(mut self, assignee: impl Into<String>, max: usize) -> Self {
+        self.assignee_caps.insert(assignee.into(), max);
+        self
+    }
+
+    /// Sets `kanban.failure_limit`.
+    pub fn with_failure_limit(mut self, limit: u32) -> Self {
+        self.failure_limit = Some(limit);
+        self
+    }
+
+    /// Runs only these profiles.
+    pub fn with_dispatch_profiles(mut self, profiles: Vec<String>) -> Self {
+        self.dispatch_profiles = Some(profiles);
+        self
+    }
+
+    /// Sets the soft-to-hard stop grace.
+    pub fn with_stop_grace(mut self, grace: Duration) -> Self {
+        self.stop_grace = grace;
+        self
+    }
+
+    /// Sets how many reminders a worker gets before a protocol violation.
+    pub fn with_stop_nudges(mut self, nudges: u32) -> Self {
+        self.stop_nudges = nudges;
+        self
+    }
+
+    /// Turns automatic rounds on or off.
+    pub fn with_auto_dispatch(mut self, auto: bool) -> Self {
+        self.auto_dispatch = auto;
+        self
+    }
+
+    /// Sets the event-log poll interval of the default wake source.
+    pub fn with_poll_interval(mut self, every: Duration) -> Self {
+        self.poll_interval = every;
+        self
+    }
+
+    /// Sets the pause after a rate-limited run.
+    pub fn with_rate_limit_cooldown(mut self, cooldown: Duration) -> Self {
+        self.rate_limit_cooldown = cooldown;
+        self
+    }
+
+    /// Sets the profiles workers may assign their children to (besides their own profile and
+    /// the default assignee).
+    pub fn with_worker_assignable_profiles(mut self, profiles: Vec<String>) -> Self {
+        self.worker_assignable_profiles = profiles;
+        self
+    }
+
+    /// The heartbeat interval in effect.
+    pub fn heartbeat_every(&self) -> Duration {
+        self.heartbeat_interval
+            .unwrap_or(self.lease_ttl / 3)
+            .max(Duration::from_millis(10))
+    }
+
+    /// The cap for `assignee`, if any.
+    fn cap_for(&self, assignee: &str) -> Option<usize> {
+        self.assignee_caps
+            .get(assignee)
+            .copied()
+            .or(self.max_in_progress_per_assignee)
+    }
+
+    fn allows(&self, assignee: &str) -> bool {
+        self.dispatch_profiles
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|p| p == assignee))
+    }
+}
+
+/// Tells the dispatcher that the board may have changed, so it should look at new events.
+/// Implementations: [`PollWake`] (any store: polls on an interval) and [`ListenWake`]
+/// (PostgreSQL `LISTEN/NOTIFY`).
+pub trait WakeSource: Send + 'static {
+    /// Resolves at the next sign of change; `None` when the source has ended for good (the
+    /// dispatcher then falls back to its tick).
+    fn changed(&mut self) -> BoxFuture<'_, Option<()>>;
+}
+
+/// A wake source that fires every `interval`; the dispatcher then reads the event log and
+/// runs a round only when something new is there. Works with every store.
+#[derive(Debug)]
+pub struct PollWake {
+    interval: tokio::time::Interval,
+}
+
+impl PollWake {
+    /// Fires every `every`.
+    pub fn new(every: Duration) -> PollWake {
+        let mut interval = tokio::time::interval(every.max(Duration::from_millis(1)));
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        PollWake { interval }
+    }
+}
+
+impl WakeSource for PollWake {
+    fn changed(&mut self) -> BoxFuture<'_, Option<()>> {
+        Box::pin(async move {
+            self.interval.tick().await;
+            Some(())
+        })
+    }
+}
+
+/// A wake source fed by PostgreSQL `LISTEN/NOTIFY` on the board's channel.
+#[derive(Debug)]
+pub struct ListenWake {
+    changes: crate::store::BoardChanges,
+}
+
+impl ListenWake {
+    /// Listens for changes of `board` in `store`.
+    pub fn new(store: &PostgresStore, board: &BoardSlug) -> ListenWake {
+        ListenWake {
+            changes: store.subscribe(board),
+        }
+    }
+}
+
+impl WakeSource for ListenWake {
+    fn changed(&mut self) -> BoxFuture<'_, Option<()>> {
+        Box::pin(async move {
+            self.changes.recv().await?;
+            // Several notices often arrive together; one look at the log covers them all.
+            while self.changes.try_recv().is_some() {}
+            Some(())
+        })
+    }
+}
+
+/// One task a round claimed (or, in a dry run, would claim).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClaimedTask {
+    /// The task.
+    pub task_id: TaskId,
+    /// Its title.
+    pub title: String,
+    /// The profile that runs it.
+    pub assignee: String,
+    /// The run the claim opened; `None` in a dry run.
+    pub run_id: Option<RunId>,
+    /// The worker that holds the lease; `None` in a dry run.
+    pub worker: Option<WorkerId>,
+}
+
+/// What one round did (or, in a dry run, would do).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DispatchReport {
+    /// Whether nothing was changed.
+    pub dry_run: bool,
+    /// Tasks whose lapsed lease was taken back.
+    pub reclaimed: Vec<TaskId>,
+    /// Tasks that became ready.
+    pub promoted: Vec<TaskId>,
+    /// Tasks claimed, each now run by a worker.
+    pub claimed: Vec<ClaimedTask>,
+    /// Ready tasks with no assignee and no usable `kanban.default_assignee`.
+    pub skipped_unassigned: Vec<TaskId>,
+    /// Ready tasks whose assignee is not a profile this dispatcher may run, with the name.
+    pub skipped_nonspawnable: Vec<(TaskId, String)>,
+    /// Ready tasks left for a later round because every slot (overall or the profile's) is
+    /// taken or `max` was reached.
+    pub skipped_capacity: usize,
+    /// Ready tasks left alone because their last run was rate limited a short while ago.
+    pub skipped_cooldown: Vec<TaskId>,
+    /// Store errors met along the way (the round went on past them).
+    pub errors: Vec<String>,
+}
+
+/// What the dispatcher reports to subscribers ([`DispatcherHandle::subscribe`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum DispatcherEvent {
+    /// A worker started on a claimed task.
+    WorkerStarted {
+        /// The task.
+        task_id: TaskId,
+        /// The profile running it.
+        assignee: String,
+        /// The worker holding the lease.
+        worker: WorkerId,
+        /// The run.
+        run_id: RunId,
+    },
+    /// A worker ended.
+    WorkerFinished(WorkerReport),
+    /// A round ended.
+    RoundFinished(DispatchReport),
+}
+
+/// Counters since the dispatcher started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DispatcherStats {
+    /// Rounds run.
+    pub rounds: u64,
+    /// Tasks claimed.
+    pub claimed: u64,
+    /// Workers that ended with their task completed.
+    pub completed: u64,
+    /// Workers that ended with their task blocked by the worker.
+    pub blocked: u64,
+    /// Runs recorded as failures (crash, timeout, spawn failure).
+    pub failed: u64,
+    /// Runs that ended without a terminal board call.
+    pub protocol_violations: u64,
+    /// Runs requeued after a rate limit.
+    pub rate_limited: u64,
+    /// Workers stopped because their task was archived, blocked or taken back.
+    pub stopped: u64,
+    /// Workers running now.
+    pub running: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    rounds: AtomicU64,
+    claimed: AtomicU64,
+    completed: AtomicU64,
+    blocked: AtomicU64,
+    failed: AtomicU64,
+    protocol_violations: AtomicU64,
+    rate_limited: AtomicU64,
+    stopped: AtomicU64,
+    running: AtomicU64,
+}
+
+impl Counters {
+    fn snapshot(&self) -> DispatcherStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        DispatcherStats {
+            rounds: get(&self.rounds),
+            claimed: get(&self.claimed),
+            completed: get(&self.completed),
+            blocked: get(&self.blocked),
+            failed: get(&self.failed),
+            protocol_violations: get(&self.protocol_violations),
+            rate_limited: get(&self.rate_limited),
+            stopped: get(&self.stopped),
+            running: get(&self.running),
+        }
+    }
+
+    fn bump(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Why the dispatcher could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    /// The dispatcher has stopped (or its actor system is gone).
+    #[error("the dispatcher for board {0:?} is not running; start a new one")]
+    Stopped(String),
+}
+
+/// A cloneable handle on a running [`Dispatcher`], usable from any thread once started.
+///
+/// ```no_run
+/// # async fn demo(
+/// #     store: std::sync::Arc<dyn troupe_kanban::Store>,
+/// #     profiles: troupe_kanban::profiles::Profiles,
+/// #     supervisor: actix::Addr<troupe_actors::supervisor::Supervisor>,
+/// # ) -> Result<(), troupe_kanban::dispatcher::DispatchError> {
+/// use troupe_kanban::dispatcher::{DispatcherConfig, DispatcherHandle};
+/// use troupe_kanban::hooks::DispatcherHooks;
+/// use troupe_kanban::BoardSlug;
+///
+/// // On an actix arbiter (inside a running `System`):
+/// let dispatcher = DispatcherHandle::start(
+///     store,
+///     BoardSlug::default_board(),
+///     profiles,
+///     supervisor,
+///     DispatcherHooks::new(),
+///     DispatcherConfig::default(),
+/// );
+/// let report = dispatcher.dispatch_once(None, false).await?; // one round now
+/// dispatcher.wait_idle().await?; // until nothing is ready or running
+/// dispatcher.stop().await;
+/// # let _ = report;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct DispatcherHandle {
+    addr: Addr<Dispatcher>,
+    board: BoardSlug,
+    counters: Arc<Counters>,
+    events: broadcast::Sender<DispatcherEvent>,
+}
+
+impl std::fmt::Debug for DispatcherHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DispatcherHandle")
+            .field("board", &self.board)
+            .field("stats", &self.counters.snapshot())
+            .finish()
+    }
+}
+
+impl DispatcherHandle {
+    /// Starts a dispatcher for `board` that polls the event log every
+    /// `config.poll_interval` ([`PollWake`]). Must be called on an actix arbiter (inside a
+    /// running `System`); the handle then works from anywhere.
+    pub fn start(
+        store: Arc<dyn Store>,
+        board: BoardSlug,
+        profiles: Profiles,
+        supervisor: Addr<Supervisor>,
+        hooks: DispatcherHooks,
+        config: DispatcherConfig,
+    ) -> DispatcherHandle {
+        let wake = Box::new(PollWake::new(config.poll_interval));
+        DispatcherHandle::start_with_wake(store, board, profiles, supervisor, hooks, config, wake)
+    }
+
+    /// [`DispatcherHandle::start`] with another wake source, such as [`ListenWake`] for a
+    /// PostgreSQL store.
+    pub fn start_with_wake(
+        store: Arc<dyn Store>,
+        board: BoardSlug,
+        profiles: Profiles,
+        supervisor: Addr<Supervisor>,
+        hooks: DispatcherHooks,
+        config: DispatcherConfig,
+        wake: Box<dyn WakeSource>,
+    ) -> DispatcherHandle {
+        let counters = Arc::new(Counters::default());
+        let (events, _) = broadcast::channel(EVENT_CHANNEL);
+        let dispatcher = Dispatcher {
+            store,
+            board: board.clone(),
+            profiles: Arc::new(profiles),
+            supervisor,
+            hooks,
+            config,
+            running: HashMap::new(),
+            releasing: 0,
+            cursor: None,
+            in_round: false,
+            wanted: None,
+            manual: VecDeque::new(),
+            idle_waiters: Vec::new(),
+            stopping: false,
+            stop_waiters: Vec::new(),
+            cooldowns: HashMap::new(),
+            counters: Arc::clone(&counters),
+            events: events.clone(),
+            wake: Some(wake),
+            wake_task: None,
+            deferred: Vec::new(),
+            backoff: Duration::ZERO,
+            paused_until: None,
+        };
+        let addr = dispatcher.start();
+        DispatcherHandle {
+            addr,
+            board,
+            counters,
+            events,
+        }
+    }
+
+    /// The board this dispatcher serves.
+    pub fn board(&self) -> &BoardSlug {
+        &self.board
+    }
+
+    /// Runs one round now (after any round in progress): reclaim, promote, claim up to `max`
+    /// tasks (within the budgets) and start their workers. With `dry_run`, nothing changes and
+    /// the report lists what would be claimed.
+    pub async fn dispatch_once(
+        &self,
+        max: Option<usize>,
+        dry_run: bool,
+    ) -> Result<DispatchReport, DispatchError> {
+        let (reply, answer) = oneshot::channel();
+        self.addr
+            .send(DispatchOnce {
+                max,
+                dry_run,
+                reply,
+            })
+            .await
+            .map_err(|_| self.stopped())?;
+        answer.await.map_err(|_| self.stopped())
+    }
+
+    /// Resolves once this dispatcher runs no worker, a round found nothing it could claim and
+    /// the board has no `running` task. Rounds keep starting on their own meanwhile (even with
+    /// `auto_dispatch` off, so a one-shot `dispatch` can drain a board with this).
+    pub async fn wait_idle(&self) -> Result<(), DispatchError> {
+        let (reply, answer) = oneshot::channel();
+        self.addr
+            .send(WaitIdle { reply })
+            .await
+            .map_err(|_| self.stopped())?;
+        answer.await.map_err(|_| self.stopped())
+    }
+
+    /// Stops the dispatcher: no new claims; every running worker is stopped hard and its lease
+    /// handed back so another dispatcher can take the task at once, and a round in flight ends
+    /// by handing back what it claimed instead of starting workers. Resolves when all workers
+    /// have ended and those claims are back. Calling it again is harmless.
+    pub async fn stop(&self) {
+        let (reply, answer) = oneshot::channel();
+        if self.addr.send(StopDispatcher { reply }).await.is_ok() {
+            let _ = answer.await;
+        }
+    }
+
+    /// A receiver of the dispatcher's events from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<DispatcherEvent> {
+        self.events.subscribe()
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> DispatcherStats {
+        self.counters.snapshot()
+    }
+
+    /// The tasks this dispatcher's workers are running now.
+    pub async fn running(&self) -> Result<Vec<TaskId>, DispatchError> {
+        self.addr
+            .send(ListRunning)
+            .await
+            .map_err(|_| self.stopped())
+    }
+
+    /// Whether the dispatcher's actor is still alive.
+    pub fn is_running(&self) -> bool {
+        self.addr.connected()
+    }
+
+    fn stopped(&self) -> DispatchError {
+        DispatchError::Stopped(self.board.as_str().to_string())
+    }
+}
+
+/// A worker this dispatcher runs.
+struct Running {
+    addr: Addr<Worker>,
+    task_id: TaskId,
+    run_id: RunId,
+    assignee: String,
+}
+
+/// Why a round runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RoundKind {
+    /// New events may be there: look, and go on only if there are.
+    Wake,
+    /// Reclaim, promote and claim whatever the events say.
+    Full,
+}
+
+/// A round asked for through the handle.
+struct ManualRound {
+    max: Option<usize>,
+    dry_run: bool,
+    reply: oneshot::Sender<DispatchReport>,
+}
+
+/// The dispatcher actor; see the module doc. Start it with [`DispatcherHandle::start`].
+pub struct Dispatcher {
+    /// The board store.
+    store: Arc<dyn Store>,
+    /// The board served.
+    board: BoardSlug,
+    /// Who can run tasks.
+    profiles: Arc<Profiles>,
+    /// Handed to every worker session (approvals, stops).
+    supervisor: Addr<Supervisor>,
+    /// Observers.
+    hooks: DispatcherHooks,
+    /// Settings.
+    config: DispatcherConfig,
+    /// Workers running now, by lease holder. A task is never claimed again while a worker of
+    /// it is here (even one whose lease was taken back and is being stopped), so two runs of
+    /// one task never overlap in this process.
+    running: HashMap<WorkerId, Running>,
+    /// Claims being handed back because the dispatcher stopped during the round that made
+    /// them; the actor ends only once they are all back.
+    releasing: usize,
+    /// The last board event seen; `None` until the first round reads where the log stands.
+    cursor: Option<EventId>,
+    /// A round is in flight: rounds never overlap, so two never claim for the same slot.
+    in_round: bool,
+    /// An automatic round asked for while another ran.
+    wanted: Option<RoundKind>,
+    /// Rounds asked for through the handle, served first.
+    manual: VecDeque<ManualRound>,
+    /// Callers of `wait_idle`.
+    idle_waiters: Vec<oneshot::Sender<()>>,
+    /// `stop` was called: no more rounds; the actor ends when the last worker does.
+    stopping: bool,
+    /// Callers of `stop`.
+    stop_waiters: Vec<oneshot::Sender<()>>,
+    /// Tasks not to claim before the given time (their run was rate limited).
+    cooldowns: HashMap<TaskId, std::time::Instant>,
+    /// Shared with the handles.
+    counters: Arc<Counters>,
+    /// Shared with the handles.
+    events: broadcast::Sender<DispatcherEvent>,
+    /// The wake source, until `started` moves it into its task.
+    wake: Option<Box<dyn WakeSource>>,
+    /// The task forwarding wake-ups; aborted on stop.
+    wake_task: Option<tokio::task::JoinHandle<()>>,
+    /// Claims whose task an older worker here has not finished with yet; each starts when
+    /// that worker ends, so two runs of one task never overlap in this process.
+    deferred: Vec<(Claim, Arc<WorkerProfile>, WorkerId)>,
+    /// The pause after the last round that found the database out of reach; zero while it
+    /// is reachable.
+    backoff: Duration,
+    /// No automatic round starts before this (the database was out of reach).
+    paused_until: Option<std::time::Instant>,
+}
+
+impl Actor for Dispatcher {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        let addr = ctx.address();
+        if let Some(mut wake) = self.wake.take() {
+            self.wake_task = Some(actix::spawn(async move {
+                while wake.changed().await.is_some() {
+                    if addr.send(Kick(RoundKind::Wake)).await.is_err() {
+                        break;
+                    }
+                }
+            }));
+        }
+        ctx.run_interval(self.config.interval, |this, ctx| {
+            if this.config.auto_dispatch || !this.idle_waiters.is_empty() {
+                this.want(ctx, RoundKind::Full);
+            }
+        });
+        if self.config.auto_dispatch {
+            self.want(ctx, RoundKind::Full);
+        }
+        tracing::info!(board = %self.board, "dispatcher started");
+    }
+
+    fn stopped(&mut self, _ctx: &mut Self::Context) {
+        if let Some(task) = self.wake_task.take() {
+            task.abort();
+        }
+        for waiter in self.stop_waiters.drain(..) {
+            let _ = waiter.send(());
+        }
+        tracing::info!(board = %self.board, "dispatcher stopped");
+    }
+}
+
+impl Dispatcher {
+    /// Asks for a round; it starts now or after the one in flight.
+    fn want(&mut self, ctx: &mut Context<Self>, kind: RoundKind) {
+        if self.stopping {
+            return;
+        }
+        self.wanted = match (self.wanted, kind) {
+            (Some(RoundKind::Full), _) | (_, RoundKind::Full) => Some(RoundKind::Full),
+            _ => Some(RoundKind::Wake),
+        };
+        self.next_round(ctx);
+    }
+
+    /// Starts the next round if none is in flight.
+    fn next_round(&mut self, ctx: &mut Context<Self>) {
+        if self.in_round || self.stopping {
+            return;
+        }
+        let paused = self
+            .paused_until
+            .is_some_and(|until| std::time::Instant::now() < until);
+        if paused && self.manual.is_empty() {
+            // The wanted round stays asked for; the end of the pause starts it.
+            return;
+        }
+        let (kind, manual) = match self.manual.pop_front() {
+            Some(manual) => (RoundKind::Full, Some(manual)),
+            None => match self.wanted.take() {
+                Some(kind) => (kind, None),
+                None => return,
+            },
+        };
+        let claiming =
+            manual.is_some() || self.config.auto_dispatch || !self.idle_waiters.is_empty();
+        let mut per_assignee: HashMap<String, usize> = HashMap::new();
+        for running in self.running.values() {
+            *per_assignee.entry(running.assignee.clone()).or_default() += 1;
+        }
+        for (_, profile, _) in &self.deferred {
+            *per_assignee.entry(profile.name.clone()).or_default() += 1;
+        }
+        let now = std::time::Instant::now();
+        self.cooldowns.retain(|_, until| *until > now);
+        let input = RoundInput {
+            store: Arc::clone(&self.store),
+            board: self.board.clone(),
+            profiles: Arc::clone(&self.profiles),
+            config: self.config.clone(),
+            cursor: self.cursor,
+            kind,
+            claiming,
+            budget: self
+                .config
+                .max_in_progress
+                .saturating_sub(self.running.len() + self.deferred.len()),
+            per_assignee,
+            cooling: self.cooldowns.keys().cloned().collect(),
+            busy: self.running.values().map(|r| r.task_id.clone()).collect(),
+            max: manual.as_ref().and_then(|m| m.max),
+            dry_run: manual.as_ref().is_some_and(|m| m.dry_run),
+            check_idle: !self.idle_waiters.is_empty(),
+        };
+        self.in_round = true;
+        let limit = ROUND_LIMIT;
+        let cursor = self.cursor;
+        let round = async move {
+            match tokio::time::timeout(limit, run_round(input)).await {
+                Ok(output) => output,
+                Err(_) => hung_round(cursor, limit),
+            }
+        };
+        let round = round.into_actor(self).map(move |output, this, ctx| {
+            this.in_round = false;
+            this.finish_round(ctx, output, manual);
+            this.next_round(ctx);
+        });
+        ctx.spawn(round);
+    }
+
+    /// Applies a round's outcome on the actor: stop workers, start workers, answer waiters.
+    fn finish_round(
+        &mut self,
+        ctx: &mut Context<Self>,
+        output: RoundOutput,
+        manual: Option<ManualRound>,
+    ) {
+        // A round cut short by an outage read nothing new: keep the cursor (or its absence).
+        if !(output.unavailable && output.events.is_empty()) {
+            self.cursor = Some(output.cursor);
+        }
+        self.note_outage(ctx, &output);
+        for event in &output.events {
+            let Some(task_id) = &event.task_id else {
+                continue;
+            };
+            if !ends_a_run(event.kind) {
+                continue;
+            }
+            // Only the worker of the run the event ended: a newer run of the same task goes on.
+            for running in self.running.values() {
+                let same_run = event.run_id.is_none_or(|run| run == running.run_id);
+                if running.task_id == *task_id && same_run {
+                    running.addr.do_send(TaskEnded { kind: event.kind });
+                }
+            }
+        }
+        for lapsed in &output.lapsed {
+            if let Some(running) = self.running.get(lapsed) {
+                running.addr.do_send(TaskEnded {
+                    kind: EventKind::Reclaimed,
+                });
+            }
+        }
+        if self.stopping {
+            // Stopped during this round: its claims get no worker and go straight back.
+            self.hand_back(
+                ctx,
+                output
+                    .claims
+                    .iter()
+                    .map(|(c, _, w)| (c.task.id.clone(), w.clone())),
+            );
+        } else {
+            for (claim, profile, worker) in output.claims {
+                if self.running.values().any(|r| r.task_id == claim.task.id) {
+                    self.deferred.push((claim, profile, worker));
+                } else {
+                    self.start_worker(ctx, claim, profile, worker);
+                }
+            }
+        }
+        if output.ran {
+            Counters::bump(&self.counters.rounds);
+            self.hooks
+                .each(|h| h.dispatch_round(&self.board, &output.report));
+            let _ = self
+                .events
+                .send(DispatcherEvent::RoundFinished(output.report.clone()));
+        }
+        if output.idle && self.running.is_empty() {
+            for waiter in self.idle_waiters.drain(..) {
+                let _ = waiter.send(());
+            }
+        }
+        if let Some(manual) = manual {
+            let _ = manual.reply.send(output.report);
+        }
+        if output.more_ready && !self.stopping {
+            // A full page of ready tasks was seen: look again rather than wait for the tick.
+            self.wanted = Some(RoundKind::Full);
+        }
+        self.stop_if_done(ctx);
+    }
+
+    /// Backs off while the database is out of reach: a round that met an outage pauses
+    /// automatic rounds (ticks, wake-ups, ending workers) for a while that doubles each time,
+    /// and the first round that gets through resets it. Logged once per outage.
+    fn note_outage(&mut self, ctx: &mut Context<Self>, output: &RoundOutput) {
+        if !output.unavailable {
+            if output.ran && !self.backoff.is_zero() {
+                tracing::info!(board = %self.board, "the board's database is reachable again; dispatching resumes");
+                self.backoff = Duration::ZERO;
+                self.paused_until = None;
+            }
+            if !output.report.errors.is_empty() {
+                tracing::warn!(board = %self.board, errors = ?output.report.errors, "dispatch round met errors");
+            }
+            return;
+        }
+        if self.backoff.is_zero() {
+            tracing::warn!(
+                board = %self.board,
+                errors = ?output.report.errors,
+                "the board's database is out of reach; dispatch rounds pause and retry with a growing delay until it answers"
+            );
+            self.backoff = OUTAGE_BACKOFF_START;
+        } else {
+            tracing::debug!(board = %self.board, errors = ?output.report.errors, "the board's database is still out of reach");
+            self.backoff = (self.backoff * 2).min(OUTAGE_BACKOFF_MAX);
+        }
+        let pause = self.backoff;
+        self.paused_until = Some(std::time::Instant::now() + pause);
+        ctx.run_later(pause, |this, ctx| {
+            let due = this
+                .paused_until
+                .is_some_and(|until| std::time::Instant::now() >= until);
+            if !due {
+                return;
+            }
+            this.paused_until = None;
+            if this.config.auto_dispatch || !this.idle_waiters.is_empty() {
+                this.want(ctx, RoundKind::Full);
+            } else {
+                this.next_round(ctx);
+            }
+        });
+    }
+
+    /// Hands leases back without running them (the dispatcher is stopping).
+    fn hand_back(
+        &mut self,
+        ctx: &mut Context<Self>,
+        claims: impl Iterator<Item = (TaskId, WorkerId)>,
+    ) {
+        let claims: Vec<(TaskId, WorkerId)> = claims.collect();
+        if claims.is_empty() {
+            return;
+        }
+        self.releasing += 1;
+        let store = Arc::clone(&self.store);
+        let board = self.board.clone();
+        let work = async move {
+            for (task, worker) in &claims {
+                crate::worker::release(store.as_ref(), &board, task, worker).await;
+            }
+        };
+        ctx.spawn(work.into_actor(self).map(|(), this, ctx| {
+            this.releasing -= 1;
+            this.stop_if_done(ctx);
+        }));
+    }
+
+    /// Ends the actor once a stop was asked for and nothing is left in flight.
+    fn stop_if_done(&mut self, ctx: &mut Context<Self>) {
+        if self.stopping && !self.in_round && self.releasing == 0 && self.running.is_empty() {
+            ctx.stop();
+        }
+    }
+
+    fn start_worker(
+        &mut self,
+        ctx: &mut Context<Self>,
+        claim: Claim,
+        profile: Arc<WorkerProfile>,
+        worker: WorkerId,
+    ) {
+        let task_id = claim.task.id.clone();
+        let run_id = claim.run.id;
+        self.hooks
+            .each(|h| h.task_claimed(&self.board, &claim.task, &claim.run));
+        let params = WorkerParams {
+            store: Arc::clone(&self.store),
+            board: self.board.clone(),
+            claim,
+            worker: worker.clone(),
+            profile: Arc::clone(&profile),
+            supervisor: self.supervisor.clone(),
+            hooks: self.hooks.clone(),
+            config: self.config.clone(),
+            report_to: ctx.address().recipient(),
+            assignable: self
+                .profiles
+                .default_assignee()
+                .map(str::to_string)
+                .into_iter()
+                .chain(self.config.worker_assignable_profiles.iter().cloned())
+                .collect(),
+        };
+        let addr = Worker::new(params).start();
+        self.running.insert(
+            worker.clone(),
+            Running {
+                addr,
+                task_id: task_id.clone(),
+                run_id,
+                assignee: profile.name.clone(),
+            },
+        );
+        Counters::bump(&self.counters.claimed);
+        self.counters
+            .running
+            .store(self.running.len() as u64, Ordering::Relaxed);
+        self.hooks
+            .each(|h| h.worker_started(&self.board, &task_id, &worker));
+        let _ = self.events.send(DispatcherEvent::WorkerStarted {
+            task_id,
+            assignee: profile.name.clone(),
+            worker,
+            run_id,
+        });
+    }
+}
+
+/// Event kinds after which a running worker no longer holds its task.
+fn ends_a_run(kind: EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::Archived
+            | EventKind::Blocked
+            | EventKind::DependencyWait
+            | EventKind::BlockLoopDetected
+            | EventKind::Reclaimed
+            | EventKind::Completed
+            | EventKind::ReviewRequested
+            | EventKind::GaveUp
+    )
+}
+
+/// Event kinds that may make work ready or free a slot; other events need no round.
+fn may_free_work(kind: EventKind) -> bool {
+    !matches!(
+        kind,
+        EventKind::Heartbeat
+            | EventKind::ClaimExtended
+            | EventKind::Commented
+            | EventKind::Attached
+            | EventKind::AttachmentRemoved
+            | EventKind::Claimed
+            | EventKind::Edited
+            | EventKind::Reprioritized
+    )
+}
+
+struct RoundInput {
+    store: Arc<dyn Store>,
+    board: BoardSlug,
+    profiles: Arc<Profiles>,
+    config: DispatcherConfig,
+    cursor: Option<EventId>,
+    kind: RoundKind,
+    claiming: bool,
+    budget: usize,
+    per_assignee: HashMap<String, usize>,
+    cooling: std::collections::HashSet<TaskId>,
+    /// Tasks a worker of this dispatcher still runs (or is being stopped on): not claimed
+    /// again until that worker has ended.
+    busy: std::collections::HashSet<TaskId>,
+    max: Option<usize>,
+    dry_run: bool,
+    check_idle: bool,
+}
+
+struct RoundOutput {
+    cursor: EventId,
+    events: Vec<Event>,
+    /// Lease holders whose lease this round took back.
+    lapsed: Vec<WorkerId>,
+    /// Whether the round went past reading events.
+    ran: bool,
+    report: DispatchReport,
+    claims: Vec<(Claim, Arc<WorkerProfile>, WorkerId)>,
+    /// Nothing was claimable and the board has no running task.
+    idle: bool,
+    /// The round saw a full page of ready tasks and filled every slot it was allowed to.
+    more_ready: bool,
+    /// The round stopped at a [`StoreError::Unavailable`]: the database is out of reach.
+    unavailable: bool,
+}
+
+/// The outcome of a round given up after `limit`: treated as an outage. A claim it may have
+/// made has no worker; its lease lapses and is taken back without counting a failure.
+fn hung_round(cursor: Option<EventId>, limit: Duration) -> RoundOutput {
+    RoundOutput {
+        cursor: cursor.unwrap_or(EventId::START),
+        events: Vec::new(),
+        lapsed: Vec::new(),
+        ran: true,
+        report: DispatchReport {
+            errors: vec![format!(
+                "the round got no answer from the store within {} s and was given up",
+                limit.as_secs()
+            )],
+            ..DispatchReport::default()
+        },
+        claims: Vec::new(),
+        idle: false,
+        more_ready: false,
+        unavailable: true,
+    }
+}
+
+/// A round met [`StoreError::Unavailable`] and stopped there: the database is out of reach.
+struct Outage;
+
+/// Notes a store error in the report; an outage stops the round (every further call would fail
+/// the same way, and hammering a database that is down helps no one).
+fn note(output: &mut RoundOutput, what: &str, error: StoreError) -> Result<(), Outage> {
+    output.report.errors.push(format!("{what}: {error}"));
+    if matches!(error, StoreError::Unavailable { .. }) {
+        output.unavailable = true;
+        return Err(Outage);
+    }
+    Ok(())
+}
+
+/// One round, off the actor: it touches only the store.
+async fn run_round(input: RoundInput) -> RoundOutput {
+    let report = DispatchReport {
+        dry_run: input.dry_run,
+        ..DispatchReport::default()
+    };
+    let store = input.store.as_ref();
+    let board = &input.board;
+    let mut output = RoundOutput {
+        cursor: input.cursor.unwrap_or(EventId::START),
+        events: Vec::new(),
+        lapsed: Vec::new(),
+        ran: false,
+        report,
+        claims: Vec::new(),
+        idle: false,
+        more_ready: false,
+        unavailable: false,
+    };
+
+    // 1. Catch up with the event log.
+    let had_cursor = input.cursor.is_some();
+    match read_events(store, board, input.cursor).await {
+        Ok((cursor, events)) => {
+            output.cursor = cursor;
+            output.events = events;
+        }
+        Err(error) => {
+            output.ran = true;
+            if note(&mut output, "reading events", error).is_err() {
+                return output;
+            }
+        }
+    }
+    let relevant = !had_cursor || output.events.iter().any(|e| may_free_work(e.kind));
+    if input.kind == RoundKind::Wake && !relevant && !input.check_idle && !output.ran {
+        return output;
+    }
+    output.ran = true;
+
+    // 2. Reclaim and promote (not in a dry run: it changes nothing).
+    if !input.dry_run {
+        match store.reclaim_expired(board).await {
+            Ok(reclaimed) => {
+                for r in reclaimed {
+                    output.report.reclaimed.push(r.task.id);
+                    output.lapsed.push(r.lapsed.worker);
+                }
+            }
+            Err(error) => {
+                if note(&mut output, "reclaiming leases", error).is_err() {
+                    return output;
+                }
+            }
+        }
+        match store.promote(board).await {
+            Ok(promoted) => output.report.promoted = promoted,
+            Err(error) => {
+                if note(&mut output, "promoting tasks", error).is_err() {
+                    return output;
+                }
+            }
+        }
+    }
+
+    // 3. Claim within the budgets.
+    let mut budget = input.budget;
+    if let Some(max) = input.max {
+        budget = budget.min(max);
+    }
+    let mut claimable_left = false;
+    if input.claiming {
+        match claim_ready(&input, budget, &mut output).await {
+            Ok(left) => claimable_left = left,
+            Err(Outage) => return output,
+        }
+    }
+
+    // 4. Idle check, only when someone waits for it.
+    if input.check_idle && output.claims.is_empty() && !claimable_left && !output.more_ready {
+        match store.stats(board).await {
+            Ok(stats) => {
+                output.idle = stats.count(TaskStatus::Running) == 0
+                    && (stats.count(TaskStatus::Ready) as usize)
+                        <= output.report.skipped_unassigned.len()
+                            + output.report.skipped_nonspawnable.len();
+            }
+            Err(error) => {
+                if note(&mut output, "reading board stats", error).is_err() {
+                    return output;
+                }
+            }
+        }
+    }
+    output
+}
+
+/// The profile that would run `task` here, or why none would (noted in the report).
+fn runnable(
+    input: &RoundInput,
+    task: &crate::model::Task,
+    report: &mut DispatchReport,
+) -> Option<Arc<WorkerProfile>> {
+    match input.profiles.resolve(task.assignee.as_deref()) {
+        Ok(profile) if input.config.allows(&profile.name) => Some(Arc::clone(profile)),
+        Ok(profile) => {
+            report
+                .skipped_nonspawnable
+                .push((task.id.clone(), profile.name.clone()));
+            None
+        }
+        Err(Unrunnable::Unassigned) => {
+            report.skipped_unassigned.push(task.id.clone());
+            None
+        }
+        Err(Unrunnable::NotSpawnable(name)) => {
+            report.skipped_nonspawnable.push((task.id.clone(), name));
+            None
+        }
+    }
+}
+
+/// Step 3 of a round: claims ready tasks within `budget` and the per-profile caps. Returns
+/// whether claimable work was left for a later round.
+///
+/// The usual way is [`Store::claim_next`] with the profiles that still have a free slot, which
+/// lets dispatchers on several hosts take different tasks instead of racing for the same ones
+/// (PostgreSQL skips rows another claimer holds). Claiming by id is kept for what `claim_next`
+/// cannot say: a dry run, and a round where a task this dispatcher must leave alone (its old
+/// worker is still stopping, or it is cooling down after a rate limit) is among the ready ones.
+async fn claim_ready(
+    input: &RoundInput,
+    budget: usize,
+    output: &mut RoundOutput,
+) -> Result<bool, Outage> {
+    let store = input.store.as_ref();
+    let board = &input.board;
+    let page = budget.saturating_mul(4).max(64);
+    let filter = TaskFilter {
+        statuses: vec![TaskStatus::Ready],
+        sort: TaskSort::Priority,
+        limit: Some(page),
+        ..TaskFilter::default()
+    };
+    let ready = match store.list_tasks(board, &filter).await {
+        Ok(ready) => ready,
+        Err(error) => {
+            note(output, "listing ready tasks", error)?;
+            Vec::new()
+        }
+    };
+    let full_page = ready.len() >= page;
+    let held_back = |id: &TaskId| input.busy.contains(id) || input.cooling.contains(id);
+    if input.dry_run || ready.iter().any(|t| held_back(&t.id)) {
+        return claim_by_id(input, budget, ready, full_page, output).await;
+    }
+
+    // Note what cannot run here, and give unassigned tasks to the default assignee so that
+    // `claim_next`, which filters by assignee, can see them.
+    let mut runnable_page: Vec<(TaskId, String)> = Vec::new();
+    let mut to_assign = budget;
+    for task in &ready {
+        let Some(profile) = runnable(input, task, &mut output.report) else {
+            continue;
+        };
+        if task.assignee.is_none() {
+            let used = input.per_assignee.get(&profile.name).copied().unwrap_or(0);
+            let capped = input
+                .config
+                .cap_for(&profile.name)
+                .is_some_and(|cap| used >= cap);
+            if to_assign == 0 || capped {
+                // Left unassigned for now: nothing here could run it this round.
+                runnable_page.push((task.id.clone(), profile.name.clone()));
+                continue;
+            }
+            to_assign -= 1;
+            if let Err(error) = store
+                .assign_task(board, &task.id, Some(&profile.name))
+                .await
+            {
+                note(output, &format!("assigning {}", task.id), error)?;
+                continue;
+            }
+        }
+        runnable_page.push((task.id.clone(), profile.name.clone()));
+    }
+
+    let mut per_assignee = input.per_assignee.clone();
+    let mut budget = budget;
+    let mut names: Vec<String> = input.profiles.names();
+    names.retain(|name| input.config.allows(name));
+    let mut stopped_early = false;
+    while budget > 0 {
+        let open: Vec<String> = names
+            .iter()
+            .filter(|name| {
+                let used = per_assignee.get(name.as_str()).copied().unwrap_or(0);
+                input.config.cap_for(name).is_none_or(|cap| used < cap)
+            })
+            .cloned()
+            .collect();
+        if open.is_empty() {
+            break;
+        }
+        let worker = WorkerId::local();
+        let spec = ClaimSpec::new(worker.clone())
+            .with_ttl(input.config.lease_ttl)
+            .with_assignees(open);
+        let claim = match store.claim_next(board, &spec).await {
+            Ok(Some(claim)) => claim,
+            Ok(None) => break,
+            Err(error) => {
+                note(output, "claiming the next ready task", error)?;
+                stopped_early = true;
+                break;
+            }
+        };
+        let profile = claim
+            .task
+            .assignee
+            .as_deref()
+            .and_then(|name| input.profiles.get(name))
+            .map(Arc::clone);
+        // A task whose old worker here is still ending (it became ready after the listing) is
+        // kept: the actor starts its new worker only once the old one has ended. One cooling
+        // down after a rate limit is handed back.
+        let Some(profile) = profile.filter(|_| !input.cooling.contains(&claim.task.id)) else {
+            crate::worker::release(store, board, &claim.task.id, &worker).await;
+            stopped_early = true;
+            break;
+        };
+        output.report.claimed.push(ClaimedTask {
+            task_id: claim.task.id.clone(),
+            title: claim.task.title.clone(),
+            assignee: profile.name.clone(),
+            run_id: Some(claim.run.id),
+            worker: Some(worker.clone()),
+        });
+        *per_assignee.entry(profile.name.clone()).or_default() += 1;
+        budget -= 1;
+        output.claims.push((claim, profile, worker));
+    }
+    // What the page held that this round left for lack of a slot.
+    let claimed: std::collections::HashSet<&TaskId> =
+        output.report.claimed.iter().map(|c| &c.task_id).collect();
+    output.report.skipped_capacity = runnable_page
+        .iter()
+        .filter(|(id, _)| !claimed.contains(id))
+        .filter(|(_, name)| {
+            let used = per_assignee.get(name.as_str()).copied().unwrap_or(0);
+            budget == 0 || input.config.cap_for(name).is_some_and(|cap| used >= cap)
+        })
+        .count();
+    Ok(output.report.skipped_capacity > 0 || stopped_early)
+}
+
+/// Claims tasks of `ready` one by one by id, skipping those held back; also the dry run.
+async fn claim_by_id(
+    input: &RoundInput,
+    mut budget: usize,
+    ready: Vec<crate::model::Task>,
+    full_page: bool,
+    output: &mut RoundOutput,
+) -> Result<bool, Outage> {
+    let store = input.store.as_ref();
+    let board = &input.board;
+    let mut claimable_left = false;
+    let mut per_assignee = input.per_assignee.clone();
+    for task in ready {
+        if input.busy.contains(&task.id) {
+            // Its lease lapsed here but the old worker has not ended yet: claiming it now
+            // would run the task twice at once. The worker's end asks for a new round.
+            tracing::debug!(task = %task.id, "deferring a task whose old worker is still stopping");
+            claimable_left = true;
+            continue;
+        }
+        if input.cooling.contains(&task.id) {
+            output.report.skipped_cooldown.push(task.id.clone());
+            claimable_left = true;
+            continue;
+        }
+        let Some(profile) = runnable(input, &task, &mut output.report) else {
+            continue;
+        };
+        let used = per_assignee.get(&profile.name).copied().unwrap_or(0);
+        let capped = input
+            .config
+            .cap_for(&profile.name)
+            .is_some_and(|cap| used >= cap);
+        if budget == 0 || capped {
+            output.report.skipped_capacity += 1;
+            claimable_left = true;
+            continue;
+        }
+        if input.dry_run {
+            output.report.claimed.push(ClaimedTask {
+                task_id: task.id.clone(),
+                title: task.title.clone(),
+                assignee: profile.name.clone(),
+                run_id: None,
+                worker: None,
+            });
+        } else {
+            match claim_one(store, board, &task, &profile, &input.config).await {
+                Ok(Some((claim, worker))) => {
+                    output.report.claimed.push(ClaimedTask {
+                        task_id: claim.task.id.clone(),
+                        title: claim.task.title.clone(),
+                        assignee: profile.name.clone(),
+                        run_id: Some(claim.run.id),
+                        worker: Some(worker.clone()),
+                    });
+                    output.claims.push((claim, Arc::clone(&profile), worker));
+                }
+                Ok(None) => continue,
+                Err(error) => {
+                    note(output, &format!("claiming {}", task.id), error)?;
+                    continue;
+                }
+            }
+        }
+        budget -= 1;
+        *per_assignee.entry(profile.name.clone()).or_default() += 1;
+    }
+    output.more_ready = full_page && budget > 0 && !input.dry_run;
+    Ok(claimable_left)
+}
+
+/// Reads every event after `cursor`; with no cursor yet, starts at the newest event.
+async fn read_events(
+    store: &dyn Store,
+    board: &BoardSlug,
+    cursor: Option<EventId>,
+) -> Result<(EventId, Vec<Event>), StoreError> {
+    let Some(mut cursor) = cursor else {
+        return Ok((store.stats(board).await?.last_event_id, Vec::new()));
+    };
+    let mut events = Vec::new();
+    loop {
+        let page = store.events_since(board, cursor, EVENT_PAGE).await?;
+        let n = page.len();
+        if let Some(last) = page.last() {
+            cursor = last.id;
+        }
+        events.extend(page);
+        if n < EVENT_PAGE {
+            return Ok((cursor, events));
+        }
+    }
+}
+
+/// Claims one ready task for a fresh worker identity; an unassigned task is first given to
+/// the default assignee, so the board shows who runs it. `None` when another dispatcher got
+/// there first.
+async fn claim_one(
+    store: &dyn Store,
+    board: &BoardSlug,
+    task: &crate::model::Task,
+    profile: &WorkerProfile,
+    config: &DispatcherConfig,
+) -> Result<Option<(Claim, WorkerId)>, StoreError> {
+    if task.assignee.is_none() {
+        store
+            .assign_task(board, &task.id, Some(&profile.name))
+            .await?;
+    }
+    let worker = WorkerId::local();
+    let spec = ClaimSpec::new(worker.clone()).with_ttl(config.lease_ttl);
+    match store.claim_task(board, &task.id, &spec).await {
+        Ok(claim) => Ok(Some((claim, worker))),
+        // Lost the race to another claimer, or a parent reopened: not an error.
+        Err(StoreError::InvalidTransition { .. })
+        | Err(StoreError::Conflict { .. })
+        | Err(StoreError::ParentsOpen { .. }) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// Asks for a round. Sent by the wake task and by the tick.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct Kick(RoundKind);
+
+impl Handler<Kick> for Dispatcher {
+    type Result = ();
+
+    fn handle(&mut self, msg: Kick, ctx: &mut Self::Context) {
+        self.want(ctx, msg.0);
+    }
+}
+
+/// One round now. Sent by [`DispatcherHandle::dispatch_once`].
+#[derive(Message)]
+#[rtype(result = "()")]
+struct DispatchOnce {
+    max: Option<usize>,
+    dry_run: bool,
+    reply: oneshot::Sender<DispatchReport>,
+}
+
+impl Handler<DispatchOnce> for Dispatcher {
+    type Result = ();
+
+    fn handle(&mut self, msg: DispatchOnce, ctx: &mut Self::Context) {
+        if self.stopping {
+            // Dropping the reply tells the caller the dispatcher is stopping.
+            return;
+        }
+        self.manual.push_back(ManualRound {
+            max: msg.max,
+            dry_run: msg.dry_run,
+            reply: msg.reply,
+        });
+        self.next_round(ctx);
+    }
+}
+
+/// Resolve when idle. Sent by [`DispatcherHandle::wait_idle`].
+#[derive(Message)]
+#[rtype(result = "()")]
+struct WaitIdle {
+    reply: oneshot::Sender<()>,
+}
+
+impl Handler<WaitIdle> for Dispatcher {
+    type Result = ();
+
+    fn handle(&mut self, msg: WaitIdle, ctx: &mut Self::Context) {
+        self.idle_waiters.push(msg.reply);
+        self.want(ctx, RoundKind::Full);
+    }
+}
+
+/// Stop everything. Sent by [`DispatcherHandle::stop`].
+#[derive(Message)]
+#[rtype(result = "()")]
+struct StopDispatcher {
+    reply: oneshot::Sender<()>,
+}
+
+impl Handler<StopDispatcher> for Dispatcher {
+    type Result = ();
+
+    fn handle(&mut self, msg: StopDispatcher, ctx: &mut Self::Context) {
+        self.stop_waiters.push(msg.reply);
+        self.stopping = true;
+        self.wanted = None;
+        for manual in self.manual.drain(..) {
+            drop(manual.reply);
+        }
+        if let Some(task) = self.wake_task.take() {
+            task.abort();
+        }
+        for running in self.running.values() {
+            running.addr.do_send(WorkerStop::Release);
+        }
+        let deferred: Vec<(TaskId, WorkerId)> = self
+            .deferred
+            .drain(..)
+            .map(|(c, _, w)| (c.task.id.clone(), w))
+            .collect();
+        self.hand_back(ctx, deferred.into_iter());
+        // A round in flight is left to finish: dropping it could lose claims it already made.
+        // Its end hands them back and then ends the actor.
+        self.stop_if_done(ctx);
+    }
+}
+
+/// The tasks being run. Sent by [`DispatcherHandle::running`].
+#[derive(Message)]
+#[rtype(result = "Vec<TaskId>")]
+struct ListRunning;
+
+impl Handler<ListRunning> for Dispatcher {
+    type Result = MessageResult<ListRunning>;
+
+    fn handle(&mut self, _msg: ListRunning, _ctx: &mut Self::Context) -> Self::Result {
+        MessageResult(self.running.values().map(|r| r.task_id.clone()).collect())
+    }
+}
+
+/// A worker ended. Sent by each [`Worker`] as its last act.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct WorkerFinished(pub WorkerReport);
+
+impl Handler<WorkerFinished> for Dispatcher {
+    type Result = ();
+
+    fn handle(&mut self, msg: WorkerFinished, ctx: &mut Self::Context) {
+        let report = msg.0;
+        let task_id = report.task_id.clone();
+        self.running.remove(&report.worker);
+        if report.outcome == WorkerOutcome::RateLimited
+            && !self.config.rate_limit_cooldown.is_zero()
+        {
+            let until = std::time::Instant::now() + self.config.rate_limit_cooldown;
+            self.cooldowns.insert(report.task_id.clone(), until);
+        }
+        self.counters
+            .running
+            .store(self.running.len() as u64, Ordering::Relaxed);
+        let counter = match report.outcome {
+            WorkerOutcome::Completed => &self.counters.completed,
+            WorkerOutcome::Blocked => &self.counters.blocked,
+            WorkerOutcome::Crashed | WorkerOutcome::TimedOut | WorkerOutcome::SpawnFailed => {
+                &self.counters.failed
+            }
+            WorkerOutcome::ProtocolViolation => &self.counters.protocol_violations,
+            WorkerOutcome::RateLimited => &self.counters.rate_limited,
+            WorkerOutcome::Stopped | WorkerOutcome::Released => &self.counters.stopped,
+        };
+        Counters::bump(counter);
+        self.hooks.each(|h| h.worker_finished(&self.board, &report));
+        let _ = self.events.send(DispatcherEvent::WorkerFinished(report));
+        if self.stopping {
+            self.stop_if_done(ctx);
+            return;
+        }
+        if !self.running.values().any(|r| r.task_id == task_id) {
+            let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.deferred)
+                .into_iter()
+                .partition(|(claim, _, _)| claim.task.id == task_id);
+            self.deferred = waiting;
+            for (claim, profile, worker) in ready {
+                self.start_worker(ctx, claim, profile, worker);
+            }
+        }
+        if self.config.auto_dispatch || !self.idle_waiters.is_empty() {
+            self.want(ctx, RoundKind::Full);
+        }
+    }
+}

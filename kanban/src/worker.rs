@@ -1,0 +1,599 @@
+//! The [`Worker`] actor: runs one claimed task as a [`Session`](troupe_actors::session::Session)
+//! whose tools are the profile's plus the kanban tools bound to that task.
+//!
+//! While it runs it renews its lease; when renewals keep failing (the database is out of reach)
+//! it stops hard before the lease can lapse, so another host's run never overlaps it. Past the
+//! task's `max_runtime` it is stopped softly, then hard after a grace. When the session ends it settles the run with the store: a terminal call
+//! (complete or block) needs nothing more; ending without one, after reminders, is a protocol
+//! violation; a model failure is a crash (or a rate-limited requeue); a timeout or a failed start
+//! is recorded as such. Started by the [`Dispatcher`](crate::dispatcher::Dispatcher), to which it
+//! reports with [`WorkerFinished`].
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix::prelude::*;
+use serde::Serialize;
+use troupe_actors::session::{SessionConfig, SessionHandle, SessionParams, TurnStatus};
+use troupe_actors::supervisor::Supervisor;
+
+use crate::dispatcher::{DispatcherConfig, WorkerFinished};
+use crate::hooks::DispatcherHooks;
+use crate::model::{BoardSlug, EventKind, RunId, TaskId, WorkerId};
+use crate::profiles::WorkerProfile;
+use crate::store::{Claim, Failure, FailureKind, Store, StoreError};
+use crate::worker_context::{build_worker_context, nudge, system_prompt};
+use crate::worker_tools::{TaskBinding, TerminalCall, task_tools, task_view};
+
+/// How a worker's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerOutcome {
+    /// The worker completed its task.
+    Completed,
+    /// The worker blocked its task.
+    Blocked,
+    /// The session ended without a terminal board call, reminders included.
+    ProtocolViolation,
+    /// The model or the session failed.
+    Crashed,
+    /// The run passed its max runtime and was stopped.
+    TimedOut,
+    /// The session could not be started.
+    SpawnFailed,
+    /// The model said it was rate limited; the task was requeued without counting a failure.
+    RateLimited,
+    /// The task was archived, blocked or taken back by someone else; the worker was stopped.
+    Stopped,
+    /// The lease was handed back without running the task: the dispatcher stopped, or the
+    /// database was out of reach while the worker read its task.
+    Released,
+}
+
+impl WorkerOutcome {
+    /// The outcome as a word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkerOutcome::Completed => "completed",
+            WorkerOutcome::Blocked => "blocked",
+            WorkerOutcome::ProtocolViolation => "protocol_violation",
+            WorkerOutcome::Crashed => "crashed",
+            WorkerOutcome::TimedOut => "timed_out",
+            WorkerOutcome::SpawnFailed => "spawn_failed",
+            WorkerOutcome::RateLimited => "rate_limited",
+            WorkerOutcome::Stopped => "stopped",
+            WorkerOutcome::Released => "released",
+        }
+    }
+}
+
+/// What a worker reports when it ends.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkerReport {
+    /// The task.
+    pub task_id: TaskId,
+    /// The worker's identity (the lease holder).
+    pub worker: WorkerId,
+    /// The profile that ran it.
+    pub assignee: String,
+    /// The run.
+    pub run_id: RunId,
+    /// How it ended.
+    pub outcome: WorkerOutcome,
+    /// The error or the reason, when there is one.
+    pub detail: Option<String>,
+    /// Whether the failure limit was reached and the task blocked.
+    pub gave_up: bool,
+}
+
+/// What a worker is given by the dispatcher.
+pub struct WorkerParams {
+    /// The board store.
+    pub store: Arc<dyn Store>,
+    /// The board.
+    pub board: BoardSlug,
+    /// The claim to run.
+    pub claim: Claim,
+    /// The lease holder.
+    pub worker: WorkerId,
+    /// The profile running it.
+    pub profile: Arc<WorkerProfile>,
+    /// Approvals and stops for the session.
+    pub supervisor: Addr<Supervisor>,
+    /// Hooks.
+    pub hooks: DispatcherHooks,
+    /// The dispatcher's settings (lease, heartbeat, grace, reminders, failure limit).
+    pub config: DispatcherConfig,
+    /// Where the final report goes.
+    pub report_to: Recipient<WorkerFinished>,
+    /// Profiles besides its own the worker may assign children to (the default assignee and
+    /// `kanban.worker_assignable_profiles`).
+    pub assignable: Vec<String>,
+}
+
+/// Why the worker was told to stop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum StopCause {
+    /// Past the max runtime.
+    TimedOut,
+    /// The board ended the run (archived, blocked, reclaimed, ...).
+    Ended(EventKind),
+    /// A heartbeat found the lease gone.
+    LeaseLost(String),
+    /// The dispatcher is stopping.
+    Release,
+}
+
+/// State shared by the actor and its run future.
+#[derive(Default)]
+struct Shared {
+    session: Mutex<Option<SessionHandle>>,
+    cause: Mutex<Option<StopCause>>,
+}
+
+impl Shared {
+    fn session(&self) -> Option<SessionHandle> {
+        self.session.lock().ok().and_then(|s| s.clone())
+    }
+
+    fn cause(&self) -> Option<StopCause> {
+        self.cause.lock().ok().and_then(|c| c.clone())
+    }
+
+    /// Records the first stop cause; later ones do not replace it.
+    fn set_cause(&self, cause: StopCause) -> bool {
+        match self.cause.lock() {
+            Ok(mut slot) if slot.is_none() => {
+                *slot = Some(cause);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Runs one claimed task; see the module doc.
+pub struct Worker {
+    /// Everything the dispatcher handed over.
+    params: Arc<WorkerParams>,
+    /// The task-bound kanban tools' state (was a terminal call made?).
+    binding: Arc<TaskBinding>,
+    /// The session and the stop cause, shared with the run future.
+    shared: Arc<Shared>,
+    /// When the lease runs out unless renewed (local clock): set from the claim, moved on by
+    /// every successful heartbeat. Past it the worker must stop, as another host may reclaim.
+    lease_until: std::time::Instant,
+}
+
+impl Worker {
+    /// A worker for `params` (start it with `Actor::start`, on an arbiter).
+    pub fn new(params: WorkerParams) -> Worker {
+        let binding = TaskBinding::with_assignable(
+            Arc::clone(&params.store),
+            params.board.clone(),
+            params.claim.task.id.clone(),
+            params.worker.clone(),
+            params.profile.name.clone(),
+            params.config.lease_ttl,
+            params.assignable.clone(),
+        );
+        // The store's clock set the expiry; read it as time left from now, never more than the
+        // TTL, so a skewed clock cannot stretch it.
+        let left_ms = params
+            .claim
+            .lease
+            .expires_at
+            .millis()
+            .saturating_sub(crate::model::Timestamp::now().millis());
+        let left =
+            Duration::from_millis(u64::try_from(left_ms).unwrap_or(0)).min(params.config.lease_ttl);
+        Worker {
+            params: Arc::new(params),
+            binding,
+            shared: Arc::new(Shared::default()),
+            lease_until: std::time::Instant::now() + left,
+        }
+    }
+
+    /// Stops the run hard when the lease is about to run out without a successful renewal (the
+    /// store could not be reached): another host may soon take the task back.
+    fn check_lease(&self, why: &str) {
+        // Stop while the lease still holds, one heartbeat short of its end: the next tick would
+        // come too late, and another host may reclaim the moment it lapses.
+        let config = &self.params.config;
+        let margin = config.heartbeat_every().min(config.lease_ttl / 3);
+        if std::time::Instant::now() + margin < self.lease_until || self.binding.has_terminal() {
+            return;
+        }
+        self.stop_for(
+            StopCause::LeaseLost(format!(
+                "the lease could not be renewed and was about to run out ({why}); the run was stopped so it cannot overlap another host's"
+            )),
+            true,
+        );
+    }
+
+    /// Stops the session: soft cancels the running turn; hard also stops its subtree and
+    /// closes it, so the run ends even if a tool ignores the cancel.
+    fn stop_session(&self, hard: bool) {
+        let Some(session) = self.shared.session() else {
+            return;
+        };
+        actix::spawn(async move {
+            let _ = session.stop(hard).await;
+            if hard {
+                let _ = session.close().await;
+            }
+        });
+    }
+
+    fn stop_for(&self, cause: StopCause, hard: bool) {
+        if self.shared.set_cause(cause.clone()) {
+            tracing::info!(task = %self.binding.task(), ?cause, hard, "stopping worker");
+        }
+        self.stop_session(hard);
+    }
+}
+
+impl Actor for Worker {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        let params = Arc::clone(&self.params);
+        // Renew the lease while the run lasts; a refused renewal means the task is gone.
+        ctx.run_interval(params.config.heartbeat_every(), |this, ctx| {
+            // A heartbeat may hang in an outage rather than fail: look at the clock first.
+            this.check_lease("no heartbeat got through");
+            let p = Arc::clone(&this.params);
+            let sent = std::time::Instant::now();
+            let beat = async move {
+                p.store
+                    .heartbeat(&p.board, &p.claim.task.id, &p.worker, p.config.lease_ttl)
+                    .await
+            };
+            ctx.spawn(
+                beat.into_actor(this)
+                    .map(move |result, this, _ctx| match result {
+                        // Counted from when the renewal was sent: the store's expiry is no
+                        // earlier than that.
+                        Ok(_) => this.lease_until = sent + this.params.config.lease_ttl,
+                        Err(
+                            error @ (StoreError::LeaseNotHeld { .. }
+                            | StoreError::InvalidTransition { .. }
+                            | StoreError::TaskNotFound { .. }),
+                        ) => {
+                            if !this.binding.has_terminal() {
+                                this.stop_for(StopCause::LeaseLost(error.to_string()), true);
+                            }
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, "heartbeat failed; will retry until the lease runs out");
+                            this.check_lease(&error.to_string());
+                        }
+                    }),
+            );
+        });
+        if let Some(seconds) = params.claim.task.max_runtime_seconds {
+            let limit = Duration::from_secs(seconds);
+            let grace = params.config.stop_grace;
+            ctx.run_later(limit, move |this, ctx| {
+                this.stop_for(StopCause::TimedOut, false);
+                ctx.run_later(grace, |this, _ctx| this.stop_session(true));
+            });
+        }
+        let run = run_task(
+            Arc::clone(&params),
+            Arc::clone(&self.binding),
+            Arc::clone(&self.shared),
+        );
+        ctx.spawn(run.into_actor(self).map(|report, this, ctx| {
+            this.params.report_to.do_send(WorkerFinished(report));
+            ctx.stop();
+        }));
+    }
+}
+
+impl Worker {
+    /// The task this worker runs.
+    pub fn task(&self) -> &TaskId {
+        self.binding.task()
+    }
+}
+
+/// The board ended the task's run. Sent by the dispatcher when it reads such an event.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct TaskEnded {
+    /// The event that ended it.
+    pub kind: EventKind,
+}
+
+impl Handler<TaskEnded> for Worker {
+    type Result = ();
+
+    fn handle(&mut self, msg: TaskEnded, _ctx: &mut Self::Context) {
+        // The worker's own terminal call shows up as an event too; that one is not a stop.
+        if self.binding.has_terminal() {
+            return;
+        }
+        self.stop_for(StopCause::Ended(msg.kind), true);
+    }
+}
+
+/// A stop ordered by the dispatcher.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub enum WorkerStop {
+    /// The dispatcher is stopping: stop hard and hand the lease back.
+    Release,
+}
+
+impl Handler<WorkerStop> for Worker {
+    type Result = ();
+
+    fn handle(&mut self, msg: WorkerStop, _ctx: &mut Self::Context) {
+        match msg {
+            WorkerStop::Release => self.stop_for(StopCause::Release, true),
+        }
+    }
+}
+
+/// Whether a failed turn's error says the model is rate limited.
+fn is_rate_limited(error: &str) -> bool {
+    let lower = error.to_ascii_lowercase();
+    lower.contains("answered 429") || lower.contains("rate limit") || lower.contains("rate-limit")
+}
+
+/// What the session loop ended with, before the store is told.
+enum Ending {
+    Terminal(TerminalCall),
+    Violation,
+    Crash(String),
+    RateLimited(String),
+    Cause(StopCause),
+    SpawnFailed(String),
+    /// The database was out of reach (or busy) before the model was asked anything: not the
+    /// task's fault.
+    Unavailable(String),
+}
+
+/// Runs the session to its end and settles the run with the store.
+async fn run_task(
+    params: Arc<WorkerParams>,
+    binding: Arc<TaskBinding>,
+    shared: Arc<Shared>,
+) -> WorkerReport {
+    let task = &params.claim.task;
+    let ending = drive_session(&params, &binding, &shared).await;
+    let ending = match (ending, binding.terminal()) {
+        // A terminal call made before a stop still counts as the end.
+        (_, terminal @ (TerminalCall::Completed(_) | TerminalCall::Blocked(..))) => {
+            Ending::Terminal(terminal)
+        }
+        (ending, _) => ending,
+    };
+    let mut report = WorkerReport {
+        task_id: task.id.clone(),
+        worker: params.worker.clone(),
+        assignee: params.profile.name.clone(),
+        run_id: params.claim.run.id,
+        outcome: WorkerOutcome::Completed,
+        detail: None,
+        gave_up: false,
+    };
+    let fail = |kind, error: String| Failure {
+        kind,
+        error,
+        worker: Some(params.worker.clone()),
+        configured_limit: params.config.failure_limit,
+    };
+    let store = params.store.as_ref();
+    let board = &params.board;
+    let recorded = match ending {
+        Ending::Terminal(TerminalCall::Completed(done)) => {
+            params.hooks.each(|h| h.task_completed(board, &done));
+            report.detail = done.result.clone();
+            None
+        }
+        Ending::Terminal(TerminalCall::Blocked(blocked, reason)) => {
+            params
+                .hooks
+                .each(|h| h.task_blocked(board, &blocked, &reason));
+            report.outcome = WorkerOutcome::Blocked;
+            report.detail = Some(reason);
+            None
+        }
+        Ending::Terminal(_) | Ending::Violation => {
+            report.outcome = WorkerOutcome::ProtocolViolation;
+            let text = format!(
+                "the worker ended its session without calling kanban_complete or kanban_block ({} reminder(s) given)",
+                params.config.stop_nudges
+            );
+            Some(fail(FailureKind::ProtocolViolation, text))
+        }
+        Ending::Crash(error) => {
+            report.outcome = WorkerOutcome::Crashed;
+            Some(fail(FailureKind::Crashed, error))
+        }
+        Ending::SpawnFailed(error) => {
+            report.outcome = WorkerOutcome::SpawnFailed;
+            Some(fail(FailureKind::SpawnFailed, error))
+        }
+        Ending::RateLimited(error) => {
+            report.outcome = WorkerOutcome::RateLimited;
+            if let Err(e) = store
+                .requeue_rate_limited(board, &task.id, Some(&params.worker), &error)
+                .await
+            {
+                tracing::warn!(task = %task.id, error = %e, "could not requeue a rate-limited run");
+            }
+            report.detail = Some(error);
+            None
+        }
+        Ending::Cause(StopCause::TimedOut) => {
+            report.outcome = WorkerOutcome::TimedOut;
+            let limit = task.max_runtime_seconds.unwrap_or(0);
+            Some(fail(
+                FailureKind::TimedOut,
+                format!("the run passed its max runtime of {limit} s and was stopped"),
+            ))
+        }
+        Ending::Cause(StopCause::Ended(kind)) => {
+            report.outcome = WorkerOutcome::Stopped;
+            report.detail = Some(format!("the task was {}", kind.as_str()));
+            None
+        }
+        Ending::Cause(StopCause::LeaseLost(why)) => {
+            report.outcome = WorkerOutcome::Stopped;
+            report.detail = Some(why);
+            None
+        }
+        Ending::Unavailable(why) => {
+            // Handed back like a dispatcher stop: an outage is no failure of the task. When the
+            // release cannot get through either, the lease lapses and is taken back later.
+            report.outcome = WorkerOutcome::Released;
+            release(store, board, &task.id, &params.worker).await;
+            report.detail = Some(why);
+            None
+        }
+        Ending::Cause(StopCause::Release) => {
+            report.outcome = WorkerOutcome::Released;
+            release(store, board, &task.id, &params.worker).await;
+            None
+        }
+    };
+    if let Some(failure) = recorded {
+        report.detail = Some(failure.error.clone());
+        match store.record_failure(board, &task.id, &failure).await {
+            Ok(outcome) => report.gave_up = outcome.gave_up,
+            Err(error) => {
+                tracing::warn!(task = %task.id, %error, "could not record the failed run")
+            }
+        }
+    }
+    tracing::debug!(task = %task.id, outcome = report.outcome.as_str(), "worker finished");
+    report
+}
+
+/// Hands a lease back at once: it is made to lapse, then taken back, so the task is `ready`
+/// for the next claimer instead of waiting out its TTL. Also used by the dispatcher for claims
+/// it makes while stopping.
+pub(crate) async fn release(
+    store: &dyn Store,
+    board: &BoardSlug,
+    task: &TaskId,
+    worker: &WorkerId,
+) {
+    match store.heartbeat(board, task, worker, Duration::ZERO).await {
+        Ok(_) => {
+            if let Err(error) = store.reclaim_expired(board).await {
+                tracing::warn!(%task, %error, "could not take back a released lease");
+            }
+        }
+        Err(error) => tracing::debug!(%task, %error, "lease already gone at release"),
+    }
+}
+
+/// Opens the session and talks to it until the run ends one way or another.
+async fn drive_session(
+    params: &WorkerParams,
+    binding: &Arc<TaskBinding>,
+    shared: &Shared,
+) -> Ending {
+    let view = task_view(&params.profile.view, task_tools(binding));
+    let profile_config = &params.profile.session;
+    let config = SessionConfig {
+        system_prompt: Some(system_prompt(profile_config.system_prompt.as_deref())),
+        ..profile_config.clone()
+    };
+    let opened = SessionHandle::open(SessionParams {
+        provider: Arc::clone(&params.profile.provider),
+        view,
+        config,
+        hooks: params.hooks.session.clone(),
+        supervisor: params.supervisor.clone(),
+        parent: None,
+        upstream_events: None,
+    })
+    .await;
+    let session = match opened {
+        Ok(session) => session,
+        Err(error) => return Ending::SpawnFailed(format!("the session could not start: {error}")),
+    };
+    if let Ok(mut slot) = shared.session.lock() {
+        *slot = Some(session.clone());
+    }
+    let ending = converse(params, binding, shared, &session).await;
+    let _ = session.close().await;
+    ending
+}
+
+async fn converse(
+    params: &WorkerParams,
+    binding: &Arc<TaskBinding>,
+    shared: &Shared,
+    session: &SessionHandle,
+) -> Ending {
+    let task = &params.claim.task;
+    if let Some(cause) = shared.cause() {
+        return Ending::Cause(cause);
+    }
+    let mut message = match build_worker_context(params.store.as_ref(), &params.board, task).await {
+        Ok(text) => text,
+        // Out of reach or busy for a moment: temporary, so not the task's failure.
+        Err(error) if error.is_transient() => {
+            return Ending::Unavailable(format!(
+                "the task could not be read from the board, so it was handed back: {error}"
+            ));
+        }
+        Err(error) => {
+            return Ending::Crash(format!("could not read the task from the board: {error}"));
+        }
+    };
+    let mut nudges_left = params.config.stop_nudges;
+    loop {
+        let result = session.send(message).await;
+        if binding.has_terminal() {
+            return Ending::Terminal(binding.terminal());
+        }
+        if let Some(cause) = shared.cause() {
+            return Ending::Cause(cause);
+        }
+        let outcome = match result {
+            Ok(outcome) => outcome,
+            Err(error) => return Ending::Crash(format!("the session failed: {error}")),
+        };
+        match outcome.status {
+            TurnStatus::Failed => {
+                let error = outcome.error.unwrap_or(outcome.text);
+                return if is_rate_limited(&error) {
+                    Ending::RateLimited(error)
+                } else {
+                    Ending::Crash(format!("the model failed: {error}"))
+                };
+            }
+            TurnStatus::Interrupted => {
+                return Ending::Crash("the run was interrupted by a stop".to_string());
+            }
+            TurnStatus::Completed | TurnStatus::MaxIterations => {
+                if nudges_left == 0 {
+                    return Ending::Violation;
+                }
+                nudges_left -= 1;
+                message = nudge(task, nudges_left);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_limit_errors_are_recognised() {
+        assert!(is_rate_limited("the model server answered 429: slow down"));
+        assert!(is_rate_limited("Rate limit reached for requests"));
+        assert!(!is_rate_limited("the model server answered 500: boom"));
+    }
+}

@@ -1,0 +1,351 @@
+//! The fan-out run of `troupe demo`: an orchestrating task on the `default` board of a fresh
+//! SQLite store splits its work into child tasks and a final task that waits for them; a
+//! dispatcher runs the children in parallel as worker sessions and the final one last, while a
+//! live view prints each board event with the status counts. Offline it runs on
+//! [`DemoModel`](crate::kanban_demo_model::DemoModel); with `TROUPE_BASE_URL` or
+//! `OPENAI_BASE_URL` set, on that server. Called by `cli/demo.rs`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use troupe_actors::model::{DEFAULT_MODEL, ModelProvider, OpenAiConfig, OpenAiProvider};
+use troupe_actors::session::SessionConfig;
+use troupe_actors::supervisor::{ApprovalConfig, DefaultRules};
+use troupe_kanban::dispatcher::DispatcherConfig;
+use troupe_kanban::model::{
+    BoardSlug, Event, EventId, EventKind, NewTask, TaskFilter, TaskId, TaskStatus,
+};
+use troupe_kanban::profiles::{Profiles, WorkerProfile};
+use troupe_tools::builtin::{BuiltinConfig, Builtins, core_tools};
+use troupe_tools::{Registry, ViewSpec};
+
+use super::kanban_render as render;
+use crate::api::{Troupe, TroupeConfig};
+use crate::kanban_api::Kanban;
+use crate::kanban_config::StoreLocation;
+use crate::kanban_demo_model::{DemoModel, DemoPlan};
+
+/// How often the demo's dispatcher looks at the event log: short, so the board moves briskly.
+const DEMO_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Runs the fan-out on a board in `store` (a fresh directory under the system's temporary
+/// directory when `None`); returns the exit code.
+pub(crate) async fn run(store: Option<PathBuf>) -> i32 {
+    match fan_out(store).await {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("troupe demo: {message}");
+            1
+        }
+    }
+}
+
+async fn fan_out(store: Option<PathBuf>) -> Result<i32, String> {
+    let stop = super::kanban::shutdown_signal();
+    let plan = DemoPlan::bundled()?;
+    let dir = store.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("troupe-demo-{}", uuid::Uuid::new_v4().simple()))
+    });
+    let kanban = Kanban::open_at(StoreLocation::Sqlite(dir.clone()))
+        .await
+        .map_err(|e| format!("cannot open the demo board store at {}: {e}", dir.display()))?;
+    let board = BoardSlug::default_board();
+
+    let (provider, which) = provider(&plan)?;
+    println!(
+        "troupe kanban fan-out: board `default` of a SQLite store at {}",
+        dir.display()
+    );
+    println!("model: {which}");
+
+    let builtins = Builtins::start(BuiltinConfig::default()).map_err(|e| e.to_string())?;
+    let registry = Registry::with_tools(core_tools(&builtins));
+    let view = registry
+        .view(ViewSpec::toolsets(["core"]))
+        .unwrap_or_else(|_| registry.view_all());
+    let approvals = ApprovalConfig::default();
+    let rules = DefaultRules::new(approvals.require_approval.iter().cloned())
+        .with_builtins(Arc::clone(&builtins));
+    let session = SessionConfig {
+        max_iterations: 6,
+        cwd: builtins.config().default_cwd.clone(),
+        ..SessionConfig::default()
+    };
+    let troupe = Troupe::start(
+        TroupeConfig::new(Arc::clone(&registry))
+            .with_approvals(approvals)
+            .with_rules(Arc::new(rules))
+            .with_session(session.clone()),
+    )
+    .map_err(|e| e.to_string())?;
+    let profiles = Profiles::new()
+        .with_profile(
+            WorkerProfile::new("orchestrator", Arc::clone(&provider), view.clone())
+                .with_session_config(session.clone())
+                .with_system_prompt("You plan work and split it into tasks for other workers."),
+        )
+        .with_profile(
+            WorkerProfile::new("worker", provider, view)
+                .with_session_config(session)
+                .with_system_prompt("You run one check on this machine with the terminal and report what you found."),
+        );
+
+    let root = kanban
+        .create_task(
+            &board,
+            &NewTask::new(plan.orchestrator.title.clone())
+                .with_body(plan.orchestrator_body())
+                .with_assignee("orchestrator")
+                .with_created_by("troupe demo"),
+        )
+        .await
+        .map_err(|e| e.to_string())?
+        .task;
+    println!(
+        "{} `{}` goes to the orchestrator; it will create {} checks and a report that waits for them\n",
+        root.id,
+        root.title,
+        plan.checks.len()
+    );
+
+    // The orchestrator hands its checks to the `worker` profile, which has the terminal.
+    let config = DispatcherConfig::default()
+        .with_poll_interval(DEMO_POLL)
+        .with_worker_assignable_profiles(vec!["worker".into()]);
+    let dispatcher = kanban
+        .start_dispatcher(&troupe, board.clone(), profiles, config)
+        .await
+        .map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let mut view = LiveView::new(kanban.clone(), board.clone(), started);
+    let mut feed = kanban
+        .watch(board.clone(), EventId::START)
+        .with_poll_interval(DEMO_POLL);
+    let first = dispatcher.dispatch_once(None, false).await;
+    if let Err(e) = first {
+        return Err(e.to_string());
+    }
+    let idle = dispatcher.wait_idle();
+    tokio::pin!(idle);
+    let mut stop = std::pin::pin!(stop);
+    let mut interrupted = false;
+    loop {
+        tokio::select! {
+            event = feed.next() => match event {
+                Ok(event) => view.show(&event).await,
+                Err(e) => eprintln!("troupe demo: cannot read the board's events: {e}"),
+            },
+            done = &mut idle => {
+                if let Err(e) = done {
+                    eprintln!("troupe demo: {e}");
+                }
+                break;
+            }
+            () = &mut stop => {
+                interrupted = true;
+                break;
+            }
+        }
+    }
+    // What happened just before the board went idle is already stored: show it too.
+    while let Ok(Some(event)) = feed.try_next().await {
+        view.show(&event).await;
+    }
+    dispatcher.stop().await;
+    troupe.close().await;
+    if interrupted {
+        println!("\nstopped; the board keeps its state at {}", dir.display());
+        return Ok(130);
+    }
+    summary(&kanban, &board, &root.id, &view, &dir).await
+}
+
+/// The model both profiles use: the environment's server, else the bundled demo model.
+fn provider(plan: &DemoPlan) -> Result<(Arc<dyn ModelProvider>, String), String> {
+    let env = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    let Some(url) = env("TROUPE_BASE_URL").or_else(|| env("OPENAI_BASE_URL")) else {
+        return Ok((
+            Arc::new(DemoModel::new(plan.clone())),
+            "no model endpoint in the environment (TROUPE_BASE_URL), so the bundled demo model answers".into(),
+        ));
+    };
+    let model = env("TROUPE_MODEL").unwrap_or_else(|| DEFAULT_MODEL.to_string());
+    let mut config = OpenAiConfig::new(url.clone(), model.clone());
+    config.api_key = env("TROUPE_API_KEY").or_else(|| env("OPENAI_API_KEY"));
+    let provider = OpenAiProvider::new(config).map_err(|e| e.to_string())?;
+    Ok((
+        Arc::new(provider),
+        format!("{model} at {url} (from the environment)"),
+    ))
+}
+
+/// Prints board events as they come, each with the status counts after it.
+struct LiveView {
+    kanban: Kanban,
+    board: BoardSlug,
+    started: Instant,
+    titles: HashMap<TaskId, String>,
+    /// Each task's status as the events so far tell it, so the counts printed with an event
+    /// are those right after it, even when the view is catching up.
+    statuses: HashMap<TaskId, TaskStatus>,
+    /// The most tasks seen running at once.
+    peak: usize,
+}
+
+impl LiveView {
+    fn new(kanban: Kanban, board: BoardSlug, started: Instant) -> LiveView {
+        LiveView {
+            kanban,
+            board,
+            started,
+            titles: HashMap::new(),
+            statuses: HashMap::new(),
+            peak: 0,
+        }
+    }
+
+    async fn title(&mut self, id: &TaskId) -> String {
+        if let Some(t) = self.titles.get(id) {
+            return t.clone();
+        }
+        let title = match self.kanban.task(&self.board, id).await {
+            Ok(task) => task.title,
+            Err(_) => String::new(),
+        };
+        self.titles.insert(id.clone(), title.clone());
+        title
+    }
+
+    async fn show(&mut self, event: &Event) {
+        let Some(id) = event.task_id.clone() else {
+            return;
+        };
+        let named = |key: &str| {
+            event
+                .payload
+                .get(key)
+                .and_then(|v| v.as_str())
+                .and_then(|raw| TaskStatus::ALL.into_iter().find(|s| s.as_str() == raw))
+        };
+        let status = match event.kind {
+            EventKind::Created => named("status"),
+            EventKind::Promoted => named("to").or(Some(TaskStatus::Ready)),
+            EventKind::Claimed => Some(TaskStatus::Running),
+            EventKind::Completed => Some(TaskStatus::Done),
+            EventKind::Blocked | EventKind::GaveUp => Some(TaskStatus::Blocked),
+            EventKind::DependencyWait => Some(TaskStatus::Todo),
+            EventKind::Archived => Some(TaskStatus::Archived),
+            EventKind::Reclaimed
+            | EventKind::Crashed
+            | EventKind::TimedOut
+            | EventKind::ProtocolViolation
+            | EventKind::Unblocked => Some(TaskStatus::Ready),
+            _ => None,
+        };
+        let Some(status) = status else { return };
+        self.statuses.insert(id.clone(), status);
+        let running = self
+            .statuses
+            .values()
+            .filter(|s| **s == TaskStatus::Running)
+            .count();
+        self.peak = self.peak.max(running);
+        let mark = match event.kind {
+            EventKind::Created => "+",
+            EventKind::Promoted => "↑",
+            EventKind::Claimed => "▶",
+            EventKind::Completed => "✓",
+            EventKind::Blocked | EventKind::GaveUp => "✗",
+            _ => "!",
+        };
+        let title = self.title(&id).await;
+        let counts = TaskStatus::ALL
+            .iter()
+            .filter_map(|s| {
+                let n = self.statuses.values().filter(|v| *v == s).count();
+                (n > 0).then(|| format!("{s} {n}"))
+            })
+            .collect::<Vec<_>>()
+            .join(" · ");
+        println!(
+            "[{:>6}] {mark} {:<10} {id}  {:<34} | {counts}",
+            render::seconds(self.started.elapsed().as_millis() as i64),
+            event.kind.as_str(),
+            render::clip(&title, 34),
+        );
+    }
+}
+
+async fn summary(
+    kanban: &Kanban,
+    board: &BoardSlug,
+    root: &TaskId,
+    view: &LiveView,
+    dir: &std::path::Path,
+) -> Result<i32, String> {
+    let tasks = kanban
+        .list(board, &TaskFilter::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("\n{}", render::task_table(&tasks));
+    // The report is the task that waits for the most others.
+    let mut report = None;
+    let mut most = 0;
+    for task in tasks.iter().filter(|t| t.id != *root) {
+        let parents = kanban
+            .store()
+            .links(board, &task.id)
+            .await
+            .map_err(|e| e.to_string())?
+            .parents
+            .len();
+        if parents > most {
+            most = parents;
+            report = Some(task);
+        }
+    }
+    let done = tasks
+        .iter()
+        .filter(|t| t.status == TaskStatus::Done)
+        .count();
+    println!(
+        "{done} of {} tasks done in {}; at most {} ran at once",
+        tasks.len(),
+        render::seconds(view.started.elapsed().as_millis() as i64),
+        view.peak
+    );
+    let code = match report {
+        Some(task) if task.status == TaskStatus::Done => {
+            println!(
+                "\n{} `{}`:\n{}",
+                task.id,
+                task.title,
+                task.result.as_deref().unwrap_or("(no result)")
+            );
+            0
+        }
+        Some(task) => {
+            println!(
+                "\nthe report task {} ended {}, not done",
+                task.id, task.status
+            );
+            1
+        }
+        None => {
+            println!("\nno report task was created; the orchestrator did not finish its plan");
+            1
+        }
+    };
+    println!(
+        "\nlook around: troupe kanban --store {} list   (or show <id>, runs <id>, stats, watch --since 0 --once)",
+        dir.display()
+    );
+    Ok(code)
+}

@@ -1,0 +1,83 @@
+//! `delegate_task` in the orchestrator: reads the `delegation:` section of `troupe.yaml`
+//! ([`delegation_config`]) and turns delegation on for the sessions a troupe opens
+//! ([`enable_delegation`]: registers the tool with the live limits in its text and hands the
+//! limits to the session settings). Used by `troupe chat` and by programs on the [`crate::Troupe`]
+//! API; the work itself happens in `troupe_actors::delegate`.
+
+use troupe_actors::delegate::{DelegationConfig, register_delegate_task};
+use troupe_actors::session::SessionConfig;
+use troupe_tools::Registry;
+
+use crate::config::{Config, ConfigError};
+
+/// Reads the `delegation:` section (defaults when absent). A bad value is an error naming the
+/// key and what to write.
+pub fn delegation_config(config: &Config) -> Result<DelegationConfig, ConfigError> {
+    DelegationConfig::from_value(config.section("delegation")).map_err(|message| {
+        // The actors crate says `delegation.key: problem`; keep the key apart for the error.
+        match message.split_once(": ") {
+            Some((key, problem)) if key.starts_with("delegation") => ConfigError::Invalid {
+                key: key.to_string(),
+                problem: problem.to_string(),
+            },
+            _ => ConfigError::Invalid {
+                key: "delegation".into(),
+                problem: message,
+            },
+        }
+    })
+}
+
+/// Makes `delegate_task` available: registers it in `registry` (toolset `delegation`) and
+/// puts `delegation` in `session`. `background` lets top-level sessions get results as a later
+/// message; pass false for one-shot runs (`troupe chat -q`), which wait for the results.
+pub fn enable_delegation(
+    registry: &Registry,
+    session: &mut SessionConfig,
+    delegation: DelegationConfig,
+    background: bool,
+) {
+    register_delegate_task(registry, &delegation);
+    session.delegation = delegation;
+    session.background_delegation = background;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_section_is_read_and_bad_keys_are_named() {
+        let config =
+            Config::parse("delegation:\n  max_concurrent_children: 4\n  max_spawn_depth: 2\n")
+                .unwrap();
+        let delegation = delegation_config(&config).unwrap();
+        assert_eq!(delegation.max_concurrent_children, 4);
+        assert_eq!(delegation.max_spawn_depth, 2);
+
+        let bad = Config::parse("delegation:\n  max_spawn_depth: 0\n").unwrap();
+        match delegation_config(&bad).unwrap_err() {
+            ConfigError::Invalid { key, problem } => {
+                assert_eq!(key, "delegation.max_spawn_depth");
+                assert!(problem.contains("1 or more"), "{problem}");
+            }
+            other => panic!("unexpected error {other}"),
+        }
+    }
+
+    #[test]
+    fn enabling_registers_the_tool_and_sets_the_limits() {
+        let registry = Registry::new();
+        let mut session = SessionConfig::default();
+        let delegation = DelegationConfig {
+            max_concurrent_children: 3,
+            ..DelegationConfig::default()
+        };
+        enable_delegation(&registry, &mut session, delegation, false);
+        let def = registry.get("delegate_task").unwrap();
+        assert!(def.description().contains("at most 3 tasks"));
+        assert_eq!(def.toolset.as_deref(), Some("delegation"));
+        assert_eq!(session.delegation.max_concurrent_children, 3);
+        assert!(!session.background_delegation);
+    }
+}

@@ -1,0 +1,530 @@
+//! The HTTP API behind `troupe serve`: sessions (create, message, SSE events, approvals, stop)
+//! over the [`Troupe`] API, the kanban dashboard routes and the WebSocket event feed over a
+//! board [`Store`], and `/openapi.json`. Every route needs the bearer token; the server binds
+//! to loopback unless told otherwise.
+//!
+//! # Layout
+//! - this file: [`ServeConfig`] (the `serve:` section), [`HttpState`], [`router`], [`serve`].
+//! - [`auth`]: the token (config, environment or a generated 0600 file), its check, CORS.
+//! - [`errors`]: the `{"error": {"code", "message"}}` shape and the extractors that use it.
+//! - [`sessions`]: session routes and the per-session event log the SSE stream replays.
+//! - [`boards`]: the dashboard routes (board, tasks, comments, links, dispatch, runs).
+//! - [`feed`]: the WebSocket feed of a board's events from a cursor.
+//! - [`openapi`]: the OpenAPI 3.1 document, kept beside the route table it describes.
+
+pub mod auth;
+pub mod boards;
+pub mod errors;
+pub mod feed;
+pub mod openapi;
+pub mod sessions;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::{MethodRouter, delete, get, patch, post};
+use serde_json::Value;
+use troupe_actors::model::ModelProvider;
+use troupe_kanban::{BoardSlug, Store};
+
+use crate::api::{Troupe, TroupeError};
+use crate::config::{ConfigError, kind};
+
+pub use boards::{DispatchPass, DispatcherPass, PromotePass, WorkerStop};
+pub use feed::FeedWake;
+
+/// The port `troupe serve` listens on when none is given.
+pub const DEFAULT_PORT: u16 = 8642;
+/// Prefix of the kanban dashboard routes, as the reference's dashboard calls them.
+pub const KANBAN_PREFIX: &str = "/api/plugins/kanban";
+/// Path of the WebSocket event feed.
+pub const FEED_PATH: &str = "/api/plugins/kanban/events";
+/// How often the feed looks for new events on a store that cannot wake it.
+pub const DEFAULT_FEED_POLL: Duration = Duration::from_millis(50);
+
+/// The `serve:` section of troupe.yaml, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServeConfig {
+    /// Address to listen on; loopback by default.
+    pub bind: IpAddr,
+    /// Port to listen on; 0 picks a free one.
+    pub port: u16,
+    /// The bearer token, when the config sets one.
+    pub token: Option<String>,
+    /// Browser origins allowed to call the API (`*` for any); none by default.
+    pub cors_origins: Vec<String>,
+    /// How often the feed polls a store that cannot wake it.
+    pub feed_poll: Duration,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: DEFAULT_PORT,
+            token: None,
+            cors_origins: Vec::new(),
+            feed_poll: DEFAULT_FEED_POLL,
+        }
+    }
+}
+
+impl ServeConfig {
+    /// Reads the `serve:` section (`bind`, `port`, `token`, `cors_origins`, `feed_poll_ms`);
+    /// absent keys keep their defaults, wrong ones are errors naming the key.
+    pub fn from_value(raw: &Value) -> Result<ServeConfig, ConfigError> {
+        let mut config = ServeConfig::default();
+        let map = match raw {
+            Value::Null => return Ok(config),
+            Value::Object(map) => map,
+            other => {
+                return Err(invalid(
+                    "serve",
+                    format!(
+                        "expected a mapping with bind, port, token, cors_origins; found {}",
+                        kind(other)
+                    ),
+                ));
+            }
+        };
+        for key in map.keys() {
+            if !["bind", "port", "token", "cors_origins", "feed_poll_ms"].contains(&key.as_str()) {
+                tracing::warn!(key = %key, "troupe.yaml: serve.{key} is not a setting troupe reads");
+            }
+        }
+        if let Some(value) = map.get("bind").filter(|v| !v.is_null()) {
+            let text = value.as_str().ok_or_else(|| {
+                invalid(
+                    "serve.bind",
+                    format!(
+                        "expected an IP address such as 127.0.0.1, found {}",
+                        kind(value)
+                    ),
+                )
+            })?;
+            config.bind = text.trim().parse().map_err(|_| {
+                invalid(
+                    "serve.bind",
+                    format!("{text:?} is not an IP address; write one such as 127.0.0.1 or ::1"),
+                )
+            })?;
+        }
+        if let Some(value) = map.get("port").filter(|v| !v.is_null()) {
+            config.port = value
+                .as_u64()
+                .and_then(|p| u16::try_from(p).ok())
+                .ok_or_else(|| {
+                    invalid(
+                        "serve.port",
+                        format!("expected a port number from 0 to 65535, found {value}"),
+                    )
+                })?;
+        }
+        if let Some(value) = map.get("token").filter(|v| !v.is_null()) {
+            let text = value.as_str().ok_or_else(|| {
+                invalid(
+                    "serve.token",
+                    format!("expected a string, found {}", kind(value)),
+                )
+            })?;
+            config.token = Some(text.to_string());
+        }
+        match map.get("cors_origins") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) => {
+                config.cors_origins = s
+                    .split(',')
+                    .map(|o| o.trim().to_string())
+                    .filter(|o| !o.is_empty())
+                    .collect();
+            }
+            Some(Value::Array(items)) => {
+                for item in items {
+                    let origin = item.as_str().ok_or_else(|| {
+                        invalid(
+                            "serve.cors_origins",
+                            format!(
+                                "expected origins such as https://dash.example, found {}",
+                                kind(item)
+                            ),
+                        )
+                    })?;
+                    config.cors_origins.push(origin.trim().to_string());
+                }
+            }
+            Some(other) => {
+                return Err(invalid(
+                    "serve.cors_origins",
+                    format!("expected a list of origins, found {}", kind(other)),
+                ));
+            }
+        }
+        if let Some(value) = map.get("feed_poll_ms").filter(|v| !v.is_null()) {
+            let ms = value
+                .as_u64()
+                .filter(|ms| (1..=10_000).contains(ms))
+                .ok_or_else(|| {
+                    invalid(
+                        "serve.feed_poll_ms",
+                        format!("expected milliseconds from 1 to 10000, found {value}"),
+                    )
+                })?;
+            config.feed_poll = Duration::from_millis(ms);
+        }
+        Ok(config)
+    }
+
+    /// The socket address to listen on.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::new(self.bind, self.port)
+    }
+}
+
+fn invalid(key: &str, problem: String) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.to_string(),
+        problem,
+    }
+}
+
+/// Everything the handlers share. Cheap to clone.
+#[derive(Clone)]
+pub struct HttpState {
+    /// The troupe whose sessions the API drives.
+    pub troupe: Troupe,
+    /// Sessions opened over HTTP, with their event logs.
+    pub sessions: Arc<sessions::SessionTable>,
+    /// The board store.
+    pub store: Arc<dyn Store>,
+    /// How the feed learns of new events.
+    pub wake: FeedWake,
+    /// What `POST /dispatch` runs.
+    pub dispatcher: Arc<dyn DispatchPass>,
+    /// The bearer token every request must carry.
+    pub token: Arc<str>,
+    /// Browser origins allowed by CORS.
+    pub cors_origins: Arc<[String]>,
+    /// The model of sessions that do not bring a script.
+    pub provider: Option<Arc<dyn ModelProvider>>,
+    /// The board used when a request gives no `?board=`.
+    pub default_board: BoardSlug,
+    /// Flips to true when the server shuts down, so streams end and shutdown completes.
+    pub closing: tokio::sync::watch::Receiver<bool>,
+    closing_tx: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl std::fmt::Debug for HttpState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpState")
+            .field("default_board", &self.default_board)
+            .field("cors_origins", &self.cors_origins)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpState {
+    /// State over a troupe and a store, with `token`. Subscribes to the troupe's approval
+    /// requests for as long as the troupe lives, so a call needing approval waits for an answer
+    /// over HTTP instead of following the unattended policy. Defaults: the feed polls every
+    /// [`DEFAULT_FEED_POLL`], dispatch runs [`PromotePass`], no default model, no CORS.
+    pub async fn new(
+        troupe: Troupe,
+        store: Arc<dyn Store>,
+        token: impl Into<String>,
+    ) -> Result<HttpState, TroupeError> {
+        let mut approvals = troupe.approvals().await?;
+        tokio::spawn(async move {
+            // Holding the subscription is what makes requests wait; the requests themselves
+            // are read back through `pending_approvals`.
+            while let Some(request) = approvals.next().await {
+                tracing::debug!(request_id = %request.request_id, tool = %request.tool, "approval waiting for an HTTP answer");
+            }
+        });
+        let (closing_tx, closing) = tokio::sync::watch::channel(false);
+        Ok(HttpState {
+            troupe,
+            sessions: Arc::new(sessions::SessionTable::default()),
+            dispatcher: Arc::new(PromotePass::new(Arc::clone(&store))),
+            store,
+            wake: FeedWake::Poll(DEFAULT_FEED_POLL),
+            token: Arc::from(token.into()),
+            cors_origins: Arc::from(Vec::new()),
+            provider: None,
+            default_board: BoardSlug::default_board(),
+            closing,
+            closing_tx: Arc::new(closing_tx),
+        })
+    }
+
+    /// Sets how the feed learns of new events.
+    pub fn with_wake(mut self, wake: FeedWake) -> Self {
+        self.wake = wake;
+        self
+    }
+
+    /// Sets what `POST /dispatch` runs.
+    pub fn with_dispatcher(mut self, dispatcher: Arc<dyn DispatchPass>) -> Self {
+        self.dispatcher = dispatcher;
+        self
+    }
+
+    /// Sets the allowed browser origins.
+    pub fn with_cors_origins(mut self, origins: Vec<String>) -> Self {
+        self.cors_origins = Arc::from(origins);
+        self
+    }
+
+    /// Sets the model of sessions created without a script.
+    pub fn with_provider(mut self, provider: Arc<dyn ModelProvider>) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// Sets the board used when a request names none.
+    pub fn with_default_board(mut self, board: BoardSlug) -> Self {
+        self.default_board = board;
+        self
+    }
+
+    /// Tells every open stream and feed to end.
+    pub fn close_streams(&self) {
+        let _ = self.closing_tx.send(true);
+    }
+}
+
+/// Builds the router while recording each (method, path) it serves, so the OpenAPI test can
+/// compare the document with what is really routed.
+struct RouteTable {
+    router: Router<HttpState>,
+    routes: Vec<(&'static str, &'static str)>,
+}
+
+impl RouteTable {
+    fn at(
+        mut self,
+        method: &'static str,
+        path: &'static str,
+        handler: MethodRouter<HttpState>,
+    ) -> Self {
+        self.routes.push((method, path));
+        self.router = self.router.route(path, handler);
+        self
+    }
+}
+
+/// Every route: `(method, path)`, in the order they are declared.
+fn table() -> RouteTable {
+    let t = RouteTable {
+        router: Router::new(),
+        routes: Vec::new(),
+    };
+    t.at("get", "/openapi.json", get(openapi::serve_document))
+        // Sessions and approvals.
+        .at("post", "/api/sessions", post(sessions::create))
+        .at("get", "/api/sessions", get(sessions::list))
+        .at("get", "/api/sessions/{id}", get(sessions::show))
+        .at("delete", "/api/sessions/{id}", delete(sessions::close))
+        .at(
+            "post",
+            "/api/sessions/{id}/messages",
+            post(sessions::send_message),
+        )
+        .at("get", "/api/sessions/{id}/events", get(sessions::events))
+        .at(
+            "get",
+            "/api/sessions/{id}/approvals",
+            get(sessions::session_approvals),
+        )
+        .at("post", "/api/sessions/{id}/stop", post(sessions::stop))
+        .at("get", "/api/approvals", get(sessions::all_approvals))
+        .at(
+            "post",
+            "/api/approvals/{request_id}",
+            post(sessions::answer),
+        )
+        // The kanban dashboard.
+        .at("get", "/api/plugins/kanban/board", get(boards::board))
+        .at("get", "/api/plugins/kanban/tasks", get(boards::list_tasks))
+        .at(
+            "post",
+            "/api/plugins/kanban/tasks",
+            post(boards::create_task),
+        )
+        .at(
+            "delete",
+            "/api/plugins/kanban/tasks",
+            delete(boards::delete_tasks),
+        )
+        .at(
+            "post",
+            "/api/plugins/kanban/tasks/bulk",
+            post(boards::bulk_patch),
+        )
+        .at(
+            "get",
+            "/api/plugins/kanban/tasks/{id}",
+            get(boards::show_task),
+        )
+        .at(
+            "patch",
+            "/api/plugins/kanban/tasks/{id}",
+            patch(boards::patch_task),
+        )
+        .at(
+            "post",
+            "/api/plugins/kanban/tasks/{id}/comments",
+            post(boards::add_comment),
+        )
+        .at("post", "/api/plugins/kanban/links", post(boards::link))
+        .at(
+            "delete",
+            "/api/plugins/kanban/links",
+            delete(boards::unlink),
+        )
+        .at(
+            "post",
+            "/api/plugins/kanban/dispatch",
+            post(boards::dispatch),
+        )
+        .at(
+            "get",
+            "/api/plugins/kanban/runs/{id}",
+            get(boards::show_run),
+        )
+        .at(
+            "post",
+            "/api/plugins/kanban/runs/{id}/terminate",
+            post(boards::terminate_run),
+        )
+        .at("get", FEED_PATH, get(feed::upgrade))
+}
+
+/// Every `(method, path)` the router serves.
+pub fn routes() -> Vec<(&'static str, &'static str)> {
+    table().routes
+}
+
+/// The whole API as a router (auth, CORS and JSON 404/405 included); tests may call it without
+/// a socket.
+pub fn router(state: HttpState) -> Router {
+    table()
+        .router
+        .fallback(errors::route_not_found)
+        .method_not_allowed_fallback(errors::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::cors,
+        ))
+        .with_state(state)
+}
+
+/// A server that is listening. Dropping it, or [`RunningServer::shutdown`], stops it.
+#[derive(Debug)]
+pub struct RunningServer {
+    addr: SocketAddr,
+    state: HttpState,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl RunningServer {
+    /// The address it really listens on (the port is filled in when 0 was asked).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Waits until the server ends on its own (an I/O failure) or is shut down elsewhere.
+    pub async fn wait(mut self) -> std::io::Result<()> {
+        match self.task.take() {
+            Some(task) => task.await.map_err(std::io::Error::other)?,
+            None => Ok(()),
+        }
+    }
+
+    /// Ends every stream, stops accepting connections and waits for open requests to end.
+    pub async fn shutdown(mut self) -> std::io::Result<()> {
+        self.state.close_streams();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.task.take() {
+            Some(task) => task.await.map_err(std::io::Error::other)?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        self.state.close_streams();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Binds `addr` and serves the API on it in a background task. A non-loopback address is
+/// allowed but logged as a warning, since anyone who can reach it may try the token.
+pub async fn serve(state: HttpState, addr: SocketAddr) -> std::io::Result<RunningServer> {
+    if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "the HTTP API is listening beyond this machine; keep the token secret and prefer a TLS proxy in front");
+    }
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let app = router(state.clone());
+    let closing = state.clone();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stop_rx.await;
+                closing.close_streams();
+            })
+            .await
+    });
+    tracing::info!(%addr, "troupe HTTP API listening");
+    Ok(RunningServer {
+        addr,
+        state,
+        stop: Some(stop_tx),
+        task: Some(task),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn serve_section_defaults_and_errors() {
+        let config = ServeConfig::from_value(&Value::Null).unwrap();
+        assert!(config.bind.is_loopback());
+        assert_eq!(config.port, DEFAULT_PORT);
+        let config = ServeConfig::from_value(&json!({
+            "bind": "0.0.0.0", "port": 9000, "cors_origins": ["http://a.test"], "token": "x"
+        }))
+        .unwrap();
+        assert_eq!(config.port, 9000);
+        assert_eq!(config.cors_origins, ["http://a.test"]);
+        let error = ServeConfig::from_value(&json!({"port": 70000})).unwrap_err();
+        assert!(error.to_string().contains("serve.port"), "{error}");
+        let error = ServeConfig::from_value(&json!({"bind": "localhost:80"})).unwrap_err();
+        assert!(error.to_string().contains("not an IP address"), "{error}");
+    }
+
+    #[test]
+    fn every_route_is_declared_once() {
+        let routes = routes();
+        let mut seen = std::collections::HashSet::new();
+        for route in &routes {
+            assert!(seen.insert(*route), "{route:?} declared twice");
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! The OpenAPI 3.1 document of the HTTP API, served at `/openapi.json`. It is written here as
+//! data beside the route table in `mod.rs`; a test checks that every routed (method, path) is
+//! in the document and every documented one is routed.
+
+use axum::Json;
+use serde_json::{Value, json};
+
+fn error_responses(codes: &[u16]) -> Value {
+    let mut map = serde_json::Map::new();
+    for code in codes {
+        let text = match code {
+            400 => "The request is wrong; the message says what to send instead.",
+            401 => "No token, or the wrong one.",
+            404 => "The session, task, run, approval or board named does not exist.",
+            409 => {
+                "The thing exists but its state does not allow this (an invalid transition, a busy session)."
+            }
+            415 => "The body is not sent as application/json.",
+            422 => "The JSON does not have the expected fields.",
+            503 => "The server's dispatcher has stopped; restart the server.",
+            _ => "Error.",
+        };
+        map.insert(
+            code.to_string(),
+            json!({"description": text, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}),
+        );
+    }
+    Value::Object(map)
+}
+
+fn ok(description: &str) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": {"type": "object"}}}})
+}
+
+fn body(schema: Value) -> Value {
+    json!({"required": true, "content": {"application/json": {"schema": schema}}})
+}
+
+fn op(summary: &str, params: Value, request: Option<Value>, status: u16, errors: &[u16]) -> Value {
+    let mut responses = error_responses(errors);
+    if let Value::Object(map) = &mut responses {
+        map.insert(status.to_string(), ok(summary));
+    }
+    let mut operation = json!({"summary": summary, "parameters": params, "responses": responses});
+    if let (Some(request), Value::Object(map)) = (request, &mut operation) {
+        map.insert("requestBody".into(), request);
+    }
+    operation
+}
+
+fn path_param(name: &str, kind: &str, description: &str) -> Value {
+    json!({"name": name, "in": "path", "required": true, "description": description, "schema": {"type": kind}})
+}
+
+fn query(name: &str, kind: &str, description: &str) -> Value {
+    json!({"name": name, "in": "query", "required": false, "description": description, "schema": {"type": kind}})
+}
+
+fn board_param() -> Value {
+    query(
+        "board",
+        "string",
+        "Board slug; the server's default board when absent.",
+    )
+}
+
+/// The whole document.
+pub fn document() -> Value {
+    let session_id = path_param("id", "string", "Session id.");
+    let task_id = path_param("id", "string", "Task id (t_ and 8 hex digits).");
+    let run_id = path_param("id", "integer", "Run id.");
+    let patch_schema = json!({"$ref": "#/components/schemas/TaskPatch"});
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "troupe HTTP API",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Sessions, approvals and kanban boards of a running troupe. Every route needs `Authorization: Bearer <token>`; the WebSocket feed also accepts `?token=`. Errors are `{\"error\": {\"code\", \"message\"}}`."
+        },
+        "security": [{"bearer": []}],
+        "paths": {
+            "/openapi.json": {"get": op("This document.", json!([]), None, 200, &[401])},
+            "/api/sessions": {
+                "post": op("Open a session (with a scripted model, or the server's model).", json!([]), Some(body(json!({"$ref": "#/components/schemas/CreateSession"}))), 201, &[400, 401, 415, 422]),
+                "get": op("The sessions opened over HTTP.", json!([]), None, 200, &[401])
+            },
+            "/api/sessions/{id}": {
+                "get": op("One session: its path, whether a turn runs, its last outcome.", json!([session_id]), None, 200, &[401, 404]),
+                "delete": op("Close a session.", json!([session_id]), None, 200, &[401, 404])
+            },
+            "/api/sessions/{id}/messages": {
+                "post": op("Send a user message. 202 once its turn has started (the outcome arrives as the `final` event; a failure later on arrives as a `final` event with status `failed`), 409 when the session is already busy, or 200 with the outcome when `wait` is true.", json!([session_id]), Some(body(json!({"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}, "wait": {"type": "boolean"}}, "additionalProperties": false}))), 202, &[400, 401, 404, 409, 415, 422])
+            },
+            "/api/sessions/{id}/events": {
+                "get": {
+                    "summary": "The session's events as Server-Sent Events, its subagents' included (under their own session ids): `id` is the event's number, `event` its type, `data` the event as JSON. Resumes after `Last-Event-ID` or `after`, which must be from 0 to the number of events logged (400 otherwise).",
+                    "parameters": [session_id, query("after", "integer", "Send events numbered above this.")],
+                    "responses": {
+                        "200": {"description": "An event stream.", "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                        "400": error_responses(&[400])["400"].clone(),
+                        "401": error_responses(&[401])["401"].clone(),
+                        "404": error_responses(&[404])["404"].clone()
+                    }
+                }
+            },
+            "/api/sessions/{id}/approvals": {
+                "get": op("Approval requests of this session (and its subagents) waiting for an answer.", json!([session_id]), None, 200, &[401, 404])
+            },
+            "/api/sessions/{id}/stop": {
+                "post": op("Stop the running turn: `soft` (default) or `hard` (the session's subagents too). The body may be empty.", json!([session_id]), Some(json!({"required": false, "content": {"application/json": {"schema": {"type": "object", "properties": {"mode": {"enum": ["soft", "hard"]}}, "additionalProperties": false}}}})), 200, &[400, 401, 404])
+            },
+            "/api/approvals": {
+                "get": op("Every approval request waiting for an answer, oldest first.", json!([]), None, 200, &[401])
+            },
+            "/api/approvals/{request_id}": {
+                "post": op("Answer an approval request.", json!([path_param("request_id", "string", "The request's id.")]), Some(body(json!({"type": "object", "required": ["choice"], "properties": {"choice": {"enum": ["once", "session", "always", "deny"]}, "reason": {"type": "string"}}, "additionalProperties": false}))), 200, &[400, 401, 404, 415, 422])
+            },
+            "/api/plugins/kanban/board": {
+                "get": op("The board: counts, open runs, the newest event id and the tasks by status.", json!([board_param(), query("tenant", "string", "Only this tenant."), query("include_archived", "boolean", "Archived tasks too.")]), None, 200, &[400, 401, 404])
+            },
+            "/api/plugins/kanban/tasks": {
+                "get": op("Tasks, oldest first.", json!([board_param(), query("status", "string", "Only this status."), query("assignee", "string", "Only this assignee."), query("tenant", "string", "Only this tenant."), query("include_archived", "boolean", "Archived tasks too."), query("limit", "integer", "At most this many.")]), None, 200, &[400, 401, 404]),
+                "post": op("Create a task (201), or get back the live task holding the same idempotency key (200).", json!([board_param()]), Some(body(json!({"$ref": "#/components/schemas/CreateTask"}))), 201, &[400, 401, 404, 409, 415, 422]),
+                "delete": op("Remove tasks: each is archived (the event log keeps its history). Reported per id.", json!([board_param()]), Some(body(json!({"type": "object", "required": ["ids"], "properties": {"ids": {"type": "array", "items": {"type": "string"}}}, "additionalProperties": false}))), 200, &[400, 401, 404, 415, 422])
+            },
+            "/api/plugins/kanban/tasks/bulk": {
+                "post": op("Apply one patch to several tasks; each id reports its own result.", json!([board_param()]), Some(body(json!({"type": "object", "required": ["ids", "patch"], "properties": {"ids": {"type": "array", "items": {"type": "string"}}, "patch": patch_schema}, "additionalProperties": false}))), 200, &[400, 401, 404, 415, 422])
+            },
+            "/api/plugins/kanban/tasks/{id}": {
+                "get": op("A task with its comments, events, links and runs.", json!([task_id, board_param()]), None, 200, &[400, 401, 404]),
+                "patch": op("Edit fields, then move to another status (`done` with summary/metadata completes it).", json!([task_id, board_param()]), Some(body(patch_schema)), 200, &[400, 401, 404, 409, 415, 422])
+            },
+            "/api/plugins/kanban/tasks/{id}/comments": {
+                "post": op("Add a comment.", json!([task_id, board_param()]), Some(body(json!({"type": "object", "required": ["body"], "properties": {"body": {"type": "string"}, "author": {"type": "string"}}, "additionalProperties": false}))), 201, &[400, 401, 404, 415, 422])
+            },
+            "/api/plugins/kanban/links": {
+                "post": op("Make child_id wait for parent_id.", json!([board_param()]), Some(body(json!({"type": "object", "required": ["parent_id", "child_id"], "properties": {"parent_id": {"type": "string"}, "child_id": {"type": "string"}}, "additionalProperties": false}))), 201, &[400, 401, 404, 409, 415, 422]),
+                "delete": op("Remove a link.", json!([board_param(), {"name": "parent_id", "in": "query", "required": true, "schema": {"type": "string"}}, {"name": "child_id", "in": "query", "required": true, "schema": {"type": "string"}}]), None, 200, &[400, 401, 404])
+            },
+            "/api/plugins/kanban/dispatch": {
+                "post": op("Run one dispatch round now. With a local dispatcher (`dispatcher: \"local\"`, when troupe.yaml has profiles) the answer lists what was claimed and skipped (`claimed`, `skipped_unassigned`, `skipped_nonspawnable`, `skipped_capacity`, `skipped_cooldown`); without one (`dispatcher: \"none\"`) it lists `waiting_for_worker` and a `note` on how to add one.", json!([board_param(), query("max", "integer", "Claim at most this many."), query("dry_run", "boolean", "Change nothing; report what would happen.")]), None, 200, &[400, 401, 404, 503])
+            },
+            "/api/plugins/kanban/runs/{id}": {
+                "get": op("One run.", json!([run_id, board_param()]), None, 200, &[400, 401, 404])
+            },
+            "/api/plugins/kanban/runs/{id}/terminate": {
+                "post": op("End an open run: its task is blocked (kind `terminated`) and the worker loses its lease. A worker of this server's own dispatcher is stopped hard before the answer; `worker` says which: `stopped`, `stopping`, `not_running_here` or `no_local_dispatcher`.", json!([run_id, board_param()]), None, 200, &[400, 401, 404, 409])
+            },
+            "/api/plugins/kanban/events": {
+                "get": {
+                    "summary": "WebSocket feed of the board's events after `since` (live from now when absent), one JSON text message per event, oldest first. Reconnect with since=<last id seen>: nothing is skipped or repeated.",
+                    "parameters": [board_param(), query("since", "integer", "The last event id seen."), query("token", "string", "The bearer token, for clients that cannot set headers.")],
+                    "responses": {
+                        "101": {"description": "Switching to the WebSocket protocol; each message is an Event.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Event"}}}},
+                        "400": error_responses(&[400])["400"].clone(),
+                        "401": error_responses(&[401])["401"].clone(),
+                        "404": error_responses(&[404])["404"].clone()
+                    }
+                }
+            }
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Error": {
+                    "type": "object",
+                    "required": ["error"],
+                    "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}
+                },
+                "CreateSession": {
+                    "type": "object",
+                    "properties": {
+                        "script": {"type": "object", "description": "A scripted model: {\"turns\": [{\"text\": ..., \"tool_calls\": [{\"name\", \"arguments\"}]}]}."},
+                        "toolsets": {"type": "array", "items": {"type": "string"}},
+                        "system_prompt": {"type": "string"},
+                        "max_iterations": {"type": "integer", "minimum": 1}
+                    },
+                    "additionalProperties": false
+                },
+                "CreateTask": {
+                    "type": "object",
+                    "required": ["title"],
+                    "properties": {
+                        "title": {"type": "string"}, "body": {"type": "string"}, "assignee": {"type": "string"},
+                        "priority": {"type": "integer"}, "tenant": {"type": "string"}, "idempotency_key": {"type": "string"},
+                        "parents": {"type": "array", "items": {"type": "string"}}, "triage": {"type": "boolean"},
+                        "created_by": {"type": "string"}, "max_runtime_seconds": {"type": "integer", "minimum": 1, "maximum": 31536000}, "max_retries": {"type": "integer"}
+                    },
+                    "additionalProperties": false
+                },
+                "TaskPatch": {
+                    "type": "object",
+                    "properties": {
+                        "title": {"type": "string"}, "body": {"type": "string"}, "priority": {"type": "integer"},
+                        "tenant": {"type": "string"}, "result": {"type": "string"}, "assignee": {"type": "string", "description": "Empty unassigns."},
+                        "status": {"enum": ["done", "blocked", "ready", "todo", "review", "archived"]},
+                        "summary": {"type": "string"}, "metadata": {}, "reason": {"type": "string"}, "block_kind": {"type": "string"}
+                    },
+                    "additionalProperties": false
+                },
+                "Event": {
+                    "type": "object",
+                    "required": ["id", "kind", "payload", "created_at"],
+                    "properties": {
+                        "id": {"type": "integer"}, "task_id": {"type": ["string", "null"]}, "run_id": {"type": ["integer", "null"]},
+                        "kind": {"type": "string"}, "payload": {"type": "object"}, "created_at": {"type": "integer", "description": "Milliseconds since the Unix epoch."}
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// Every `(method, path)` the document lists, methods in lower case.
+pub fn documented_routes(document: &Value) -> Vec<(String, String)> {
+    let mut routes = Vec::new();
+    if let Some(paths) = document["paths"].as_object() {
+        for (path, item) in paths {
+            if let Some(item) = item.as_object() {
+                for method in item.keys() {
+                    routes.push((method.clone(), path.clone()));
+                }
+            }
+        }
+    }
+    routes
+}
+
+/// Handler of `GET /openapi.json`.
+pub async fn serve_document() -> Json<Value> {
+    Json(document())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn the_document_lists_exactly_the_routed_paths() {
+        let document = document();
+        let documented: BTreeSet<(String, String)> =
+            documented_routes(&document).into_iter().collect();
+        let routed: BTreeSet<(String, String)> = super::super::routes()
+            .into_iter()
+            .map(|(m, p)| (m.to_string(), p.to_string()))
+            .collect();
+        let missing: Vec<_> = routed.difference(&documented).collect();
+        let extra: Vec<_> = documented.difference(&routed).collect();
+        assert!(missing.is_empty(), "routed but not documented: {missing:?}");
+        assert!(extra.is_empty(), "documented but not routed: {extra:?}");
+        assert_eq!(document["openapi"], "3.1.0");
+    }
+}

@@ -1,0 +1,731 @@
+//! Session routes of the HTTP API over the [`Troupe`](crate::Troupe) API: create a session,
+//! send it a message, stream its events over SSE, list and answer pending approvals, stop it
+//! (soft or hard) and close it. Each session opened here keeps an in-memory log of its events
+//! (numbered from 1, the SSE `id`), so a client that connects late or reconnects with
+//! `Last-Event-ID` misses nothing.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::Stream;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use troupe_actors::events::{EventKind, SessionEvent};
+use troupe_actors::model::{ModelProvider, Script, ScriptedProvider};
+use troupe_actors::session::{SessionConfig, SessionHandle, TurnOutcome};
+use troupe_actors::supervisor::{ApprovalChoice, PendingApproval};
+use troupe_tools::ViewSpec;
+
+use super::HttpState;
+use super::errors::{ApiError, ApiJson, ApiPath, ApiQuery};
+use crate::api::SessionOptions;
+
+/// Events kept per session; older ones are dropped (a reconnect that far behind starts at the
+/// oldest kept event, and is told so by the gap in ids).
+pub const SESSION_LOG_CAP: usize = 10_000;
+
+/// The sessions opened over HTTP.
+#[derive(Debug, Default)]
+pub struct SessionTable {
+    entries: Mutex<HashMap<String, Arc<SessionEntry>>>,
+}
+
+impl SessionTable {
+    fn get(&self, id: &str) -> Result<Arc<SessionEntry>, ApiError> {
+        lock(&self.entries).get(id).cloned().ok_or_else(|| {
+            ApiError::not_found(
+                "session_not_found",
+                format!("there is no open session {id}; create one with POST /api/sessions"),
+            )
+        })
+    }
+}
+
+/// One session opened over HTTP.
+#[derive(Debug)]
+struct SessionEntry {
+    handle: SessionHandle,
+    log: Arc<EventLog>,
+    /// Set while a turn runs, so a second message is refused at once with 409.
+    busy: AtomicBool,
+    /// The outcome of the latest finished turn.
+    last_outcome: Mutex<Option<Value>>,
+}
+
+/// A session's events, numbered from 1, with a watch that ticks on each new one.
+#[derive(Debug)]
+pub struct EventLog {
+    inner: Mutex<LogInner>,
+    tick: tokio::sync::watch::Sender<u64>,
+}
+
+#[derive(Debug, Default)]
+struct LogInner {
+    /// Number of the first event still kept.
+    first: u64,
+    events: std::collections::VecDeque<SessionEvent>,
+    ended: bool,
+}
+
+impl Default for EventLog {
+    fn default() -> Self {
+        EventLog {
+            inner: Mutex::new(LogInner {
+                first: 1,
+                ..LogInner::default()
+            }),
+            tick: tokio::sync::watch::channel(0).0,
+        }
+    }
+}
+
+impl EventLog {
+    /// Appends an event; returns its number.
+    pub fn push(&self, event: SessionEvent) -> u64 {
+        // The log is complete only when its writer says so (`end`): a subagent's
+        // `session_ended` passes through it too.
+        let mut inner = lock(&self.inner);
+        inner.events.push_back(event);
+        if inner.events.len() > SESSION_LOG_CAP {
+            inner.events.pop_front();
+            inner.first += 1;
+        }
+        let last = inner.first + inner.events.len() as u64 - 1;
+        drop(inner);
+        self.tick.send_replace(last);
+        last
+    }
+
+    /// Marks the log complete (the session's event source ended).
+    pub fn end(&self) {
+        lock(&self.inner).ended = true;
+        self.tick.send_modify(|_| {});
+    }
+
+    /// Events numbered above `after`, with their numbers, and whether the log is complete.
+    pub fn after(&self, after: u64) -> (Vec<(u64, SessionEvent)>, bool) {
+        let inner = lock(&self.inner);
+        // A cursor past the end (even u64::MAX) yields nothing rather than overflowing.
+        let start = after.max(inner.first.saturating_sub(1));
+        let skip = usize::try_from(start.saturating_sub(inner.first.saturating_sub(1)))
+            .unwrap_or(usize::MAX);
+        let events = inner
+            .events
+            .iter()
+            .skip(skip)
+            .enumerate()
+            .map(|(i, e)| (start.saturating_add(1 + i as u64), e.clone()))
+            .collect();
+        (events, inner.ended)
+    }
+
+    /// Whether session `session_id` logged a `turn_started` after event number `after`.
+    pub fn turn_started_after(&self, session_id: &str, after: u64) -> bool {
+        self.after(after).0.iter().any(|(_, e)| {
+            e.session_id == session_id && matches!(e.kind, EventKind::TurnStarted { .. })
+        })
+    }
+
+    /// How many events were ever logged.
+    pub fn len(&self) -> u64 {
+        let inner = lock(&self.inner);
+        inner.first + inner.events.len() as u64 - 1
+    }
+
+    /// Whether nothing was logged yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// `POST /api/sessions`: what a new session is made from.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSession {
+    /// A scripted model (the format of `troupe chat --script`, as JSON); the server's
+    /// configured model when absent.
+    #[serde(default)]
+    pub script: Option<Value>,
+    /// Toolsets the session may use; all of the server's when absent.
+    #[serde(default)]
+    pub toolsets: Option<Vec<String>>,
+    /// A system prompt.
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    /// Tool rounds allowed per turn.
+    #[serde(default)]
+    pub max_iterations: Option<u32>,
+}
+
+/// Handler of `POST /api/sessions`.
+pub async fn create(
+    State(state): State<HttpState>,
+    ApiJson(request): ApiJson<CreateSession>,
+) -> Result<Response, ApiError> {
+    let provider: Arc<dyn ModelProvider> = match (&request.script, &state.provider) {
+        (Some(script), _) => {
+            let script: Script = serde_json::from_value(script.clone()).map_err(|e| {
+                ApiError::bad_request(
+                    "bad_script",
+                    format!(
+                        "`script` is not a valid script ({e}); send {{\"turns\": [{{\"text\": \"...\"}}]}}"
+                    ),
+                )
+            })?;
+            Arc::new(ScriptedProvider::new(script))
+        }
+        (None, Some(provider)) => Arc::clone(provider),
+        (None, None) => {
+            return Err(ApiError::bad_request(
+                "no_model",
+                "this server has no model configured; send a `script`, or start troupe serve \
+                 with model.base_url set in troupe.yaml",
+            ));
+        }
+    };
+    let mut options = SessionOptions::new(provider);
+    if let Some(toolsets) = request.toolsets {
+        let view = state
+            .troupe
+            .registry()
+            .view(ViewSpec::toolsets(toolsets))
+            .map_err(|e| ApiError::bad_request("bad_toolsets", e.to_string()))?;
+        options = options.with_view(view);
+    }
+    if request.system_prompt.is_some() || request.max_iterations.is_some() {
+        let mut config: SessionConfig = state.troupe.session_defaults();
+        if let Some(prompt) = request.system_prompt {
+            config.system_prompt = Some(prompt);
+        }
+        if let Some(max) = request.max_iterations {
+            if max == 0 {
+                return Err(ApiError::bad_request(
+                    "bad_max_iterations",
+                    "max_iterations must be at least 1",
+                ));
+            }
+            config.max_iterations = max;
+        }
+        options = options.with_config(config);
+    }
+    let (handle, log) = open_logged(&state, options).await?;
+    let entry = Arc::new(SessionEntry {
+        handle: handle.clone(),
+        log,
+        busy: AtomicBool::new(false),
+        last_outcome: Mutex::new(None),
+    });
+    lock(&state.sessions.entries).insert(handle.id().to_string(), entry);
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"session_id": handle.id(), "agent_path": handle.agent_path()})),
+    )
+        .into_response())
+}
+
+/// Opens a session and starts copying its events into a log. The troupe-wide stream is
+/// subscribed before the session opens, so its opening events are kept too; the copier stops
+/// after the session's `session_ended`.
+async fn open_logged(
+    state: &HttpState,
+    options: SessionOptions,
+) -> Result<(SessionHandle, Arc<EventLog>), ApiError> {
+    let mut all = state.troupe.events();
+    let handle = state.troupe.open_session(options).await?;
+    let log = Arc::new(EventLog::default());
+    let writer = Arc::clone(&log);
+    let id = handle.id().to_string();
+    tokio::spawn(async move {
+        // Subagents (at any depth) report on the parent's stream too, under their own
+        // session ids: a child is known by its `session_started`, whose agent_path runs
+        // through this session.
+        let mut family: std::collections::HashSet<String> = std::collections::HashSet::new();
+        while let Some(event) = all.next().await {
+            if let EventKind::SessionStarted { agent_path, .. } = &event.kind
+                && event.session_id != id
+                && agent_path.iter().any(|s| s == &id)
+            {
+                family.insert(event.session_id.clone());
+            }
+            let own = event.session_id == id;
+            if !own && !family.contains(&event.session_id) {
+                continue;
+            }
+            let ended = own && matches!(event.kind, EventKind::SessionEnded { .. });
+            writer.push(event);
+            if ended {
+                break;
+            }
+        }
+        writer.end();
+    });
+    Ok((handle, log))
+}
+
+fn describe(entry: &SessionEntry) -> Value {
+    json!({
+        "session_id": entry.handle.id(),
+        "agent_path": entry.handle.agent_path(),
+        "busy": entry.busy.load(Ordering::SeqCst),
+        "events": entry.log.len(),
+        "last_outcome": lock(&entry.last_outcome).clone(),
+    })
+}
+
+/// Handler of `GET /api/sessions`.
+pub async fn list(State(state): State<HttpState>) -> Json<Value> {
+    let mut sessions: Vec<Value> = lock(&state.sessions.entries)
+        .values()
+        .map(|e| describe(e))
+        .collect();
+    sessions.sort_by(|a, b| a["session_id"].as_str().cmp(&b["session_id"].as_str()));
+    Json(json!({ "sessions": sessions }))
+}
+
+/// Handler of `GET /api/sessions/{id}`.
+pub async fn show(
+    State(state): State<HttpState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<Value>, ApiError> {
+    let entry = state.sessions.get(&id)?;
+    Ok(Json(describe(&entry)))
+}
+
+/// Handler of `DELETE /api/sessions/{id}`.
+pub async fn close(
+    State(state): State<HttpState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<Value>, ApiError> {
+    state.sessions.get(&id)?;
+    state.troupe.close_session(&id).await?;
+    lock(&state.sessions.entries).remove(&id);
+    Ok(Json(json!({"session_id": id, "closed": true})))
+}
+
+/// `POST /api/sessions/{id}/messages`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendMessage {
+    /// The user's message.
+    pub text: String,
+    /// Wait for the turn to end and answer with its outcome (default: answer 202 at once and
+    /// let the outcome arrive on the event stream as `final`).
+    #[serde(default)]
+    pub wait: bool,
+}
+
+/// Handler of `POST /api/sessions/{id}/messages`.
+pub async fn send_message(
+    State(state): State<HttpState>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(message): ApiJson<SendMessage>,
+) -> Result<Response, ApiError> {
+    if message.text.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            "empty_message",
+            "`text` is empty; send the user's message",
+        ));
+    }
+    let entry = state.sessions.get(&id)?;
+    if entry.busy.swap(true, Ordering::SeqCst) {
+        return Err(ApiError::conflict(
+            "session_busy",
+            format!(
+                "session {id} is still working on a message; wait for its `final` event or stop it"
+            ),
+        ));
+    }
+    // Events already logged: a `turn_started` after these is the turn this message began.
+    let seen = entry.log.len();
+    let mut ticks = entry.log.tick.subscribe();
+    let mut turn = {
+        let entry = Arc::clone(&entry);
+        tokio::spawn(async move {
+            let result = entry.handle.send(message.text).await;
+            if let Ok(outcome) = &result {
+                *lock(&entry.last_outcome) = Some(outcome_json(outcome));
+            }
+            entry.busy.store(false, Ordering::SeqCst);
+            result
+        })
+    };
+    if !message.wait {
+        // Answer 202 only once the message is known to have started a turn: a session busy
+        // with something this table did not start (a background delegation's results, say)
+        // refuses the message, and that refusal must reach the client, not vanish.
+        let finished = loop {
+            ticks.borrow_and_update();
+            if entry.log.turn_started_after(entry.handle.id(), seen) {
+                break None;
+            }
+            tokio::select! {
+                result = &mut turn => break Some(result),
+                changed = ticks.changed() => if changed.is_err() {
+                    break Some((&mut turn).await);
+                },
+            }
+        };
+        match finished {
+            Some(Ok(Err(error))) => return Err(crate::api::TroupeError::from(error).into()),
+            Some(Err(error)) => {
+                return Err(ApiError::internal(format!(
+                    "the turn's task failed: {error}"
+                )));
+            }
+            Some(Ok(Ok(_))) => {}
+            // Answered 202 while the turn runs: an error it ends with is kept for the client.
+            None => {
+                let entry = Arc::clone(&entry);
+                tokio::spawn(async move {
+                    match turn.await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(error)) => record_failure(&entry, &error.to_string()),
+                        Err(error) => {
+                            record_failure(&entry, &format!("the turn's task failed: {error}"))
+                        }
+                    }
+                });
+            }
+        }
+        return Ok((
+            StatusCode::ACCEPTED,
+            Json(json!({
+                "session_id": id,
+                "accepted": true,
+                "events": format!("/api/sessions/{id}/events"),
+            })),
+        )
+            .into_response());
+    }
+    match turn.await {
+        Ok(Ok(outcome)) => Ok(Json(outcome_json(&outcome)).into_response()),
+        Ok(Err(error)) => Err(crate::api::TroupeError::from(error).into()),
+        Err(error) => Err(ApiError::internal(format!(
+            "the turn's task failed: {error}"
+        ))),
+    }
+}
+
+/// Keeps a message the session refused or lost: as the session's last outcome, and as a
+/// `final` event with status `failed` on its stream, so a client that was answered 202 learns
+/// of it.
+fn record_failure(entry: &SessionEntry, error: &str) {
+    *lock(&entry.last_outcome) = Some(json!({
+        "turn_id": null,
+        "text": "",
+        "status": "failed",
+        "error": error,
+    }));
+    entry.log.push(SessionEvent {
+        session_id: entry.handle.id().to_string(),
+        kind: EventKind::Final {
+            turn_id: String::new(),
+            text: format!("the message was not handled: {error}"),
+            status: "failed".into(),
+        },
+    });
+}
+
+fn outcome_json(outcome: &TurnOutcome) -> Value {
+    json!({
+        "turn_id": outcome.turn_id,
+        "text": outcome.text,
+        "status": outcome.status.as_str(),
+        "model_requests": outcome.model_requests,
+        "error": outcome.error,
+        "calls": outcome.calls.iter().map(|call| json!({
+            "call_id": call.call_id,
+            "tool": call.tool,
+            "underlying_tool": call.underlying_tool,
+            "status": call.status,
+            "duration_ms": u64::try_from(call.duration.as_millis()).unwrap_or(u64::MAX),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// `GET /api/sessions/{id}/events` query.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    /// Start after this event number (as `Last-Event-ID` does); from the first when absent.
+    #[serde(default)]
+    pub after: Option<u64>,
+}
+
+/// Handler of `GET /api/sessions/{id}/events`: the session's events as SSE, each with its
+/// number as `id` and its type as `event`; ends after `session_ended`.
+pub async fn events(
+    State(state): State<HttpState>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(query): ApiQuery<EventsQuery>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+    let entry = state.sessions.get(&id)?;
+    let header_cursor = match headers.get("last-event-id") {
+        None => None,
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "bad_last_event_id",
+                        "Last-Event-ID must be the number of an event this stream sent",
+                    )
+                })?,
+        ),
+    };
+    let cursor = header_cursor.or(query.after).unwrap_or(0);
+    let last = entry.log.len();
+    if cursor > last {
+        return Err(ApiError::bad_request(
+            "bad_cursor",
+            format!(
+                "event {cursor} does not exist yet: this session has logged {last} events; \
+                 send `after` or Last-Event-ID from 0 to {last}"
+            ),
+        ));
+    }
+    let log = Arc::clone(&entry.log);
+    let ticks = log.tick.subscribe();
+    let closing = state.closing.clone();
+    let stream = futures::stream::unfold(
+        (
+            log,
+            cursor,
+            ticks,
+            closing,
+            std::collections::VecDeque::new(),
+            false,
+        ),
+        |(log, mut cursor, mut ticks, mut closing, mut pending, mut done)| async move {
+            loop {
+                if let Some((number, event)) = pending.pop_front() {
+                    cursor = number;
+                    let sse = to_sse(number, &event);
+                    return Some((Ok(sse), (log, cursor, ticks, closing, pending, done)));
+                }
+                if done || *closing.borrow() {
+                    return None;
+                }
+                // Mark the tick seen before reading, so an event logged after the read wakes us.
+                ticks.borrow_and_update();
+                let (events, ended) = log.after(cursor);
+                if !events.is_empty() {
+                    pending.extend(events);
+                    continue;
+                }
+                if ended {
+                    done = true;
+                    continue;
+                }
+                tokio::select! {
+                    changed = ticks.changed() => if changed.is_err() { done = true },
+                    _ = closing.changed() => {}
+                }
+            }
+        },
+    );
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+fn to_sse(number: u64, event: &SessionEvent) -> SseEvent {
+    let data = serde_json::to_value(event).unwrap_or_else(|e| json!({"error": e.to_string()}));
+    let kind = data["type"].as_str().unwrap_or("event").to_string();
+    SseEvent::default()
+        .id(number.to_string())
+        .event(kind)
+        .data(data.to_string())
+}
+
+/// Handler of `GET /api/approvals`: every pending request, oldest first.
+pub async fn all_approvals(State(state): State<HttpState>) -> Result<Json<Value>, ApiError> {
+    let pending = state.troupe.pending_approvals().await?;
+    Ok(Json(json!({ "approvals": pending })))
+}
+
+/// Handler of `GET /api/sessions/{id}/approvals`: the session's pending requests (its
+/// subagents' included), oldest first.
+pub async fn session_approvals(
+    State(state): State<HttpState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<Value>, ApiError> {
+    state.sessions.get(&id)?;
+    let pending: Vec<PendingApproval> = state
+        .troupe
+        .pending_approvals()
+        .await?
+        .into_iter()
+        .filter(|p| p.session_id == id || p.agent_path.iter().any(|s| s == &id))
+        .collect();
+    Ok(Json(json!({ "approvals": pending })))
+}
+
+/// `POST /api/approvals/{request_id}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerRequest {
+    /// `once`, `session`, `always` or `deny`.
+    pub choice: String,
+    /// With `deny`: why, for the model.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// Handler of `POST /api/approvals/{request_id}`.
+pub async fn answer(
+    State(state): State<HttpState>,
+    ApiPath(request_id): ApiPath<String>,
+    ApiJson(body): ApiJson<AnswerRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let choice = match body.choice.trim().to_ascii_lowercase().as_str() {
+        "once" => ApprovalChoice::Once,
+        "session" => ApprovalChoice::Session,
+        "always" => ApprovalChoice::Always,
+        "deny" => ApprovalChoice::Deny {
+            reason: body.reason.clone(),
+        },
+        other => {
+            return Err(ApiError::bad_request(
+                "bad_choice",
+                format!("choice {other:?} is not one of once, session, always, deny"),
+            ));
+        }
+    };
+    if body.reason.is_some() && !matches!(choice, ApprovalChoice::Deny { .. }) {
+        return Err(ApiError::bad_request(
+            "bad_choice",
+            "`reason` goes only with choice `deny`",
+        ));
+    }
+    if !state.troupe.answer(&request_id, choice).await? {
+        return Err(ApiError::not_found(
+            "approval_not_pending",
+            format!(
+                "approval request {request_id} is not pending (already answered, timed out, or \
+                 never asked); GET /api/approvals lists the pending ones"
+            ),
+        ));
+    }
+    Ok(Json(
+        json!({"request_id": request_id, "answered": body.choice.trim().to_ascii_lowercase()}),
+    ))
+}
+
+/// `POST /api/sessions/{id}/stop` body (optional).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StopRequest {
+    /// `soft` (the default: the running turn ends at the next safe point) or `hard` (the turn
+    /// and every descendant's end now).
+    #[serde(default)]
+    pub mode: Option<String>,
+}
+
+/// Handler of `POST /api/sessions/{id}/stop`. The body may be empty (a soft stop).
+pub async fn stop(
+    State(state): State<HttpState>,
+    ApiPath(id): ApiPath<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let request: StopRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        StopRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| {
+            ApiError::bad_request(
+                "bad_json",
+                format!("the body is not a stop request ({e}); send {{\"mode\": \"soft\"}} or {{\"mode\": \"hard\"}}"),
+            )
+        })?
+    };
+    let hard = match request.mode.as_deref().map(str::trim) {
+        None | Some("soft") => false,
+        Some("hard") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "bad_stop_mode",
+                format!("stop mode {other:?} is neither soft nor hard"),
+            ));
+        }
+    };
+    state.sessions.get(&id)?;
+    let stopped = state.troupe.stop(&id, hard).await?;
+    Ok(Json(json!({
+        "session_id": id,
+        "mode": if hard { "hard" } else { "soft" },
+        "turns_stopped": stopped,
+    })))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(n: u32) -> SessionEvent {
+        SessionEvent {
+            session_id: "s".into(),
+            kind: EventKind::TurnStarted {
+                turn_id: format!("t{n}"),
+            },
+        }
+    }
+
+    #[test]
+    fn the_log_numbers_from_one_and_replays_after_a_cursor() {
+        let log = EventLog::default();
+        assert!(log.is_empty());
+        assert_eq!(log.push(event(1)), 1);
+        assert_eq!(log.push(event(2)), 2);
+        assert_eq!(log.push(event(3)), 3);
+        let (events, ended) = log.after(1);
+        assert_eq!(
+            events.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            vec![2, 3]
+        );
+        assert!(!ended);
+        assert!(log.after(3).0.is_empty());
+        log.end();
+        assert!(log.after(3).1);
+    }
+
+    #[test]
+    fn a_cursor_past_the_end_yields_nothing_and_never_overflows() {
+        let log = EventLog::default();
+        assert!(log.after(u64::MAX).0.is_empty());
+        log.push(event(1));
+        assert!(log.after(u64::MAX).0.is_empty());
+        assert!(log.after(1).0.is_empty());
+        assert_eq!(log.after(0).0.len(), 1);
+        assert!(log.turn_started_after("s", 0));
+        assert!(!log.turn_started_after("s", 1));
+        assert!(!log.turn_started_after("other", 0));
+    }
+
+    #[test]
+    fn the_log_drops_its_oldest_past_the_cap() {
+        let log = EventLog::default();
+        for n in 0..(SESSION_LOG_CAP as u32 + 5) {
+            log.push(event(n));
+        }
+        let (events, _) = log.after(0);
+        assert_eq!(events.len(), SESSION_LOG_CAP);
+        assert_eq!(events[0].0, 6);
+        assert_eq!(log.len(), SESSION_LOG_CAP as u64 + 5);
+    }
+}

@@ -1,0 +1,711 @@
+//! The `kanban:` and `profiles:` sections of `troupe.yaml`, checked into [`KanbanSettings`], and
+//! [`open_store`], which opens the board store those settings name (a SQLite directory or a
+//! `postgres://` URL). Used by `troupe kanban`, the demo, the HTTP API and [`crate::kanban_api`].
+//! Durations are written as `90`, `90s`, `30m`, `2h` or `1d` ([`parse_duration`]).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use troupe_actors::model::{
+    DEFAULT_MODEL, ModelProvider, OpenAiConfig, OpenAiProvider, ScriptedProvider,
+};
+use troupe_actors::session::SessionConfig;
+use troupe_kanban::dispatcher::{DEFAULT_MAX_IN_PROGRESS, DispatcherConfig};
+use troupe_kanban::model::{DEFAULT_CLAIM_TTL, DEFAULT_FAILURE_LIMIT};
+use troupe_kanban::profiles::{Profiles, WorkerProfile};
+use troupe_kanban::store::{PostgresStore, SqliteStore, Store, StoreError};
+use troupe_tools::{Registry, ViewSpec};
+
+use crate::config::{Config, ConfigError, ModelSection, kind};
+
+/// How often a dispatcher looks for work when nothing wakes it (the spec's 60 s).
+pub const DEFAULT_DISPATCH_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Where a board store lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreLocation {
+    /// An embedded SQLite store: a directory holding one database file per board.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database shared by many hosts (`postgres://...`).
+    Postgres(String),
+}
+
+impl StoreLocation {
+    /// Reads a `--store` value or `kanban.store` setting: a `postgres://` or `postgresql://` URL,
+    /// else a directory path (`~/` is expanded).
+    pub fn parse(raw: &str) -> Result<StoreLocation, String> {
+        let raw = raw.trim();
+        if raw.is_empty() {
+            return Err(
+                "the store is empty; give a directory for a SQLite store or a postgres://user@host/db URL"
+                    .into(),
+            );
+        }
+        if raw.starts_with("postgres://") || raw.starts_with("postgresql://") {
+            return Ok(StoreLocation::Postgres(raw.to_string()));
+        }
+        if let Some((scheme, _)) = raw.split_once("://") {
+            return Err(format!(
+                "{scheme}:// stores are not supported; give a directory for a SQLite store or a postgres:// URL"
+            ));
+        }
+        let path = match raw.strip_prefix("~/") {
+            Some(rest) => match std::env::var_os("HOME") {
+                Some(home) => PathBuf::from(home).join(rest),
+                None => {
+                    return Err(format!(
+                        "{raw} starts with ~/ but HOME is not set; give an absolute directory"
+                    ));
+                }
+            },
+            None => PathBuf::from(raw),
+        };
+        Ok(StoreLocation::Sqlite(path))
+    }
+
+    /// The location for people to read: the directory, or the URL without its password.
+    pub fn describe(&self) -> String {
+        match self {
+            StoreLocation::Sqlite(path) => format!("SQLite store at {}", path.display()),
+            StoreLocation::Postgres(url) => format!("PostgreSQL store at {}", redact_url(url)),
+        }
+    }
+
+    /// The file that remembers the board `troupe kanban boards switch` chose: `current` in a
+    /// SQLite store's directory (the file [`SqliteStore`] itself reads), or
+    /// `<troupe home>/kanban/postgres-current-<hash of the URL>` for PostgreSQL.
+    pub fn current_board_file(&self) -> PathBuf {
+        match self {
+            StoreLocation::Sqlite(dir) => dir.join("current"),
+            StoreLocation::Postgres(url) => {
+                // One file per database, named by a hash of its URL (which may hold a password).
+                let hash = url.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                    (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+                });
+                troupe_home()
+                    .join("kanban")
+                    .join(format!("postgres-current-{hash:016x}"))
+            }
+        }
+    }
+}
+
+/// A named agent configuration that tasks are assigned to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProfileSettings {
+    /// The profile's name (what `--assignee` names).
+    pub name: String,
+    /// Base URL of its OpenAI-compatible API; the `model` section's when absent.
+    pub base_url: Option<String>,
+    /// Model name; the `model` section's when absent.
+    pub model: Option<String>,
+    /// The environment variable holding its API key.
+    pub api_key_env: Option<String>,
+    /// Toolsets its workers get, besides the kanban tools (none when empty).
+    pub toolsets: Vec<String>,
+    /// Text added to its workers' system prompt.
+    pub system_prompt: Option<String>,
+    /// A scripted model file to answer instead of a server (offline runs and tests).
+    pub script: Option<PathBuf>,
+    /// Tool rounds a worker may take before it must finish.
+    pub max_iterations: Option<u32>,
+}
+
+/// The checked `kanban:` section with its `profiles:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KanbanSettings {
+    /// Where the boards live.
+    pub store: StoreLocation,
+    /// The profile that runs tasks with no assignee; they are reported unassigned when `None`.
+    pub default_assignee: Option<String>,
+    /// Failures before a task is given up and blocked, when the task sets no `max_retries`.
+    pub failure_limit: u32,
+    /// Tasks running at once in one dispatcher; no limit when `None`.
+    pub max_in_progress: Option<usize>,
+    /// Per-profile caps on running tasks.
+    pub max_in_progress_per_assignee: BTreeMap<String, usize>,
+    /// How often the dispatcher sweeps when no event wakes it.
+    pub dispatch_interval: Duration,
+    /// How long a claim lasts before a heartbeat must extend it.
+    pub lease_ttl: Duration,
+    /// Only these profiles are dispatched (`dispatch_profiles`); any when `None`.
+    pub dispatch_profiles: Option<Vec<String>>,
+    /// Profiles a worker may assign its children to besides its own and the default
+    /// (`worker_assignable_profiles`).
+    pub worker_assignable_profiles: Vec<String>,
+    /// The named agent configurations, by name.
+    pub profiles: BTreeMap<String, ProfileSettings>,
+}
+
+impl Default for KanbanSettings {
+    fn default() -> Self {
+        KanbanSettings {
+            store: StoreLocation::Sqlite(default_store_dir()),
+            default_assignee: None,
+            failure_limit: DEFAULT_FAILURE_LIMIT,
+            max_in_progress: None,
+            max_in_progress_per_assignee: BTreeMap::new(),
+            dispatch_interval: DEFAULT_DISPATCH_INTERVAL,
+            lease_ttl: DEFAULT_CLAIM_TTL,
+            dispatch_profiles: None,
+            worker_assignable_profiles: Vec::new(),
+            profiles: BTreeMap::new(),
+        }
+    }
+}
+
+impl KanbanSettings {
+    /// Reads the `kanban` and `profiles` sections of a checked config.
+    pub fn from_config(config: &Config) -> Result<KanbanSettings, ConfigError> {
+        KanbanSettings::from_sections(config.section("kanban"), config.section("profiles"))
+    }
+
+    /// Reads a `kanban` section and a `profiles` section as written.
+    pub fn from_sections(kanban: &Value, profiles: &Value) -> Result<KanbanSettings, ConfigError> {
+        let empty = Map::new();
+        let map = match kanban {
+            Value::Null => &empty,
+            Value::Object(map) => map,
+            other => {
+                return Err(invalid(
+                    "kanban",
+                    format!("expected a mapping, found {}", kind(other)),
+                ));
+            }
+        };
+        let mut settings = KanbanSettings::default();
+        for key in map.keys() {
+            if !KNOWN_KANBAN_KEYS.contains(&key.as_str()) {
+                tracing::warn!(key = %key, "troupe.yaml: troupe does not read kanban.{key}");
+            }
+        }
+        if let Some(raw) = string(map, "kanban", "store")? {
+            settings.store =
+                StoreLocation::parse(&raw).map_err(|problem| invalid("kanban.store", problem))?;
+        }
+        settings.default_assignee = string(map, "kanban", "default_assignee")?;
+        if let Some(n) = count(map, "kanban", "failure_limit")? {
+            if n == 0 {
+                return Err(invalid(
+                    "kanban.failure_limit",
+                    "must be at least 1 (the number of failed runs before a task is given up)"
+                        .into(),
+                ));
+            }
+            settings.failure_limit = u32::try_from(n)
+                .map_err(|_| invalid("kanban.failure_limit", format!("{n} is too large")))?;
+        }
+        settings.max_in_progress = match count(map, "kanban", "max_in_progress")? {
+            Some(0) => {
+                return Err(invalid(
+                    "kanban.max_in_progress",
+                    "must be at least 1; leave it out for no limit".into(),
+                ));
+            }
+            other => other.map(|n| n as usize),
+        };
+        for key in [
+            "max_in_progress_per_assignee",
+            "max_in_progress_per_profile",
+        ] {
+            match map.get(key) {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(caps)) => {
+                    for (profile, cap) in caps {
+                        let cap = cap.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+                            invalid(
+                                &format!("kanban.{key}.{profile}"),
+                                format!(
+                                    "expected a whole number of tasks of at least 1, found {cap}"
+                                ),
+                            )
+                        })?;
+                        settings
+                            .max_in_progress_per_assignee
+                            .insert(profile.clone(), cap as usize);
+                    }
+                }
+                Some(other) => {
+                    return Err(invalid(
+                        &format!("kanban.{key}"),
+                        format!(
+                            "expected a mapping of profile name to a cap such as {{coder: 2}}, found {}",
+                            kind(other)
+                        ),
+                    ));
+                }
+            }
+        }
+        for key in ["dispatch_interval", "dispatch_interval_seconds"] {
+            if let Some(d) = duration(map, key)? {
+                settings.dispatch_interval = d;
+            }
+        }
+        for key in ["lease_ttl", "claim_ttl", "claim_ttl_seconds"] {
+            if let Some(d) = duration(map, key)? {
+                settings.lease_ttl = d;
+            }
+        }
+        if let Some(v) = map.get("dispatch_profiles").filter(|v| !v.is_null()) {
+            settings.dispatch_profiles = Some(names("kanban.dispatch_profiles", v)?);
+        }
+        if let Some(v) = map
+            .get("worker_assignable_profiles")
+            .filter(|v| !v.is_null())
+        {
+            settings.worker_assignable_profiles = names("kanban.worker_assignable_profiles", v)?;
+        }
+        settings.profiles = profiles_section(profiles)?;
+        if let Some(name) = &settings.default_assignee
+            && !settings.profiles.is_empty()
+            && !settings.profiles.contains_key(name)
+        {
+            return Err(invalid(
+                "kanban.default_assignee",
+                format!(
+                    "names the profile {name:?}, which is not under profiles: (known: {})",
+                    known(&settings.profiles)
+                ),
+            ));
+        }
+        Ok(settings)
+    }
+}
+
+impl KanbanSettings {
+    /// The dispatcher settings these give: budgets, caps, lease, tick, failure limit.
+    pub fn dispatcher_config(&self) -> DispatcherConfig {
+        let mut config = DispatcherConfig::default()
+            .with_interval(self.dispatch_interval)
+            .with_lease_ttl(self.lease_ttl)
+            .with_max_in_progress(self.max_in_progress.unwrap_or(DEFAULT_MAX_IN_PROGRESS))
+            .with_failure_limit(self.failure_limit);
+        for (profile, cap) in &self.max_in_progress_per_assignee {
+            config = config.with_assignee_cap(profile.clone(), *cap);
+        }
+        if let Some(allow) = &self.dispatch_profiles {
+            config = config.with_dispatch_profiles(allow.clone());
+        }
+        config.with_worker_assignable_profiles(self.worker_assignable_profiles.clone())
+    }
+
+    /// The worker profiles: each gets its model (its own script or server, else the `model`
+    /// section's, else the environment's `TROUPE_BASE_URL`), the toolsets it names out of
+    /// `registry`, and `session` with its system prompt. `only` keeps just the named profiles
+    /// (`troupe kanban worker --profiles`); naming an unknown one is an error.
+    pub fn build_profiles(
+        &self,
+        registry: &Arc<Registry>,
+        model: &ModelSection,
+        session: &SessionConfig,
+        only: Option<&[String]>,
+    ) -> Result<Profiles, String> {
+        if let Some(only) = only {
+            for name in only {
+                if !self.profiles.contains_key(name) {
+                    return Err(format!(
+                        "there is no profile {name:?} under profiles: in troupe.yaml (known: {})",
+                        known(&self.profiles)
+                    ));
+                }
+            }
+        }
+        let mut profiles = Profiles::new();
+        for (name, p) in &self.profiles {
+            if only.is_some_and(|only| !only.contains(name)) {
+                continue;
+            }
+            let provider = profile_provider(p, model)?;
+            let view = if p.toolsets.is_empty() {
+                Registry::new().view_all()
+            } else {
+                registry
+                    .view(ViewSpec::toolsets(p.toolsets.iter().cloned()))
+                    .map_err(|e| format!("profiles.{name}.toolsets: {e}"))?
+            };
+            let mut config = session.clone();
+            config.system_prompt = p.system_prompt.clone();
+            if let Some(max) = p.max_iterations {
+                config.max_iterations = max;
+            }
+            if let Some(m) = &p.model {
+                config.model = Some(m.clone());
+            }
+            profiles.insert(
+                WorkerProfile::new(name.clone(), provider, view).with_session_config(config),
+            );
+        }
+        if let Some(default) = &self.default_assignee {
+            profiles = profiles.with_default_assignee(default.clone());
+        }
+        Ok(profiles)
+    }
+}
+
+fn known(profiles: &BTreeMap<String, ProfileSettings>) -> String {
+    if profiles.is_empty() {
+        "none".into()
+    } else {
+        profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The model a profile talks to.
+fn profile_provider(
+    p: &ProfileSettings,
+    model: &ModelSection,
+) -> Result<Arc<dyn ModelProvider>, String> {
+    if let Some(script) = &p.script {
+        return ScriptedProvider::from_file(script)
+            .map(|s| Arc::new(s) as Arc<dyn ModelProvider>)
+            .map_err(|e| format!("profiles.{}.script: {e}", p.name));
+    }
+    let env = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    let base_url = p
+        .base_url
+        .clone()
+        .or_else(|| model.base_url.clone())
+        .or_else(|| env("TROUPE_BASE_URL"))
+        .or_else(|| env("OPENAI_BASE_URL"))
+        .ok_or_else(|| {
+            format!(
+                "profile {:?} has no model to talk to: set profiles.{}.base_url (an OpenAI-compatible API such as http://127.0.0.1:8080/v1) or profiles.{}.script, model.base_url, or TROUPE_BASE_URL",
+                p.name, p.name, p.name
+            )
+        })?;
+    let name = p
+        .model
+        .clone()
+        .or_else(|| model.model.clone())
+        .or_else(|| env("TROUPE_MODEL"))
+        .unwrap_or_else(|| DEFAULT_MODEL.to_string());
+    let key = p
+        .api_key_env
+        .as_deref()
+        .and_then(env)
+        .or_else(|| model.api_key.clone())
+        .or_else(|| model.api_key_env.as_deref().and_then(env))
+        .or_else(|| env("TROUPE_API_KEY"))
+        .or_else(|| env("OPENAI_API_KEY"));
+    let mut config = OpenAiConfig::new(base_url, name);
+    config.api_key = key;
+    OpenAiProvider::new(config)
+        .map(|p| Arc::new(p) as Arc<dyn ModelProvider>)
+        .map_err(|e| format!("profiles.{}: {e}", p.name))
+}
+
+const KNOWN_KANBAN_KEYS: &[&str] = &[
+    "store",
+    "default_assignee",
+    "failure_limit",
+    "max_in_progress",
+    "max_in_progress_per_assignee",
+    "max_in_progress_per_profile",
+    "dispatch_interval",
+    "dispatch_interval_seconds",
+    "lease_ttl",
+    "claim_ttl",
+    "claim_ttl_seconds",
+    "dispatch_profiles",
+    "worker_assignable_profiles",
+    "dispatch_in_gateway",
+];
+
+/// `profiles:`: a mapping of name to settings.
+fn profiles_section(value: &Value) -> Result<BTreeMap<String, ProfileSettings>, ConfigError> {
+    let map = match value {
+        Value::Null => return Ok(BTreeMap::new()),
+        Value::Object(map) => map,
+        other => {
+            return Err(invalid(
+                "profiles",
+                format!(
+                    "expected a mapping of profile name to its settings (model, base_url, toolsets, system_prompt), found {}",
+                    kind(other)
+                ),
+            ));
+        }
+    };
+    let mut out = BTreeMap::new();
+    for (name, body) in map {
+        let prefix = format!("profiles.{name}");
+        if name.trim().is_empty() || name.chars().any(char::is_whitespace) {
+            return Err(invalid(
+                &prefix,
+                "a profile name must be one word without spaces, such as coder".into(),
+            ));
+        }
+        let empty = Map::new();
+        let fields = match body {
+            Value::Null => &empty,
+            Value::Object(fields) => fields,
+            other => {
+                return Err(invalid(
+                    &prefix,
+                    format!("expected a mapping of settings, found {}", kind(other)),
+                ));
+            }
+        };
+        let field = |key: &str| string(fields, &prefix, key);
+        let toolsets = match fields.get("toolsets") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(v) => names(&format!("{prefix}.toolsets"), v)?,
+        };
+        let max_iterations =
+            count(fields, &prefix, "max_iterations")?.map(|n| n.min(u64::from(u32::MAX)) as u32);
+        out.insert(
+            name.clone(),
+            ProfileSettings {
+                name: name.clone(),
+                base_url: field("base_url")?,
+                model: field("model")?,
+                api_key_env: field("api_key_env")?,
+                toolsets,
+                system_prompt: field("system_prompt")?,
+                script: field("script")?.map(PathBuf::from),
+                max_iterations,
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// Opens the store the settings name: the SQLite directory (created when missing) or the
+/// PostgreSQL database (schema created or migrated).
+pub async fn open_store(settings: &KanbanSettings) -> Result<Arc<dyn Store>, StoreError> {
+    open_location(&settings.store).await
+}
+
+/// Opens a store at a location.
+pub async fn open_location(location: &StoreLocation) -> Result<Arc<dyn Store>, StoreError> {
+    match location {
+        StoreLocation::Sqlite(dir) => Ok(Arc::new(SqliteStore::open(dir.clone()).await?)),
+        StoreLocation::Postgres(url) => Ok(Arc::new(PostgresStore::connect(url).await?)),
+    }
+}
+
+/// troupe's home directory: `TROUPE_HOME`, else `~/.troupe`, else a directory under the
+/// system's temporary directory.
+pub fn troupe_home() -> PathBuf {
+    std::env::var_os("TROUPE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".troupe")))
+        .unwrap_or_else(|| std::env::temp_dir().join("troupe"))
+}
+
+/// Where the boards live when nothing says otherwise: `<troupe home>/kanban`.
+pub fn default_store_dir() -> PathBuf {
+    troupe_home().join("kanban")
+}
+
+/// Reads a duration: whole seconds (`90`), or a number with `s`, `m`, `h` or `d`.
+pub fn parse_duration(raw: &str) -> Result<Duration, String> {
+    let text = raw.trim();
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let scale = match unit.trim() {
+        "s" | "sec" | "secs" => 1,
+        "m" | "min" | "mins" => 60,
+        "h" | "hr" | "hrs" => 3600,
+        "d" | "day" | "days" => 86_400,
+        _ => 0,
+    };
+    match digits.parse::<u64>() {
+        Ok(n) if scale > 0 && n > 0 => n
+            .checked_mul(scale)
+            .map(Duration::from_secs)
+            .ok_or_else(|| format!("{text:?} is too long a duration")),
+        _ => Err(format!(
+            "{text:?} is not a duration; write whole seconds (90) or a number with s, m, h or d (30m, 2h, 1d)"
+        )),
+    }
+}
+
+/// Hides the password of a URL (`postgres://user:secret@host` → `postgres://user:***@host`).
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    match rest.split_once('@') {
+        Some((credentials, host)) => match credentials.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
+fn invalid(key: &str, problem: String) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.to_string(),
+        problem,
+    }
+}
+
+fn string(
+    map: &Map<String, Value>,
+    prefix: &str,
+    key: &str,
+) -> Result<Option<String>, ConfigError> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.trim().to_string())),
+        Some(other) => Err(invalid(
+            &format!("{prefix}.{key}"),
+            format!("expected a string, found {}", kind(other)),
+        )),
+    }
+}
+
+fn count(map: &Map<String, Value>, prefix: &str, key: &str) -> Result<Option<u64>, ConfigError> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64()),
+        Some(other) => Err(invalid(
+            &format!("{prefix}.{key}"),
+            format!("expected a whole number such as 4, found {other}"),
+        )),
+    }
+}
+
+fn duration(map: &Map<String, Value>, key: &str) -> Result<Option<Duration>, ConfigError> {
+    let problem = |found: String| {
+        invalid(
+            &format!("kanban.{key}"),
+            format!(
+                "expected a duration in whole seconds (60) or with a unit (30s, 15m, 1h), found {found}"
+            ),
+        )
+    };
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(secs) if secs > 0 => Ok(Some(Duration::from_secs(secs))),
+            _ => Err(problem(n.to_string())),
+        },
+        Some(Value::String(s)) => parse_duration(s)
+            .map(Some)
+            .map_err(|_| problem(format!("{s:?}"))),
+        Some(other) => Err(problem(kind(other).to_string())),
+    }
+}
+
+fn names(key: &str, value: &Value) -> Result<Vec<String>, ConfigError> {
+    match value {
+        Value::String(s) => Ok(s
+            .split(',')
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect()),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| match item {
+                Value::String(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
+                other => Err(invalid(key, format!("expected names, found {other}"))),
+            })
+            .collect(),
+        other => Err(invalid(
+            key,
+            format!("expected a list of names, found {}", kind(other)),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(yaml: &str) -> Result<KanbanSettings, ConfigError> {
+        KanbanSettings::from_config(&Config::parse(yaml).unwrap())
+    }
+
+    #[test]
+    fn reads_every_setting() {
+        let s = settings(
+            "kanban:\n  store: /tmp/boards\n  default_assignee: coder\n  failure_limit: 3\n  max_in_progress: 8\n  max_in_progress_per_assignee: {coder: 2}\n  dispatch_interval: 5s\n  lease_ttl: 10m\nprofiles:\n  coder:\n    model: qwen\n    base_url: http://127.0.0.1:9/v1\n    api_key_env: CODER_KEY\n    toolsets: [terminal, file]\n    system_prompt: You write code.\n",
+        )
+        .unwrap();
+        assert_eq!(s.store, StoreLocation::Sqlite(PathBuf::from("/tmp/boards")));
+        assert_eq!(s.default_assignee.as_deref(), Some("coder"));
+        assert_eq!(s.failure_limit, 3);
+        assert_eq!(s.max_in_progress, Some(8));
+        assert_eq!(s.max_in_progress_per_assignee.get("coder"), Some(&2));
+        assert_eq!(s.dispatch_interval, Duration::from_secs(5));
+        assert_eq!(s.lease_ttl, Duration::from_secs(600));
+        let coder = &s.profiles["coder"];
+        assert_eq!(coder.model.as_deref(), Some("qwen"));
+        assert_eq!(coder.toolsets, vec!["terminal", "file"]);
+        assert_eq!(coder.system_prompt.as_deref(), Some("You write code."));
+    }
+
+    #[test]
+    fn defaults_apply() {
+        let s = settings("").unwrap();
+        assert_eq!(s.failure_limit, DEFAULT_FAILURE_LIMIT);
+        assert_eq!(s.lease_ttl, DEFAULT_CLAIM_TTL);
+        assert_eq!(s.dispatch_interval, DEFAULT_DISPATCH_INTERVAL);
+        assert!(matches!(s.store, StoreLocation::Sqlite(_)));
+    }
+
+    #[test]
+    fn postgres_urls_are_recognised_and_redacted() {
+        let s = settings("kanban: {store: 'postgres://me:secret@db/boards'}").unwrap();
+        assert_eq!(
+            s.store,
+            StoreLocation::Postgres("postgres://me:secret@db/boards".into())
+        );
+        assert!(!s.store.describe().contains("secret"));
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        for (yaml, key) in [
+            ("kanban: {failure_limit: 0}", "kanban.failure_limit"),
+            ("kanban: {failure_limit: two}", "kanban.failure_limit"),
+            ("kanban: {max_in_progress: -1}", "kanban.max_in_progress"),
+            ("kanban: {lease_ttl: soon}", "kanban.lease_ttl"),
+            ("kanban: {store: 'mysql://x'}", "kanban.store"),
+            (
+                "kanban: {max_in_progress_per_assignee: {coder: 0}}",
+                "kanban.max_in_progress_per_assignee.coder",
+            ),
+            ("kanban: [1]", "kanban"),
+            ("profiles: [a]", "profiles"),
+            (
+                "profiles: {coder: {toolsets: 3}}",
+                "profiles.coder.toolsets",
+            ),
+            ("profiles: {coder: {model: 3}}", "profiles.coder"),
+            (
+                "kanban: {default_assignee: ghost}\nprofiles: {coder: {}}",
+                "kanban.default_assignee",
+            ),
+        ] {
+            let err = settings(yaml).unwrap_err().to_string();
+            assert!(err.contains(key), "{yaml}: {err}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("30m").unwrap(), Duration::from_secs(1800));
+        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
+        assert_eq!(parse_duration("1d").unwrap(), Duration::from_secs(86_400));
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5w").is_err());
+    }
+}
