@@ -101,6 +101,9 @@ impl Drop for BoardChanges {
 
 const URL_HINT: &str = "send a URL like postgres://user:password@host:5432/dbname";
 
+/// Server-side limits set on each connection unless the URL gives its own `options`.
+const SESSION_GUARDS: &str = "-c idle_in_transaction_session_timeout=60s -c lock_timeout=30s";
+
 impl PostgresStore {
     /// Connects to the database at `url` (`postgres://user:password@host:port/dbname`),
     /// creates or migrates the schema, and makes sure the `default` board exists.
@@ -124,6 +127,13 @@ impl PostgresStore {
         }
         if config.get_application_name().is_none() {
             config.application_name("troupe-kanban");
+        }
+        if config.get_options().is_none() {
+            // Every board commit takes the board row's lock. A client that stalls inside a
+            // transaction (a starved task, a half-open socket) would hold it and freeze every
+            // host on the board; the server ends such a session instead, and a lock wait that
+            // long comes back as `Busy`, which callers retry.
+            config.options(SESSION_GUARDS);
         }
         let manager = Manager::from_config(
             config.clone(),
