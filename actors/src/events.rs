@@ -4,6 +4,7 @@
 //! supervisor emit; the `troupe` API, the CLI's `--json` output and tests subscribe.
 
 use std::sync::{Arc, Mutex};
+use troupe_tools::sync::lock;
 
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -225,14 +226,6 @@ impl EventSink {
             kind,
         });
     }
-}
-
-/// Locks a mutex, carrying on with the data if a panicking holder poisoned it: the subscriber
-/// list stays valid whatever a panic interrupted.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use troupe_tools::sync::lock;
 
 use actix::Addr;
 use futures::future::join_all;
@@ -575,12 +576,6 @@ impl Deadline {
             }
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Runs calls that a tool makes on the session's behalf (`execute_code`'s stubs) through the

@@ -10,6 +10,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
+use troupe_tools::sync::lock;
 
 use actix::{Actor, Addr};
 use troupe_actors::events::{EventSink, SessionEvent};
@@ -456,10 +457,4 @@ impl futures::Stream for ApprovalStream {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<PendingApproval>> {
         self.rx.poll_recv(cx)
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

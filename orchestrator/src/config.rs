@@ -95,6 +95,9 @@ pub struct Config {
     pub raw: Value,
 }
 
+/// The config file a command reads when `--config` is not given.
+pub const DEFAULT_CONFIG_FILE: &str = "troupe.yaml";
+
 impl Config {
     /// Reads and checks a config file (YAML or JSON, by content).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
@@ -111,6 +114,22 @@ impl Config {
         })?;
         config.path = Some(path.to_path_buf());
         Ok(config)
+    }
+
+    /// The file the user named; else `troupe.yaml` in the working directory when there is one;
+    /// else the defaults. Every command that takes `--config` resolves it this way.
+    pub fn load_or_default(path: Option<&Path>) -> Result<Self, ConfigError> {
+        match path {
+            Some(path) => Self::load(path),
+            None => {
+                let default = Path::new(DEFAULT_CONFIG_FILE);
+                if default.is_file() {
+                    Self::load(default)
+                } else {
+                    Ok(Self::default())
+                }
+            }
+        }
     }
 
     /// Reads and checks config text (YAML, of which JSON is a subset).

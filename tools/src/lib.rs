@@ -30,6 +30,7 @@ pub mod lenient;
 pub mod mcp;
 pub mod registry;
 pub mod search;
+pub mod sync;
 pub mod tool;
 pub mod view;
 

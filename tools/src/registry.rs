@@ -1,6 +1,7 @@
 //! The [`Registry`]: every tool the process knows, and the toolsets that group them. Views
 //! ([`ToolsetView`]) are cut from it; nothing calls a tool through the registry directly.
 
+use crate::sync::lock;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -297,8 +298,4 @@ fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 
 fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(|e| e.into_inner())
-}
-
-fn lock<T>(lock: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    lock.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use troupe_tools::sync::lock;
 
 use serde_json::{Value, json};
 
@@ -101,11 +102,4 @@ fn is_below(record: &SubagentRecord, caller: &str) -> bool {
 
 pub(crate) fn round2(value: f64) -> f64 {
     (value * 100.0).round() / 100.0
-}
-
-/// Locks a mutex, carrying on if a panicking holder poisoned it: the map stays usable.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -30,9 +30,10 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+use troupe_tools::sync::lock;
 
 use axum::Router;
 use axum::body::Body;
@@ -134,11 +135,6 @@ struct Shared {
     streams_cut_short: AtomicUsize,
     /// Numbers answers, for their ids.
     answers: AtomicUsize,
-}
-
-/// Locks a mutex even if a handler panicked while holding it; the data is still usable.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A running mock server; it stops when dropped.

@@ -7,8 +7,9 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use troupe_tools::sync::lock;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
@@ -72,12 +73,6 @@ struct Inner {
     /// One connection per board; the mutex serializes this handle's use of it (SQLite allows
     /// one writer at a time anyway).
     conns: Mutex<HashMap<BoardSlug, Arc<Mutex<Connection>>>>,
-}
-
-/// Locks a mutex even if a holder panicked: the connection inside stays usable because an
-/// unfinished transaction rolls back when dropped.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl SqliteStore {

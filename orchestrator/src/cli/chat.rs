@@ -62,7 +62,7 @@ pub struct ChatArgs {
 
 /// Runs `troupe chat`; returns the exit code.
 pub async fn run(args: ChatArgs) -> anyhow::Result<i32> {
-    let config = match load_config(args.config.as_ref()) {
+    let config = match Config::load_or_default(args.config.as_deref()) {
         Ok(config) => config,
         Err(message) => {
             eprintln!("troupe chat: {message}");
@@ -241,20 +241,6 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<i32> {
 async fn shut_down_mcp(mcp: Option<troupe_tools::mcp::McpManager>) {
     if let Some(manager) = mcp {
         manager.shutdown().await;
-    }
-}
-
-fn load_config(path: Option<&PathBuf>) -> Result<Config, String> {
-    match path {
-        Some(path) => Config::load(path).map_err(|e| e.to_string()),
-        None => {
-            let default = PathBuf::from("troupe.yaml");
-            if default.is_file() {
-                Config::load(&default).map_err(|e| e.to_string())
-            } else {
-                Ok(Config::default())
-            }
-        }
     }
 }
 

@@ -516,17 +516,8 @@ pub(crate) fn load_settings(
     path: Option<&PathBuf>,
     store: Option<&str>,
 ) -> Result<(Config, KanbanSettings), Failure> {
-    let config = match path {
-        Some(path) => Config::load(path).map_err(|e| Failure::usage(e.to_string()))?,
-        None => {
-            let default = PathBuf::from("troupe.yaml");
-            if default.is_file() {
-                Config::load(&default).map_err(|e| Failure::usage(e.to_string()))?
-            } else {
-                Config::default()
-            }
-        }
-    };
+    let config = Config::load_or_default(path.map(PathBuf::as_path))
+        .map_err(|e| Failure::usage(e.to_string()))?;
     let mut settings =
         KanbanSettings::from_config(&config).map_err(|e| Failure::usage(e.to_string()))?;
     if let Some(raw) = store {

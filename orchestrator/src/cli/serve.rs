@@ -71,7 +71,8 @@ pub async fn run(args: ServeArgs) -> i32 {
 async fn run_inner(args: ServeArgs) -> Result<(), (i32, String)> {
     let usage = |message: String| (EXIT_USAGE, message);
     let failed = |message: String| (EXIT_FAILED, message);
-    let config = load_config(args.config.as_ref()).map_err(usage)?;
+    let config =
+        Config::load_or_default(args.config.as_deref()).map_err(|e| usage(e.to_string()))?;
     let mut serve =
         ServeConfig::from_value(config.section("serve")).map_err(|e| usage(e.to_string()))?;
     if let Some(bind) = args.bind {
@@ -262,20 +263,6 @@ async fn stop_dispatcher(handle: &DispatcherHandle) {
         "troupe serve: dispatcher stopped: {} claimed, {} completed, {} blocked, {} failed",
         stats.claimed, stats.completed, stats.blocked, stats.failed
     );
-}
-
-fn load_config(path: Option<&PathBuf>) -> Result<Config, String> {
-    match path {
-        Some(path) => Config::load(path).map_err(|e| e.to_string()),
-        None => {
-            let default = PathBuf::from("troupe.yaml");
-            if default.is_file() {
-                Config::load(&default).map_err(|e| e.to_string())
-            } else {
-                Ok(Config::default())
-            }
-        }
-    }
 }
 
 /// The model of sessions created without a script: `model.base_url` or `TROUPE_BASE_URL`, when

@@ -9,6 +9,7 @@ use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use troupe_tools::sync::lock;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -665,12 +666,6 @@ pub async fn stop(
         "mode": if hard { "hard" } else { "soft" },
         "turns_stopped": stopped,
     })))
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! holds the `RunningService` and, when the session ends, kills the server's process group.
 //! [`super::McpManager`] creates these; tool handlers call [`ServerConn::call`].
 
+use crate::sync::lock;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -580,11 +581,6 @@ async fn refresh_on_notice(
 fn backoff(failures: u32) -> Duration {
     let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(16));
     BACKOFF_BASE.saturating_mul(factor).min(BACKOFF_MAX)
-}
-
-// A poisoned lock only means a thread panicked between two plain writes; the data is usable.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]
