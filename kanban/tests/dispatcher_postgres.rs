@@ -27,6 +27,10 @@ const URL_VAR: &str = "TROUPE_TEST_POSTGRES_URL";
 fn url() -> Option<String> {
     let url = std::env::var(URL_VAR).ok().filter(|u| !u.trim().is_empty());
     if url.is_none() {
+        assert!(
+            std::env::var("TROUPE_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+            "TROUPE_REQUIRE_POSTGRES=1 but {URL_VAR} is not set"
+        );
         eprintln!(
             "\n*** SKIPPED: dispatcher on PostgreSQL (no {URL_VAR}). Run \
              scripts/start-test-postgres.sh and export the URL it writes. ***\n"
