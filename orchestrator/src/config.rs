@@ -21,6 +21,7 @@ const KNOWN_TOP_LEVEL: &[&str] = &[
     "execute_code",
     "terminal",
     "serve",
+    "code_execution",
 ];
 
 /// What went wrong reading a config file.
