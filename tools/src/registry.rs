@@ -38,6 +38,8 @@ struct State {
 pub struct Registry {
     state: RwLock<State>,
     version: AtomicU64,
+    /// Tool sources (MCP servers) still starting, whose tools are not registered yet.
+    starting: Mutex<BTreeSet<String>>,
     /// Built catalogs, shared by every view with the same deferred tools.
     indexes: Mutex<HashMap<u64, Arc<Catalog>>>,
 }
@@ -56,12 +58,29 @@ impl Default for Registry {
         Registry {
             state: RwLock::new(State::default()),
             version: AtomicU64::new(0),
+            starting: Mutex::new(BTreeSet::new()),
             indexes: Mutex::new(HashMap::new()),
         }
     }
 }
 
 impl Registry {
+    /// Marks a tool source (an MCP server) as starting, or no longer starting: the bridge
+    /// tells the model which sources may still bring tools.
+    pub fn set_starting(&self, source: &str, starting: bool) {
+        let mut set = lock(&self.starting);
+        if starting {
+            set.insert(source.to_string());
+        } else {
+            set.remove(source);
+        }
+    }
+
+    /// The tool sources still starting, by name.
+    pub fn starting(&self) -> Vec<String> {
+        lock(&self.starting).iter().cloned().collect()
+    }
+
     /// An empty registry.
     pub fn new() -> Arc<Self> {
         Arc::new(Registry::default())

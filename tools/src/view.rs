@@ -146,6 +146,11 @@ impl ToolsetView {
         Self::from_specs(Arc::clone(&self.inner.registry), self.inner.specs.clone())
     }
 
+    /// Tool sources (MCP servers) still starting: their tools are not in any view yet.
+    pub fn sources_starting(&self) -> Vec<String> {
+        self.inner.registry.starting()
+    }
+
     /// Whether the registry changed since this view was cut.
     pub fn is_stale(&self) -> bool {
         self.inner.registry.version() != self.inner.version

@@ -179,11 +179,13 @@ async fn secrets_are_not_in_the_script_environment() {
     let passthrough = Fixture::with(|c| c.code.env_passthrough = vec!["MY_SERVICE_TOKEN".into()]);
     let (v, _) = run(
         &passthrough,
-        "import os\nprint(os.environ.get('MY_SERVICE_TOKEN'))",
+        "import os\nprint(os.environ.get('MY_SERVICE_TOKEN') == 'tok-should-not-leak')\nprint(os.environ.get('MY_SERVICE_TOKEN'))",
         None,
     )
     .await;
-    assert_eq!(v["output"], "tok-should-not-leak\n");
+    // The script gets the passed-through value; printed back, it is masked like every secret
+    // troupe holds.
+    assert_eq!(v["output"], "True\n[redacted: one of troupe's secrets]\n");
 }
 
 #[tokio::test]
@@ -282,4 +284,39 @@ async fn project_mode_runs_in_the_session_directory_and_strict_mode_in_scratch()
         !std::path::Path::new(&dir).exists(),
         "the scratch directory was left behind"
     );
+}
+
+#[tokio::test]
+async fn a_child_holding_stdout_open_does_not_lose_the_output() {
+    let f = Fixture::new();
+    let pid_file = f.work().join("holder.pid");
+    // The child inherits stdout and outlives the script, in a session of its own.
+    let code = format!(
+        "import subprocess\nprint('before the child', flush=True)\np = subprocess.Popen(['sleep', '300'], start_new_session=True)\nopen({:?}, 'w').write(str(p.pid))\nprint('after the child', flush=True)\n",
+        pid_file.display().to_string()
+    );
+    let (v, err) = run(&f, &code, None).await;
+    let output = v["output"].as_str().unwrap();
+    assert!(
+        output.contains("before the child") && output.contains("after the child"),
+        "{v}"
+    );
+    assert!(
+        err,
+        "a script that left a process holding its output is not a success: {v}"
+    );
+    assert_eq!(v["status"], "incomplete", "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("left processes running")
+            || v["error"]
+                .as_str()
+                .unwrap()
+                .contains("kept its output open"),
+        "{v}"
+    );
+    let holder = read_pid(&pid_file).await;
+    assert!(!pid_running(holder), "the child {holder} survived");
 }

@@ -207,3 +207,105 @@ async fn leftovers_of_a_finished_command_are_stopped() {
     let left = read_pid(&f.work().join("left.pid")).await;
     assert!(!pid_running(left));
 }
+
+/// A command that starts a process in a session of its own (`setsid`) and one through a
+/// double fork, writing their pids; neither is in the command's process group.
+fn escapees(dir: &std::path::Path) -> String {
+    format!(
+        "setsid sh -c 'echo $$ > {d}/setsid.pid; exec sleep 300' >/dev/null 2>&1 < /dev/null & \
+         sh -c '(sleep 300 & echo $! > {d}/double.pid) &' ; \
+         while [ ! -s {d}/setsid.pid ] || [ ! -s {d}/double.pid ]; do sleep 0.01; done; echo started",
+        d = dir.display()
+    )
+}
+
+#[tokio::test]
+async fn processes_that_left_the_group_end_with_the_command() {
+    let f = Fixture::new();
+    let (v, _) = f
+        .call("terminal", json!({"command": escapees(&f.work())}))
+        .await;
+    assert!(v["output"].as_str().unwrap().contains("started"), "{v}");
+    let escaped = read_pid(&f.work().join("setsid.pid")).await;
+    let double = read_pid(&f.work().join("double.pid")).await;
+    assert!(
+        !pid_running(escaped),
+        "the setsid process {escaped} survived"
+    );
+    assert!(
+        !pid_running(double),
+        "the double-forked process {double} survived"
+    );
+}
+
+#[tokio::test]
+async fn a_stop_ends_processes_that_left_the_group() {
+    let f = std::sync::Arc::new(Fixture::new());
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let c = troupe_tools::CallContext::new("s1", "call-10", cancel.clone());
+    let f2 = f.clone();
+    let command = format!("{}; sleep 300", escapees(&f.work()));
+    let run = tokio::spawn(async move {
+        json_of(
+            &f2.call_ctx("terminal", json!({"command": command}), c)
+                .await,
+        )
+    });
+    let escaped = read_pid(&f.work().join("setsid.pid")).await;
+    let double = read_pid(&f.work().join("double.pid")).await;
+    assert!(pid_running(escaped) && pid_running(double));
+    cancel.cancel();
+    let v = run.await.unwrap();
+    assert_eq!(v["exit_code"], 130, "{v}");
+    assert!(
+        !pid_running(escaped),
+        "the setsid process {escaped} survived"
+    );
+    assert!(
+        !pid_running(double),
+        "the double-forked process {double} survived"
+    );
+}
+
+/// The bypasses of issue 18 as a model sends them: none runs without approval.
+#[tokio::test]
+async fn obfuscated_commands_are_not_run_without_approval() {
+    let f = Fixture::new();
+    let victim = f.work().join("victim");
+    let home = f.work().join("fakehome");
+    std::fs::create_dir_all(&home).unwrap();
+    for cmd in [
+        format!("a=r;b=m;$a$b -rf {}", victim.display()),
+        format!("\"$(printf rm)\" -rf {}", victim.display()),
+        format!("$'\\x72\\x6d' -rf {}", victim.display()),
+        format!(
+            "eval \"$(echo 'rm -rf {}' | base64 | base64 -d)\"",
+            victim.display()
+        ),
+        format!("busybox rm -rf {}", victim.display()),
+        format!(
+            "python3 -c \"import shutil; shutil.rmtree('{}')\"",
+            victim.display()
+        ),
+        format!("H={}; F=.bash; echo x >> $H/${{F}}rc", home.display()),
+    ] {
+        std::fs::create_dir_all(victim.join("inner")).unwrap();
+        let (v, err) = f.call("terminal", json!({"command": cmd})).await;
+        assert!(err && v["status"] == "blocked", "{cmd}: {v}");
+        let error = v["error"].as_str().unwrap();
+        assert!(
+            error.contains("approval") || error.contains("never run"),
+            "{cmd}: {error}"
+        );
+        assert!(victim.join("inner").exists(), "{cmd} deleted the directory");
+        assert!(!home.join(".bashrc").exists(), "{cmd} wrote the rc file");
+    }
+    let (v, _) = f
+        .call("terminal", json!({"command": "X=rm; $X -rf nothing-here"}))
+        .await;
+    assert!(
+        v["error"].as_str().unwrap().contains("cannot be checked")
+            || v["error"].as_str().unwrap().contains("recursively"),
+        "{v}"
+    );
+}

@@ -78,6 +78,17 @@ or spread them over several tool_search calls.",
     out.insert("total_available".into(), json!(catalog.len()));
     out.insert("results".into(), Value::Array(results));
     out.insert("tools".into(), Value::Object(tools));
+    let starting = view.sources_starting();
+    if !starting.is_empty() {
+        out.insert(
+            "note".into(),
+            Value::String(format!(
+                "Still starting, so not searched yet: {}. Their tools become available as soon as they are ready; search again in a moment if nothing here fits.",
+                starting.join(", ")
+            )),
+        );
+        out.insert("sources_starting".into(), json!(starting));
+    }
     Value::Object(out)
 }
 

@@ -8,11 +8,10 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::process_group::{LocalGroup, ProcessGroup, exit_code_of};
+use super::process_group::{ProcessGroup, spawn_kept};
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -111,42 +110,25 @@ impl TerminalBackend for LocalBackend {
             })
             .stdout(writer.try_clone()?)
             .stderr(writer);
-        // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
-        unsafe {
-            command.pre_exec(|| {
-                if libc::setsid() == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let mut child = command.spawn()?;
+        let mut kept = spawn_kept(&mut command)?;
         // The command object still holds our copies of the pipe's write end; while they live
         // the reader would never see end-of-file.
         drop(command);
-        let pid = child.id();
-        let stdin = child
+        let pid = kept.child.id();
+        let stdin = kept
+            .child
             .stdin
             .take()
             .map(|s| Box::new(s) as Box<dyn AsyncWrite + Send + Unpin>);
         let output = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))?;
-        let exit = async move {
-            match child.wait().await {
-                Ok(status) => exit_code_of(status),
-                Err(err) => {
-                    tracing::warn!(%err, "could not wait for a child process");
-                    -1
-                }
-            }
-        }
-        .boxed();
-        let pgid = pid.and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+        let group = kept.group();
+        let exit = kept.exit();
         Ok(SpawnedCommand {
             pid,
             output: Box::new(output),
             stdin,
             exit,
-            group: Arc::new(LocalGroup { pgid }),
+            group: Arc::new(group),
         })
     }
 }

@@ -21,7 +21,7 @@ use super::capture::{HeadTail, Utf8Stream, thousands};
 pub use super::code_rpc::ALLOWED_IN_SCRIPTS;
 use super::code_rpc::{RpcState, serve};
 use super::code_stub::{MODULE_NAME, STUB_SOURCE};
-use super::process_group::{KillOnDrop, LocalGroup, ProcessGroup, exit_code_of, terminate};
+use super::process_group::{KillOnDrop, ProcessGroup, terminate};
 use super::redact::redact;
 use super::sandbox_env::code_env;
 use crate::tool::{CallContext, ToolResult};
@@ -91,14 +91,40 @@ fn interpreter(mode: CodeMode, configured: &Path) -> PathBuf {
 }
 
 /// Reads a stream into a head-and-tail capture of `cap` characters.
-async fn capture(mut stream: impl AsyncRead + Unpin, cap: usize) -> (String, usize) {
+/// What a reader kept of one stream.
+#[derive(Debug, Default)]
+struct Captured {
+    /// The text, head and tail when it was long.
+    text: String,
+    /// Characters cut from the middle.
+    omitted: usize,
+    /// The reader gave up before end-of-file (something held the stream open).
+    cut_short: bool,
+}
+
+/// Reads a stream to its end, or until `give_up`, keeping its head and tail within `cap`.
+async fn capture(
+    stream: Option<impl AsyncRead + Unpin>,
+    cap: usize,
+    give_up: CancellationToken,
+) -> Captured {
+    let Some(mut stream) = stream else {
+        return Captured::default();
+    };
     let mut decoder = Utf8Stream::default();
     let mut kept = HeadTail::new(cap);
     let mut buf = vec![0u8; 16 * 1024];
+    let mut cut_short = false;
     loop {
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => kept.push(&decoder.push(&buf[..n])),
+        tokio::select! {
+            read = stream.read(&mut buf) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => kept.push(&decoder.push(&buf[..n])),
+            },
+            _ = give_up.cancelled() => {
+                cut_short = true;
+                break;
+            }
         }
     }
     kept.push(&decoder.finish());
@@ -109,7 +135,11 @@ async fn capture(mut stream: impl AsyncRead + Unpin, cap: usize) -> (String, usi
             thousands(total)
         )
     });
-    (done.text, done.omitted)
+    Captured {
+        text: done.text,
+        omitted: done.omitted,
+        cut_short,
+    }
 }
 
 fn refuse(message: impl Into<String>) -> ToolResult {
@@ -220,16 +250,7 @@ pub(crate) async fn call(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = match command.spawn() {
+    let kept = match super::process_group::spawn_kept(&mut command) {
         Ok(c) => c,
         Err(e) => {
             return refuse(format!(
@@ -239,25 +260,17 @@ pub(crate) async fn call(
         }
     };
     drop(command);
-    let group: Arc<dyn ProcessGroup> = Arc::new(LocalGroup {
-        pgid: child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0),
-    });
+    let group: Arc<dyn ProcessGroup> = Arc::new(kept.group());
+    let mut kept = kept;
     let mut guard = KillOnDrop::new(group.clone());
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
+    let stdout = kept.child.stdout.take();
+    let stderr = kept.child.stderr.take();
     let (out_cap, err_cap) = (config.max_stdout_bytes, config.max_stderr_bytes);
-    let stdout_task = tokio::spawn(async move {
-        match stdout {
-            Some(s) => capture(s, out_cap).await,
-            None => (String::new(), 0),
-        }
-    });
-    let stderr_task = tokio::spawn(async move {
-        match stderr {
-            Some(s) => capture(s, err_cap).await,
-            None => (String::new(), 0),
-        }
-    });
+    // Readers end at end-of-file, or when told to give up and keep what they have.
+    let give_up = CancellationToken::new();
+    let stdout_task = tokio::spawn(capture(stdout, out_cap, give_up.clone()));
+    let stderr_task = tokio::spawn(capture(stderr, err_cap, give_up.clone()));
+    let mut exit = kept.exit();
 
     enum End {
         Exited(i32),
@@ -265,33 +278,54 @@ pub(crate) async fn call(
         Interrupted,
     }
     let end = tokio::select! {
-        status = child.wait() => End::Exited(status.map(exit_code_of).unwrap_or(-1)),
+        code = &mut exit => End::Exited(code),
         _ = tokio::time::sleep(config.timeout) => End::TimedOut,
         _ = ctx.cancel.cancelled() => End::Interrupted,
     };
+    // Processes the script started and left running (in its group or escaped from it) are
+    // what keeps its output open; they end with the script.
+    let left_running = matches!(end, End::Exited(_)) && group.alive();
     if !matches!(end, End::Exited(_)) || group.alive() {
         terminate(group.as_ref(), config.kill_grace).await;
     }
-    let _ = child.wait().await;
+    if !matches!(end, End::Exited(_)) {
+        let _ = exit.await;
+    }
     guard.disarm();
     stop_server.cancel();
     let _ = server.await;
-    // Readers end once every writer of the pipes is gone; a grandchild that escaped the group
-    // could hold them open, so do not wait for ever.
-    let grab = |task: tokio::task::JoinHandle<(String, usize)>| async move {
-        match tokio::time::timeout(std::time::Duration::from_secs(3), task).await {
-            Ok(Ok(v)) => v,
-            _ => (String::new(), 0),
-        }
+    // Whatever still holds the pipes open (nothing should, once the group is gone) does not
+    // hold the result hostage: after a short wait the readers keep what they have.
+    let give_up_later = {
+        let give_up = give_up.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+            give_up.cancel();
+        })
     };
-    let (stdout_text, stdout_cut) = grab(stdout_task).await;
-    let (stderr_text, _) = grab(stderr_task).await;
+    let grab =
+        |task: tokio::task::JoinHandle<Captured>| async move { task.await.unwrap_or_default() };
+    let stdout_got = grab(stdout_task).await;
+    let stderr_got = grab(stderr_task).await;
+    give_up_later.abort();
+    let held_open = stdout_got.cut_short || stderr_got.cut_short;
+    let (stdout_text, stdout_cut) = (stdout_got.text, stdout_got.omitted);
+    let stderr_text = stderr_got.text;
     let calls = state.calls_made.load(Ordering::Acquire);
     let duration = (started.elapsed().as_secs_f64() * 100.0).round() / 100.0;
     drop(staging);
 
     let mut output = stdout_text;
     let (status, error) = match end {
+        End::Exited(0) if left_running || held_open => {
+            let note = if held_open {
+                "The script exited, but processes it started kept its output open; they were stopped and the output captured until then is shown."
+            } else {
+                "The script exited, but left processes running; they were stopped."
+            };
+            output.push_str(&format!("\n\n[{note}]"));
+            ("incomplete", Some(note.to_string()))
+        }
         End::Exited(0) => ("success", None),
         End::Exited(code) => {
             if !stderr_text.is_empty() {

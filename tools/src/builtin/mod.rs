@@ -35,6 +35,7 @@ mod file_write;
 mod glob;
 mod patch;
 pub mod paths;
+pub mod privileges;
 pub mod process_group;
 pub mod process_registry;
 mod process_tool;

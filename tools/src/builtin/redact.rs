@@ -1,9 +1,11 @@
-//! Masks secrets in text before it is kept or shown: vendor API keys and tokens by their
-//! prefixes, `NAME=value` assignments whose name says secret, authorization headers, private-key
-//! blocks, passwords in database URLs and JWTs. Receipts always go through [`redact`]; so does
-//! what `process` shows from a background process's output.
+//! Masks secrets in text before it is kept or shown: troupe's own secret values (plain, and in
+//! the base64, hex and URL encodings a script would use to sneak them out), vendor API keys and
+//! tokens by their prefixes, `NAME=value` assignments whose name says secret (in any case),
+//! authorization headers, private-key blocks, passwords in database URLs and JWTs. Tool output,
+//! receipts and what `process` shows from a background process's output go through [`redact`].
 
-use std::sync::LazyLock;
+use std::hash::{Hash, Hasher};
+use std::sync::{LazyLock, Mutex};
 
 use regex::{Captures, Regex};
 
@@ -36,6 +38,14 @@ static VENDOR: LazyLock<Regex> = LazyLock::new(|| {
 static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
     pattern(
         r#"\b([A-Z][A-Z0-9_]*?(?:API_?KEY|_KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|_PW|CREDENTIALS?|AUTH)[A-Z0-9_]*)(\s*[=:]\s*)(["']?)([^\s"'#,;]+)"#,
+    )
+});
+/// The same in any case, for `password=hunter2` in lower case: only the strong secret words,
+/// and the value must follow the `=` or `:` directly, so prose like "the password= field" and
+/// code like `key=len` stay as they are.
+static ASSIGNMENT_ANY_CASE: LazyLock<Regex> = LazyLock::new(|| {
+    pattern(
+        r#"(?i)\b([a-z0-9_.-]*(?:password|passwd|secret|token|api_?key|access_?key|private_?key|credentials?)[a-z0-9_]*)([=:])(["']?)([^\s"'#,;&]+)"#,
     )
 });
 static JSON_FIELD: LazyLock<Regex> = LazyLock::new(|| {
@@ -102,8 +112,9 @@ fn looks_secret(value: &str) -> bool {
 
 /// `text` with every secret the patterns know masked.
 pub fn redact(text: &str) -> String {
+    let own = redact_own_secrets(text);
     let text = PRIVATE_KEY.replace_all(
-        text,
+        &own,
         "-----BEGIN ${1}PRIVATE KEY----- [private key redacted] -----END ${1}PRIVATE KEY-----",
     );
     let text = DB_URL.replace_all(&text, |c: &Captures| {
@@ -124,6 +135,14 @@ pub fn redact(text: &str) -> String {
             c[0].to_string()
         }
     });
+    let text = ASSIGNMENT_ANY_CASE.replace_all(&text, |c: &Captures| {
+        // Upper-case names were handled above (and their values are masked already).
+        if c[1].chars().any(|ch| ch.is_ascii_lowercase()) && looks_secret(&c[4]) {
+            format!("{}{}{}{}", &c[1], &c[2], &c[3], mask(&c[4]))
+        } else {
+            c[0].to_string()
+        }
+    });
     let text = JSON_FIELD.replace_all(&text, |c: &Captures| {
         if looks_secret(&c[2]) {
             format!("{}{}", &c[1], mask(&c[2]))
@@ -139,6 +158,141 @@ pub fn redact(text: &str) -> String {
         }
     });
     text.into_owned()
+}
+
+/// What troupe's own secrets are replaced with, in whatever encoding they were found.
+pub const OWN_SECRET_MASK: &str = "[redacted: one of troupe's secrets]";
+
+/// Values shorter than this are not treated as troupe's own secrets (too many false matches).
+const OWN_SECRET_MIN_CHARS: usize = 8;
+
+/// Secret values troupe was handed other than through its environment (see [`remember_secret`]).
+static REMEMBERED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// The pattern for troupe's own secrets, with the fingerprint of the values it was built from.
+static OWN_PATTERN: Mutex<Option<(u64, Option<Regex>)>> = Mutex::new(None);
+
+/// Adds a secret troupe holds (a key read from a config file, say) to those [`redact`] masks
+/// in every encoding, like the secrets in troupe's environment.
+pub fn remember_secret(value: &str) {
+    if value.chars().count() >= OWN_SECRET_MIN_CHARS {
+        let mut remembered = crate::sync::lock(&REMEMBERED);
+        if !remembered.iter().any(|v| v == value) {
+            remembered.push(value.to_string());
+        }
+    }
+}
+
+/// troupe's own secret values: environment variables whose names say secret, and remembered ones.
+fn own_secret_values() -> Vec<String> {
+    let mut values: Vec<String> = std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+        .filter(|(name, value)| {
+            super::sandbox_env::is_secret_name(name)
+                && value.chars().count() >= OWN_SECRET_MIN_CHARS
+                && !value.starts_with('/')
+        })
+        .map(|(_, value)| value)
+        .collect();
+    values.extend(crate::sync::lock(&REMEMBERED).iter().cloned());
+    values.sort();
+    values.dedup();
+    values
+}
+
+/// Masks troupe's own secret values, plain or encoded.
+fn redact_own_secrets(text: &str) -> std::borrow::Cow<'_, str> {
+    let values = own_secret_values();
+    if values.is_empty() {
+        return text.into();
+    }
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    values.hash(&mut hasher);
+    let fingerprint = hasher.finish();
+    let mut cached = crate::sync::lock(&OWN_PATTERN);
+    if cached.as_ref().is_none_or(|(f, _)| *f != fingerprint) {
+        *cached = Some((fingerprint, own_secret_pattern(&values)));
+    }
+    match cached.as_ref().and_then(|(_, re)| re.as_ref()) {
+        Some(re) => std::borrow::Cow::Owned(re.replace_all(text, OWN_SECRET_MASK).into_owned()),
+        None => text.into(),
+    }
+}
+
+/// One pattern matching every secret plain, URL-encoded, in hex and in base64 (standard and
+/// URL-safe alphabets, at each of the three positions a value can take in an encoded stream),
+/// tolerating the line breaks `base64` and `xxd -p` put into long output.
+fn own_secret_pattern(values: &[String]) -> Option<Regex> {
+    let mut alternatives: Vec<String> = vec![];
+    for value in values {
+        alternatives.push(regex::escape(value));
+        let url = url_encode(value);
+        if url != *value {
+            alternatives.push(regex::escape(&url));
+            alternatives.push(regex::escape(&url.replace("%20", "+")));
+        }
+        let bytes = value.as_bytes();
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let mut encoded = vec![hex.clone(), hex.to_uppercase()];
+        for offset in 0..3 {
+            if let Some(core) = base64_core(bytes, offset) {
+                encoded.push(core.replace('+', "-").replace('/', "_"));
+                encoded.push(core);
+            }
+        }
+        for e in encoded {
+            let wrapped: Vec<String> = e.chars().map(|c| regex::escape(&c.to_string())).collect();
+            alternatives.push(wrapped.join(r"(?:\r?\n)?"));
+        }
+    }
+    alternatives.sort_by_key(|a| std::cmp::Reverse(a.len()));
+    alternatives.dedup();
+    match regex::RegexBuilder::new(&alternatives.join("|"))
+        .size_limit(64 << 20)
+        .build()
+    {
+        Ok(re) => Some(re),
+        Err(err) => {
+            tracing::error!(%err, "could not build the pattern for troupe's own secrets");
+            None
+        }
+    }
+}
+
+/// Percent-encoding of everything but unreserved characters.
+fn url_encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// The base64 characters that depend only on `bytes` when they start `offset` bytes (0 to 2)
+/// into a longer encoded stream; None when too few remain to match safely.
+fn base64_core(bytes: &[u8], offset: usize) -> Option<String> {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut padded = vec![0u8; offset];
+    padded.extend_from_slice(bytes);
+    let bits = padded.len() * 8;
+    let mut chars = String::new();
+    // Character k covers bits [6k, 6k + 6); keep those inside the value's own bits.
+    let first = (offset * 8).div_ceil(6);
+    let end = bits / 6;
+    for k in first..end {
+        let bit = 6 * k;
+        let (byte, shift) = (bit / 8, bit % 8);
+        let hi = u16::from(padded[byte]) << 8;
+        let lo = u16::from(padded.get(byte + 1).copied().unwrap_or(0));
+        let index = ((hi | lo) >> (10 - shift)) & 0x3f;
+        chars.push(ALPHABET[index as usize] as char);
+    }
+    (chars.len() >= 10).then_some(chars)
 }
 
 #[cfg(test)]
@@ -191,6 +345,33 @@ mod tests {
         let text =
             "compiled 12 crates in 3.2s; see /tmp/out.log\nthe password= field is documented";
         assert_eq!(redact(text), text);
+    }
+
+    #[test]
+    fn lower_case_assignments_are_masked() {
+        let out = redact("login ok; password=hunter2hunter2 user=bob");
+        assert!(
+            !out.contains("hunter2hunter2") && out.contains("user=bob"),
+            "{out}"
+        );
+        let out = redact("db_secret:abcd1234efgh");
+        assert!(!out.contains("abcd1234efgh"), "{out}");
+        assert_eq!(redact("sorted(x, key=len)"), "sorted(x, key=len)");
+    }
+
+    #[test]
+    fn base64_core_matches_a_real_encoder_at_every_offset() {
+        // Reference encodings made with `printf ... | base64`.
+        assert_eq!(
+            base64_core(b"sk-secret-value", 0).as_deref(),
+            Some("c2stc2VjcmV0LXZhbHVl")
+        );
+        let stream = "eHNrLXNlY3JldC12YWx1ZQ=="; // "xsk-secret-value"
+        let core = base64_core(b"sk-secret-value", 1).unwrap_or_default();
+        assert!(stream.contains(&core), "{core}");
+        let stream = "eHlzay1zZWNyZXQtdmFsdWU="; // "xysk-secret-value"
+        let core = base64_core(b"sk-secret-value", 2).unwrap_or_default();
+        assert!(stream.contains(&core), "{core}");
     }
 
     #[test]

@@ -80,6 +80,12 @@ const SAFE_PREFIXES: &[&str] = &[
     "TZ",
 ];
 
+/// Whether a variable's name says it holds a secret (`OPENAI_API_KEY`, `PGPASSWORD`, ...).
+pub(crate) fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_FRAGMENTS.iter().any(|f| upper.contains(f))
+}
+
 /// The environment for a `terminal` command: everything but troupe's own credentials (and any
 /// `TROUPE_*` secret), plus the `passthrough` names even when they are on that list.
 pub fn terminal_env(

@@ -80,6 +80,13 @@ pub(crate) async fn open(
             // A group of its own: killing the group reaches whatever the server spawned.
             #[cfg(unix)]
             cmd.process_group(0);
+            // Without inspection capabilities, and with a keeper that kills the server and
+            // whatever it started once troupe is gone, however troupe went (a signal, a crash).
+            // SAFETY: it only makes async-signal-safe system calls.
+            #[cfg(unix)]
+            unsafe {
+                cmd.pre_exec(crate::builtin::process_group::mcp_child_setup);
+            }
             // Backstop for a session dropped while the runtime is going away: the child still dies.
             cmd.kill_on_drop(true);
             let (transport, _) = TokioChildProcess::builder(cmd)
@@ -88,12 +95,16 @@ pub(crate) async fn open(
                 .map_err(|e| spawn_error(command, cwd.as_deref(), &e))?;
             let pid = transport.id();
             let process_group = pid.and_then(|p| i32::try_from(p).ok());
+            let mut abandoned = KillGroupOnDrop(process_group);
             match tokio::time::timeout(limit, client.serve_with_ct(transport, ct)).await {
-                Ok(Ok(running)) => Ok(Opened {
-                    running,
-                    process_group,
-                    pid,
-                }),
+                Ok(Ok(running)) => {
+                    abandoned.0 = None;
+                    Ok(Opened {
+                        running,
+                        process_group,
+                        pid,
+                    })
+                }
                 Ok(Err(e)) => {
                     kill_group(process_group);
                     Err(format!(
@@ -159,17 +170,42 @@ fn spawn_error(command: &str, cwd: Option<&Path>, error: &std::io::Error) -> Str
     text
 }
 
-/// Opens the server's log for appending and marks where this start begins.
+/// Opens the server's log for appending and marks where this start begins. The folder and
+/// the file are the owner's only: a server's stderr can hold tokens and paths.
 fn open_log(path: &Path, command: &str, args: &[String]) -> Result<std::fs::File, String> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::DirBuilderExt as _;
+            builder.mode(0o700);
+        }
+        builder
+            .create(dir)
             .map_err(|e| format!("cannot create the MCP log folder {}: {e}", dir.display()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            // A folder made before (by an older troupe) is tightened too.
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        }
     }
-    let mut file = OpenOptions::new()
-        .create(true)
-        .append(true)
+    let mut options = OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let mut file = options
         .open(path)
         .map_err(|e| format!("cannot open the server's log file {}: {e}", path.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
+    }
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -183,19 +219,25 @@ fn open_log(path: &Path, command: &str, args: &[String]) -> Result<std::fs::File
     Ok(file)
 }
 
-/// Kills a stdio server's whole process group; a group that is already gone is fine.
+/// Kills a stdio server's whole process group, and what its keeper holds that left the group;
+/// a group that is already gone is fine.
 pub(crate) fn kill_group(group: Option<i32>) {
     #[cfg(unix)]
     if let Some(group) = group.filter(|g| *g > 1) {
-        use nix::sys::signal::{Signal, killpg};
-        use nix::unistd::Pid;
-        match killpg(Pid::from_raw(group), Signal::SIGKILL) {
-            Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
-            Err(e) => {
-                tracing::warn!(group, error = %e, "could not kill an MCP server's process group")
-            }
-        }
+        use crate::builtin::process_group::{LocalGroup, ProcessGroup as _};
+        use nix::sys::signal::Signal;
+        LocalGroup { pgid: group }.signal(Signal::SIGKILL);
     }
     #[cfg(not(unix))]
     let _ = group;
+}
+
+/// Kills a server's process group if the start-up is abandoned half-way (its future dropped:
+/// Ctrl-C, shutdown during start-up).
+struct KillGroupOnDrop(Option<i32>);
+
+impl Drop for KillGroupOnDrop {
+    fn drop(&mut self) {
+        kill_group(self.0.take());
+    }
 }

@@ -39,10 +39,14 @@ impl McpOptions {
     }
 }
 
-/// `$TROUPE_MCP_LOG_DIR`, else `~/.troupe/logs/mcp`, else the temp folder.
+/// `$TROUPE_MCP_LOG_DIR`, else `logs/mcp` in troupe's home (`$TROUPE_HOME`, else
+/// `~/.troupe`), else the temp folder. The folder and the logs are the owner's only.
 fn default_log_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("TROUPE_MCP_LOG_DIR") {
         return PathBuf::from(dir);
+    }
+    if let Some(home) = std::env::var_os("TROUPE_HOME").filter(|h| !h.is_empty()) {
+        return Path::new(&home).join("logs").join("mcp");
     }
     match std::env::var_os("HOME") {
         Some(home) => Path::new(&home).join(".troupe").join("logs").join("mcp"),
@@ -160,6 +164,87 @@ impl McpManager {
         };
         let statuses = manager.statuses();
         (manager, statuses)
+    }
+
+    /// Starts every enabled server of `config` in the background and returns at once, so no
+    /// turn waits for a slow or hung server: each server's tools are registered in `registry`
+    /// as soon as it is ready, and until then the registry lists it as starting (the bridge's
+    /// `tool_search` says so). Shutting down (or dropping) the manager mid-start kills the
+    /// servers still starting, process group and all.
+    pub fn start_in_background(
+        config: &McpServers,
+        registry: Arc<Registry>,
+        options: McpOptions,
+    ) -> McpManager {
+        let root = CancellationToken::new();
+        let names = Arc::new(Mutex::new(NameBook::new()));
+        let servers: Vec<Arc<ServerConn>> = config
+            .servers
+            .iter()
+            .map(|server| {
+                ServerConn::new(
+                    server.clone(),
+                    Arc::clone(&registry),
+                    Arc::clone(&names),
+                    options.log_dir.join(log_file_name(&server.name)),
+                    root.child_token(),
+                )
+            })
+            .collect();
+        for conn in servers.iter().filter(|c| !c.is_disabled()) {
+            let source = format!("mcp-{}", conn.name());
+            registry.set_starting(&source, true);
+            let conn = Arc::clone(conn);
+            let registry = Arc::clone(&registry);
+            let stop = root.child_token();
+            tokio::spawn(async move {
+                // Dropping the start (on shutdown) kills the half-started server.
+                tokio::select! {
+                    opened = conn.open_session() => {
+                        if let Ok(tools) = opened {
+                            conn.install_tools(tools);
+                        }
+                    }
+                    () = stop.cancelled() => {}
+                }
+                registry.set_starting(&source, false);
+            });
+        }
+        let broken = config
+            .errors
+            .iter()
+            .map(|e| ServerStatus::broken_entry(e.server.clone(), e.to_string()))
+            .collect();
+        McpManager {
+            registry,
+            servers,
+            broken,
+            root,
+        }
+    }
+
+    /// The servers whose start has not finished yet.
+    pub fn starting(&self) -> Vec<String> {
+        let starting = self.registry.starting();
+        self.servers
+            .iter()
+            .filter(|s| starting.contains(&format!("mcp-{}", s.name())))
+            .map(|s| s.name().to_string())
+            .collect()
+    }
+
+    /// Waits until no server is starting any more, or `limit` passes; true when all are done.
+    pub async fn wait_started(&self, limit: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if self.starting().is_empty() {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
     }
 
     /// Every server's status: configured servers in config order, then broken entries.
