@@ -1,5 +1,6 @@
 //! What a session reports while it works: [`SessionEvent`] (turn started, model request, tool
-//! call started and finished, approval asked and answered, stop, final answer) and the
+//! call started and finished, approval asked and answered, stop, final answer, and the model
+//! retries and tool-call fallbacks that make a turn take longer) and the
 //! [`EventSink`] that fans events out to subscribers. The session, the tool runner and the
 //! supervisor emit; the `troupe` API, the CLI's `--json` output and tests subscribe.
 
@@ -48,6 +49,29 @@ pub enum EventKind {
         messages: usize,
         /// How many tools the model is offered.
         tools: usize,
+    },
+    /// A model request failed and is being sent again (or the model's empty reply is answered
+    /// with a nudge): the reason a turn takes longer.
+    ModelRetry {
+        /// The turn's id.
+        turn_id: String,
+        /// The attempt that failed (1 for the first of its request).
+        attempt: u32,
+        /// `transient`, `unreadable_output` or `empty_reply`.
+        reason: String,
+        /// What failed.
+        error: String,
+        /// Milliseconds waited before the next attempt.
+        wait_ms: u64,
+    },
+    /// The session changed how tool calls travel (`auto` falling back to text tool calls).
+    ToolCallsSwitched {
+        /// The turn's id.
+        turn_id: String,
+        /// The mode from now on (`text`).
+        mode: String,
+        /// Why.
+        reason: String,
     },
     /// A tool call began (before approval and hooks).
     ToolCallStarted {

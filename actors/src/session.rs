@@ -31,7 +31,8 @@ use crate::events::{EventKind, EventSink};
 use crate::hooks::HookRegistry;
 use crate::messages::{CallEntry, CallOutcome, CallTarget, new_id};
 use crate::model::{
-    ChatMessage, ModelError, ModelProvider, ModelRequest, ModelResponse, ToolCallRequest,
+    ChatMessage, ModelError, ModelNotice, ModelProvider, ModelRequest, ModelResponse,
+    SessionModelState, ToolCallRequest,
 };
 use crate::supervisor::{
     BeginTurn, EndTurn, RegisterSession, Stop, Supervisor, SupervisorError, UnregisterSession,
@@ -163,6 +164,8 @@ struct Turn {
     requests: u32,
     reply: Option<oneshot::Sender<TurnOutcome>>,
     calls: Vec<CallOutcome>,
+    /// Whether an empty reply already got this turn's one nudge.
+    nudged: bool,
 }
 
 /// One conversation with one model. See the module doc.
@@ -212,6 +215,8 @@ pub struct Session {
     /// Slots for this session's subagents: at most `delegation.max_concurrent_children` run
     /// at once, background and foreground together.
     slots: Arc<tokio::sync::Semaphore>,
+    /// What the provider remembers about this session (retry budget, text tool calls).
+    model_state: Arc<SessionModelState>,
 }
 
 /// What it takes to open a session.
@@ -293,12 +298,15 @@ impl Session {
                 ),
             });
         }
+        let (notices, mut noticed) = tokio::sync::mpsc::unbounded_channel();
         let mut request = ModelRequest {
             messages,
             tools,
             model: self.config.model.clone(),
             max_tokens: self.config.max_tokens,
             stream: None,
+            notices: Some(notices),
+            state: Some(Arc::clone(&self.model_state)),
         };
         self.hooks.pre_llm_call(&self.id, &mut request);
         self.events.send(
@@ -312,13 +320,25 @@ impl Session {
         );
         let provider = Arc::clone(&self.provider);
         let addr = ctx.address();
+        let (events, session_id) = (self.events.clone(), self.id.clone());
         let span = tracing::info_span!("model_request", session_id = %self.id, turn_id = %turn_id, iteration = requests);
         tokio::spawn(
             async move {
-                let result = tokio::select! {
-                    result = provider.complete(request, token.child_token()) => result,
-                    _ = token.cancelled() => Err(ModelError::Cancelled),
+                let answer = provider.complete(request, token.child_token());
+                tokio::pin!(answer);
+                // Retries and fallbacks become events while the request runs, all of them
+                // before the answer is handled.
+                let show = |notice| events.send(&session_id, notice_event(&turn_id, notice));
+                let result = loop {
+                    tokio::select! {
+                        result = &mut answer => break result,
+                        Some(notice) = noticed.recv() => show(notice),
+                        _ = token.cancelled() => break Err(ModelError::Cancelled),
+                    }
                 };
+                while let Ok(notice) = noticed.try_recv() {
+                    show(notice);
+                }
                 if let Err(error) = &result {
                     tracing::warn!(%error, "model request failed");
                 }
@@ -437,6 +457,14 @@ impl Session {
                     run: Box::new(move |arguments| bridge_lookup(&name, &view, &config, arguments)),
                 }
             }
+            name if !self.view.contains(name) => CallTarget::Invalid {
+                name: call.name.clone(),
+                result: ToolResult::error(crate::model::unknown_tool_message(
+                    name,
+                    &self.view,
+                    &self.config.tool_search,
+                )),
+            },
             _ => CallTarget::Tool {
                 name: call.name.clone(),
                 arguments,
@@ -563,7 +591,9 @@ impl Session {
             requests: 0,
             reply,
             calls: Vec::new(),
+            nudged: false,
         });
+        self.model_state.begin_turn();
         self.request_model(ctx, self.config.max_iterations == 0);
     }
 
@@ -573,6 +603,29 @@ impl Session {
 
     fn turn_stopped(&self) -> bool {
         self.turn.as_ref().is_some_and(|t| t.token.is_cancelled())
+    }
+}
+
+/// The event for a provider's notice.
+fn notice_event(turn_id: &str, notice: ModelNotice) -> EventKind {
+    match notice {
+        ModelNotice::Retrying {
+            attempt,
+            reason,
+            error,
+            wait,
+        } => EventKind::ModelRetry {
+            turn_id: turn_id.to_string(),
+            attempt,
+            reason: reason.as_str().to_string(),
+            error,
+            wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+        },
+        ModelNotice::ToolCallsSwitched { to, reason } => EventKind::ToolCallsSwitched {
+            turn_id: turn_id.to_string(),
+            mode: to.as_str().to_string(),
+            reason,
+        },
     }
 }
 
@@ -724,6 +777,42 @@ impl Handler<ModelAnswered> for Session {
             }
         };
         self.hooks.post_llm_call(&self.id, &response);
+        let empty = response.tool_calls.is_empty()
+            && response
+                .content
+                .as_deref()
+                .is_none_or(|t| t.trim().is_empty());
+        if empty && !msg.final_round {
+            // Nothing to show and nothing to run: ask once more, with a nudge.
+            let Some(turn) = self.turn.as_mut() else {
+                return;
+            };
+            if !turn.nudged {
+                turn.nudged = true;
+                self.conversation.push(ChatMessage::Assistant {
+                    content: Some(String::new()),
+                    tool_calls: Vec::new(),
+                });
+                self.conversation.push(ChatMessage::User {
+                    content: crate::model::EMPTY_REPLY_NUDGE.to_string(),
+                });
+                self.events.send(
+                    &self.id,
+                    EventKind::ModelRetry {
+                        turn_id: msg.turn_id,
+                        attempt: turn.requests,
+                        reason: crate::model::RetryReason::EmptyReply.as_str().to_string(),
+                        error: "the model answered with no text and no tool call".to_string(),
+                        wait_ms: 0,
+                    },
+                );
+                self.request_model(ctx, false);
+                return;
+            }
+            let text = "The model answered with nothing twice (no text, no tool call), even after a nudge; try again, or use a stronger model.".to_string();
+            self.finish_turn(text.clone(), TurnStatus::Failed, Some(text));
+            return;
+        }
         let requests = self.turn.as_ref().map(|t| t.requests).unwrap_or(0);
         if response.tool_calls.is_empty() || msg.final_round {
             let text = response.content.unwrap_or_default();
@@ -959,6 +1048,7 @@ impl SessionHandle {
             delegations,
             held: Vec::new(),
             slots,
+            model_state: Arc::new(SessionModelState::new()),
         };
         let addr = session.start();
         Ok(SessionHandle {

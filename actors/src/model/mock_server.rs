@@ -2,7 +2,10 @@
 //! any crate (feature `mock-server`). [`MockServer`] answers from a [`Script`], streamed (tool
 //! calls split over several deltas) or whole, as each request asks; it records every request
 //! and injects the [`Fault`]s a test queues: 429 with Retry-After, error statuses, a connection
-//! dropped mid-stream, a slow stream, or any raw answer.
+//! dropped mid-stream, a slow stream, what real local servers do wrong (a tool-call parser
+//! failing with a 500 or an error event in a stream, a stream without `[DONE]`, calls written
+//! in the text in several forms, `tools` refused), or any raw answer. A request without
+//! `tools` gets its calls written in the text, as a model told about tools in its prompt would.
 //!
 //! Another crate's tests enable it with a dev-dependency:
 //! `troupe-actors = { workspace = true, features = ["mock-server"] }`, then:
@@ -70,6 +73,24 @@ pub enum Fault {
         /// The pause before each event.
         pause: Duration,
     },
+    /// What llama.cpp does when its tool-call parser rejects the model's output: a 500 with
+    /// its parser message, or, streamed, a 200 with the role chunk, an error event and no
+    /// `[DONE]`.
+    UnreadableOutput,
+    /// Streamed: the role chunk, then an error event with this message and no `[DONE]` (an
+    /// upstream failing mid-answer); whole: a 502 with it.
+    StreamError {
+        /// The error's message.
+        message: String,
+    },
+    /// Streamed: the answer's deltas without the finish, the usage and `[DONE]`, then a clean
+    /// close; whole: the normal answer.
+    NoDone,
+    /// Write this turn's tool calls in the answer's text, in this form, instead of as native
+    /// `tool_calls` (a server without a tool-call parser).
+    CallsInContent(CallForm),
+    /// Answer 400 saying tools are not supported, when the request carries `tools`.
+    RefuseTools,
     /// Answer exactly this.
     Raw {
         /// The status.
@@ -80,6 +101,29 @@ pub enum Fault {
         body: String,
     },
 }
+
+/// How [`Fault::CallsInContent`] (and requests without `tools`) write calls in the text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CallForm {
+    /// `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, troupe's told form.
+    #[default]
+    Tagged,
+    /// The bare JSON object.
+    Bare,
+    /// A fenced ```` ```json ```` block.
+    Fenced,
+    /// The object with every brace doubled (`{{"name": ...}}`).
+    DoubledBraces,
+    /// Python-style single quotes.
+    SingleQuotes,
+    /// A comma before every closing brace.
+    TrailingCommas,
+}
+
+/// The message llama.cpp sends when its parser rejects the model's output.
+pub const UNREADABLE_OUTPUT_MESSAGE: &str =
+    "The model produced output that does not match the expected peg-native format";
 
 /// One request the mock server received.
 #[derive(Debug, Clone)]
@@ -135,6 +179,8 @@ struct Shared {
     streams_cut_short: AtomicUsize,
     /// Numbers answers, for their ids.
     answers: AtomicUsize,
+    /// How calls are written for requests without `tools`.
+    text_form: Mutex<CallForm>,
 }
 
 /// A running mock server; it stops when dropped.
@@ -167,6 +213,7 @@ impl MockServer {
             requests: Mutex::new(Vec::new()),
             streams_cut_short: AtomicUsize::new(0),
             answers: AtomicUsize::new(0),
+            text_form: Mutex::new(CallForm::Tagged),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
@@ -193,6 +240,12 @@ impl MockServer {
     /// Queues a fault for the next request that has none yet.
     pub fn push_fault(&self, fault: Fault) {
         lock(&self.shared.faults).push_back(fault);
+    }
+
+    /// How calls are written in the text of answers to requests without `tools` (a model
+    /// told about its tools in the prompt); tagged by default.
+    pub fn set_text_call_form(&self, form: CallForm) {
+        *lock(&self.shared.text_form) = form;
     }
 
     /// Every request received so far, in arrival order.
@@ -240,6 +293,14 @@ async fn chat_completions(
         Some(Fault::Status(status)) => {
             return error_response(status, "the mock server was told to fail this request");
         }
+        Some(Fault::RefuseTools)
+            if parsed
+                .as_ref()
+                .and_then(|r| r.get("tools"))
+                .is_some_and(|t| t.as_array().is_some_and(|a| !a.is_empty())) =>
+        {
+            return error_response(400, "tools are not supported by this model");
+        }
         Some(Fault::Raw {
             status,
             content_type,
@@ -261,7 +322,7 @@ async fn chat_completions(
             "the body is not a JSON object; send a chat-completions request",
         );
     };
-    let Some(answer) = shared.answer_for(&request) else {
+    let Some(mut answer) = shared.answer_for(&request) else {
         return error_response(
             400,
             &format!(
@@ -273,6 +334,16 @@ async fn chat_completions(
     };
     if answer.delay > Duration::ZERO {
         tokio::time::sleep(answer.delay).await;
+    }
+    let offers_tools = request
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|tools| !tools.is_empty());
+    if let Some(Fault::CallsInContent(form)) = fault {
+        answer.write_calls_in_text(form);
+    } else if !offers_tools {
+        let form = *lock(&shared.text_form);
+        answer.write_calls_in_text(form);
     }
     let model = request
         .get("model")
@@ -286,8 +357,29 @@ async fn chat_completions(
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
         == Some(true);
+    let failure = match &fault {
+        Some(Fault::UnreadableOutput) => Some((500, UNREADABLE_OUTPUT_MESSAGE.to_string())),
+        Some(Fault::StreamError { message }) => Some((502, message.clone())),
+        _ => None,
+    };
+    if let Some((status, message)) = failure {
+        if !wants_stream {
+            return error_response(status, &message);
+        }
+        let role = json!({"id": id, "object": "chat.completion.chunk", "created": 0,
+            "model": model, "choices": [{"index": 0, "delta": {"role": "assistant",
+            "content": null}, "finish_reason": null}]});
+        let error = json!({"error": {"code": status, "message": message, "type": "server_error"}});
+        let events = vec![format!("data: {role}\n\n"), format!("data: {error}\n\n")];
+        return sse_response(events, Duration::ZERO, None, Arc::clone(&shared));
+    }
     if wants_stream {
-        let events = answer.sse_events(&id, &model, wants_usage);
+        let mut events = answer.sse_events(&id, &model, wants_usage);
+        if fault == Some(Fault::NoDone) {
+            // Keep the deltas; drop the finish chunk, the usage and [DONE].
+            let keep = events.len().saturating_sub(if wants_usage { 3 } else { 2 });
+            events.truncate(keep);
+        }
         let (pause, drop_after) = match fault {
             Some(Fault::SlowStream { pause }) => (pause, None),
             Some(Fault::DropMidStream { after_events }) => (Duration::ZERO, Some(after_events)),
@@ -392,6 +484,32 @@ impl Shared {
 }
 
 impl Answer {
+    /// Moves the calls into the text, written in `form` (after the text, one per line).
+    fn write_calls_in_text(&mut self, form: CallForm) {
+        if self.calls.is_empty() {
+            return;
+        }
+        let mut text = self.text.take().unwrap_or_default();
+        for (_, name, arguments) in self.calls.drain(..) {
+            let arguments = serde_json::from_str::<Value>(&arguments)
+                .unwrap_or_else(|_| Value::String(arguments));
+            let object = json!({"name": name, "arguments": arguments}).to_string();
+            let written = match form {
+                CallForm::Tagged => format!("<tool_call>\n{object}\n</tool_call>"),
+                CallForm::Bare => object,
+                CallForm::Fenced => format!("```json\n{object}\n```"),
+                CallForm::DoubledBraces => object.replace('{', "{{").replace('}', "}}"),
+                CallForm::SingleQuotes => object.replace('"', "'"),
+                CallForm::TrailingCommas => object.replace('}', ",}"),
+            };
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&written);
+        }
+        self.text = Some(text);
+    }
+
     fn finish_reason(&self) -> &'static str {
         if self.calls.is_empty() {
             "stop"

@@ -2,17 +2,30 @@
 //! that cross it. Implementations: an OpenAI-compatible HTTP provider (`openai`) and a scripted
 //! provider that replays a file of assistant turns (`scripted`), for tests, examples and offline
 //! runs. With the `mock-server` feature, `mock_server` serves scripts over real HTTP in the
-//! OpenAI wire format, with faults, for tests in any crate.
+//! OpenAI wire format, with faults, for tests in any crate. `settings` holds what differs
+//! between a cloud and a local server (tool-call mode, retry budget, extra request fields);
+//! `text_calls` reads tool calls written in a reply's text, for servers whose own tool-call
+//! parsing fails.
 
 #[cfg(feature = "mock-server")]
 pub mod mock_server;
 mod openai;
 mod openai_wire;
+mod replies;
 mod retry;
 mod scripted;
+mod settings;
+mod text_calls;
 
 pub use openai::{DEFAULT_MODEL, OpenAiConfig, OpenAiProvider};
+pub use replies::{EMPTY_REPLY_NUDGE, unknown_tool_message};
 pub use scripted::{CursorMode, Script, ScriptError, ScriptToolCall, ScriptTurn, ScriptedProvider};
+pub use settings::{
+    DEFAULT_RETRY_BUDGET, ProviderOverrides, ProviderSettings, SETTINGS_KEYS, SessionModelState,
+    ToolCallMode,
+};
+
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -79,6 +92,58 @@ pub struct ModelRequest {
     pub max_tokens: Option<u32>,
     /// Receives text and tool-call deltas while the answer streams, when set.
     pub stream: Option<mpsc::UnboundedSender<StreamDelta>>,
+    /// Receives a notice for each retry and fallback, when set (the session turns them into
+    /// events, so a person sees why a turn took longer).
+    pub notices: Option<mpsc::UnboundedSender<ModelNotice>>,
+    /// The session's memory across requests (turn retry budget, text tool calls), when the
+    /// caller keeps one; without it each request has its own budget.
+    pub state: Option<Arc<SessionModelState>>,
+}
+
+/// Why a request is being sent again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryReason {
+    /// The server or the connection failed in a way that passes (5xx, 429, a broken stream).
+    Transient,
+    /// The server could not parse what the model wrote; asked again with a small change.
+    UnreadableOutput,
+    /// The model answered with nothing; asked again with a nudge.
+    EmptyReply,
+}
+
+impl RetryReason {
+    /// The word used in events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetryReason::Transient => "transient",
+            RetryReason::UnreadableOutput => "unreadable_output",
+            RetryReason::EmptyReply => "empty_reply",
+        }
+    }
+}
+
+/// Something a provider did on the way to an answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelNotice {
+    /// A failed attempt is being retried.
+    Retrying {
+        /// 1 for the first retry of this request.
+        attempt: u32,
+        /// Why.
+        reason: RetryReason,
+        /// What failed.
+        error: String,
+        /// How long it waits first.
+        wait: std::time::Duration,
+    },
+    /// The session switched how tool calls travel (from native to text).
+    ToolCallsSwitched {
+        /// The mode from now on.
+        to: ToolCallMode,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// A piece of an answer as it streams.

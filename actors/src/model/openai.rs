@@ -17,7 +17,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::openai_wire::{Assembler, WireCompletion, clip, error_body_message, request_body};
 use super::retry::{backoff_delay, is_retryable_status, server_wait};
-use super::{ModelError, ModelProvider, ModelRequest, ModelResponse, StreamDelta};
+use super::settings::{ProviderSettings, SessionModelState, ToolCallMode};
+use super::text_calls::{parse_reply, text_mode_messages};
+use super::{
+    ChatMessage, FinishReason, ModelError, ModelNotice, ModelProvider, ModelRequest, ModelResponse,
+    RetryReason, StreamDelta, ToolCallRequest,
+};
 
 /// The model asked for when the environment names none.
 pub const DEFAULT_MODEL: &str = "gpt-4o-mini";
@@ -55,6 +60,9 @@ pub struct OpenAiConfig {
     /// More body fields for every request (`temperature`, provider routing, ...); they replace
     /// troupe's own fields of the same name.
     pub extra_body: Map<String, Value>,
+    /// Tool-call mode, per-turn retry budget and request fields (troupe.yaml `model:` or a
+    /// profile).
+    pub settings: ProviderSettings,
 }
 
 impl std::fmt::Debug for OpenAiConfig {
@@ -81,6 +89,7 @@ impl std::fmt::Debug for OpenAiConfig {
                     .collect::<Vec<_>>(),
             )
             .field("extra_body", &self.extra_body)
+            .field("settings", &self.settings)
             .finish()
     }
 }
@@ -103,6 +112,7 @@ impl OpenAiConfig {
             max_tokens: None,
             extra_headers: Vec::new(),
             extra_body: Map::new(),
+            settings: ProviderSettings::default(),
         }
     }
 
@@ -184,6 +194,12 @@ impl OpenAiConfig {
         self
     }
 
+    /// Sets the tool-call mode, retry budget and request fields.
+    pub fn with_settings(mut self, settings: ProviderSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
     /// The chat-completions URL derived from `base_url`.
     pub fn endpoint(&self) -> String {
         let base = self.base_url.trim().trim_end_matches('/');
@@ -221,7 +237,24 @@ enum Next {
     Fail(ModelError),
     /// Try again; the server may have said when.
     Retry(ModelError, Option<Duration>),
+    /// The server could not parse what the model wrote (its tool-call parser failed).
+    Unreadable(ModelError),
+    /// The server does not take the `tools` field.
+    RefusedTools(ModelError),
 }
+
+/// Unreadable native answers in one session before `auto` switches it to text tool calls.
+const NATIVE_FAILURES_BEFORE_TEXT: u32 = 2;
+
+/// Unreadable answers in one request before `native` gives up.
+const NATIVE_CHANGES_BEFORE_GIVING_UP: u32 = 3;
+
+/// Where generation stops after changes and in text mode: a result the model starts to invent
+/// (with or without the `name` attribute troupe writes).
+const INVENTED_RESULT_STOP: &str = "<tool_response";
+
+/// What the model reads after an answer the server could not parse.
+const UNREADABLE_NUDGE: &str = "Your last reply could not be read. Either call exactly one of the listed tools, with a JSON object of its arguments and nothing else, or answer in plain text.";
 
 impl OpenAiProvider {
     /// Checks the config, resolves the API key and builds the HTTP client. Fails with
@@ -299,8 +332,10 @@ impl OpenAiProvider {
 impl ModelProvider for OpenAiProvider {
     fn describe(&self) -> String {
         format!(
-            "openai-compatible at {}, model {}",
-            self.inner.config.base_url, self.inner.config.model
+            "openai-compatible at {}, model {}, tool calls {}",
+            self.inner.config.base_url,
+            self.inner.config.model,
+            self.inner.config.settings.tool_calls.as_str()
         )
     }
 
@@ -315,30 +350,49 @@ impl ModelProvider for OpenAiProvider {
 }
 
 impl Inner {
-    /// Attempts, retries and waits, each in a race with `cancel`.
+    /// Attempts, retries and waits, each in a race with `cancel`. Failures are sorted by what
+    /// helps: passing ones are retried after a backoff; an answer the server could not parse
+    /// is retried with a small change, then (in `auto`) the session switches to text tool
+    /// calls; the rest fail at once with what to fix. Retries come out of the turn's budget.
     async fn run(
         &self,
         request: ModelRequest,
         cancel: CancellationToken,
     ) -> Result<ModelResponse, ModelError> {
         let config = &self.config;
+        let settings = &config.settings;
         let model = request.model.as_deref().unwrap_or(&config.model);
-        let mut body = request_body(
-            model,
-            &request,
-            config.max_tokens,
-            config.stream,
-            &config.extra_body,
-        );
+        let offered = tool_names(&request.tools);
+        let local_state = SessionModelState::new();
+        let state = request.state.as_deref().unwrap_or(&local_state);
+        if request.state.is_none() {
+            local_state.begin_turn();
+        }
+        if settings.tool_calls == ToolCallMode::Text {
+            state.switch_to_text_tools();
+        }
+        // Fields the server refused (`stream_options`, ...), left out from then on.
+        let mut refused: Vec<&'static str> = Vec::new();
         // Set once any delta reached the listener: from then on a broken stream cannot be
         // retried without the listener seeing text twice.
         let mut forwarded = false;
-        let mut retries = 0u32;
+        let mut transient_retries = 0u32;
+        let mut attempts = 0u32;
+        // Unreadable answers in this request: each asks again with one more change.
+        let mut changes = 0u32;
         loop {
             if cancel.is_cancelled() {
                 return Err(ModelError::Cancelled);
             }
-            tracing::debug!(endpoint = %self.endpoint, model, retries, "model request");
+            let text_mode = !request.tools.is_empty() && state.uses_text_tools();
+            let mut body = self.body(model, &request, text_mode, changes);
+            if let Value::Object(fields) = &mut body {
+                for field in &refused {
+                    fields.remove(*field);
+                }
+            }
+            attempts += 1;
+            tracing::debug!(endpoint = %self.endpoint, model, attempts, text_mode, "model request");
             let attempt = tokio::time::timeout(
                 config.request_timeout,
                 self.attempt(&body, request.stream.as_ref(), &mut forwarded),
@@ -349,8 +403,8 @@ impl Inner {
                 () = cancel.cancelled() => return Err(ModelError::Cancelled),
                 outcome = attempt => outcome,
             };
-            let (error, asked) = match outcome {
-                Ok(Ok(response)) => return Ok(response),
+            let (error, asked, reason) = match outcome {
+                Ok(Ok(response)) => return Ok(read_calls(response, text_mode, &offered)),
                 Ok(Err(Next::Fail(error))) => {
                     if let Some(field) = refused_optional_field(&error, &body) {
                         // Some servers reject what they do not know; these fields are extras.
@@ -358,22 +412,79 @@ impl Inner {
                             field,
                             "the server refused an optional field; asking again without it"
                         );
-                        if let Value::Object(fields) = &mut body {
-                            fields.remove(field);
-                        }
+                        refused.push(field);
                         continue;
                     }
                     return Err(error);
                 }
-                Ok(Err(Next::Retry(error, asked))) => (error, asked),
+                Ok(Err(Next::RefusedTools(error))) => {
+                    if text_mode || request.tools.is_empty() {
+                        return Err(error);
+                    }
+                    if settings.tool_calls == ToolCallMode::Native {
+                        return Err(with_note(
+                            error,
+                            "the server does not take the `tools` field; set model.tool_calls to text (or auto) so troupe describes the tools in the prompt",
+                        ));
+                    }
+                    self.switch_to_text(
+                        &request,
+                        state,
+                        format!("the server refused the tools field: {error}"),
+                    );
+                    continue;
+                }
+                Ok(Err(Next::Unreadable(error))) => {
+                    if !text_mode && !request.tools.is_empty() {
+                        let failures = state.note_native_failure();
+                        if settings.tool_calls == ToolCallMode::Auto
+                            && failures >= NATIVE_FAILURES_BEFORE_TEXT
+                        {
+                            self.switch_to_text(
+                                &request,
+                                state,
+                                format!(
+                                    "the server could not parse the model's tool calls {failures} times: {error}"
+                                ),
+                            );
+                            continue;
+                        }
+                        if settings.tool_calls == ToolCallMode::Native
+                            && changes + 1 >= NATIVE_CHANGES_BEFORE_GIVING_UP
+                        {
+                            return Err(with_note(
+                                error,
+                                &format!(
+                                    "the server could not parse the model's output {} times; set model.tool_calls to text or auto so troupe reads tool calls from the reply itself",
+                                    changes + 1
+                                ),
+                            ));
+                        }
+                        changes += 1;
+                    }
+                    (error, Some(Duration::ZERO), RetryReason::UnreadableOutput)
+                }
+                Ok(Err(Next::Retry(error, asked))) => {
+                    if transient_retries >= config.max_retries {
+                        return Err(gave_up(error, attempts));
+                    }
+                    transient_retries += 1;
+                    (error, asked, RetryReason::Transient)
+                }
                 Err(_elapsed) => {
                     return Err(ModelError::Timeout {
                         seconds: config.request_timeout.as_secs().max(1),
                     });
                 }
             };
-            if retries >= config.max_retries {
-                return Err(gave_up(error, retries + 1));
+            if !state.spend_retry(settings.retry_budget) {
+                return Err(with_note(
+                    error,
+                    &format!(
+                        "the turn's retry budget of {} is spent (model.retry_budget)",
+                        settings.retry_budget
+                    ),
+                ));
             }
             let wait = match asked {
                 Some(asked) if asked > config.retry_max_delay => {
@@ -388,22 +499,96 @@ impl Inner {
                     ));
                 }
                 Some(asked) => asked,
-                None => backoff_delay(config.retry_base_delay, config.retry_max_delay, retries),
+                None => backoff_delay(
+                    config.retry_base_delay,
+                    config.retry_max_delay,
+                    transient_retries.saturating_sub(1),
+                ),
             };
             tracing::warn!(
                 error = %error,
+                reason = reason.as_str(),
                 wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-                retry = retries + 1,
-                max_retries = config.max_retries,
+                attempt = attempts,
                 "model request failed; retrying"
+            );
+            notify(
+                &request,
+                ModelNotice::Retrying {
+                    attempt: attempts,
+                    reason,
+                    error: error.to_string(),
+                    wait,
+                },
             );
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => return Err(ModelError::Cancelled),
                 () = tokio::time::sleep(wait) => {}
             }
-            retries += 1;
         }
+    }
+
+    /// Switches the session to text tool calls and says so.
+    fn switch_to_text(&self, request: &ModelRequest, state: &SessionModelState, reason: String) {
+        if state.switch_to_text_tools() {
+            tracing::warn!(%reason, "switching this session to text tool calls");
+            notify(
+                request,
+                ModelNotice::ToolCallsSwitched {
+                    to: ToolCallMode::Text,
+                    reason,
+                },
+            );
+        }
+    }
+
+    /// The request body: native or text tool calls, with the changes made after `changes`
+    /// unreadable answers (a stop on invented results and a nudge, then a warmer sampling).
+    fn body(&self, model: &str, request: &ModelRequest, text_mode: bool, changes: u32) -> Value {
+        let config = &self.config;
+        let mut extra = config.extra_body.clone();
+        for (key, value) in &config.settings.request_fields {
+            extra.insert(key.clone(), value.clone());
+        }
+        let rewritten;
+        let mut request = request;
+        if text_mode {
+            rewritten = ModelRequest {
+                messages: text_mode_messages(&request.messages, &request.tools),
+                tools: Vec::new(),
+                ..request.clone()
+            };
+            request = &rewritten;
+        }
+        let nudged;
+        if changes > 0 && !text_mode {
+            let mut messages = request.messages.clone();
+            messages.push(ChatMessage::User {
+                content: UNREADABLE_NUDGE.to_string(),
+            });
+            nudged = ModelRequest {
+                messages,
+                ..request.clone()
+            };
+            request = &nudged;
+        }
+        let mut body = request_body(model, request, config.max_tokens, config.stream, &extra);
+        if let Value::Object(fields) = &mut body {
+            if text_mode || changes > 0 {
+                add_stop(fields, INVENTED_RESULT_STOP);
+            }
+            if changes > 1 {
+                let warm = fields
+                    .get("temperature")
+                    .and_then(Value::as_f64)
+                    .is_none_or(|t| t < 0.5);
+                if warm {
+                    fields.insert("temperature".into(), Value::from(0.5));
+                }
+            }
+        }
+        body
     }
 
     /// One HTTP exchange: send, check the status, read the answer as a stream or as JSON.
@@ -481,7 +666,11 @@ impl Inner {
                 done = true;
                 break;
             }
-            let chunk: WireCompletion = match serde_json::from_str(data) {
+            let chunk: WireCompletion = match serde_json::from_str::<WireCompletion>(data) {
+                Ok(chunk) if chunk.error_message().is_some() => {
+                    let message = chunk.error_message().unwrap_or_default();
+                    return Err(stream_error(&message, *forwarded));
+                }
                 Ok(chunk) => chunk,
                 // Keep-alive notes and other non-JSON lines carry no answer.
                 Err(_) if !data.starts_with('{') => {
@@ -509,9 +698,14 @@ impl Inner {
             return Err(retry_unless_forwarded(error, *forwarded));
         }
         if !done && !assembler.finished() {
-            tracing::debug!(
-                "the stream ended without [DONE] or a finish reason; using what arrived"
-            );
+            // Cut off: what arrived may be half an answer.
+            let error = ModelError::Unreachable {
+                url: self.endpoint.clone(),
+                reason: "the stream ended without [DONE] or a finish reason; the server or a \
+                         proxy cut the answer short"
+                    .to_string(),
+            };
+            return Err(retry_unless_forwarded(error, *forwarded));
         }
         Ok(assembler.finish())
     }
@@ -526,6 +720,11 @@ impl Inner {
             .bytes()
             .await
             .map_err(|e| Next::Retry(self.unreachable(&e, "reading the answer"), None))?;
+        if let Ok(chunk) = serde_json::from_slice::<WireCompletion>(&bytes)
+            && let Some(message) = chunk.error_message()
+        {
+            return Err(stream_error(&message, *forwarded));
+        }
         let chunk: WireCompletion = serde_json::from_slice(&bytes).map_err(|e| {
             Next::Fail(ModelError::Protocol(format!(
                 "the answer from {} is not chat-completions JSON ({e}): {}; check that base_url \
@@ -566,15 +765,16 @@ impl Inner {
             SystemTime::now(),
         );
         let text = response.text().await.unwrap_or_default();
+        let message = error_body_message(&text);
         let error = ModelError::Status {
             status,
-            body: format!(
-                "{}; {}",
-                error_body_message(&text),
-                self.status_hint(status)
-            ),
+            body: format!("{message}; {}", self.status_hint(status)),
         };
-        if is_retryable_status(status) {
+        if status >= 500 && is_unreadable_output(&message) {
+            Next::Unreadable(error)
+        } else if matches!(status, 400 | 422) && refuses_tools(&message) {
+            Next::RefusedTools(error)
+        } else if is_retryable_status(status) {
             Next::Retry(error, asked)
         } else {
             Next::Fail(error)
@@ -617,6 +817,127 @@ impl Inner {
             url: self.endpoint.clone(),
             reason,
         }
+    }
+}
+
+/// The names of the offered tools (wrapped or bare definitions).
+fn tool_names(tools: &[Value]) -> Vec<String> {
+    tools
+        .iter()
+        .filter_map(|tool| {
+            tool.pointer("/function/name")
+                .or_else(|| tool.get("name"))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// Reads tool calls written in the answer's text: always in text mode; in native mode only
+/// when the server returned none and the text calls tools that were offered (a server with no
+/// tool-call parser of its own leaves them there).
+fn read_calls(mut response: ModelResponse, text_mode: bool, offered: &[String]) -> ModelResponse {
+    if offered.is_empty() || !response.tool_calls.is_empty() {
+        return response;
+    }
+    let Some(content) = response.content.as_deref() else {
+        return response;
+    };
+    let parsed = parse_reply(content, (!text_mode).then_some(offered));
+    if parsed.calls.is_empty() {
+        return response;
+    }
+    response.tool_calls = parsed
+        .calls
+        .into_iter()
+        .map(|(name, arguments)| ToolCallRequest {
+            id: format!("call_{}", uuid::Uuid::now_v7().simple()),
+            name,
+            arguments: if arguments.trim().is_empty() {
+                "{}".to_string()
+            } else {
+                arguments
+            },
+        })
+        .collect();
+    response.content = (!parsed.prose.is_empty()).then_some(parsed.prose);
+    response.finish_reason = FinishReason::ToolCalls;
+    response
+}
+
+/// Sends a notice to the request's listener, if any.
+fn notify(request: &ModelRequest, notice: ModelNotice) {
+    if let Some(notices) = &request.notices {
+        // A listener that left is not an error.
+        let _ = notices.send(notice);
+    }
+}
+
+/// Adds `stop` to the body's stop sequences (a string or a list), keeping the ones set.
+fn add_stop(fields: &mut Map<String, Value>, stop: &str) {
+    let mut list = match fields.remove("stop") {
+        Some(Value::String(one)) => vec![Value::String(one)],
+        Some(Value::Array(many)) => many,
+        _ => Vec::new(),
+    };
+    if !list.iter().any(|s| s.as_str() == Some(stop)) {
+        list.push(Value::from(stop));
+    }
+    fields.insert("stop".into(), Value::Array(list));
+}
+
+/// Whether an error message says the server's parser could not read what the model wrote
+/// (llama.cpp: "The model produced output that does not match the expected ... format"; vLLM
+/// and others: "failed to parse tool call ...").
+fn is_unreadable_output(message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    [
+        "does not match the expected",
+        "model produced output",
+        "failed to parse",
+        "could not parse",
+        "unable to parse",
+        "error parsing",
+        "parse tool call",
+        "parsing tool call",
+        "invalid tool call",
+    ]
+    .iter()
+    .any(|needle| message.contains(needle))
+}
+
+/// Whether a 400 says the server takes no `tools` (or no tool calls for this model).
+fn refuses_tools(message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    // A refused optional field is dropped instead (see `refused_optional_field`).
+    let optional = ["stream_options", "parallel_tool_calls"]
+        .iter()
+        .any(|field| message.contains(field));
+    !optional
+        && message.contains("tool")
+        && [
+            "not support",
+            "unsupported",
+            "unknown",
+            "unrecognized",
+            "not allowed",
+            "not permitted",
+            "extra inputs",
+        ]
+        .iter()
+        .any(|needle| message.contains(needle))
+}
+
+/// An error the server put in a 200 answer or a stream: a parse failure of the model's output,
+/// or a passing failure worth a retry (unless text already reached the listener).
+fn stream_error(message: &str, forwarded: bool) -> Next {
+    let error = ModelError::Protocol(format!(
+        "the server reported an error instead of an answer: {message}"
+    ));
+    if is_unreadable_output(message) && !forwarded {
+        Next::Unreadable(error)
+    } else {
+        retry_unless_forwarded(error, forwarded)
     }
 }
 

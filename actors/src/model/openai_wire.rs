@@ -706,6 +706,8 @@ mod tests {
             model: None,
             max_tokens: Some(64),
             stream: None,
+            notices: None,
+            state: None,
         };
         let mut extra = Map::new();
         extra.insert("temperature".into(), json!(0));

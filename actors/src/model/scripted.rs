@@ -618,6 +618,8 @@ mod tests {
             model: None,
             max_tokens: None,
             stream: None,
+            notices: None,
+            state: None,
         }
     }
 
