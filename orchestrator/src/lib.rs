@@ -13,6 +13,8 @@
 //! - [`kanban_config`]: the `kanban:` and `profiles:` sections, opening a board store.
 //! - [`kanban_api`]: [`Kanban`](kanban_api::Kanban), the Rust API for boards, tasks and events.
 //! - [`kanban_demo_model`]: the fan-out plan of `troupe demo` and its offline model.
+//! - [`plugins`]: plugins (bundled, user, project), hook commands, plugin toolsets, slash
+//!   commands, and the bundled disk-cleanup plugin.
 //! - [`http`]: the HTTP API behind `troupe serve` (sessions, approvals, boards, event feed).
 //! - [`cli`]: the `troupe` command line.
 //! - [`tools`]: re-export of `troupe-tools` (tool model, views, tool search, bridge).
@@ -27,6 +29,7 @@ pub mod http;
 pub mod kanban_api;
 pub mod kanban_config;
 pub mod kanban_demo_model;
+pub mod plugins;
 
 pub use troupe_tools as tools;
 

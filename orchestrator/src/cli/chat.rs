@@ -18,8 +18,12 @@ use troupe_actors::supervisor::{ApprovalChoice, ApprovalConfig, DefaultRules, Pe
 use troupe_tools::builtin::{BuiltinConfig, Builtins, core_tools};
 use troupe_tools::{Registry, ViewSpec};
 
+use troupe_actors::hooks::HookRegistry;
+use troupe_tools::mcp::McpManager;
+
 use crate::api::{SessionOptions, Troupe, TroupeConfig};
 use crate::config::Config;
+use crate::plugins::Plugins;
 
 /// Exit code when the model could not be reached or failed.
 const EXIT_MODEL_FAILED: i32 = 1;
@@ -27,6 +31,8 @@ const EXIT_MODEL_FAILED: i32 = 1;
 const EXIT_USAGE: i32 = 2;
 /// Exit code when the turn was stopped (Ctrl-C).
 const EXIT_INTERRUPTED: i32 = 130;
+/// How long an exiting chat waits for observer hooks (`on_session_end`, ...) still running.
+const OBSERVER_DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// `troupe chat`: ask one question and print the answer.
 #[derive(Debug, Args)]
@@ -69,6 +75,30 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<i32> {
             return Ok(EXIT_USAGE);
         }
     };
+    let plugins = match Plugins::from_config(&config) {
+        Ok(plugins) => plugins,
+        Err(message) => {
+            eprintln!("troupe chat: {message}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    for warning in plugins.catalog().warnings() {
+        eprintln!("troupe chat: {warning}");
+    }
+    // `/<command>` goes to the plugin that registered it, never to the model.
+    if let Some(reply) = plugins.commands().dispatch(&args.query, None).await {
+        if args.json {
+            println!(
+                "{}",
+                json!({"type": "command", "command": reply.command, "plugin": reply.owner, "ok": reply.ok, "text": reply.text})
+            );
+        } else if reply.ok {
+            println!("{}", reply.text);
+        } else {
+            eprintln!("{}", reply.text);
+        }
+        return Ok(if reply.ok { 0 } else { EXIT_USAGE });
+    }
     let provider = match provider(&args, &config) {
         Ok(provider) => provider,
         Err(message) => {
@@ -94,11 +124,15 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<i32> {
     let registry = Registry::with_tools(core_tools(&builtins));
     // MCP servers from troupe.yaml join the registry before the view is cut; their tools are
     // deferred behind the tool-search bridge.
-    let mcp = if config.mcp_servers.is_null() {
+    let mut servers = super::mcp::mcp_servers_of(&config);
+    plugins.extend_mcp(&mut servers);
+    for error in &servers.errors {
+        eprintln!("troupe chat: {error}");
+    }
+    let mcp = if servers.servers.is_empty() {
         None
     } else {
-        let (manager, statuses) =
-            super::mcp::start_configured(&config, Arc::clone(&registry)).await;
+        let (manager, statuses) = McpManager::start(&servers, Arc::clone(&registry)).await;
         for status in &statuses {
             if let Some(error) = &status.last_error {
                 eprintln!(
@@ -148,6 +182,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<i32> {
     crate::delegation::enable_delegation(&registry, &mut session_config, delegation, false);
     let troupe = Troupe::start(
         TroupeConfig::new(Arc::clone(&registry))
+            .with_hooks(plugins.session_hooks(&HookRegistry::new()))
             .with_approvals(approvals)
             .with_rules(Arc::new(rules))
             .with_session(session_config),
@@ -200,12 +235,14 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<i32> {
             eprintln!("troupe chat: {error}");
             troupe.close().await;
             shut_down_mcp(mcp).await;
+            plugins.drain(OBSERVER_DRAIN).await;
             return Ok(EXIT_MODEL_FAILED);
         }
         Err(error) => {
             eprintln!("troupe chat: the session task failed: {error}");
             troupe.close().await;
             shut_down_mcp(mcp).await;
+            plugins.drain(OBSERVER_DRAIN).await;
             return Ok(EXIT_MODEL_FAILED);
         }
     };
@@ -221,6 +258,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<i32> {
     troupe.close().await;
     builtins.end_session(session.id()).await;
     shut_down_mcp(mcp).await;
+    plugins.drain(OBSERVER_DRAIN).await;
     Ok(match outcome.status {
         TurnStatus::Completed | TurnStatus::MaxIterations => 0,
         TurnStatus::Interrupted => EXIT_INTERRUPTED,

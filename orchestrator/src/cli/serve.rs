@@ -113,6 +113,10 @@ async fn run_inner(args: ServeArgs) -> Result<(), (i32, String)> {
         ),
     };
 
+    let plugins = crate::plugins::Plugins::from_config(&config).map_err(usage)?;
+    for warning in plugins.catalog().warnings() {
+        eprintln!("troupe serve: {warning}");
+    }
     let approvals = ApprovalConfig::from_value(config.section("approvals")).map_err(usage)?;
     let delegation =
         crate::delegation::delegation_config(&config).map_err(|e| usage(e.to_string()))?;
@@ -134,6 +138,7 @@ async fn run_inner(args: ServeArgs) -> Result<(), (i32, String)> {
     crate::delegation::enable_delegation(&registry, &mut session, delegation, true);
     let troupe = Troupe::start(
         TroupeConfig::new(Arc::clone(&registry))
+            .with_hooks(plugins.session_hooks(&Default::default()))
             .with_approvals(approvals)
             .with_rules(Arc::new(rules))
             .with_session(session.clone()),
@@ -191,7 +196,8 @@ async fn run_inner(args: ServeArgs) -> Result<(), (i32, String)> {
         .map_err(|e| failed(e.to_string()))?
         .with_wake(wake)
         .with_cors_origins(serve.cors_origins.clone())
-        .with_default_board(board.clone());
+        .with_default_board(board.clone())
+        .with_commands(plugins.commands().clone());
     match &dispatcher {
         Some((handle, _)) => {
             state = state.with_dispatcher(Arc::new(DispatcherPass::new(
