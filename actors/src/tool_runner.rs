@@ -367,7 +367,10 @@ impl ToolRunner {
             meta.call_id.clone(),
             call_token.clone(),
         )
-        .with_approval(approved);
+        .with_approval(approved)
+        // A tool that calls tools (execute_code's scripts) goes through this same runner: the
+        // session's view, hooks and approvals, never around them.
+        .with_dispatch(RunnerDispatch::new(*self, ctx.clone()));
         let arguments = meta.arguments.clone();
         // Subagents have their own inactivity limit; the batch deadline would cut healthy ones.
         let bounded = !matches!(runnable, Runnable::Task { .. });

@@ -54,12 +54,15 @@ pub struct DispatcherHooks {
     pub session: HookRegistry,
     /// Board observers, called in order.
     pub kanban: Vec<Arc<dyn KanbanHook>>,
+    /// Makes task workspaces ready; workers run in the process's directory when `None`.
+    pub workspaces: Option<Arc<dyn crate::workspace::Workspaces>>,
 }
 
 impl std::fmt::Debug for DispatcherHooks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DispatcherHooks")
             .field("kanban", &self.kanban.len())
+            .field("workspaces", &self.workspaces.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -73,6 +76,15 @@ impl DispatcherHooks {
     /// Uses `session` for the workers' sessions.
     pub fn with_session_hooks(mut self, session: HookRegistry) -> DispatcherHooks {
         self.session = session;
+        self
+    }
+
+    /// Makes each claimed task's workspace ready with `workspaces` before its worker starts.
+    pub fn with_workspaces(
+        mut self,
+        workspaces: Arc<dyn crate::workspace::Workspaces>,
+    ) -> DispatcherHooks {
+        self.workspaces = Some(workspaces);
         self
     }
 

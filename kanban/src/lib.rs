@@ -17,6 +17,7 @@
 //! - [`worker_tools`]: the `kanban` toolset bound to one task; [`worker_context`]: the
 //!   worker's prompt and first message.
 //! - [`profiles`]: the named agent configurations tasks are assigned to; [`hooks`]: observers.
+//! - [`workspace`]: where a worker does a task's work ([`workspace::Workspaces`]).
 //!
 //! # Example
 //!
@@ -53,6 +54,7 @@ pub mod store;
 pub mod worker;
 pub mod worker_context;
 pub mod worker_tools;
+pub mod workspace;
 
 pub use dispatcher::{DispatchReport, DispatcherConfig, DispatcherEvent, DispatcherHandle};
 pub use model::{

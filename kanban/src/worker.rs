@@ -355,6 +355,8 @@ enum Ending {
     /// The database was out of reach (or busy) before the model was asked anything: not the
     /// task's fault.
     Unavailable(String),
+    /// The task's workspace could not be made ready: the task is blocked with the reason.
+    NoWorkspace(String),
 }
 
 /// Runs the session to its end and settles the run with the store.
@@ -456,6 +458,31 @@ async fn run_task(
             report.detail = Some(why);
             None
         }
+        Ending::NoWorkspace(reason) => {
+            // Something a person must fix (a missing directory, a branch in the way): blocked
+            // with the reason, and no failure of the worker.
+            let reason = format!("the task's workspace could not be made ready: {reason}");
+            let request = crate::store::BlockRequest::new(
+                crate::workspace::WORKSPACE_BLOCK_KIND,
+                reason.clone(),
+            )
+            .by_worker(params.worker.clone());
+            match store.block(board, &task.id, &request).await {
+                Ok(done) => {
+                    params
+                        .hooks
+                        .each(|h| h.task_blocked(board, &done.task, &reason));
+                    report.outcome = WorkerOutcome::Blocked;
+                }
+                Err(error) => {
+                    tracing::warn!(task = %task.id, %error, "could not block a task without a workspace");
+                    report.outcome = WorkerOutcome::Released;
+                    release(store, board, &task.id, &params.worker).await;
+                }
+            }
+            report.detail = Some(reason);
+            None
+        }
         Ending::Cause(StopCause::Release) => {
             report.outcome = WorkerOutcome::Released;
             release(store, board, &task.id, &params.worker).await;
@@ -502,15 +529,25 @@ async fn drive_session(
 ) -> Ending {
     let view = task_view(&params.profile.view, task_tools(binding));
     let profile_config = &params.profile.session;
-    let config = SessionConfig {
+    let mut config = SessionConfig {
         system_prompt: Some(system_prompt(profile_config.system_prompt.as_deref())),
         ..profile_config.clone()
     };
+    let mut hooks = params.hooks.session.clone();
+    if let Some(workspaces) = &params.hooks.workspaces {
+        match workspaces.prepare(&params.board, &params.claim.task).await {
+            Ok(dir) => {
+                hooks = hooks.with(workspaces.session_hook(&dir));
+                config.cwd = dir;
+            }
+            Err(reason) => return Ending::NoWorkspace(reason),
+        }
+    }
     let opened = SessionHandle::open(SessionParams {
         provider: Arc::clone(&params.profile.provider),
         view,
         config,
-        hooks: params.hooks.session.clone(),
+        hooks,
         supervisor: params.supervisor.clone(),
         parent: None,
         upstream_events: None,

@@ -157,6 +157,25 @@ impl TaskBinding {
         }
     }
 
+    /// Marks a terminal call as being written, unless an earlier one already succeeded: that
+    /// one stays what the worker did until a later call succeeds.
+    fn begin_terminal(&self) {
+        if let Ok(mut t) = self.terminal.lock()
+            && matches!(*t, TerminalCall::None)
+        {
+            *t = TerminalCall::Pending;
+        }
+    }
+
+    /// A terminal call failed: forgets only its own pending mark, never an earlier success.
+    fn fail_terminal(&self) {
+        if let Ok(mut t) = self.terminal.lock()
+            && matches!(*t, TerminalCall::Pending)
+        {
+            *t = TerminalCall::None;
+        }
+    }
+
     /// Refuses any task id but the bound one.
     fn own_task(&self, args: &Map<String, Value>) -> Result<(), ToolResult> {
         match args.get("task_id") {
@@ -392,7 +411,7 @@ async fn complete(b: &TaskBinding, args: &Map<String, Value>) -> Result<ToolResu
         metadata,
         worker: Some(b.worker.clone()),
     };
-    b.set_terminal(TerminalCall::Pending);
+    b.begin_terminal();
     match b.store.complete(&b.board, &b.task, &done).await {
         Ok(task) => {
             b.set_terminal(TerminalCall::Completed(Box::new(task.clone())));
@@ -404,7 +423,7 @@ async fn complete(b: &TaskBinding, args: &Map<String, Value>) -> Result<ToolResu
             })))
         }
         Err(error) => {
-            b.set_terminal(TerminalCall::None);
+            b.fail_terminal();
             Err(store_error(error))
         }
     }
@@ -417,7 +436,7 @@ async fn block(b: &TaskBinding, args: &Map<String, Value>) -> Result<ToolResult,
         .filter(|k| !k.trim().is_empty())
         .unwrap_or_else(|| DEFAULT_BLOCK_KIND.to_string());
     let request = BlockRequest::new(kind, reason.clone()).by_worker(b.worker.clone());
-    b.set_terminal(TerminalCall::Pending);
+    b.begin_terminal();
     match b.store.block(&b.board, &b.task, &request).await {
         Ok(done) => {
             let task = done.task;
@@ -430,7 +449,7 @@ async fn block(b: &TaskBinding, args: &Map<String, Value>) -> Result<ToolResult,
             })))
         }
         Err(error) => {
-            b.set_terminal(TerminalCall::None);
+            b.fail_terminal();
             Err(store_error(error))
         }
     }

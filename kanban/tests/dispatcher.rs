@@ -1062,3 +1062,51 @@ async fn a_rate_limited_task_cools_down_before_it_is_claimed_again() {
     assert_eq!(task.consecutive_failures, 0);
     d.stop().await;
 }
+
+#[actix_rt::test]
+async fn a_failed_terminal_call_after_a_block_keeps_the_block() {
+    use troupe_kanban::worker_tools::TerminalCall;
+    let b = board().await;
+    let task = create(&b, NewTask::new("parked then poked")).await;
+    let worker = WorkerId::local();
+    b.store
+        .claim_task(&b.slug, &task.id, &ClaimSpec::new(worker.clone()))
+        .await
+        .unwrap();
+    let binding = TaskBinding::new(
+        Arc::clone(&b.store),
+        b.slug.clone(),
+        task.id.clone(),
+        worker,
+        "coder",
+        Duration::from_secs(60),
+    );
+    let view = task_view(&Registry::new().view_all(), task_tools(&binding));
+    let call = |tool: &'static str, args: Value| {
+        let view = view.clone();
+        async move {
+            let Value::Object(args) = args else {
+                unreachable!()
+            };
+            view.call(tool, args, CallContext::detached("c")).await
+        }
+    };
+    let blocked = call("kanban_block", json!({"reason": "need the API key"})).await;
+    assert!(!blocked.is_error, "{}", text_of(&blocked));
+    assert!(matches!(binding.terminal(), TerminalCall::Blocked(_, _)));
+    // One more terminal call after the block: the board refuses it (the task is blocked) ...
+    let late = call("kanban_complete", json!({"summary": "done after all"})).await;
+    assert!(late.is_error, "{}", text_of(&late));
+    // ... and the worker still knows it blocked the task.
+    match binding.terminal() {
+        TerminalCall::Blocked(task, reason) => {
+            assert_eq!(task.status, TaskStatus::Blocked);
+            assert_eq!(reason, "need the API key");
+        }
+        other => panic!("the block was forgotten: {other:?}"),
+    }
+    assert!(binding.has_terminal());
+    let late = call("kanban_block", json!({"reason": "again"})).await;
+    assert!(late.is_error, "{}", text_of(&late));
+    assert!(matches!(binding.terminal(), TerminalCall::Blocked(_, r) if r == "need the API key"));
+}

@@ -3,7 +3,11 @@
 //! works from any program, a plain `#[tokio::main]` included. Open sessions, send messages,
 //! stream events, answer approvals, stop, and shut down with [`Troupe::close`].
 //!
-//! Used by the CLI (`troupe chat`), the examples and embedding programs.
+//! A troupe is usually started from a `troupe.yaml` ([`Troupe::from_file`],
+//! [`Troupe::from_config`]), which goes through [`crate::runtime`]: the built-in tools and MCP
+//! servers of the config, its approvals, delegation and `profiles:`; sessions may then name a
+//! profile ([`SessionOptions::from_profile`]). [`Troupe::start`] is the bare form over a
+//! registry a program filled itself.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -13,6 +17,7 @@ use std::time::Duration;
 use troupe_tools::sync::lock;
 
 use actix::{Actor, Addr};
+use futures::future::BoxFuture;
 use troupe_actors::events::{EventSink, SessionEvent};
 use troupe_actors::hooks::HookRegistry;
 use troupe_actors::model::ModelProvider;
@@ -41,7 +46,41 @@ pub enum TroupeError {
     /// A session-level failure.
     #[error(transparent)]
     Session(#[from] SessionError),
+    /// A session named a profile this troupe does not have.
+    #[error("there is no profile {name:?} (known: {known})")]
+    UnknownProfile {
+        /// The name asked for.
+        name: String,
+        /// The profiles that exist, comma-separated.
+        known: String,
+    },
+    /// A session could not be set up as asked (no model, an unknown toolset, ...).
+    #[error("{0}")]
+    Setup(String),
 }
+
+/// What a named profile gives the sessions that name it (`profiles:` in `troupe.yaml`).
+#[derive(Clone)]
+pub struct SessionProfile {
+    /// Its model, or why it has none.
+    pub provider: Result<Arc<dyn ModelProvider>, String>,
+    /// The tools its sessions see.
+    pub view: ToolsetView,
+    /// Its session settings (system prompt, iterations, model name).
+    pub session: SessionConfig,
+}
+
+impl std::fmt::Debug for SessionProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionProfile")
+            .field("tools", &self.view.len())
+            .field("has_model", &self.provider.is_ok())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Work a troupe does when it closes, after its sessions ended (stop MCP servers, plugins).
+pub type CloseHook = Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// How a troupe is set up: the tools, approvals, hooks and the defaults of its sessions.
 #[derive(Clone)]
@@ -58,6 +97,16 @@ pub struct TroupeConfig {
     pub session: SessionConfig,
     /// Worker threads of the tokio pool that runs model requests and tools.
     pub worker_threads: usize,
+    /// The model of sessions opened without one and without a profile.
+    pub default_provider: Option<Arc<dyn ModelProvider>>,
+    /// Named profiles sessions may ask for.
+    pub profiles: HashMap<String, SessionProfile>,
+    /// Board observers handed to the dispatchers started on this troupe.
+    pub kanban_hooks: Vec<Arc<dyn troupe_kanban::hooks::KanbanHook>>,
+    /// Run in order by [`Troupe::close`] once the actor system is down.
+    pub on_close: Vec<CloseHook>,
+    /// Makes task workspaces ready for the workers of dispatchers started on this troupe.
+    pub workspaces: Option<Arc<dyn troupe_kanban::workspace::Workspaces>>,
 }
 
 impl TroupeConfig {
@@ -71,7 +120,30 @@ impl TroupeConfig {
             hooks: HookRegistry::new(),
             session: SessionConfig::default(),
             worker_threads: 2,
+            default_provider: None,
+            profiles: HashMap::new(),
+            kanban_hooks: Vec::new(),
+            on_close: Vec::new(),
+            workspaces: None,
         }
+    }
+
+    /// Sets the model of sessions opened without one.
+    pub fn with_default_provider(mut self, provider: Arc<dyn ModelProvider>) -> Self {
+        self.default_provider = Some(provider);
+        self
+    }
+
+    /// Adds (or replaces) a named profile.
+    pub fn with_profile(mut self, name: impl Into<String>, profile: SessionProfile) -> Self {
+        self.profiles.insert(name.into(), profile);
+        self
+    }
+
+    /// Adds work for [`Troupe::close`].
+    pub fn with_close_hook(mut self, hook: CloseHook) -> Self {
+        self.on_close.push(hook);
+        self
     }
 
     /// Sets the approval settings.
@@ -99,10 +171,13 @@ impl TroupeConfig {
     }
 }
 
-/// What a new session gets; the troupe's defaults fill what is left `None`.
+/// What a new session gets; its profile (when it names one), then the troupe's defaults fill
+/// what is left `None`.
 pub struct SessionOptions {
-    /// The model.
-    pub provider: Arc<dyn ModelProvider>,
+    /// The model; the profile's, else the troupe's default model, when `None`.
+    pub provider: Option<Arc<dyn ModelProvider>>,
+    /// The profile (`profiles:` in `troupe.yaml`) whose model, tools and settings it takes.
+    pub profile: Option<String>,
     /// The tools it may see and call; the whole registry when `None`.
     pub view: Option<ToolsetView>,
     /// Its settings; the troupe's defaults when `None`.
@@ -115,11 +190,37 @@ impl SessionOptions {
     /// A session on `provider` with the troupe's defaults.
     pub fn new(provider: Arc<dyn ModelProvider>) -> Self {
         SessionOptions {
-            provider,
+            provider: Some(provider),
+            ..SessionOptions::configured()
+        }
+    }
+
+    /// A session on the troupe's default model (`model:` of `troupe.yaml`).
+    pub fn configured() -> Self {
+        SessionOptions {
+            provider: None,
+            profile: None,
             view: None,
             config: None,
             parent: None,
         }
+    }
+
+    /// A session of a named profile: its model, tools and settings.
+    pub fn from_profile(name: impl Into<String>) -> Self {
+        SessionOptions::configured().with_profile(name)
+    }
+
+    /// Takes what the options leave open from the profile `name`.
+    pub fn with_profile(mut self, name: impl Into<String>) -> Self {
+        self.profile = Some(name.into());
+        self
+    }
+
+    /// Sets the model.
+    pub fn with_provider(mut self, provider: Arc<dyn ModelProvider>) -> Self {
+        self.provider = Some(provider);
+        self
     }
 
     /// Narrows what the session sees.
@@ -151,6 +252,8 @@ struct Inner {
     sessions: Mutex<HashMap<String, SessionHandle>>,
     /// Told when the actor thread has exited.
     exited: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
+    /// The config's close hooks, taken by the first close.
+    on_close: Mutex<Vec<CloseHook>>,
 }
 
 impl Drop for Inner {
@@ -185,6 +288,7 @@ impl Troupe {
             )),
         };
         let approvals = config.approvals.clone();
+        let on_close = config.on_close.clone();
         let threads = config.worker_threads.max(1);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();
@@ -232,6 +336,7 @@ impl Troupe {
                 events: EventSink::new(),
                 sessions: Mutex::new(HashMap::new()),
                 exited: Mutex::new(Some(exit_rx)),
+                on_close: Mutex::new(on_close),
             }),
         })
     }
@@ -266,20 +371,102 @@ impl Troupe {
         self.inner.config.session.clone()
     }
 
+    /// The hooks every session of this troupe runs.
+    pub fn hooks(&self) -> &HookRegistry {
+        &self.inner.config.hooks
+    }
+
+    /// The hooks a kanban dispatcher started on this troupe hands its workers: the troupe's
+    /// session hooks, its board observers and its task workspaces.
+    pub fn dispatcher_hooks(&self) -> troupe_kanban::hooks::DispatcherHooks {
+        let mut hooks = troupe_kanban::hooks::DispatcherHooks::new()
+            .with_session_hooks(self.inner.config.hooks.clone());
+        for hook in &self.inner.config.kanban_hooks {
+            hooks = hooks.with_kanban_hook(Arc::clone(hook));
+        }
+        if let Some(workspaces) = &self.inner.config.workspaces {
+            hooks = hooks.with_workspaces(Arc::clone(workspaces));
+        }
+        hooks
+    }
+
+    /// The named profiles sessions may ask for, sorted.
+    pub fn profile_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.inner.config.profiles.keys().cloned().collect();
+        names.sort_unstable();
+        names
+    }
+
+    /// The named profile, if the troupe has it.
+    pub fn profile(&self, name: &str) -> Option<&SessionProfile> {
+        self.inner.config.profiles.get(name)
+    }
+
+    /// The model sessions get when they name none, if the troupe has one.
+    pub fn default_provider(&self) -> Option<Arc<dyn ModelProvider>> {
+        self.inner.config.default_provider.clone()
+    }
+
+    /// Starts a troupe from a checked `troupe.yaml` through [`crate::runtime::Runtime`]: its
+    /// tools, MCP servers, approvals, delegation and profiles. Closing it stops them.
+    pub async fn from_config(
+        config: crate::config::Config,
+    ) -> Result<Troupe, crate::runtime::RuntimeError> {
+        let runtime =
+            crate::runtime::Runtime::start(config, crate::runtime::RuntimeOptions::default())
+                .await?;
+        Ok(runtime.troupe().clone())
+    }
+
+    /// [`Troupe::from_config`] on a config file (YAML or JSON).
+    pub async fn from_file(
+        path: impl AsRef<std::path::Path>,
+    ) -> Result<Troupe, crate::runtime::RuntimeError> {
+        let config = crate::config::Config::load(path.as_ref())?;
+        Troupe::from_config(config).await
+    }
+
     /// Opens a session.
     pub async fn open_session(
         &self,
         options: SessionOptions,
     ) -> Result<SessionHandle, TroupeError> {
         let inner = &self.inner;
+        let profile = match &options.profile {
+            None => None,
+            Some(name) => Some(inner.config.profiles.get(name).ok_or_else(|| {
+                let mut known: Vec<&str> =
+                    inner.config.profiles.keys().map(String::as_str).collect();
+                known.sort_unstable();
+                TroupeError::UnknownProfile {
+                    name: name.clone(),
+                    known: if known.is_empty() {
+                        "none; add a profiles: section to troupe.yaml".into()
+                    } else {
+                        known.join(", ")
+                    },
+                }
+            })?),
+        };
+        let provider = match (options.provider, profile) {
+            (Some(provider), _) => provider,
+            (None, Some(profile)) => profile.provider.clone().map_err(TroupeError::Setup)?,
+            (None, None) => inner.config.default_provider.clone().ok_or_else(|| {
+                TroupeError::Setup(
+                    "this troupe has no model configured: set model.base_url in troupe.yaml (an OpenAI-compatible API), name a profile that has one, or give the session a model".into(),
+                )
+            })?,
+        };
         let params = SessionParams {
-            provider: options.provider,
-            view: options
-                .view
-                .unwrap_or_else(|| inner.config.registry.view_all()),
-            config: options
-                .config
-                .unwrap_or_else(|| inner.config.session.clone()),
+            provider,
+            view: options.view.unwrap_or_else(|| match profile {
+                Some(profile) => profile.view.clone(),
+                None => inner.config.registry.view_all(),
+            }),
+            config: options.config.unwrap_or_else(|| match profile {
+                Some(profile) => profile.session.clone(),
+                None => inner.config.session.clone(),
+            }),
             hooks: inner.config.hooks.clone(),
             supervisor: inner.supervisor.clone(),
             parent: options.parent,
@@ -396,6 +583,13 @@ impl Troupe {
             Some(rx) => tokio::time::timeout(timeout, rx).await.is_ok(),
             None => true,
         };
+        // Once only: a second close finds the list empty.
+        let hooks: Vec<CloseHook> = std::mem::take(&mut *lock(&self.inner.on_close));
+        for hook in hooks {
+            if tokio::time::timeout(timeout, hook()).await.is_err() {
+                tracing::warn!("a close hook did not finish in time");
+            }
+        }
         CloseReport {
             sessions_closed: sessions.len(),
             clean: drained && stopped,

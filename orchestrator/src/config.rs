@@ -23,6 +23,7 @@ const KNOWN_TOP_LEVEL: &[&str] = &[
     "serve",
     "plugins",
     "hooks",
+    "code_execution",
 ];
 
 /// What went wrong reading a config file.

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use serde::Serialize;
 use troupe_kanban::dispatcher::{DispatcherConfig, DispatcherHandle, ListenWake};
-use troupe_kanban::hooks::DispatcherHooks;
 use troupe_kanban::model::{
     Board, BoardSlug, BoardStats, Comment, Event, EventId, NewBoard, NewTask, Run, Task,
     TaskFilter, TaskId, TaskLinks,
@@ -341,7 +340,9 @@ impl Kanban {
         board: &BoardSlug,
         id: &TaskId,
     ) -> Result<Transitioned, StoreError> {
-        self.store.archive(board, id).await
+        let archived = self.store.archive(board, id).await?;
+        archive_workspace(self.store.as_ref(), board, &archived.task).await;
+        Ok(archived)
     }
 
     /// A task's runs.
@@ -398,28 +399,16 @@ impl Kanban {
     ) -> Result<DispatcherHandle, TroupeError> {
         let store = Arc::clone(&self.store);
         let postgres = self.postgres.clone();
+        let hooks = troupe.dispatcher_hooks();
         troupe
             .on_actor_thread(move |supervisor| match postgres {
                 Some(pg) => {
                     let wake = Box::new(ListenWake::new(&pg, &board));
                     DispatcherHandle::start_with_wake(
-                        store,
-                        board,
-                        profiles,
-                        supervisor,
-                        DispatcherHooks::new(),
-                        config,
-                        wake,
+                        store, board, profiles, supervisor, hooks, config, wake,
                     )
                 }
-                None => DispatcherHandle::start(
-                    store,
-                    board,
-                    profiles,
-                    supervisor,
-                    DispatcherHooks::new(),
-                    config,
-                ),
+                None => DispatcherHandle::start(store, board, profiles, supervisor, hooks, config),
             })
             .await
     }
@@ -573,6 +562,21 @@ impl Troupe {
     /// events). Settings start at their defaults; see [`Kanban::with_settings`].
     pub fn kanban(&self, store: Arc<dyn Store>) -> Kanban {
         Kanban::new(store)
+    }
+}
+
+/// Cleans up an archived task's workspace (scratch directory, clean worktree); what is kept is
+/// said in a comment on the task.
+pub(crate) async fn archive_workspace(
+    store: &dyn troupe_kanban::Store,
+    board: &BoardSlug,
+    task: &troupe_kanban::Task,
+) {
+    let home = crate::kanban_config::troupe_home();
+    if let Some(note) = crate::runtime::workspaces::cleanup_workspace(&home, board, task).await
+        && let Err(error) = store.add_comment(board, &task.id, "troupe", &note).await
+    {
+        tracing::warn!(task = %task.id, %error, "could not note a kept workspace");
     }
 }
 

@@ -353,8 +353,9 @@ fn known(profiles: &BTreeMap<String, ProfileSettings>) -> String {
     }
 }
 
-/// The model a profile talks to.
-fn profile_provider(
+/// The model a profile talks to: its script, else its server, else the `model` section's, else
+/// the environment's.
+pub(crate) fn profile_provider(
     p: &ProfileSettings,
     model: &ModelSection,
 ) -> Result<Arc<dyn ModelProvider>, String> {

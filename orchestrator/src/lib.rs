@@ -7,6 +7,8 @@
 //!
 //! # Layout
 //! - [`api`]: [`Troupe`], the programmatic API (sessions, events, approvals, stop, close).
+//! - [`runtime`]: [`Runtime`], one running runtime from a checked `troupe.yaml`, behind every
+//!   entry point.
 //! - [`config`]: `troupe.yaml`, read then checked.
 //! - [`delegation`]: the `delegation:` section and turning `delegate_task` on.
 //! - [`catalog`]: the bundled demo catalog and catalog files.
@@ -17,6 +19,7 @@
 //!   commands, and the bundled disk-cleanup plugin.
 //! - [`http`]: the HTTP API behind `troupe serve` (sessions, approvals, boards, event feed).
 //! - [`cli`]: the `troupe` command line.
+//! - [`tool_fn`]: tools from typed async functions and closures, schema derived.
 //! - [`tools`]: re-export of `troupe-tools` (tool model, views, tool search, bridge).
 
 pub mod api;
@@ -30,9 +33,16 @@ pub mod kanban_api;
 pub mod kanban_config;
 pub mod kanban_demo_model;
 pub mod plugins;
+pub mod runtime;
+pub mod tool_fn;
 
+/// Derives the JSON Schemas of typed tool arguments ([`tool_fn`]).
+pub use schemars;
+/// Boards, tasks, dispatchers and workers.
+pub use troupe_kanban as kanban;
 pub use troupe_tools as tools;
 
-pub use api::{SessionOptions, Troupe, TroupeConfig, TroupeError};
+pub use api::{SessionOptions, SessionProfile, Troupe, TroupeConfig, TroupeError};
+pub use runtime::{Runtime, RuntimeError, RuntimeOptions, StartupNotice, ToolSource};
 /// The actor runtime: sessions, events, hooks, the supervisor, model providers.
 pub use troupe_actors as actors;

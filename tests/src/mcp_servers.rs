@@ -17,11 +17,13 @@ pub fn tests_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn npm_bin(name: &str) -> PathBuf {
+/// An installed npm server's executable.
+pub fn npm_bin(name: &str) -> PathBuf {
     tests_dir().join("mcp-servers/node_modules/.bin").join(name)
 }
 
-fn venv_bin(name: &str) -> PathBuf {
+/// An installed PyPI server's executable.
+pub fn venv_bin(name: &str) -> PathBuf {
     tests_dir().join(".venv-mcp/bin").join(name)
 }
 

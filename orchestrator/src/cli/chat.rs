@@ -10,29 +10,15 @@ use std::sync::Arc;
 use clap::Args;
 use serde_json::{Value, json};
 use troupe_actors::events::{EventKind, SessionEvent};
-use troupe_actors::model::{
-    DEFAULT_MODEL, ModelProvider, OpenAiConfig, OpenAiProvider, Script, ScriptedProvider,
-};
-use troupe_actors::session::{SessionConfig, TurnStatus};
-use troupe_actors::supervisor::{ApprovalChoice, ApprovalConfig, DefaultRules, PendingApproval};
-use troupe_tools::builtin::{BuiltinConfig, Builtins, core_tools};
-use troupe_tools::{Registry, ViewSpec};
+use troupe_actors::model::{ModelProvider, Script, ScriptedProvider};
+use troupe_actors::session::TurnStatus;
+use troupe_actors::supervisor::{ApprovalChoice, PendingApproval};
 
-use troupe_actors::hooks::HookRegistry;
-use troupe_tools::mcp::McpManager;
-
-use crate::api::{SessionOptions, Troupe, TroupeConfig};
+use super::error::{CliError, EXIT_BAD_INPUT, EXIT_DONE, EXIT_INTERRUPTED, report};
+use crate::api::SessionOptions;
 use crate::config::Config;
 use crate::plugins::Plugins;
-
-/// Exit code when the model could not be reached or failed.
-const EXIT_MODEL_FAILED: i32 = 1;
-/// Exit code for bad flags or config.
-const EXIT_USAGE: i32 = 2;
-/// Exit code when the turn was stopped (Ctrl-C).
-const EXIT_INTERRUPTED: i32 = 130;
-/// How long an exiting chat waits for observer hooks (`on_session_end`, ...) still running.
-const OBSERVER_DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
+use crate::runtime::{Runtime, RuntimeOptions};
 
 /// `troupe chat`: ask one question and print the answer.
 #[derive(Debug, Args)]
@@ -49,9 +35,13 @@ pub struct ChatArgs {
     /// Model name (overrides the config and TROUPE_MODEL).
     #[arg(long)]
     pub model: Option<String>,
-    /// Toolsets the session gets, comma-separated (default: the config's, else all).
+    /// Toolsets the session gets, comma-separated (default: the profile's, else the config's,
+    /// else all).
     #[arg(long, value_delimiter = ',')]
     pub toolsets: Option<Vec<String>>,
+    /// A profile under `profiles:` in troupe.yaml: its model, toolsets and system prompt.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
     /// Print one JSON object per line (events, then the final answer).
     #[arg(long)]
     pub json: bool,
@@ -67,26 +57,25 @@ pub struct ChatArgs {
 }
 
 /// Runs `troupe chat`; returns the exit code.
-pub async fn run(args: ChatArgs) -> anyhow::Result<i32> {
-    let config = match Config::load_or_default(args.config.as_deref()) {
-        Ok(config) => config,
-        Err(message) => {
-            eprintln!("troupe chat: {message}");
-            return Ok(EXIT_USAGE);
-        }
-    };
-    let plugins = match Plugins::from_config(&config) {
-        Ok(plugins) => plugins,
-        Err(message) => {
-            eprintln!("troupe chat: {message}");
-            return Ok(EXIT_USAGE);
-        }
-    };
-    for warning in plugins.catalog().warnings() {
-        eprintln!("troupe chat: {warning}");
+pub async fn run(args: ChatArgs) -> i32 {
+    report("chat", run_inner(args).await)
+}
+
+async fn run_inner(args: ChatArgs) -> Result<i32, CliError> {
+    let mut config = Config::load_or_default(args.config.as_deref())?;
+    // Flags win over the config's model section.
+    if let Some(base_url) = &args.base_url {
+        config.model.base_url = Some(base_url.clone());
     }
+    if let Some(model) = &args.model {
+        config.model.model = Some(model.clone());
+    }
+    let plugins = Plugins::from_config(&config)?;
     // `/<command>` goes to the plugin that registered it, never to the model.
     if let Some(reply) = plugins.commands().dispatch(&args.query, None).await {
+        for warning in plugins.catalog().warnings() {
+            eprintln!("troupe chat: {warning}");
+        }
         if args.json {
             println!(
                 "{}",
@@ -97,96 +86,65 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<i32> {
         } else {
             eprintln!("{}", reply.text);
         }
-        return Ok(if reply.ok { 0 } else { EXIT_USAGE });
+        return Ok(if reply.ok { EXIT_DONE } else { EXIT_BAD_INPUT });
     }
-    let provider = match provider(&args, &config) {
-        Ok(provider) => provider,
-        Err(message) => {
-            eprintln!("troupe chat: {message}");
-            return Ok(EXIT_USAGE);
-        }
-    };
-    let approvals = match ApprovalConfig::from_value(config.section("approvals")) {
-        Ok(approvals) => approvals,
-        Err(message) => {
-            eprintln!("troupe chat: {message}");
-            return Ok(EXIT_USAGE);
-        }
-    };
-    let delegation = match crate::delegation::delegation_config(&config) {
-        Ok(delegation) => delegation,
-        Err(error) => {
-            eprintln!("troupe chat: {error}");
-            return Ok(EXIT_USAGE);
-        }
-    };
-    let builtins = Builtins::start(BuiltinConfig::default())?;
-    let registry = Registry::with_tools(core_tools(&builtins));
-    // MCP servers from troupe.yaml join the registry before the view is cut; their tools are
-    // deferred behind the tool-search bridge.
-    let mut servers = super::mcp::mcp_servers_of(&config);
-    plugins.extend_mcp(&mut servers);
-    for error in &servers.errors {
-        eprintln!("troupe chat: {error}");
+    let script = script_provider(&args).map_err(CliError::usage)?;
+    // A one-shot run cannot take a later message: delegations wait for their results.
+    let runtime = Runtime::start(
+        config,
+        RuntimeOptions::default()
+            .with_background_delegation(false)
+            .with_plugins(plugins),
+    )
+    .await?;
+    runtime.report_notices("troupe chat");
+    let result = converse(&args, &runtime, script).await;
+    runtime.close().await;
+    result
+}
+
+/// Opens the session, asks, prints; the runtime is closed by the caller.
+async fn converse(
+    args: &ChatArgs,
+    runtime: &Runtime,
+    script: Option<Arc<dyn ModelProvider>>,
+) -> Result<i32, CliError> {
+    let troupe = runtime.troupe();
+    let mut options = SessionOptions::configured();
+    let mut session_config = troupe.session_defaults();
+    if let Some(name) = &args.profile {
+        let Some(profile) = troupe.profile(name) else {
+            let known = troupe.profile_names();
+            return Err(CliError::usage(format!(
+                "--profile: there is no profile {name:?} under profiles: in troupe.yaml (known: {})",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        };
+        options = options.with_profile(name.clone());
+        session_config = profile.session.clone();
     }
-    let mcp = if servers.servers.is_empty() {
-        None
-    } else {
-        let (manager, statuses) = McpManager::start(&servers, Arc::clone(&registry)).await;
-        for status in &statuses {
-            if let Some(error) = &status.last_error {
-                eprintln!(
-                    "troupe chat: MCP server '{}' is not available: {error}",
-                    status.name
-                );
-            }
-        }
-        Some(manager)
-    };
-    for (name, includes) in &config.toolsets.composites {
-        registry.define_toolset(name.clone(), includes.clone());
+    if let Some(names) = &args.toolsets {
+        options = options.with_view(runtime.view(Some(names.as_slice()))?);
+    } else if args.profile.is_none() {
+        options = options.with_view(runtime.view(None)?);
     }
-    let spec = match &args.toolsets {
-        Some(names) => ViewSpec::toolsets(
-            names
-                .iter()
-                .map(|n| n.trim().to_string())
-                .filter(|n| !n.is_empty()),
-        ),
-        None => ViewSpec {
-            enabled: config.toolsets.enabled.clone(),
-            disabled: config.toolsets.disabled.clone(),
-            blocked: Vec::new(),
-        },
-    };
-    let view = match registry.view(spec) {
-        Ok(view) => view,
-        Err(error) => {
-            eprintln!("troupe chat: {error}");
-            shut_down_mcp(mcp).await;
-            return Ok(EXIT_USAGE);
+    match script {
+        Some(provider) => options = options.with_provider(provider),
+        None if args.profile.is_none() && troupe.default_provider().is_none() => {
+            return Err(CliError::usage(
+                "no model to talk to: pass --base-url URL (an OpenAI-compatible API such as http://127.0.0.1:8080/v1), set model.base_url in troupe.yaml or TROUPE_BASE_URL, or pass --script FILE for a scripted model",
+            ));
         }
-    };
-    let rules = DefaultRules::new(approvals.require_approval.iter().cloned())
-        .with_builtins(Arc::clone(&builtins));
-    let mut session_config = SessionConfig {
-        tool_search: config.tool_search.clone(),
-        context_length: config.model.context_length,
-        cwd: builtins.config().default_cwd.clone(),
-        ..SessionConfig::default()
-    };
+        None => {}
+    }
     if let Some(max) = args.max_iterations {
         session_config.max_iterations = max;
     }
-    // A one-shot run cannot take a later message: delegations wait for their results.
-    crate::delegation::enable_delegation(&registry, &mut session_config, delegation, false);
-    let troupe = Troupe::start(
-        TroupeConfig::new(Arc::clone(&registry))
-            .with_hooks(plugins.session_hooks(&HookRegistry::new()))
-            .with_approvals(approvals)
-            .with_rules(Arc::new(rules))
-            .with_session(session_config),
-    )?;
+    options = options.with_config(session_config);
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     if interactive {
         let mut approvals = troupe.approvals().await?;
@@ -206,9 +164,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<i32> {
         });
     }
     let mut events = troupe.events();
-    let session = troupe
-        .open_session(SessionOptions::new(provider).with_view(view))
-        .await?;
+    let session = troupe.open_session(options).await?;
     let turn = {
         let session = session.clone();
         let query = args.query.clone();
@@ -231,19 +187,11 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<i32> {
     }
     let outcome = match outcome {
         Ok(Ok(outcome)) => outcome,
-        Ok(Err(error)) => {
-            eprintln!("troupe chat: {error}");
-            troupe.close().await;
-            shut_down_mcp(mcp).await;
-            plugins.drain(OBSERVER_DRAIN).await;
-            return Ok(EXIT_MODEL_FAILED);
-        }
+        Ok(Err(error)) => return Err(CliError::failed(error.to_string())),
         Err(error) => {
-            eprintln!("troupe chat: the session task failed: {error}");
-            troupe.close().await;
-            shut_down_mcp(mcp).await;
-            plugins.drain(OBSERVER_DRAIN).await;
-            return Ok(EXIT_MODEL_FAILED);
+            return Err(CliError::failed(format!(
+                "the session task failed: {error}"
+            )));
         }
     };
     if args.json {
@@ -255,79 +203,32 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<i32> {
         println!("{}", outcome.text);
     }
     let _ = std::io::stdout().flush();
-    troupe.close().await;
-    builtins.end_session(session.id()).await;
-    shut_down_mcp(mcp).await;
-    plugins.drain(OBSERVER_DRAIN).await;
-    Ok(match outcome.status {
-        TurnStatus::Completed | TurnStatus::MaxIterations => 0,
-        TurnStatus::Interrupted => EXIT_INTERRUPTED,
-        TurnStatus::Failed => {
-            eprintln!(
-                "troupe chat: {}",
-                outcome
-                    .error
-                    .as_deref()
-                    .unwrap_or("the model request failed")
-            );
-            EXIT_MODEL_FAILED
-        }
-    })
-}
-
-/// Ends the MCP servers' processes and connections, when any were started.
-async fn shut_down_mcp(mcp: Option<troupe_tools::mcp::McpManager>) {
-    if let Some(manager) = mcp {
-        manager.shutdown().await;
+    runtime.builtins().end_session(session.id()).await;
+    match outcome.status {
+        TurnStatus::Completed | TurnStatus::MaxIterations => Ok(EXIT_DONE),
+        TurnStatus::Interrupted => Ok(EXIT_INTERRUPTED),
+        TurnStatus::Failed => Err(CliError::failed(
+            outcome
+                .error
+                .as_deref()
+                .unwrap_or("the model request failed"),
+        )),
     }
 }
 
-/// The model: a script when asked, else an OpenAI-compatible server from flags, config and
-/// environment (in that order).
-fn provider(args: &ChatArgs, config: &Config) -> Result<Arc<dyn ModelProvider>, String> {
+/// The scripted model, when asked for (`--script` or the demo's bundled script).
+fn script_provider(args: &ChatArgs) -> Result<Option<Arc<dyn ModelProvider>>, String> {
     if let Some(text) = &args.script_text {
         return Script::from_yaml_str(text)
-            .map(|script| Arc::new(ScriptedProvider::new(script)) as Arc<dyn ModelProvider>)
+            .map(|script| Some(Arc::new(ScriptedProvider::new(script)) as Arc<dyn ModelProvider>))
             .map_err(|e| e.to_string());
     }
     if let Some(script) = &args.script {
         return ScriptedProvider::from_file(script)
-            .map(|p| Arc::new(p) as Arc<dyn ModelProvider>)
+            .map(|p| Some(Arc::new(p) as Arc<dyn ModelProvider>))
             .map_err(|e| e.to_string());
     }
-    let env = |name: &str| {
-        std::env::var(name)
-            .ok()
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-    };
-    let base_url = args
-        .base_url
-        .clone()
-        .or_else(|| config.model.base_url.clone())
-        .or_else(|| env("TROUPE_BASE_URL"))
-        .or_else(|| env("OPENAI_BASE_URL"))
-        .ok_or_else(|| {
-            "no model to talk to: pass --base-url URL (an OpenAI-compatible API such as http://127.0.0.1:8080/v1), set model.base_url in troupe.yaml or TROUPE_BASE_URL, or pass --script FILE for a scripted model".to_string()
-        })?;
-    let model = args
-        .model
-        .clone()
-        .or_else(|| config.model.model.clone())
-        .or_else(|| env("TROUPE_MODEL"))
-        .unwrap_or_else(|| DEFAULT_MODEL.to_string());
-    let key = config
-        .model
-        .api_key
-        .clone()
-        .or_else(|| config.model.api_key_env.as_deref().and_then(env))
-        .or_else(|| env("TROUPE_API_KEY"))
-        .or_else(|| env("OPENAI_API_KEY"));
-    let mut openai = OpenAiConfig::new(base_url, model);
-    openai.api_key = key;
-    OpenAiProvider::new(openai)
-        .map(|p| Arc::new(p) as Arc<dyn ModelProvider>)
-        .map_err(|e| e.to_string())
+    Ok(None)
 }
 
 /// Prints one event: a JSON line with `--json`, a short line on stderr otherwise.

@@ -98,18 +98,13 @@ async fn run_session() -> i32 {
         base_url: None,
         model: None,
         toolsets: None,
+        profile: None,
         json: false,
         script: None,
         max_iterations: Some(4),
         script_text: endpoint.is_none().then(|| DEMO_SCRIPT.to_string()),
     };
-    match super::chat::run(args).await {
-        Ok(code) => code,
-        Err(error) => {
-            eprintln!("troupe demo: the session could not start: {error}");
-            1
-        }
-    }
+    super::chat::run(args).await
 }
 
 fn walk_through(registry: &std::sync::Arc<Registry>, source: &str, args: &DemoArgs) {

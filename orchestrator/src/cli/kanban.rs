@@ -5,31 +5,21 @@
 //! Exit codes: 0 done, 1 the board refused or something failed, 2 bad input or config.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
-use troupe_actors::session::SessionConfig;
-use troupe_actors::supervisor::{ApprovalConfig, DefaultRules};
 use troupe_kanban::dispatcher::{DispatchReport, DispatcherEvent, DispatcherHandle};
 use troupe_kanban::model::{
     BoardSlug, EventId, EventKind, InitialStatus, NewBoard, NewTask, TaskFilter, TaskId, TaskSort,
     TaskStatus,
 };
-use troupe_kanban::store::StoreError;
-use troupe_tools::Registry;
-use troupe_tools::builtin::{BuiltinConfig, Builtins, core_tools};
 
 use super::kanban_render as render;
-use crate::api::{Troupe, TroupeConfig};
+use crate::api::Troupe;
 use crate::config::Config;
 use crate::kanban_api::Kanban;
 use crate::kanban_config::{KanbanSettings, StoreLocation, parse_duration};
-
-/// Exit code when the board refused or an operation failed.
-const EXIT_FAILED: i32 = 1;
-/// Exit code for bad input or config.
-const EXIT_USAGE: i32 = 2;
+use crate::runtime::{Runtime, RuntimeOptions};
 
 /// `troupe kanban`: boards of tasks run by worker agents.
 #[derive(Debug, Args)]
@@ -224,6 +214,9 @@ pub struct CreateArgs {
     /// Start in `triage` (needs specifying first).
     #[arg(long)]
     pub triage: bool,
+    /// Where the worker works: scratch (default), dir:/abs/path, worktree or worktree:<path>.
+    #[arg(long, value_name = "WORKSPACE")]
+    pub workspace: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -322,42 +315,9 @@ pub struct WorkerArgs {
     pub until_idle: bool,
 }
 
-/// A failure with its exit code and the message for the person.
-pub(crate) struct Failure {
-    /// The exit code.
-    pub(crate) code: i32,
-    /// What went wrong and what to do instead.
-    pub(crate) message: String,
-}
-
-impl Failure {
-    fn usage(message: impl Into<String>) -> Failure {
-        Failure {
-            code: EXIT_USAGE,
-            message: message.into(),
-        }
-    }
-
-    fn failed(message: impl Into<String>) -> Failure {
-        Failure {
-            code: EXIT_FAILED,
-            message: message.into(),
-        }
-    }
-}
-
-impl From<StoreError> for Failure {
-    fn from(e: StoreError) -> Failure {
-        let code = match e {
-            StoreError::Invalid(_) => EXIT_USAGE,
-            _ => EXIT_FAILED,
-        };
-        Failure {
-            code,
-            message: e.to_string(),
-        }
-    }
-}
+/// A failure with its exit code and the message for the person: the command line's one
+/// error type.
+pub(crate) use super::error::CliError as Failure;
 
 type Outcome = Result<(), Failure>;
 
@@ -370,13 +330,7 @@ struct Ctx {
 
 /// Runs `troupe kanban`; returns the exit code.
 pub async fn run(args: KanbanArgs) -> i32 {
-    match run_inner(args).await {
-        Ok(()) => 0,
-        Err(f) => {
-            eprintln!("troupe kanban: {}", f.message);
-            f.code
-        }
-    }
+    super::error::report("kanban", run_inner(args).await.map(|()| 0))
 }
 
 async fn run_inner(args: KanbanArgs) -> Outcome {
@@ -666,6 +620,11 @@ async fn create(ctx: &Ctx, a: CreateArgs) -> Outcome {
     if a.triage {
         new = new.with_initial(InitialStatus::Triage);
     }
+    if let Some(raw) = &a.workspace {
+        let workspace = crate::runtime::workspaces::parse_workspace(raw)
+            .map_err(|e| Failure::usage(format!("--workspace: {e}")))?;
+        new = new.with_workspace(workspace);
+    }
     let created = ctx.kanban.create_task(&ctx.board, &new).await?;
     if a.json {
         println!(
@@ -821,50 +780,35 @@ async fn watch(ctx: &Ctx, a: WatchArgs) -> Outcome {
     }
 }
 
-/// The pieces a process needs to run workers: its built-in tools, a troupe and the profiles.
+/// The pieces a process needs to run workers: the runtime (tools, MCP servers, troupe) and the
+/// profiles it runs.
 pub(crate) struct Engine {
+    pub(crate) runtime: Runtime,
     pub(crate) troupe: Troupe,
-    pub(crate) builtins: Arc<Builtins>,
     pub(crate) profiles: troupe_kanban::profiles::Profiles,
 }
 
 impl Engine {
-    /// Builds the tools, the troupe (approvals from troupe.yaml; workers are unattended, so
-    /// requests follow `approvals.unattended`) and the profiles of the settings.
-    pub(crate) fn start(
-        config: &Config,
-        settings: &KanbanSettings,
-        only: Option<&[String]>,
-    ) -> Result<Engine, Failure> {
-        let approvals = ApprovalConfig::from_value(config.section("approvals"))
-            .map_err(|e| Failure::usage(e.to_string()))?;
-        let builtins = Builtins::start(BuiltinConfig::default())
-            .map_err(|e| Failure::failed(e.to_string()))?;
-        let registry = Registry::with_tools(core_tools(&builtins));
-        for (name, includes) in &config.toolsets.composites {
-            registry.define_toolset(name.clone(), includes.clone());
-        }
-        let session = SessionConfig {
-            tool_search: config.tool_search.clone(),
-            context_length: config.model.context_length,
-            cwd: builtins.config().default_cwd.clone(),
-            ..SessionConfig::default()
-        };
-        let profiles = settings
-            .build_profiles(&registry, &config.model, &session, only)
-            .map_err(Failure::usage)?;
-        let rules = DefaultRules::new(approvals.require_approval.iter().cloned())
-            .with_builtins(Arc::clone(&builtins));
-        let troupe = Troupe::start(
-            TroupeConfig::new(Arc::clone(&registry))
-                .with_approvals(approvals)
-                .with_rules(Arc::new(rules))
-                .with_session(session),
+    /// Starts the runtime of troupe.yaml (workers are unattended, so approval requests follow
+    /// `approvals.unattended`) and builds the profiles of the settings.
+    pub(crate) async fn start(config: &Config, only: Option<&[String]>) -> Result<Engine, Failure> {
+        // Workers' tasks end with their turn: their delegations wait for their results.
+        let runtime = Runtime::start(
+            config.clone(),
+            RuntimeOptions::default().with_background_delegation(false),
         )
-        .map_err(|e| Failure::failed(e.to_string()))?;
+        .await?;
+        runtime.report_notices("troupe kanban");
+        let profiles = match runtime.worker_profiles(only) {
+            Ok(profiles) => profiles,
+            Err(e) => {
+                runtime.close().await;
+                return Err(e.into());
+            }
+        };
         Ok(Engine {
-            troupe,
-            builtins,
+            troupe: runtime.troupe().clone(),
+            runtime,
             profiles,
         })
     }
@@ -899,11 +843,14 @@ async fn dispatch(ctx: &Ctx, a: DispatchArgs) -> Outcome {
         settings.failure_limit = limit;
     }
     let stop = shutdown_signal();
-    let engine = Engine::start(&ctx.config, &settings, None)?;
+    let engine = Engine::start(&ctx.config, None).await?;
     // A dry run claims nothing, so it works without profiles: every ready task is then
     // reported as having no runnable profile.
-    if !a.dry_run {
-        engine.require_profiles()?;
+    if !a.dry_run
+        && let Err(e) = engine.require_profiles()
+    {
+        engine.runtime.close().await;
+        return Err(e);
     }
     let config = settings.dispatcher_config().with_auto_dispatch(false);
     let dispatcher = ctx
@@ -953,8 +900,7 @@ async fn dispatch(ctx: &Ctx, a: DispatchArgs) -> Outcome {
     }
     .await;
     dispatcher.stop().await;
-    engine.troupe.close().await;
-    drop(engine.builtins);
+    engine.runtime.close().await;
     outcome
 }
 
@@ -1089,8 +1035,11 @@ async fn worker(ctx: &Ctx, a: WorkerArgs) -> Outcome {
         settings.max_in_progress = Some(max);
     }
     let stop = shutdown_signal();
-    let engine = Engine::start(&ctx.config, &settings, a.profiles.as_deref())?;
-    engine.require_profiles()?;
+    let engine = Engine::start(&ctx.config, a.profiles.as_deref()).await?;
+    if let Err(e) = engine.require_profiles() {
+        engine.runtime.close().await;
+        return Err(e);
+    }
     let mut config = settings.dispatcher_config();
     if let Some(only) = &a.profiles {
         config = config.with_dispatch_profiles(only.clone());
@@ -1144,7 +1093,7 @@ async fn worker(ctx: &Ctx, a: WorkerArgs) -> Outcome {
         "worker done: {} claimed, {} completed, {} blocked, {} failed",
         stats.claimed, stats.completed, stats.blocked, stats.failed
     );
-    engine.troupe.close().await;
+    engine.runtime.close().await;
     result
 }
 
@@ -1187,7 +1136,7 @@ mod tests {
     fn task_ids_are_checked() {
         assert!(task_id("t_0123abcd").is_ok());
         let bad = task_id("42").err().map(|f| (f.code, f.message)).unwrap();
-        assert_eq!(bad.0, EXIT_USAGE);
+        assert_eq!(bad.0, super::super::error::EXIT_BAD_INPUT);
         assert!(bad.1.contains("t_1a2b3c4d"), "{}", bad.1);
     }
 }

@@ -10,22 +10,20 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use troupe_actors::model::{DEFAULT_MODEL, ModelProvider, OpenAiConfig, OpenAiProvider};
+use troupe_actors::model::ModelProvider;
 use troupe_actors::session::SessionConfig;
-use troupe_actors::supervisor::{ApprovalConfig, DefaultRules};
 use troupe_kanban::dispatcher::DispatcherConfig;
 use troupe_kanban::model::{
     BoardSlug, Event, EventId, EventKind, NewTask, TaskFilter, TaskId, TaskStatus,
 };
 use troupe_kanban::profiles::{Profiles, WorkerProfile};
-use troupe_tools::builtin::{BuiltinConfig, Builtins, core_tools};
-use troupe_tools::{Registry, ViewSpec};
 
 use super::kanban_render as render;
-use crate::api::{Troupe, TroupeConfig};
+use crate::config::Config;
 use crate::kanban_api::Kanban;
 use crate::kanban_config::StoreLocation;
 use crate::kanban_demo_model::{DemoModel, DemoPlan};
+use crate::runtime::{Runtime, RuntimeOptions};
 
 /// How often the demo's dispatcher looks at the event log: short, so the board moves briskly.
 const DEMO_POLL: std::time::Duration = std::time::Duration::from_millis(50);
@@ -60,26 +58,38 @@ async fn fan_out(store: Option<PathBuf>) -> Result<i32, String> {
     );
     println!("model: {which}");
 
-    let builtins = Builtins::start(BuiltinConfig::default()).map_err(|e| e.to_string())?;
-    let registry = Registry::with_tools(core_tools(&builtins));
-    let view = registry
-        .view(ViewSpec::toolsets(["core"]))
-        .unwrap_or_else(|_| registry.view_all());
-    let approvals = ApprovalConfig::default();
-    let rules = DefaultRules::new(approvals.require_approval.iter().cloned())
-        .with_builtins(Arc::clone(&builtins));
+    // The demo's own profiles run on the same runtime as every other command (built-in tools,
+    // approvals, hooks); its config is the defaults, so the demo runs the same anywhere.
+    let runtime = Runtime::start(
+        Config::default(),
+        RuntimeOptions::default().with_background_delegation(false),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    runtime.report_notices("troupe demo");
+    let outcome = run_board(&runtime, &kanban, &board, &plan, provider, &dir, stop).await;
+    runtime.close().await;
+    outcome
+}
+
+/// Creates the root task and runs the board until it is idle or a signal stops it.
+async fn run_board(
+    runtime: &Runtime,
+    kanban: &Kanban,
+    board: &BoardSlug,
+    plan: &DemoPlan,
+    provider: Arc<dyn ModelProvider>,
+    dir: &std::path::Path,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<i32, String> {
+    let troupe = runtime.troupe();
+    let view = runtime
+        .view(Some(&["core".to_string()][..]))
+        .map_err(|e| e.to_string())?;
     let session = SessionConfig {
         max_iterations: 6,
-        cwd: builtins.config().default_cwd.clone(),
-        ..SessionConfig::default()
+        ..runtime.session_defaults()
     };
-    let troupe = Troupe::start(
-        TroupeConfig::new(Arc::clone(&registry))
-            .with_approvals(approvals)
-            .with_rules(Arc::new(rules))
-            .with_session(session.clone()),
-    )
-    .map_err(|e| e.to_string())?;
     let profiles = Profiles::new()
         .with_profile(
             WorkerProfile::new("orchestrator", Arc::clone(&provider), view.clone())
@@ -94,7 +104,7 @@ async fn fan_out(store: Option<PathBuf>) -> Result<i32, String> {
 
     let root = kanban
         .create_task(
-            &board,
+            board,
             &NewTask::new(plan.orchestrator.title.clone())
                 .with_body(plan.orchestrator_body())
                 .with_assignee("orchestrator")
@@ -115,7 +125,7 @@ async fn fan_out(store: Option<PathBuf>) -> Result<i32, String> {
         .with_poll_interval(DEMO_POLL)
         .with_worker_assignable_profiles(vec!["worker".into()]);
     let dispatcher = kanban
-        .start_dispatcher(&troupe, board.clone(), profiles, config)
+        .start_dispatcher(troupe, board.clone(), profiles, config)
         .await
         .map_err(|e| e.to_string())?;
     let started = Instant::now();
@@ -154,36 +164,28 @@ async fn fan_out(store: Option<PathBuf>) -> Result<i32, String> {
         view.show(&event).await;
     }
     dispatcher.stop().await;
-    troupe.close().await;
     if interrupted {
         println!("\nstopped; the board keeps its state at {}", dir.display());
         return Ok(130);
     }
-    summary(&kanban, &board, &root.id, &view, &dir).await
+    summary(kanban, board, &root.id, &view, dir).await
 }
 
-/// The model both profiles use: the environment's server, else the bundled demo model.
+/// The model both profiles use: the environment's server (read the way every command reads
+/// it), else the bundled demo model.
 fn provider(plan: &DemoPlan) -> Result<(Arc<dyn ModelProvider>, String), String> {
-    let env = |name: &str| {
-        std::env::var(name)
-            .ok()
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-    };
-    let Some(url) = env("TROUPE_BASE_URL").or_else(|| env("OPENAI_BASE_URL")) else {
-        return Ok((
+    match crate::runtime::model_provider(&crate::config::ModelSection::default())
+        .map_err(|e| e.to_string())?
+    {
+        Some(provider) => {
+            let which = format!("{} (from the environment)", provider.describe());
+            Ok((provider, which))
+        }
+        None => Ok((
             Arc::new(DemoModel::new(plan.clone())),
             "no model endpoint in the environment (TROUPE_BASE_URL), so the bundled demo model answers".into(),
-        ));
-    };
-    let model = env("TROUPE_MODEL").unwrap_or_else(|| DEFAULT_MODEL.to_string());
-    let mut config = OpenAiConfig::new(url.clone(), model.clone());
-    config.api_key = env("TROUPE_API_KEY").or_else(|| env("OPENAI_API_KEY"));
-    let provider = OpenAiProvider::new(config).map_err(|e| e.to_string())?;
-    Ok((
-        Arc::new(provider),
-        format!("{model} at {url} (from the environment)"),
-    ))
+        )),
+    }
 }
 
 /// Prints board events as they come, each with the status counts after it.

@@ -3,6 +3,7 @@
 
 pub mod chat;
 pub mod demo;
+pub mod error;
 pub mod kanban;
 mod kanban_demo;
 mod kanban_render;
@@ -45,10 +46,7 @@ pub enum Command {
 /// Runs the parsed command line; returns the process exit code.
 pub async fn run(cli: Cli) -> i32 {
     match cli.command {
-        Command::Chat(args) => chat::run(args).await.unwrap_or_else(|error| {
-            eprintln!("troupe chat: {error:#}");
-            1
-        }),
+        Command::Chat(args) => chat::run(args).await,
         Command::Tools(command) => tools::run(command).await,
         Command::Demo(args) => demo::run(args).await,
         Command::Mcp(args) => mcp::run(args).await,

@@ -10,25 +10,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
-use troupe_actors::model::{DEFAULT_MODEL, ModelProvider, OpenAiConfig, OpenAiProvider};
-use troupe_actors::session::SessionConfig;
-use troupe_actors::supervisor::{ApprovalConfig, DefaultRules};
 use troupe_kanban::store::{PostgresStore, StoreError};
 use troupe_kanban::{BoardSlug, DispatcherHandle};
-use troupe_tools::Registry;
-use troupe_tools::builtin::{BuiltinConfig, Builtins, core_tools};
 
-use crate::api::{Troupe, TroupeConfig};
+use super::error::CliError;
 use crate::config::Config;
 use crate::http::auth::{TOKEN_ENV, TokenSource, resolve_token};
 use crate::http::{DispatcherPass, FeedWake, HttpState, PromotePass, ServeConfig};
 use crate::kanban_api::Kanban;
 use crate::kanban_config::{KanbanSettings, StoreLocation, open_location, troupe_home};
+use crate::runtime::{Runtime, RuntimeOptions};
 
-/// Exit code for bad flags or config.
-const EXIT_USAGE: i32 = 2;
-/// Exit code when the server could not start or failed.
-const EXIT_FAILED: i32 = 1;
+use super::error::{EXIT_BAD_INPUT as EXIT_USAGE, EXIT_DONE, EXIT_FAILED};
 
 /// `troupe serve`: the HTTP API for sessions, approvals and boards.
 #[derive(Debug, Args)]
@@ -59,13 +52,11 @@ const NO_DISPATCH_NOTE: &str = "this server was started with --no-dispatch, so i
 
 /// Runs `troupe serve`; returns the exit code.
 pub async fn run(args: ServeArgs) -> i32 {
-    match run_inner(args).await {
-        Ok(()) => 0,
-        Err((code, message)) => {
-            eprintln!("troupe serve: {message}");
-            code
-        }
-    }
+    let result = run_inner(args)
+        .await
+        .map(|()| EXIT_DONE)
+        .map_err(|(code, message)| CliError { code, message });
+    super::error::report("serve", result)
 }
 
 async fn run_inner(args: ServeArgs) -> Result<(), (i32, String)> {
@@ -113,54 +104,51 @@ async fn run_inner(args: ServeArgs) -> Result<(), (i32, String)> {
         ),
     };
 
-    let plugins = crate::plugins::Plugins::from_config(&config).map_err(usage)?;
-    for warning in plugins.catalog().warnings() {
-        eprintln!("troupe serve: {warning}");
-    }
-    let approvals = ApprovalConfig::from_value(config.section("approvals")).map_err(usage)?;
-    let delegation =
-        crate::delegation::delegation_config(&config).map_err(|e| usage(e.to_string()))?;
-    let builtins = Builtins::start(BuiltinConfig::default()).map_err(|e| failed(e.to_string()))?;
-    let registry = Registry::with_tools(core_tools(&builtins));
-    for (name, includes) in &config.toolsets.composites {
-        registry.define_toolset(name.clone(), includes.clone());
-    }
-    let rules = DefaultRules::new(approvals.require_approval.iter().cloned())
-        .with_builtins(Arc::clone(&builtins));
-    let mut session = SessionConfig {
-        tool_search: config.tool_search.clone(),
-        context_length: config.model.context_length,
-        cwd: builtins.config().default_cwd.clone(),
-        ..SessionConfig::default()
-    };
     // Sessions served here take later messages, so delegations run in the background and
     // their results arrive as a message between turns (progress on the session's SSE stream).
-    crate::delegation::enable_delegation(&registry, &mut session, delegation, true);
-    let troupe = Troupe::start(
-        TroupeConfig::new(Arc::clone(&registry))
-            .with_hooks(plugins.session_hooks(&Default::default()))
-            .with_approvals(approvals)
-            .with_rules(Arc::new(rules))
-            .with_session(session.clone()),
+    let runtime = Runtime::start(config, RuntimeOptions::default())
+        .await
+        .map_err(|e| {
+            let e = CliError::from(e);
+            (e.code, e.message)
+        })?;
+    runtime.report_notices("troupe serve");
+    let result = serve_with(
+        &args, &runtime, settings, board, serve, store, wake, token, source,
     )
-    .map_err(|e| failed(e.to_string()))?;
+    .await;
+    runtime.close().await;
+    result
+}
 
+/// Serves until a signal, on a started runtime; the caller closes it.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the pieces run_inner checked, handed over once"
+)]
+async fn serve_with(
+    args: &ServeArgs,
+    runtime: &Runtime,
+    settings: KanbanSettings,
+    board: BoardSlug,
+    serve: ServeConfig,
+    store: Arc<dyn troupe_kanban::Store>,
+    wake: FeedWake,
+    token: String,
+    source: TokenSource,
+) -> Result<(), (i32, String)> {
+    let usage = |message: String| (EXIT_USAGE, message);
+    let failed = |message: String| (EXIT_FAILED, message);
+    let troupe = runtime.troupe().clone();
     // The dispatcher, when there are profiles to run tasks with and it is not turned off.
     let dispatcher = if args.no_dispatch || settings.profiles.is_empty() {
         None
     } else {
-        // A worker's task ends with its turn, so its delegations wait for their results.
-        let worker_session = SessionConfig {
-            background_delegation: false,
-            ..session.clone()
-        };
-        let profiles = settings
-            .build_profiles(&registry, &config.model, &worker_session, None)
-            .map_err(|e| {
-                usage(format!(
-                    "{e}; or pass --no-dispatch to serve without running tasks here"
-                ))
-            })?;
+        let profiles = runtime.worker_profiles(None).map_err(|e| {
+            usage(format!(
+                "{e}; or pass --no-dispatch to serve without running tasks here"
+            ))
+        })?;
         let kanban = match &settings.store {
             // Its own connection, so the dispatcher wakes on LISTEN/NOTIFY.
             StoreLocation::Postgres(_) => Kanban::open(settings.clone())
@@ -197,7 +185,7 @@ async fn run_inner(args: ServeArgs) -> Result<(), (i32, String)> {
         .with_wake(wake)
         .with_cors_origins(serve.cors_origins.clone())
         .with_default_board(board.clone())
-        .with_commands(plugins.commands().clone());
+        .with_commands(runtime.plugins().commands().clone());
     match &dispatcher {
         Some((handle, _)) => {
             state = state.with_dispatcher(Arc::new(DispatcherPass::new(
@@ -212,7 +200,7 @@ async fn run_inner(args: ServeArgs) -> Result<(), (i32, String)> {
         }
         None => {}
     }
-    if let Some(provider) = provider(&config).map_err(usage)? {
+    if let Some(provider) = troupe.default_provider() {
         state = state.with_provider(provider);
     }
     let server = crate::http::serve(state, serve.addr())
@@ -258,7 +246,6 @@ async fn run_inner(args: ServeArgs) -> Result<(), (i32, String)> {
         // Running tasks are handed back to the board, for this server's next start or a worker.
         stop_dispatcher(handle).await;
     }
-    troupe.close().await;
     result.map_err(|e| failed(format!("the server failed: {e}")))
 }
 
@@ -269,41 +256,6 @@ async fn stop_dispatcher(handle: &DispatcherHandle) {
         "troupe serve: dispatcher stopped: {} claimed, {} completed, {} blocked, {} failed",
         stats.claimed, stats.completed, stats.blocked, stats.failed
     );
-}
-
-/// The model of sessions created without a script: `model.base_url` or `TROUPE_BASE_URL`, when
-/// set; otherwise sessions must bring a script.
-fn provider(config: &Config) -> Result<Option<Arc<dyn ModelProvider>>, String> {
-    let env = |name: &str| {
-        std::env::var(name)
-            .ok()
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-    };
-    let Some(base_url) = config
-        .model
-        .base_url
-        .clone()
-        .or_else(|| env("TROUPE_BASE_URL"))
-    else {
-        return Ok(None);
-    };
-    let model = config
-        .model
-        .model
-        .clone()
-        .or_else(|| env("TROUPE_MODEL"))
-        .unwrap_or_else(|| DEFAULT_MODEL.to_string());
-    let mut openai = OpenAiConfig::new(base_url, model);
-    openai.api_key = config
-        .model
-        .api_key
-        .clone()
-        .or_else(|| config.model.api_key_env.as_deref().and_then(env))
-        .or_else(|| env("TROUPE_API_KEY"));
-    OpenAiProvider::new(openai)
-        .map(|p| Some(Arc::new(p) as Arc<dyn ModelProvider>))
-        .map_err(|e| e.to_string())
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -425,6 +425,10 @@ pub struct CreateTask {
     /// Failures allowed before it is given up.
     #[serde(default)]
     pub max_retries: Option<u32>,
+    /// Where the worker works: `scratch` (default), `dir:/abs/path`, `worktree` or
+    /// `worktree:<path>`.
+    #[serde(default)]
+    pub workspace: Option<String>,
 }
 
 /// Longest `max_runtime_seconds` a task may ask for: a year. 0 would time every run out at
@@ -475,6 +479,11 @@ pub async fn create_task(
     }
     task.max_runtime_seconds = body.max_runtime_seconds;
     task.max_retries = body.max_retries;
+    if let Some(raw) = &body.workspace {
+        let workspace = crate::runtime::workspaces::parse_workspace(raw)
+            .map_err(|e| ApiError::bad_request("bad_workspace", e))?;
+        task = task.with_workspace(workspace);
+    }
     let created = state.store.create_task(&slug, &task).await?;
     let status = if created.created {
         StatusCode::CREATED
@@ -639,7 +648,13 @@ async fn apply_patch(
                 .await
                 .map(|blocked| blocked.task)
         }
-        TaskStatus::Archived => store.archive(board, id).await.map(|a| a.task),
+        TaskStatus::Archived => match store.archive(board, id).await {
+            Ok(archived) => {
+                crate::kanban_api::archive_workspace(store, board, &archived.task).await;
+                Ok(archived.task)
+            }
+            Err(e) => Err(e),
+        },
         TaskStatus::Review => {
             store
                 .request_review(board, id, patch.summary.as_deref(), None)

@@ -150,6 +150,9 @@ impl From<TroupeError> for ApiError {
             TroupeError::Session(troupe_actors::session::SessionError::Closed(_)) => {
                 ApiError::conflict("session_closed", message)
             }
+            TroupeError::UnknownProfile { .. } | TroupeError::Setup(_) => {
+                ApiError::bad_request("bad_session", message)
+            }
             TroupeError::Closed => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", message)
             }

@@ -21,7 +21,7 @@ use futures::Stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use troupe_actors::events::{EventKind, SessionEvent};
-use troupe_actors::model::{ModelProvider, Script, ScriptedProvider};
+use troupe_actors::model::{Script, ScriptedProvider};
 use troupe_actors::session::{SessionConfig, SessionHandle, TurnOutcome};
 use troupe_actors::supervisor::{ApprovalChoice, PendingApproval};
 use troupe_tools::ViewSpec;
@@ -156,9 +156,13 @@ pub struct CreateSession {
     /// configured model when absent.
     #[serde(default)]
     pub script: Option<Value>,
-    /// Toolsets the session may use; all of the server's when absent.
+    /// Toolsets the session may use; the profile's, else all of the server's, when absent.
     #[serde(default)]
     pub toolsets: Option<Vec<String>>,
+    /// A profile under `profiles:` of the server's troupe.yaml: its model, toolsets and system
+    /// prompt (the other fields override them).
+    #[serde(default)]
+    pub profile: Option<String>,
     /// A system prompt.
     #[serde(default)]
     pub system_prompt: Option<String>,
@@ -172,7 +176,28 @@ pub async fn create(
     State(state): State<HttpState>,
     ApiJson(request): ApiJson<CreateSession>,
 ) -> Result<Response, ApiError> {
-    let provider: Arc<dyn ModelProvider> = match (&request.script, &state.provider) {
+    let profile = match request.profile.as_deref().map(str::trim) {
+        None => None,
+        Some(name) => Some(state.troupe.profile(name).ok_or_else(|| {
+            let known = state.troupe.profile_names();
+            ApiError::bad_request(
+                "unknown_profile",
+                format!(
+                    "there is no profile {name:?} on this server; send one of: {}",
+                    if known.is_empty() {
+                        "(none: the server's troupe.yaml has no profiles: section)".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            )
+        })?),
+    };
+    let mut options = SessionOptions::configured();
+    if let Some(name) = request.profile.as_deref().map(str::trim) {
+        options = options.with_profile(name);
+    }
+    match (&request.script, &state.provider) {
         (Some(script), _) => {
             let script: Script = serde_json::from_value(script.clone()).map_err(|e| {
                 ApiError::bad_request(
@@ -182,28 +207,55 @@ pub async fn create(
                     ),
                 )
             })?;
-            Arc::new(ScriptedProvider::new(script))
+            options = options.with_provider(Arc::new(ScriptedProvider::new(script)));
         }
-        (None, Some(provider)) => Arc::clone(provider),
+        (None, _) if profile.is_some() => {}
+        (None, Some(provider)) => options = options.with_provider(Arc::clone(provider)),
         (None, None) => {
             return Err(ApiError::bad_request(
                 "no_model",
-                "this server has no model configured; send a `script`, or start troupe serve \
-                 with model.base_url set in troupe.yaml",
+                "this server has no model configured; send a `script` or a `profile`, or start \
+                 troupe serve with model.base_url set in troupe.yaml",
             ));
         }
-    };
-    let mut options = SessionOptions::new(provider);
+    }
     if let Some(toolsets) = request.toolsets {
-        let view = state
-            .troupe
-            .registry()
+        let registry = state.troupe.registry();
+        let known = registry.toolsets();
+        let expanded = registry
+            .expand_toolsets(&toolsets)
+            .map_err(|e| ApiError::bad_request("bad_toolsets", e.to_string()))?;
+        let mut unknown: Vec<&String> = toolsets
+            .iter()
+            .chain(expanded.iter())
+            .filter(|t| !known.contains(*t))
+            .collect();
+        unknown.sort_unstable();
+        unknown.dedup();
+        if !unknown.is_empty() {
+            return Err(ApiError::bad_request(
+                "bad_toolsets",
+                format!(
+                    "no tools are provided as {}; send toolsets from: {}",
+                    unknown
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    known.iter().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+        let view = registry
             .view(ViewSpec::toolsets(toolsets))
             .map_err(|e| ApiError::bad_request("bad_toolsets", e.to_string()))?;
         options = options.with_view(view);
     }
     if request.system_prompt.is_some() || request.max_iterations.is_some() {
-        let mut config: SessionConfig = state.troupe.session_defaults();
+        let mut config: SessionConfig = match profile {
+            Some(profile) => profile.session.clone(),
+            None => state.troupe.session_defaults(),
+        };
         if let Some(prompt) = request.system_prompt {
             config.system_prompt = Some(prompt);
         }

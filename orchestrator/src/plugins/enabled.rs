@@ -8,6 +8,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::manifest::kind;
+use crate::config::ConfigError;
 
 /// Which plugins the config switches on and off. `disabled` wins over `enabled`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -20,34 +21,41 @@ pub struct Enablement {
 
 impl Enablement {
     /// Reads the `plugins` section (`null` when absent).
-    pub fn from_section(section: &Value) -> Result<Enablement, String> {
+    pub fn from_section(section: &Value) -> Result<Enablement, ConfigError> {
         let map = match section {
             Value::Null => return Ok(Enablement::default()),
             Value::Object(map) => map,
             other => {
-                return Err(format!(
-                    "config key `plugins`: expected a mapping like `plugins: {{enabled: [disk-cleanup]}}`, found {}",
-                    kind(other)
-                ));
+                return Err(ConfigError::Invalid {
+                    key: "plugins".into(),
+                    problem: format!(
+                        "expected a mapping like `plugins: {{enabled: [disk-cleanup]}}`, found {}",
+                        kind(other)
+                    ),
+                });
             }
         };
-        let list = |key: &str| -> Result<Vec<String>, String> {
+        let list = |key: &str| -> Result<Vec<String>, ConfigError> {
+            let invalid = |problem: String| ConfigError::Invalid {
+                key: format!("plugins.{key}"),
+                problem,
+            };
             match map.get(key) {
                 None | Some(Value::Null) => Ok(Vec::new()),
                 Some(Value::Array(items)) => items
                     .iter()
                     .map(|item| match item {
                         Value::String(s) => Ok(s.trim().to_string()),
-                        other => Err(format!(
-                            "config key `plugins.{key}`: every entry must be a plugin name, found {}",
+                        other => Err(invalid(format!(
+                            "every entry must be a plugin name, found {}",
                             kind(other)
-                        )),
+                        ))),
                     })
                     .collect(),
-                Some(other) => Err(format!(
-                    "config key `plugins.{key}`: expected a list of plugin names, found {}",
+                Some(other) => Err(invalid(format!(
+                    "expected a list of plugin names, found {}",
                     kind(other)
-                )),
+                ))),
             }
         };
         Ok(Enablement {

@@ -6,7 +6,9 @@
 //! [`disk_cleanup`] plugin is compiled in ([`bundled`]).
 //!
 //! [`PluginCatalog`] is what was found and what is switched on (for `troupe plugins`);
-//! [`Plugins`] is the running part the runtime hands to sessions, workers and entry points.
+//! [`Plugins`] is the running part: the runtime ([`crate::runtime`]) adds its hooks and
+//! toolsets to every session and worker ([`Plugins::apply`]), and the chat and HTTP doors ask
+//! it for slash commands.
 
 pub mod bundled;
 pub mod command_hook;
@@ -15,6 +17,7 @@ pub mod disk_cleanup;
 pub mod enabled;
 pub mod manifest;
 pub mod slash;
+pub mod toolset;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,9 +25,10 @@ use std::time::Duration;
 
 use troupe_actors::hooks::{Hook, HookRegistry};
 use troupe_kanban::hooks::KanbanHook;
-use troupe_tools::mcp::{McpConfigError, McpServerConfig, McpServers, McpTransport};
+use troupe_tools::mcp::{McpServerConfig, McpTransport};
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
+use crate::runtime::RuntimeOptions;
 use bundled::Builtin;
 use command_hook::{CommandHooks, Observers};
 use discovery::{Discovered, Roots};
@@ -83,7 +87,7 @@ pub struct PluginCatalog {
 impl PluginCatalog {
     /// Discovers plugins for this process (troupe home from `TROUPE_HOME`, project folder
     /// from the working directory) and applies `config`'s `plugins` section.
-    pub fn load(config: &Config) -> Result<PluginCatalog, String> {
+    pub fn load(config: &Config) -> Result<PluginCatalog, ConfigError> {
         let home = crate::kanban_config::troupe_home();
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
         let roots = Roots::from_env(&home, &cwd);
@@ -206,7 +210,7 @@ impl Plugins {
     /// Loads the plugins and the `hooks:` section of `config`. A broken plugin only disables
     /// itself (see [`PluginCatalog::warnings`]); a broken `hooks:` section is an error, since a
     /// safety hook silently left out would fail open.
-    pub fn from_config(config: &Config) -> Result<Plugins, String> {
+    pub fn from_config(config: &Config) -> Result<Plugins, ConfigError> {
         let catalog = PluginCatalog::load(config)?;
         let config_dir = config
             .path
@@ -219,7 +223,7 @@ impl Plugins {
         let config_hooks = match config.section("hooks") {
             serde_json::Value::Null => Default::default(),
             value => manifest::hook_table(value, "hooks", &config_dir)
-                .map_err(|(field, problem)| format!("config key `{field}`: {problem}"))?,
+                .map_err(|(key, problem)| ConfigError::Invalid { key, problem })?,
         };
         Ok(Plugins::build(catalog, config_hooks))
     }
@@ -353,23 +357,17 @@ impl Plugins {
         self.observers.drain(limit).await
     }
 
-    /// Adds the plugins' MCP servers to `servers`; a plugin whose name an `mcp_servers` entry
-    /// already uses is reported as an error entry instead.
-    pub fn extend_mcp(&self, servers: &mut McpServers) {
+    /// `options` with the plugins' session hooks, board hooks and toolsets added: what the
+    /// runtime calls so every entry point gets them.
+    pub fn apply(&self, mut options: RuntimeOptions) -> RuntimeOptions {
+        options.hooks.extend(self.hooks.iter().cloned());
+        options.kanban_hooks.extend(self.kanban.iter().cloned());
         for server in &self.servers {
-            if servers.servers.iter().any(|s| s.name == server.name) {
-                servers.errors.push(McpConfigError {
-                    server: server.name.clone(),
-                    key: String::new(),
-                    message: format!(
-                        "the plugin '{}' provides an MCP server of the same name as an mcp_servers entry; rename the entry",
-                        server.name
-                    ),
-                });
-                continue;
-            }
-            servers.servers.push(server.clone());
+            options
+                .tool_sources
+                .push(Arc::new(toolset::PluginToolset::new(server.clone())));
         }
+        options
     }
 
     /// The plugins' MCP servers.

@@ -193,3 +193,53 @@ async fn a_broken_hooks_section_stops_the_chat_with_the_key() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("hooks.pre_tool_call.command"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hooks_see_calls_made_from_an_execute_code_script() {
+    let w = World::new();
+    std::fs::write(w.project().join("notes.txt"), "hello from notes\n").unwrap();
+    std::fs::write(w.project().join("secret.txt"), "do not show\n").unwrap();
+    crate::support::write_script(&w.project().join("hooks/guard.sh"), GUARD);
+    let recorder = w.plugin(
+        &w.user_plugins(),
+        "recorder",
+        "hooks:\n  post_tool_call: python3 record.py\n",
+        &[("record.py", RECORD)],
+    );
+    w.config(
+        "hooks:\n  pre_tool_call: {command: ./hooks/guard.sh, timeout: 5s, tools: [read_file]}\nplugins:\n  enabled: [recorder]\n",
+    );
+    let code = "from troupe_tools import read_file\nprint('OPEN:', read_file('notes.txt'))\nprint('SHUT:', read_file('secret.txt'))\n";
+    let script = format!(
+        "turns:\n  - tool_calls:\n      - {{id: x1, name: execute_code, arguments: {{code: {}}}}}\n  - text: done\n",
+        serde_json::to_string(code).unwrap()
+    );
+    let (out, requests) = w.chat("run the script", &script).await;
+    assert_success(&out);
+    let said = tool_results(&requests);
+    let shown = &said["x1"];
+    assert!(shown.contains("hello from notes"), "{shown}");
+    assert!(shown.contains("secret files stay closed"), "{shown}");
+    assert!(!shown.contains("do not show"), "{shown}");
+    let seen = hook_log(&recorder.join("seen.jsonl"));
+    let mut reads: Vec<(String, String)> = seen
+        .iter()
+        .filter(|e| e["tool"] == "read_file")
+        .map(|e| {
+            (
+                e["arguments"]["path"].as_str().unwrap().to_string(),
+                e["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    reads.sort();
+    assert_eq!(
+        reads,
+        vec![
+            ("notes.txt".to_string(), "ok".to_string()),
+            ("secret.txt".to_string(), "denied".to_string())
+        ],
+        "{seen:?}"
+    );
+    assert!(seen.iter().any(|e| e["tool"] == "execute_code"));
+}

@@ -182,6 +182,8 @@ pub struct Builtins {
     pub(crate) processes: ProcessRegistry,
     /// session id -> its working directory, as the last `cd` left it.
     dirs: Mutex<HashMap<String, PathBuf>>,
+    /// session id -> its workspace: the root of its path checks (a kanban task's directory).
+    workspaces: Mutex<HashMap<String, PathBuf>>,
 }
 
 impl std::fmt::Debug for Builtins {
@@ -219,6 +221,7 @@ impl Builtins {
             backend,
             processes: registry,
             dirs: Mutex::new(HashMap::new()),
+            workspaces: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -246,8 +249,34 @@ impl Builtins {
         dirs.insert(session_id.to_string(), dir);
     }
 
+    /// Puts a session in a workspace: it starts there, and the workspace replaces the default
+    /// directory as the root of its path checks (the configured roots still apply).
+    pub fn set_session_workspace(&self, session_id: &str, dir: PathBuf) {
+        self.set_session_cwd(session_id, dir.clone());
+        let mut workspaces = self.workspaces.lock().unwrap_or_else(|p| p.into_inner());
+        workspaces.insert(session_id.to_string(), dir);
+    }
+
+    /// Forgets a session's workspace and working directory (the session ended).
+    pub fn clear_session_workspace(&self, session_id: &str) {
+        let mut workspaces = self.workspaces.lock().unwrap_or_else(|p| p.into_inner());
+        workspaces.remove(session_id);
+        drop(workspaces);
+        let mut dirs = self.dirs.lock().unwrap_or_else(|p| p.into_inner());
+        dirs.remove(session_id);
+    }
+
     /// The directories `session_id` may use without approval.
     pub fn allowed_roots(&self, session_id: &str) -> Vec<PathBuf> {
+        let workspace = {
+            let workspaces = self.workspaces.lock().unwrap_or_else(|p| p.into_inner());
+            workspaces.get(session_id).cloned()
+        };
+        if let Some(root) = workspace {
+            let mut roots = vec![root];
+            roots.extend(self.config.allowed_roots.iter().cloned());
+            return roots;
+        }
         if self.config.allowed_roots.is_empty() {
             vec![
                 self.config.default_cwd.clone(),
@@ -280,6 +309,9 @@ impl Builtins {
         let stopped = self.processes.end_session(session_id).await;
         let mut dirs = self.dirs.lock().unwrap_or_else(|p| p.into_inner());
         dirs.remove(session_id);
+        drop(dirs);
+        let mut workspaces = self.workspaces.lock().unwrap_or_else(|p| p.into_inner());
+        workspaces.remove(session_id);
         stopped
     }
 }

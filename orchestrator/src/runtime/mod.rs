@@ -1,0 +1,712 @@
+//! One runtime from a checked `troupe.yaml`, behind every entry point (`troupe chat`, `troupe
+//! serve` and its board workers, `troupe kanban dispatch|worker`, `troupe demo`, and programs
+//! through [`Troupe::from_config`](crate::Troupe::from_config)).
+//!
+//! [`Runtime::start`] builds, once per process:
+//! - the built-in tools, configured from `terminal:` and `code_execution:` ([`builtin_config`]);
+//! - the MCP servers of `mcp_servers:`, started once and shared by every session and worker,
+//!   stopped when the runtime closes. A server that cannot start is left out and reported as a
+//!   [`StartupNotice`] (the runtime starts without it);
+//! - extra tools: [`ToolSource`]s (plugins) and plain [`ToolDef`]s from [`RuntimeOptions`];
+//! - `toolsets.define` composites, `delegate_task` with the `delegation:` limits, tool search
+//!   settings, approvals (`approvals:`) and hooks ([`RuntimeOptions::with_hook`]);
+//! - the `profiles:` of the config, checked (a toolset nobody provides is a config error listing
+//!   the toolsets that exist), for sessions that name a profile and for board workers
+//!   ([`Runtime::worker_profiles`]);
+//! - task workspaces for board workers ([`workspaces`]: scratch, `dir:`, git worktrees);
+//! - the [`Troupe`] (actor system, supervisor) those sessions and workers run in.
+//!
+//! `execute_code` scripts reach tools through the session's own tool runner (same view, hooks
+//! and approvals as the model's calls): that wiring lives in the actor runtime and holds for
+//! every session the troupe opens, workers and subagents included.
+
+pub mod builtins;
+pub mod workspaces;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use troupe_actors::hooks::{Hook, HookRegistry};
+use troupe_actors::model::{DEFAULT_MODEL, ModelProvider, OpenAiConfig, OpenAiProvider};
+use troupe_actors::session::SessionConfig;
+use troupe_actors::supervisor::{ApprovalConfig, ApprovalRules, DefaultRules};
+use troupe_kanban::hooks::KanbanHook;
+use troupe_kanban::profiles::{Profiles, WorkerProfile};
+use troupe_tools::builtin::{BuiltinConfig, Builtins, core_tools};
+use troupe_tools::mcp::{McpManager, ServerState, ServerStatus};
+use troupe_tools::{Registry, ToolDef, ToolsetView, ViewSpec};
+
+use crate::api::{CloseReport, SessionProfile, Troupe, TroupeConfig};
+use crate::config::{Config, ConfigError, ModelSection};
+use crate::kanban_config::{KanbanSettings, ProfileSettings, profile_provider};
+use crate::plugins::Plugins;
+
+pub use builtins::builtin_config;
+
+/// How long closing waits for observer hooks still running.
+const OBSERVER_DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The toolset `delegate_task` belongs to.
+pub const DELEGATION_TOOLSET: &str = "delegation";
+
+/// A source of extra tools started with the runtime (a plugin, a program's own tool server).
+/// It registers its tools in the runtime's registry under toolsets of its own, which profiles
+/// and sessions may then name; [`ToolSource::stop`] runs when the runtime closes.
+pub trait ToolSource: Send + Sync + 'static {
+    /// A short name for messages (`plugin github-helper`).
+    fn name(&self) -> String;
+
+    /// Registers the tools into `registry`; returns the toolsets it provides. An error leaves
+    /// the source out (reported as a [`StartupNotice`]); the runtime starts without it.
+    fn start(&self, registry: Arc<Registry>) -> BoxFuture<'static, Result<Vec<String>, String>>;
+
+    /// Stops whatever [`ToolSource::start`] started.
+    fn stop(&self) -> BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// What a program or an entry point adds to what `troupe.yaml` says.
+#[derive(Clone)]
+pub struct RuntimeOptions {
+    /// Hooks every session and worker runs, after none from the config.
+    pub hooks: Vec<Arc<dyn Hook>>,
+    /// Board observers handed to every dispatcher.
+    pub kanban_hooks: Vec<Arc<dyn KanbanHook>>,
+    /// Extra tool sources, started after the MCP servers.
+    pub tool_sources: Vec<Arc<dyn ToolSource>>,
+    /// Extra tools, registered as they are (give them a toolset).
+    pub tools: Vec<ToolDef>,
+    /// Whether top-level sessions delegate in the background (sessions that take later
+    /// messages: `troupe serve`, programs); one-shot runs and workers wait for their children.
+    pub background_delegation: bool,
+    /// Whether to start the MCP servers of the config.
+    pub start_mcp: bool,
+    /// Replaces the approval rules ([`DefaultRules`] with `approvals.require_approval` and the
+    /// built-in tools' checks when `None`).
+    pub rules: Option<Arc<dyn ApprovalRules>>,
+    /// Replaces the built-in tools' settings read from the config.
+    pub builtins: Option<BuiltinConfig>,
+    /// Threads of the tokio pool that runs model requests and tools.
+    pub worker_threads: usize,
+    /// The plugins, when the entry point already loaded them (for its slash commands);
+    /// otherwise the runtime loads them from the config.
+    pub plugins: Option<Plugins>,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        RuntimeOptions {
+            hooks: Vec::new(),
+            kanban_hooks: Vec::new(),
+            tool_sources: Vec::new(),
+            tools: Vec::new(),
+            background_delegation: true,
+            start_mcp: true,
+            rules: None,
+            builtins: None,
+            worker_threads: 2,
+            plugins: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for RuntimeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeOptions")
+            .field("hooks", &self.hooks.len())
+            .field("kanban_hooks", &self.kanban_hooks.len())
+            .field("tool_sources", &self.tool_sources.len())
+            .field("tools", &self.tools.len())
+            .field("background_delegation", &self.background_delegation)
+            .field("start_mcp", &self.start_mcp)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RuntimeOptions {
+    /// Uses `plugins` (loaded by the entry point) instead of loading them from the config.
+    pub fn with_plugins(mut self, plugins: Plugins) -> Self {
+        self.plugins = Some(plugins);
+        self
+    }
+
+    /// Adds a hook for every session and worker.
+    pub fn with_hook(mut self, hook: Arc<dyn Hook>) -> Self {
+        self.hooks.push(hook);
+        self
+    }
+
+    /// Adds a board observer for every dispatcher.
+    pub fn with_kanban_hook(mut self, hook: Arc<dyn KanbanHook>) -> Self {
+        self.kanban_hooks.push(hook);
+        self
+    }
+
+    /// Adds a tool source.
+    pub fn with_tool_source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.tool_sources.push(source);
+        self
+    }
+
+    /// Adds a tool.
+    pub fn with_tool(mut self, tool: ToolDef) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Sets whether top-level sessions delegate in the background.
+    pub fn with_background_delegation(mut self, background: bool) -> Self {
+        self.background_delegation = background;
+        self
+    }
+
+    /// Leaves the MCP servers of the config unstarted.
+    pub fn without_mcp(mut self) -> Self {
+        self.start_mcp = false;
+        self
+    }
+
+    /// Replaces the approval rules.
+    pub fn with_rules(mut self, rules: Arc<dyn ApprovalRules>) -> Self {
+        self.rules = Some(rules);
+        self
+    }
+
+    /// Replaces the built-in tools' settings.
+    pub fn with_builtin_config(mut self, builtins: BuiltinConfig) -> Self {
+        self.builtins = Some(builtins);
+        self
+    }
+}
+
+/// Why a runtime could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The config says something troupe cannot use (bad input: exit code 2).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Something the config is fine with failed to start (exit code 1).
+    #[error("{0}")]
+    Start(String),
+}
+
+/// Something left out at start-up, which the runtime runs without: an MCP server that did not
+/// connect, a config entry it could not use, a tool source that failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartupNotice {
+    /// What was left out (`MCP server 'github'`).
+    pub source: String,
+    /// Why, in words a person can act on.
+    pub reason: String,
+}
+
+impl std::fmt::Display for StartupNotice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} is not available, so troupe runs without it: {}",
+            self.source, self.reason
+        )
+    }
+}
+
+/// A running runtime: see the module doc. Cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Config,
+    troupe: Troupe,
+    builtins: Arc<Builtins>,
+    kanban: KanbanSettings,
+    mcp_statuses: Vec<ServerStatus>,
+    notices: Vec<StartupNotice>,
+    toolsets: BTreeSet<String>,
+    /// Session settings of board workers (they wait for their children).
+    worker_session: SessionConfig,
+    /// The plugins: their slash commands, and their observer hooks to wait for at close.
+    plugins: Plugins,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("config", &self.inner.config.path)
+            .field("tools", &self.registry().len())
+            .field("toolsets", &self.inner.toolsets)
+            .field("notices", &self.inner.notices)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// Starts a runtime from a checked config; see the module doc. Must run inside a tokio
+    /// runtime (the built-in tools' process registry lives there).
+    pub async fn start(config: Config, options: RuntimeOptions) -> Result<Runtime, RuntimeError> {
+        let (options, plugins, plugin_notices) = extend_from_config(&config, options)?;
+        let approvals =
+            ApprovalConfig::from_value(config.section("approvals")).map_err(|problem| {
+                ConfigError::Invalid {
+                    key: "approvals".into(),
+                    problem,
+                }
+            })?;
+        let delegation = crate::delegation::delegation_config(&config)?;
+        let kanban = KanbanSettings::from_config(&config)?;
+        let builtin_settings = match options.builtins.clone() {
+            Some(settings) => settings,
+            None => builtin_config(&config)?,
+        };
+        let default_provider = model_provider(&config.model)?;
+        let builtins = Builtins::start(builtin_settings)
+            .map_err(|e| RuntimeError::Start(format!("the built-in tools could not start: {e}")))?;
+        let registry = Registry::with_tools(core_tools(&builtins));
+        for tool in &options.tools {
+            registry.register(tool.clone());
+        }
+        let mut notices = plugin_notices;
+        let mut provided: BTreeSet<String> = BTreeSet::new();
+
+        // MCP servers: once per process, into the one registry.
+        let mut mcp_statuses = Vec::new();
+        let mut manager = None;
+        if options.start_mcp && !config.mcp_servers.is_null() {
+            let servers = crate::cli::mcp::mcp_servers_of(&config);
+            for server in &servers.servers {
+                provided.insert(format!("mcp-{}", server.name));
+            }
+            let (started, statuses) = McpManager::start(&servers, Arc::clone(&registry)).await;
+            for status in &statuses {
+                if let Some(error) = &status.last_error
+                    && status.state != ServerState::Connected
+                {
+                    notices.push(StartupNotice {
+                        source: format!("MCP server '{}'", status.name),
+                        reason: error.clone(),
+                    });
+                }
+            }
+            mcp_statuses = statuses;
+            manager = Some(started);
+        }
+
+        // Tool sources (plugins): after MCP, so their names cannot shadow a server's.
+        for source in &options.tool_sources {
+            match source.start(Arc::clone(&registry)).await {
+                Ok(toolsets) => provided.extend(toolsets),
+                Err(reason) => notices.push(StartupNotice {
+                    source: source.name(),
+                    reason,
+                }),
+            }
+        }
+        for notice in &notices {
+            tracing::warn!("{notice}");
+        }
+
+        for (name, includes) in &config.toolsets.composites {
+            registry.define_toolset(name.clone(), includes.clone());
+        }
+        let mut session = SessionConfig {
+            tool_search: config.tool_search.clone(),
+            context_length: config.model.context_length,
+            cwd: builtins.config().default_cwd.clone(),
+            ..SessionConfig::default()
+        };
+        crate::delegation::enable_delegation(
+            &registry,
+            &mut session,
+            delegation,
+            options.background_delegation,
+        );
+        let worker_session = SessionConfig {
+            background_delegation: false,
+            ..session.clone()
+        };
+
+        let mut toolsets = registry.toolsets();
+        toolsets.extend(provided);
+        toolsets.insert(DELEGATION_TOOLSET.to_string());
+
+        // Profiles: checked here, so a bad one is a config error at start, everywhere. What
+        // was started is stopped again before the error is returned.
+        let profiles =
+            match session_profiles(&kanban, &toolsets, &registry, &session, &config.model) {
+                Ok(profiles) => profiles,
+                Err(error) => {
+                    if let Some(manager) = manager {
+                        manager.shutdown().await;
+                    }
+                    for source in &options.tool_sources {
+                        source.stop().await;
+                    }
+                    return Err(error);
+                }
+            };
+
+        let rules: Arc<dyn ApprovalRules> = match options.rules.clone() {
+            Some(rules) => rules,
+            None => Arc::new(
+                DefaultRules::new(approvals.require_approval.iter().cloned())
+                    .with_builtins(Arc::clone(&builtins)),
+            ),
+        };
+        let sources = options.tool_sources.clone();
+        let manager = Arc::new(tokio::sync::Mutex::new(manager));
+        let on_close: crate::api::CloseHook = Arc::new(move || {
+            let manager = Arc::clone(&manager);
+            let sources = sources.clone();
+            Box::pin(async move {
+                if let Some(manager) = manager.lock().await.take() {
+                    manager.shutdown().await;
+                }
+                for source in &sources {
+                    source.stop().await;
+                }
+            })
+        });
+        let mut troupe_config = TroupeConfig::new(Arc::clone(&registry))
+            .with_approvals(approvals)
+            .with_rules(rules)
+            .with_hooks(HookRegistry::with_hooks(options.hooks.clone()))
+            .with_session(session)
+            .with_close_hook(on_close);
+        troupe_config.worker_threads = options.worker_threads.max(1);
+        troupe_config.kanban_hooks = options.kanban_hooks.clone();
+        troupe_config.profiles = profiles;
+        troupe_config.default_provider = default_provider;
+        troupe_config.workspaces = Some(Arc::new(workspaces::TaskWorkspaces::new(
+            Arc::clone(&builtins),
+            crate::kanban_config::troupe_home(),
+        )));
+        let troupe =
+            Troupe::start(troupe_config).map_err(|e| RuntimeError::Start(e.to_string()))?;
+        Ok(Runtime {
+            inner: Arc::new(Inner {
+                config,
+                troupe,
+                builtins,
+                kanban,
+                mcp_statuses,
+                notices,
+                toolsets,
+                worker_session,
+                plugins,
+            }),
+        })
+    }
+
+    /// [`Runtime::start`] on a config file (YAML or JSON).
+    pub async fn from_file(
+        path: impl AsRef<Path>,
+        options: RuntimeOptions,
+    ) -> Result<Runtime, RuntimeError> {
+        Runtime::start(Config::load(path.as_ref())?, options).await
+    }
+
+    /// The troupe sessions and workers run in.
+    pub fn troupe(&self) -> &Troupe {
+        &self.inner.troupe
+    }
+
+    /// The config it was started from.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Every tool: built-in, MCP, sources, `delegate_task`.
+    pub fn registry(&self) -> &Arc<Registry> {
+        self.inner.troupe.registry()
+    }
+
+    /// The built-in tools' shared state (working directories, processes).
+    pub fn builtins(&self) -> &Arc<Builtins> {
+        &self.inner.builtins
+    }
+
+    /// The `kanban:` and `profiles:` settings.
+    pub fn kanban_settings(&self) -> &KanbanSettings {
+        &self.inner.kanban
+    }
+
+    /// What start-up left out; see [`Runtime::report_notices`].
+    pub fn notices(&self) -> &[StartupNotice] {
+        &self.inner.notices
+    }
+
+    /// Each configured MCP server's status at start-up.
+    pub fn mcp_statuses(&self) -> &[ServerStatus] {
+        &self.inner.mcp_statuses
+    }
+
+    /// Every toolset a view or profile may name.
+    pub fn toolsets(&self) -> &BTreeSet<String> {
+        &self.inner.toolsets
+    }
+
+    /// The default session settings (tool search, delegation, working directory).
+    pub fn session_defaults(&self) -> SessionConfig {
+        self.inner.troupe.session_defaults()
+    }
+
+    /// Tells the person what start-up left out, one line each on stderr, prefixed by the
+    /// command (`troupe chat: MCP server 'x' is not available, ...`). Every command does this
+    /// the same way.
+    pub fn report_notices(&self, command: &str) {
+        for notice in &self.inner.notices {
+            eprintln!("{command}: {notice}");
+        }
+    }
+
+    /// The view of `toolsets` (composites expanded); the `toolsets:` section's when `None`.
+    /// A name nobody provides is an error that lists the toolsets there are.
+    pub fn view(&self, toolsets: Option<&[String]>) -> Result<ToolsetView, RuntimeError> {
+        let registry = self.registry();
+        let spec = match toolsets {
+            Some(names) => {
+                let names: Vec<String> = names
+                    .iter()
+                    .map(|n| n.trim().to_string())
+                    .filter(|n| !n.is_empty())
+                    .collect();
+                check_toolsets(&self.inner.toolsets, &names, registry, "toolsets")?;
+                ViewSpec::toolsets(names)
+            }
+            None => ViewSpec {
+                enabled: self.inner.config.toolsets.enabled.clone(),
+                disabled: self.inner.config.toolsets.disabled.clone(),
+                blocked: Vec::new(),
+            },
+        };
+        registry.view(spec).map_err(|e| {
+            RuntimeError::Config(ConfigError::Invalid {
+                key: "toolsets".into(),
+                problem: e.to_string(),
+            })
+        })
+    }
+
+    /// The board workers' profiles: each its model, the tools its toolsets name (MCP and
+    /// source toolsets deferred behind tool search as in sessions; `delegation` lets it
+    /// delegate) and its settings. `only` keeps the named ones; an unknown name, or a profile
+    /// with no model, is a config error.
+    pub fn worker_profiles(&self, only: Option<&[String]>) -> Result<Profiles, RuntimeError> {
+        let kanban = &self.inner.kanban;
+        if let Some(only) = only {
+            for name in only {
+                if !kanban.profiles.contains_key(name) {
+                    return Err(invalid(
+                        "profiles",
+                        format!(
+                            "there is no profile {name:?} under profiles: in troupe.yaml (known: {})",
+                            known_profiles(kanban)
+                        ),
+                    ));
+                }
+            }
+        }
+        let mut profiles = Profiles::new();
+        for (name, p) in &kanban.profiles {
+            if only.is_some_and(|only| !only.contains(name)) {
+                continue;
+            }
+            let provider = profile_provider(p, &self.inner.config.model)
+                .map_err(|problem| invalid(&format!("profiles.{name}"), problem))?;
+            let view = profile_view(self.registry(), p)?;
+            profiles.insert(
+                WorkerProfile::new(name.clone(), provider, view)
+                    .with_session_config(profile_session(&self.inner.worker_session, p)),
+            );
+        }
+        if let Some(default) = &kanban.default_assignee {
+            profiles = profiles.with_default_assignee(default.clone());
+        }
+        Ok(profiles)
+    }
+
+    /// Closes the troupe (its sessions and workers' sessions) and stops the MCP servers and
+    /// tool sources.
+    pub async fn close(&self) -> CloseReport {
+        let report = self.inner.troupe.close().await;
+        // Observer hooks (`on_session_end`, ...) still running get a bounded wait, so an
+        // exiting program does not cut them off.
+        self.inner.plugins.drain(OBSERVER_DRAIN).await;
+        report
+    }
+
+    /// The plugins: what was found, their slash commands.
+    pub fn plugins(&self) -> &Plugins {
+        &self.inner.plugins
+    }
+}
+
+/// The extension point for sections of `troupe.yaml` that other modules read (plugins and
+/// their hooks and toolsets): whatever they add to `options` here, every entry point gets.
+fn extend_from_config(
+    config: &Config,
+    mut options: RuntimeOptions,
+) -> Result<(RuntimeOptions, Plugins, Vec<StartupNotice>), RuntimeError> {
+    let plugins = match options.plugins.take() {
+        Some(plugins) => plugins,
+        None => Plugins::from_config(config)?,
+    };
+    // A broken plugin disables itself only; it is reported like a server that did not start.
+    let notices = plugins
+        .catalog()
+        .warnings()
+        .into_iter()
+        .map(|reason| StartupNotice {
+            source: "plugins".into(),
+            reason,
+        })
+        .collect();
+    let options = plugins.apply(options);
+    Ok((options, plugins, notices))
+}
+
+/// The profiles sessions may name, each checked against the toolsets there are.
+fn session_profiles(
+    kanban: &KanbanSettings,
+    toolsets: &BTreeSet<String>,
+    registry: &Arc<Registry>,
+    session: &SessionConfig,
+    model: &ModelSection,
+) -> Result<HashMap<String, SessionProfile>, RuntimeError> {
+    let mut profiles = HashMap::new();
+    for (name, p) in &kanban.profiles {
+        check_toolsets(
+            toolsets,
+            &p.toolsets,
+            registry,
+            &format!("profiles.{name}.toolsets"),
+        )?;
+        profiles.insert(
+            name.clone(),
+            SessionProfile {
+                provider: profile_provider(p, model),
+                view: profile_view(registry, p)?,
+                session: profile_session(session, p),
+            },
+        );
+    }
+    Ok(profiles)
+}
+
+fn invalid(key: &str, problem: String) -> RuntimeError {
+    RuntimeError::Config(ConfigError::Invalid {
+        key: key.to_string(),
+        problem,
+    })
+}
+
+fn known_profiles(kanban: &KanbanSettings) -> String {
+    if kanban.profiles.is_empty() {
+        "none".into()
+    } else {
+        kanban
+            .profiles
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Refuses a toolset name nobody provides (a composite counts, and so do its parts).
+fn check_toolsets(
+    known: &BTreeSet<String>,
+    names: &[String],
+    registry: &Registry,
+    key: &str,
+) -> Result<(), RuntimeError> {
+    let expanded = registry
+        .expand_toolsets(names)
+        .map_err(|e| invalid(key, e.to_string()))?;
+    let mut missing: Vec<&String> = names
+        .iter()
+        .filter(|n| !known.contains(*n))
+        .chain(expanded.iter().filter(|n| !known.contains(*n)))
+        .collect();
+    missing.sort_unstable();
+    missing.dedup();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let missing: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
+    Err(invalid(
+        key,
+        format!(
+            "no tools are provided as {}; the toolsets there are: {} (an MCP server's toolset is mcp-<its key under mcp_servers>)",
+            missing.join(", "),
+            known.iter().cloned().collect::<Vec<_>>().join(", ")
+        ),
+    ))
+}
+
+/// The view of a profile's toolsets; no tools at all when it names none.
+fn profile_view(
+    registry: &Arc<Registry>,
+    p: &ProfileSettings,
+) -> Result<ToolsetView, RuntimeError> {
+    if p.toolsets.is_empty() {
+        return Ok(Registry::new().view_all());
+    }
+    registry
+        .view(ViewSpec::toolsets(p.toolsets.iter().cloned()))
+        .map_err(|e| invalid(&format!("profiles.{}.toolsets", p.name), e.to_string()))
+}
+
+/// `base` with a profile's system prompt, iterations and model name.
+fn profile_session(base: &SessionConfig, p: &ProfileSettings) -> SessionConfig {
+    let mut config = base.clone();
+    config.system_prompt = p.system_prompt.clone();
+    if let Some(max) = p.max_iterations {
+        config.max_iterations = max;
+    }
+    if let Some(model) = &p.model {
+        config.model = Some(model.clone());
+    }
+    config
+}
+
+/// The model of sessions that name none: the `model:` section's server, else
+/// `TROUPE_BASE_URL`/`OPENAI_BASE_URL`; `None` when nothing names one.
+pub fn model_provider(model: &ModelSection) -> Result<Option<Arc<dyn ModelProvider>>, ConfigError> {
+    let env = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    let Some(base_url) = model
+        .base_url
+        .clone()
+        .or_else(|| env("TROUPE_BASE_URL"))
+        .or_else(|| env("OPENAI_BASE_URL"))
+    else {
+        return Ok(None);
+    };
+    let name = model
+        .model
+        .clone()
+        .or_else(|| env("TROUPE_MODEL"))
+        .unwrap_or_else(|| DEFAULT_MODEL.to_string());
+    let mut openai = OpenAiConfig::new(base_url, name);
+    openai.api_key = model
+        .api_key
+        .clone()
+        .or_else(|| model.api_key_env.as_deref().and_then(env))
+        .or_else(|| env("TROUPE_API_KEY"))
+        .or_else(|| env("OPENAI_API_KEY"));
+    OpenAiProvider::new(openai)
+        .map(|p| Some(Arc::new(p) as Arc<dyn ModelProvider>))
+        .map_err(|e| ConfigError::Invalid {
+            key: "model.base_url".into(),
+            problem: e.to_string(),
+        })
+}
