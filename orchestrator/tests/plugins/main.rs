@@ -13,5 +13,6 @@
 mod discovery;
 mod disk_cleanup;
 mod hooks;
+mod slash_http;
 mod support;
 mod toolsets;
