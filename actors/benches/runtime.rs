@@ -77,6 +77,7 @@ async fn one_call_overhead(iterations: usize) {
         Supervisor::new(ApprovalConfig::default(), Arc::new(DefaultRules::default())).start();
     let view = registry().view_all();
     let ctx = BatchContext {
+        agent_path: Vec::new(),
         session_id: "bench".into(),
         turn_id: "turn".into(),
         view: view.clone(),

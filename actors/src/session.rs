@@ -479,6 +479,7 @@ impl Session {
         let entries = self.entries(&calls);
         let batch = BatchContext {
             session_id: self.id.clone(),
+            agent_path: self.path.clone(),
             turn_id: turn.id.clone(),
             view: self.view.clone(),
             hooks: self.hooks.clone(),
@@ -684,7 +685,7 @@ impl Actor for Session {
         self.arbiter = actix_rt::Arbiter::try_current();
         self.me = Some(ctx.address().downgrade());
         self.watch_delegations();
-        self.hooks.on_session_start(&self.id);
+        self.hooks.on_session_start(&self.id, &self.path);
         self.events.send(
             &self.id,
             EventKind::SessionStarted {
@@ -706,7 +707,7 @@ impl Actor for Session {
         self.supervisor.do_send(UnregisterSession {
             session_id: self.id.clone(),
         });
-        self.hooks.on_session_end(&self.id, "closed");
+        self.hooks.on_session_end(&self.id, &self.path, "closed");
         self.events.send(
             &self.id,
             EventKind::SessionEnded {

@@ -18,7 +18,8 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
-use troupe_tools::{CallContext, Dispatch, ToolHints, ToolKind, ToolResult, ToolsetView};
+use troupe_tools::bridge::validate::check_arguments;
+use troupe_tools::{CallContext, Content, Dispatch, ToolHints, ToolKind, ToolResult, ToolsetView};
 
 use crate::batch_planner::{Plan, SegmentKind};
 use crate::events::{EventKind, EventSink};
@@ -61,6 +62,8 @@ impl Default for RunnerLimits {
 pub struct BatchContext {
     /// The session making the calls.
     pub session_id: String,
+    /// Session ids from the root down to this session, for hooks.
+    pub agent_path: Vec<String>,
     /// The turn they belong to.
     pub turn_id: String,
     /// The session's view: the only way to reach a tool.
@@ -90,6 +93,8 @@ struct Meta {
     tool: String,
     underlying: String,
     arguments: Map<String, Value>,
+    /// Notes hooks asked to add to the result.
+    notes: Vec<String>,
     started: Instant,
 }
 
@@ -229,20 +234,29 @@ impl ToolRunner {
             CallTarget::Task { run, arguments, .. } => (Runnable::Task { run }, arguments),
         };
         meta.arguments = arguments;
-        let info = ToolCallInfo {
-            session_id: &ctx.session_id,
-            call_id: &meta.call_id,
-            tool: &meta.tool,
-            underlying_tool: &meta.underlying,
-            arguments: &meta.arguments,
+        let decided = {
+            let info = ToolCallInfo {
+                session_id: &ctx.session_id,
+                agent_path: &ctx.agent_path,
+                call_id: &meta.call_id,
+                tool: &meta.tool,
+                underlying_tool: &meta.underlying,
+                arguments: &meta.arguments,
+            };
+            ctx.hooks.pre_tool_call(&info).await
         };
-        match ctx.hooks.pre_tool_call(&info) {
-            Ok(Some(rewritten)) => meta.arguments = rewritten,
-            Ok(None) => {}
+        let rewritten_by = match decided {
+            Ok(outcome) => {
+                meta.notes = outcome.notes;
+                if let Some(rewritten) = outcome.arguments {
+                    meta.arguments = rewritten;
+                }
+                outcome.rewritten_by
+            }
             Err(reason) => {
                 return Prepared::Done(meta, CallStatus::Denied, ToolResult::error(reason));
             }
-        }
+        };
         let ticket = match &runnable {
             // Session-answered work asks nothing itself: each child's own calls are checked.
             Runnable::Lookup { .. } | Runnable::Task { .. } => Ticket::Settled(Verdict::Allowed),
@@ -253,6 +267,23 @@ impl ToolRunner {
                     );
                     return Prepared::Done(meta, CallStatus::Error, ToolResult::error(text));
                 };
+                // Rewritten arguments are checked again: a hook must not hand a tool what the
+                // model could not have sent.
+                if !rewritten_by.is_empty() {
+                    let check = check_arguments(name, def.parameters(), &meta.arguments);
+                    if let Some(error) = check.error {
+                        let text = format!(
+                            "The hook(s) {} rewrote the arguments of '{name}' into ones its schema refuses, so the call was not run: {}",
+                            rewritten_by.join(", "),
+                            error
+                                .get("error")
+                                .and_then(Value::as_str)
+                                .map_or_else(|| error.to_string(), str::to_string)
+                        );
+                        return Prepared::Done(meta, CallStatus::Denied, ToolResult::error(text));
+                    }
+                    meta.arguments = check.arguments;
+                }
                 let (kind, hints): (ToolKind, ToolHints) = (def.kind, def.hints.clone());
                 let request = RequestApproval {
                     session_id: ctx.session_id.clone(),
@@ -444,6 +475,7 @@ fn start(ctx: &BatchContext, entry: &CallEntry) -> Meta {
         tool: entry.tool.clone(),
         underlying: entry.underlying().to_string(),
         arguments: Map::new(),
+        notes: Vec::new(),
         started: Instant::now(),
     };
     ctx.events.send(
@@ -460,9 +492,20 @@ fn start(ctx: &BatchContext, entry: &CallEntry) -> Meta {
 }
 
 /// Closes a call's slot: the post hook (exactly once), the finish event, the outcome.
-fn finish(ctx: &BatchContext, meta: Meta, status: CallStatus, result: ToolResult) -> CallOutcome {
+fn finish(
+    ctx: &BatchContext,
+    meta: Meta,
+    status: CallStatus,
+    mut result: ToolResult,
+) -> CallOutcome {
+    for note in &meta.notes {
+        result
+            .content
+            .push(Content::Text(format!("[Note from a hook: {note}]")));
+    }
     let info = ToolCallInfo {
         session_id: &ctx.session_id,
+        agent_path: &ctx.agent_path,
         call_id: &meta.call_id,
         tool: &meta.tool,
         underlying_tool: &meta.underlying,

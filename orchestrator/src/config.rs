@@ -21,6 +21,8 @@ const KNOWN_TOP_LEVEL: &[&str] = &[
     "execute_code",
     "terminal",
     "serve",
+    "plugins",
+    "hooks",
     "code_execution",
 ];
 

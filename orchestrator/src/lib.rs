@@ -15,6 +15,8 @@
 //! - [`kanban_config`]: the `kanban:` and `profiles:` sections, opening a board store.
 //! - [`kanban_api`]: [`Kanban`](kanban_api::Kanban), the Rust API for boards, tasks and events.
 //! - [`kanban_demo_model`]: the fan-out plan of `troupe demo` and its offline model.
+//! - [`plugins`]: plugins (bundled, user, project), hook commands, plugin toolsets, slash
+//!   commands, and the bundled disk-cleanup plugin.
 //! - [`http`]: the HTTP API behind `troupe serve` (sessions, approvals, boards, event feed).
 //! - [`cli`]: the `troupe` command line.
 //! - [`tool_fn`]: tools from typed async functions and closures, schema derived.
@@ -30,6 +32,7 @@ pub mod http;
 pub mod kanban_api;
 pub mod kanban_config;
 pub mod kanban_demo_model;
+pub mod plugins;
 pub mod runtime;
 pub mod tool_fn;
 

@@ -22,7 +22,7 @@ use super::request::{DelegateRequest, TaskSpec};
 use super::tool::{BLOCKED_FOR_CHILDREN, BLOCKED_TOOLSETS_FOR_CHILDREN, DELEGATE_TASK};
 use super::tracker::{SubagentRecord, SubagentTracker, round2};
 use crate::events::{EventKind, EventSink};
-use crate::hooks::HookRegistry;
+use crate::hooks::{HookRegistry, SubagentInfo};
 use crate::model::{ChatMessage, ModelError, ModelProvider, ModelRequest, ModelResponse};
 use crate::session::{
     CloseSession, SessionConfig, SessionError, SessionHandle, SessionParams, TurnOutcome,
@@ -510,6 +510,14 @@ async fn run_child(
             task_index: index,
         },
     );
+    let child_session_id = handle.id().to_string();
+    let subagent = SubagentInfo {
+        parent_path: &ctx.parent_path,
+        subagent_id: &subagent_id,
+        child_session_id: &child_session_id,
+        goal: &task.goal,
+    };
+    ctx.hooks.on_subagent_start(&subagent);
     let timeout = ctx.delegation().child_timeout;
     let mut driven = drive(&handle, opening(&task), &activity, timeout, &cancel).await;
     if let (Some(schema), Driven::Finished(outcome)) = (&task.output_schema, &driven)
@@ -543,6 +551,8 @@ async fn run_child(
     {
         report.summary = last;
     }
+    ctx.hooks
+        .on_subagent_end(&subagent, report.status, &report.summary);
     watcher.abort();
     drop(guard);
     report.child_session_id = Some(handle.id().to_string());

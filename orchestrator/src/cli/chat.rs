@@ -14,9 +14,10 @@ use troupe_actors::model::{ModelProvider, Script, ScriptedProvider};
 use troupe_actors::session::TurnStatus;
 use troupe_actors::supervisor::{ApprovalChoice, PendingApproval};
 
-use super::error::{CliError, EXIT_DONE, EXIT_INTERRUPTED, report};
+use super::error::{CliError, EXIT_BAD_INPUT, EXIT_DONE, EXIT_INTERRUPTED, report};
 use crate::api::SessionOptions;
 use crate::config::Config;
+use crate::plugins::Plugins;
 use crate::runtime::{Runtime, RuntimeOptions};
 
 /// `troupe chat`: ask one question and print the answer.
@@ -69,11 +70,31 @@ async fn run_inner(args: ChatArgs) -> Result<i32, CliError> {
     if let Some(model) = &args.model {
         config.model.model = Some(model.clone());
     }
+    let plugins = Plugins::from_config(&config)?;
+    // `/<command>` goes to the plugin that registered it, never to the model.
+    if let Some(reply) = plugins.commands().dispatch(&args.query, None).await {
+        for warning in plugins.catalog().warnings() {
+            eprintln!("troupe chat: {warning}");
+        }
+        if args.json {
+            println!(
+                "{}",
+                json!({"type": "command", "command": reply.command, "plugin": reply.owner, "ok": reply.ok, "text": reply.text})
+            );
+        } else if reply.ok {
+            println!("{}", reply.text);
+        } else {
+            eprintln!("{}", reply.text);
+        }
+        return Ok(if reply.ok { EXIT_DONE } else { EXIT_BAD_INPUT });
+    }
     let script = script_provider(&args).map_err(CliError::usage)?;
     // A one-shot run cannot take a later message: delegations wait for their results.
     let runtime = Runtime::start(
         config,
-        RuntimeOptions::default().with_background_delegation(false),
+        RuntimeOptions::default()
+            .with_background_delegation(false)
+            .with_plugins(plugins),
     )
     .await?;
     runtime.report_notices("troupe chat");

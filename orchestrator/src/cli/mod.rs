@@ -8,6 +8,7 @@ pub mod kanban;
 mod kanban_demo;
 mod kanban_render;
 pub mod mcp;
+pub mod plugins;
 pub mod serve;
 pub mod tools;
 
@@ -38,6 +39,8 @@ pub enum Command {
     Kanban(kanban::KanbanArgs),
     /// Serve the HTTP API (sessions, approvals, boards, event feed) with a bearer token.
     Serve(serve::ServeArgs),
+    /// Plugins: list what was found, show one, enable or disable one in troupe.yaml.
+    Plugins(plugins::PluginsArgs),
 }
 
 /// Runs the parsed command line; returns the process exit code.
@@ -49,5 +52,6 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Mcp(args) => mcp::run(args).await,
         Command::Kanban(args) => kanban::run(args).await,
         Command::Serve(args) => serve::run(args).await,
+        Command::Plugins(args) => plugins::run(args).await,
     }
 }

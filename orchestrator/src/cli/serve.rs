@@ -184,7 +184,8 @@ async fn serve_with(
         .map_err(|e| failed(e.to_string()))?
         .with_wake(wake)
         .with_cors_origins(serve.cors_origins.clone())
-        .with_default_board(board.clone());
+        .with_default_board(board.clone())
+        .with_commands(runtime.plugins().commands().clone());
     match &dispatcher {
         Some((handle, _)) => {
             state = state.with_dispatcher(Arc::new(DispatcherPass::new(

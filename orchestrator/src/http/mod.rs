@@ -210,6 +210,8 @@ pub struct HttpState {
     pub provider: Option<Arc<dyn ModelProvider>>,
     /// The board used when a request gives no `?board=`.
     pub default_board: BoardSlug,
+    /// Plugins' slash commands: a message starting with `/<command>` goes to them.
+    pub commands: crate::plugins::slash::SlashCommands,
     /// Flips to true when the server shuts down, so streams end and shutdown completes.
     pub closing: tokio::sync::watch::Receiver<bool>,
     closing_tx: Arc<tokio::sync::watch::Sender<bool>>,
@@ -253,6 +255,7 @@ impl HttpState {
             cors_origins: Arc::from(Vec::new()),
             provider: None,
             default_board: BoardSlug::default_board(),
+            commands: crate::plugins::slash::SlashCommands::default(),
             closing,
             closing_tx: Arc::new(closing_tx),
         })
@@ -279,6 +282,12 @@ impl HttpState {
     /// Sets the model of sessions created without a script.
     pub fn with_provider(mut self, provider: Arc<dyn ModelProvider>) -> Self {
         self.provider = Some(provider);
+        self
+    }
+
+    /// Sets the slash commands messages may start with.
+    pub fn with_commands(mut self, commands: crate::plugins::slash::SlashCommands) -> Self {
+        self.commands = commands;
         self
     }
 

@@ -389,6 +389,17 @@ pub async fn send_message(
         ));
     }
     let entry = state.sessions.get(&id)?;
+    // `/<command>` goes to the plugin that registered it (or `/help`), not to the model.
+    if let Some(reply) = state.commands.dispatch(&message.text, Some(&id)).await {
+        return Ok(Json(json!({
+            "session_id": id,
+            "command": reply.command,
+            "plugin": reply.owner,
+            "ok": reply.ok,
+            "text": reply.text,
+        }))
+        .into_response());
+    }
     if entry.busy.swap(true, Ordering::SeqCst) {
         return Err(ApiError::conflict(
             "session_busy",

@@ -41,8 +41,12 @@ use troupe_tools::{Registry, ToolDef, ToolsetView, ViewSpec};
 use crate::api::{CloseReport, SessionProfile, Troupe, TroupeConfig};
 use crate::config::{Config, ConfigError, ModelSection};
 use crate::kanban_config::{KanbanSettings, ProfileSettings, profile_provider};
+use crate::plugins::Plugins;
 
 pub use builtins::builtin_config;
+
+/// How long closing waits for observer hooks still running.
+const OBSERVER_DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The toolset `delegate_task` belongs to.
 pub const DELEGATION_TOOLSET: &str = "delegation";
@@ -87,6 +91,9 @@ pub struct RuntimeOptions {
     pub builtins: Option<BuiltinConfig>,
     /// Threads of the tokio pool that runs model requests and tools.
     pub worker_threads: usize,
+    /// The plugins, when the entry point already loaded them (for its slash commands);
+    /// otherwise the runtime loads them from the config.
+    pub plugins: Option<Plugins>,
 }
 
 impl Default for RuntimeOptions {
@@ -101,6 +108,7 @@ impl Default for RuntimeOptions {
             rules: None,
             builtins: None,
             worker_threads: 2,
+            plugins: None,
         }
     }
 }
@@ -119,6 +127,12 @@ impl std::fmt::Debug for RuntimeOptions {
 }
 
 impl RuntimeOptions {
+    /// Uses `plugins` (loaded by the entry point) instead of loading them from the config.
+    pub fn with_plugins(mut self, plugins: Plugins) -> Self {
+        self.plugins = Some(plugins);
+        self
+    }
+
     /// Adds a hook for every session and worker.
     pub fn with_hook(mut self, hook: Arc<dyn Hook>) -> Self {
         self.hooks.push(hook);
@@ -215,6 +229,8 @@ struct Inner {
     toolsets: BTreeSet<String>,
     /// Session settings of board workers (they wait for their children).
     worker_session: SessionConfig,
+    /// The plugins: their slash commands, and their observer hooks to wait for at close.
+    plugins: Plugins,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -232,7 +248,7 @@ impl Runtime {
     /// Starts a runtime from a checked config; see the module doc. Must run inside a tokio
     /// runtime (the built-in tools' process registry lives there).
     pub async fn start(config: Config, options: RuntimeOptions) -> Result<Runtime, RuntimeError> {
-        let options = extend_from_config(&config, options)?;
+        let (options, plugins, plugin_notices) = extend_from_config(&config, options)?;
         let approvals =
             ApprovalConfig::from_value(config.section("approvals")).map_err(|problem| {
                 ConfigError::Invalid {
@@ -253,7 +269,7 @@ impl Runtime {
         for tool in &options.tools {
             registry.register(tool.clone());
         }
-        let mut notices = Vec::new();
+        let mut notices = plugin_notices;
         let mut provided: BTreeSet<String> = BTreeSet::new();
 
         // MCP servers: once per process, into the one registry.
@@ -380,6 +396,7 @@ impl Runtime {
                 notices,
                 toolsets,
                 worker_session,
+                plugins,
             }),
         })
     }
@@ -515,7 +532,16 @@ impl Runtime {
     /// Closes the troupe (its sessions and workers' sessions) and stops the MCP servers and
     /// tool sources.
     pub async fn close(&self) -> CloseReport {
-        self.inner.troupe.close().await
+        let report = self.inner.troupe.close().await;
+        // Observer hooks (`on_session_end`, ...) still running get a bounded wait, so an
+        // exiting program does not cut them off.
+        self.inner.plugins.drain(OBSERVER_DRAIN).await;
+        report
+    }
+
+    /// The plugins: what was found, their slash commands.
+    pub fn plugins(&self) -> &Plugins {
+        &self.inner.plugins
     }
 }
 
@@ -523,10 +549,24 @@ impl Runtime {
 /// their hooks and toolsets): whatever they add to `options` here, every entry point gets.
 fn extend_from_config(
     config: &Config,
-    options: RuntimeOptions,
-) -> Result<RuntimeOptions, RuntimeError> {
-    let _ = config;
-    Ok(options)
+    mut options: RuntimeOptions,
+) -> Result<(RuntimeOptions, Plugins, Vec<StartupNotice>), RuntimeError> {
+    let plugins = match options.plugins.take() {
+        Some(plugins) => plugins,
+        None => Plugins::from_config(config)?,
+    };
+    // A broken plugin disables itself only; it is reported like a server that did not start.
+    let notices = plugins
+        .catalog()
+        .warnings()
+        .into_iter()
+        .map(|reason| StartupNotice {
+            source: "plugins".into(),
+            reason,
+        })
+        .collect();
+    let options = plugins.apply(options);
+    Ok((options, plugins, notices))
 }
 
 /// The profiles sessions may name, each checked against the toolsets there are.

@@ -135,12 +135,12 @@ impl Hook for WorkspaceHook {
         "workspace"
     }
 
-    fn on_session_start(&self, session_id: &str) {
+    fn on_session_start(&self, session_id: &str, _agent_path: &[String]) {
         self.builtins
             .set_session_workspace(session_id, self.dir.clone());
     }
 
-    fn on_session_end(&self, session_id: &str, _reason: &str) {
+    fn on_session_end(&self, session_id: &str, _agent_path: &[String], _reason: &str) {
         self.builtins.clear_session_workspace(session_id);
     }
 }

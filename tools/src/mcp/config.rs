@@ -123,6 +123,9 @@ pub struct McpServerConfig {
     pub supports_parallel_tool_calls: bool,
     /// Which tools to register.
     pub tools: ToolFilter,
+    /// The toolset its tools go in when not `mcp-<name>`: a plugin's server uses the plugin's
+    /// name (its tools then count as the plugin's in listings and views).
+    pub toolset_name: Option<String>,
 }
 
 impl McpServerConfig {
@@ -163,6 +166,7 @@ impl McpServerConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             supports_parallel_tool_calls: false,
             tools: ToolFilter::default(),
+            toolset_name: None,
         }
     }
 
@@ -204,9 +208,18 @@ impl McpServerConfig {
         self
     }
 
+    /// Puts its tools in `toolset` instead of `mcp-<name>`.
+    pub fn with_toolset_name(mut self, toolset: impl Into<String>) -> Self {
+        self.toolset_name = Some(toolset.into());
+        self
+    }
+
     /// The toolset its tools go in.
     pub fn toolset(&self) -> String {
-        format!("mcp-{}", self.name)
+        match &self.toolset_name {
+            Some(name) => name.clone(),
+            None => format!("mcp-{}", self.name),
+        }
     }
 }
 
@@ -360,6 +373,7 @@ fn parse_entry(
         connect_timeout,
         supports_parallel_tool_calls,
         tools,
+        toolset_name: None,
     })
 }
 

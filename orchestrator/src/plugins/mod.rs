@@ -1,0 +1,377 @@
+//! Plugins: found in bundled → user → project folders ([`discovery`]), described by a
+//! `plugin.yaml` ([`manifest`]), off until listed in `plugins.enabled` ([`enabled`]). An
+//! enabled plugin adds hooks (commands over JSON, [`command_hook`]), a toolset (an MCP server
+//! named in its manifest, under the plugin's name) and slash commands ([`slash`]). troupe.yaml's
+//! `hooks:` section adds the same hook commands without a plugin folder. The bundled
+//! [`disk_cleanup`] plugin is compiled in ([`bundled`]).
+//!
+//! [`PluginCatalog`] is what was found and what is switched on (for `troupe plugins`);
+//! [`Plugins`] is the running part: the runtime ([`crate::runtime`]) adds its hooks and
+//! toolsets to every session and worker ([`Plugins::apply`]), and the chat and HTTP doors ask
+//! it for slash commands.
+
+pub mod bundled;
+pub mod command_hook;
+pub mod discovery;
+pub mod disk_cleanup;
+pub mod enabled;
+pub mod manifest;
+pub mod slash;
+pub mod toolset;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use troupe_actors::hooks::{Hook, HookRegistry};
+use troupe_kanban::hooks::KanbanHook;
+use troupe_tools::mcp::{McpServerConfig, McpTransport};
+
+use crate::config::{Config, ConfigError};
+use crate::runtime::RuntimeOptions;
+use bundled::Builtin;
+use command_hook::{CommandHooks, Observers};
+use discovery::{Discovered, Roots};
+use disk_cleanup::DiskCleanup;
+use enabled::Enablement;
+use slash::{Handler, SlashCommand, SlashCommands};
+
+/// The owner name of hooks written in troupe.yaml's `hooks:` section.
+pub const CONFIG_HOOKS_OWNER: &str = "troupe.yaml";
+
+/// One plugin as found, with whether it is switched on and what stops it.
+#[derive(Debug, Clone)]
+pub struct PluginInfo {
+    /// Where and how it was found.
+    pub found: Discovered,
+    /// Listed in `plugins.enabled` (and not in `plugins.disabled`).
+    pub enabled: bool,
+    /// What keeps it from loading (a broken manifest, a missing variable).
+    pub problems: Vec<String>,
+}
+
+impl PluginInfo {
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.found.name
+    }
+
+    /// Enabled and without problems: it loads.
+    pub fn active(&self) -> bool {
+        self.enabled && self.problems.is_empty()
+    }
+
+    /// What it provides, in words.
+    pub fn provides(&self) -> Vec<String> {
+        match (&self.found.builtin, &self.found.manifest) {
+            (Some(builtin), _) => builtin.provides(),
+            (None, Ok(manifest)) => manifest.provides(),
+            (None, Err(_)) => Vec::new(),
+        }
+    }
+}
+
+/// Every plugin found, and which are on.
+#[derive(Debug, Clone)]
+pub struct PluginCatalog {
+    /// The plugins, by name.
+    pub plugins: Vec<PluginInfo>,
+    /// Names in `plugins.enabled` that no plugin carries.
+    pub unknown_enabled: Vec<String>,
+    /// The folders searched.
+    pub roots: Roots,
+    /// The troupe home (plugin state lives under it).
+    pub home: PathBuf,
+}
+
+impl PluginCatalog {
+    /// Discovers plugins for this process (troupe home from `TROUPE_HOME`, project folder
+    /// from the working directory) and applies `config`'s `plugins` section.
+    pub fn load(config: &Config) -> Result<PluginCatalog, ConfigError> {
+        let home = crate::kanban_config::troupe_home();
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        let roots = Roots::from_env(&home, &cwd);
+        let enablement = Enablement::from_section(config.section("plugins"))?;
+        Ok(PluginCatalog::with(roots, &enablement, home))
+    }
+
+    /// Discovers plugins in `roots` and applies `enablement`.
+    pub fn with(roots: Roots, enablement: &Enablement, home: PathBuf) -> PluginCatalog {
+        let plugins: Vec<PluginInfo> = discovery::discover(&roots)
+            .into_iter()
+            .map(|found| {
+                let mut problems = Vec::new();
+                match &found.manifest {
+                    Ok(manifest) => {
+                        let missing = manifest.missing_env();
+                        if !missing.is_empty() {
+                            problems.push(format!(
+                                "needs the environment variable(s) {} to be set",
+                                missing.join(", ")
+                            ));
+                        }
+                    }
+                    Err(error) => problems.push(error.to_string()),
+                }
+                PluginInfo {
+                    enabled: enablement.is_enabled(&found.name),
+                    found,
+                    problems,
+                }
+            })
+            .collect();
+        let unknown_enabled = enablement
+            .enabled
+            .iter()
+            .filter(|name| !plugins.iter().any(|p| p.name() == name.as_str()))
+            .cloned()
+            .collect();
+        PluginCatalog {
+            plugins,
+            unknown_enabled,
+            roots,
+            home,
+        }
+    }
+
+    /// The plugin called `name`.
+    pub fn get(&self, name: &str) -> Option<&PluginInfo> {
+        self.plugins.iter().find(|p| p.name() == name)
+    }
+
+    /// Lines to warn about at start-up: enabled plugins that cannot load, unknown names.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .plugins
+            .iter()
+            .filter(|p| p.enabled && !p.problems.is_empty())
+            .map(|p| {
+                format!(
+                    "plugin '{}' is enabled but not loaded: {}",
+                    p.name(),
+                    p.problems.join("; ")
+                )
+            })
+            .collect();
+        for name in &self.unknown_enabled {
+            out.push(format!(
+                "plugins.enabled names '{name}', but no such plugin was found (see `troupe plugins list`)"
+            ));
+        }
+        out
+    }
+}
+
+/// The running plugins: hooks for sessions and boards, MCP servers for the registry, slash
+/// commands for the chat and HTTP doors. Cheap to clone.
+#[derive(Clone)]
+pub struct Plugins {
+    catalog: Arc<PluginCatalog>,
+    hooks: Vec<Arc<dyn Hook>>,
+    kanban: Vec<Arc<dyn KanbanHook>>,
+    commands: SlashCommands,
+    observers: Observers,
+    servers: Vec<McpServerConfig>,
+}
+
+impl std::fmt::Debug for Plugins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugins")
+            .field("active", &self.active_names())
+            .field("hooks", &self.hooks.len())
+            .field("commands", &self.commands.names())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Plugins {
+    /// No plugins and no hooks.
+    pub fn none() -> Plugins {
+        Plugins {
+            catalog: Arc::new(PluginCatalog {
+                plugins: Vec::new(),
+                unknown_enabled: Vec::new(),
+                roots: Roots {
+                    bundled: None,
+                    user: PathBuf::new(),
+                    project: None,
+                    project_skipped: None,
+                },
+                home: PathBuf::new(),
+            }),
+            hooks: Vec::new(),
+            kanban: Vec::new(),
+            commands: SlashCommands::default(),
+            observers: Observers::new(),
+            servers: Vec::new(),
+        }
+    }
+
+    /// Loads the plugins and the `hooks:` section of `config`. A broken plugin only disables
+    /// itself (see [`PluginCatalog::warnings`]); a broken `hooks:` section is an error, since a
+    /// safety hook silently left out would fail open.
+    pub fn from_config(config: &Config) -> Result<Plugins, ConfigError> {
+        let catalog = PluginCatalog::load(config)?;
+        let config_dir = config
+            .path
+            .as_deref()
+            .and_then(Path::parent)
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("."));
+        let config_hooks = match config.section("hooks") {
+            serde_json::Value::Null => Default::default(),
+            value => manifest::hook_table(value, "hooks", &config_dir)
+                .map_err(|(key, problem)| ConfigError::Invalid { key, problem })?,
+        };
+        Ok(Plugins::build(catalog, config_hooks))
+    }
+
+    /// The running part of `catalog`, plus `config_hooks` (troupe.yaml's `hooks:`).
+    pub fn build(
+        catalog: PluginCatalog,
+        config_hooks: std::collections::BTreeMap<String, Vec<manifest::CommandSpec>>,
+    ) -> Plugins {
+        let observers = Observers::new();
+        let mut hooks: Vec<Arc<dyn Hook>> = Vec::new();
+        let mut kanban: Vec<Arc<dyn KanbanHook>> = Vec::new();
+        let mut commands: Vec<(String, SlashCommand)> = Vec::new();
+        let mut servers = Vec::new();
+        if !config_hooks.is_empty() {
+            let config = Arc::new(CommandHooks::new(
+                CONFIG_HOOKS_OWNER,
+                config_hooks,
+                observers.clone(),
+            ));
+            hooks.push(config.clone());
+            kanban.push(config);
+        }
+        for plugin in catalog.plugins.iter().filter(|p| p.active()) {
+            let name = plugin.name().to_string();
+            if let Some(builtin) = plugin.found.builtin {
+                match builtin {
+                    Builtin::DiskCleanup => {
+                        let cleanup = Arc::new(DiskCleanup::new(&catalog.home));
+                        hooks.push(cleanup.clone());
+                        commands.push((
+                            "disk-cleanup".into(),
+                            SlashCommand {
+                                owner: name.clone(),
+                                description: "status | dry-run | quick | deep [--yes] | track <path> <category> | forget <path>".into(),
+                                handler: Handler::DiskCleanup(cleanup),
+                            },
+                        ));
+                    }
+                }
+                continue;
+            }
+            let Ok(manifest) = &plugin.found.manifest else {
+                continue;
+            };
+            if !manifest.hooks.is_empty() {
+                let owned = Arc::new(CommandHooks::new(
+                    name.clone(),
+                    manifest.hooks.clone(),
+                    observers.clone(),
+                ));
+                hooks.push(owned.clone());
+                kanban.push(owned);
+            }
+            for (command, spec) in &manifest.commands {
+                commands.push((
+                    command.clone(),
+                    SlashCommand {
+                        owner: name.clone(),
+                        description: spec
+                            .description
+                            .clone()
+                            .unwrap_or_else(|| format!("from the {name} plugin")),
+                        handler: Handler::Program(spec.clone()),
+                    },
+                ));
+            }
+            if let Some(server) = &manifest.mcp_server {
+                let mut config =
+                    McpServerConfig::stdio(&name, &server.command, server.args.clone())
+                        .with_toolset_name(&name);
+                for (key, value) in &server.env {
+                    config = config.with_env(key, value);
+                }
+                if let McpTransport::Stdio { cwd, .. } = &mut config.transport {
+                    *cwd = Some(server.dir.clone());
+                }
+                servers.push(config);
+            }
+        }
+        Plugins {
+            catalog: Arc::new(catalog),
+            hooks,
+            kanban,
+            commands: SlashCommands::new(commands),
+            observers,
+            servers,
+        }
+    }
+
+    /// What was found and what is on.
+    pub fn catalog(&self) -> &PluginCatalog {
+        &self.catalog
+    }
+
+    /// The names of the plugins that loaded.
+    pub fn active_names(&self) -> Vec<String> {
+        self.catalog
+            .plugins
+            .iter()
+            .filter(|p| p.active())
+            .map(|p| p.name().to_string())
+            .collect()
+    }
+
+    /// `base` with the plugins' session hooks added (config hooks first, then plugins by name).
+    pub fn session_hooks(&self, base: &HookRegistry) -> HookRegistry {
+        self.hooks.iter().fold(base.clone(), |registry, hook| {
+            registry.with(Arc::clone(hook))
+        })
+    }
+
+    /// The board observers (`on_task_claimed`, `on_task_completed`, `on_task_blocked`).
+    pub fn kanban_hooks(&self) -> Vec<Arc<dyn KanbanHook>> {
+        self.kanban.clone()
+    }
+
+    /// The slash commands.
+    pub fn commands(&self) -> &SlashCommands {
+        &self.commands
+    }
+
+    /// The observer hooks still running; wait on it before the process exits.
+    pub fn observers(&self) -> &Observers {
+        &self.observers
+    }
+
+    /// Waits (at most `limit`) for observer hooks still running, so their work is not cut off
+    /// when the program exits.
+    pub async fn drain(&self, limit: Duration) -> bool {
+        self.observers.drain(limit).await
+    }
+
+    /// `options` with the plugins' session hooks, board hooks and toolsets added: what the
+    /// runtime calls so every entry point gets them.
+    pub fn apply(&self, mut options: RuntimeOptions) -> RuntimeOptions {
+        options.hooks.extend(self.hooks.iter().cloned());
+        options.kanban_hooks.extend(self.kanban.iter().cloned());
+        for server in &self.servers {
+            options
+                .tool_sources
+                .push(Arc::new(toolset::PluginToolset::new(server.clone())));
+        }
+        options
+    }
+
+    /// The plugins' MCP servers.
+    pub fn mcp_servers(&self) -> &[McpServerConfig] {
+        &self.servers
+    }
+}
