@@ -223,6 +223,28 @@ async fn chat_finds_and_calls_the_mcp_tool() {
     assert_eq!(echo["status"], "ok");
     assert_found_and_called(&fx, "from-chat");
     assert_eq!(events.last().unwrap()["text"], "The echo came back.");
+
+    // The same through a profile (its model, toolsets and prompt); an unknown one is bad input.
+    let fx = Fixture::new(&mcp_script("from-profile", false)).await;
+    let (code, out, err) = fx
+        .run(&[
+            "chat",
+            "-q",
+            "Echo something.",
+            "--profile",
+            "coder",
+            "--json",
+        ])
+        .await;
+    assert_eq!(code, 0, "stderr: {err}\nstdout: {out}");
+    assert_found_and_called(&fx, "from-profile");
+    assert!(
+        fx.model_saw("You carry out board tasks"),
+        "the profile's prompt was not used"
+    );
+    let (code, _, err) = fx.run(&["chat", "-q", "hi", "--profile", "nobody"]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("coder"), "{err}");
 }
 
 /// A `troupe serve` process, with its stderr lines.

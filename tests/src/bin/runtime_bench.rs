@@ -23,6 +23,14 @@ use troupe::tools::mcp::ServerState;
 use troupe::{Runtime, RuntimeOptions};
 use troupe_tests::mcp_servers;
 
+/// One server of the config: name, command, arguments, one environment variable.
+type ServerLine = (
+    &'static str,
+    String,
+    Vec<String>,
+    Option<(&'static str, String)>,
+);
+
 /// Workers run at once.
 const WORKERS: usize = 16;
 
@@ -60,7 +68,7 @@ async fn run() -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
     let bin = |path: std::path::PathBuf| path.display().to_string();
-    let servers: Vec<(&str, String, Vec<String>, Option<(&str, String)>)> = vec![
+    let servers: Vec<ServerLine> = vec![
         (
             "everything",
             bin(mcp_servers::npm_bin("mcp-server-everything")),
