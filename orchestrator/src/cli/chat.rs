@@ -7,6 +7,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::visible::visible_line;
 use clap::Args;
 use serde_json::{Value, json};
 use troupe_actors::events::{EventKind, SessionEvent};
@@ -92,22 +93,15 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<i32> {
     };
     let builtins = Builtins::start(BuiltinConfig::default())?;
     let registry = Registry::with_tools(core_tools(&builtins));
-    // MCP servers from troupe.yaml join the registry before the view is cut; their tools are
-    // deferred behind the tool-search bridge.
+    // MCP servers from troupe.yaml start in the background: the turn begins at once and sees
+    // each server's tools (deferred behind the tool-search bridge) as soon as it is ready.
     let mcp = if config.mcp_servers.is_null() {
         None
     } else {
-        let (manager, statuses) =
-            super::mcp::start_configured(&config, Arc::clone(&registry)).await;
-        for status in &statuses {
-            if let Some(error) = &status.last_error {
-                eprintln!(
-                    "troupe chat: MCP server '{}' is not available: {error}",
-                    status.name
-                );
-            }
-        }
-        Some(manager)
+        Some(super::mcp::start_configured_in_background(
+            &config,
+            Arc::clone(&registry),
+        ))
     };
     for (name, includes) in &config.toolsets.composites {
         registry.define_toolset(name.clone(), includes.clone());
@@ -125,7 +119,22 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<i32> {
             blocked: Vec::new(),
         },
     };
-    let view = match registry.view(spec) {
+    let mut view = registry.view(spec.clone());
+    if view.is_err()
+        && let Some(manager) = mcp.as_ref().filter(|m| !m.starting().is_empty())
+    {
+        // The toolsets asked for may be those of servers still starting: wait for them (Ctrl-C
+        // still ends the wait), then try again.
+        tokio::select! {
+            _ = manager.wait_started(std::time::Duration::from_secs(600)) => {}
+            _ = tokio::signal::ctrl_c() => {
+                shut_down_mcp(mcp).await;
+                return Ok(EXIT_INTERRUPTED);
+            }
+        }
+        view = registry.view(spec);
+    }
+    let view = match view {
         Ok(view) => view,
         Err(error) => {
             eprintln!("troupe chat: {error}");
@@ -215,7 +224,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<i32> {
             json!({"type": "final", "text": outcome.text, "status": outcome.status.as_str()})
         );
     } else if outcome.status != TurnStatus::Failed {
-        println!("{}", outcome.text);
+        println!("{}", super::visible::visible(&outcome.text));
     }
     let _ = std::io::stdout().flush();
     troupe.close().await;
@@ -240,6 +249,15 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<i32> {
 /// Ends the MCP servers' processes and connections, when any were started.
 async fn shut_down_mcp(mcp: Option<troupe_tools::mcp::McpManager>) {
     if let Some(manager) = mcp {
+        for status in manager.statuses() {
+            if let Some(error) = &status.last_error {
+                eprintln!(
+                    "troupe chat: MCP server '{}' was not available: {}",
+                    visible_line(&status.name),
+                    visible_line(error)
+                );
+            }
+        }
         manager.shutdown().await;
     }
 }
@@ -311,6 +329,7 @@ fn show_event(event: &SessionEvent, json_mode: bool) {
             underlying_tool,
             ..
         } => {
+            let (tool, underlying_tool) = (visible_line(tool), visible_line(underlying_tool));
             if tool == underlying_tool {
                 eprintln!("· {tool} …");
             } else {
@@ -322,7 +341,10 @@ fn show_event(event: &SessionEvent, json_mode: bool) {
             status,
             duration_ms,
             ..
-        } => eprintln!("· {underlying_tool}: {status} ({duration_ms} ms)"),
+        } => eprintln!(
+            "· {}: {status} ({duration_ms} ms)",
+            visible_line(underlying_tool)
+        ),
         EventKind::Stop { kind, .. } => eprintln!("· stop ({kind})"),
         _ => {}
     }
@@ -330,10 +352,20 @@ fn show_event(event: &SessionEvent, json_mode: bool) {
 
 /// Asks on the terminal; `None` when stdin is gone (the request then times out, closed).
 fn ask_on_terminal(request: &PendingApproval) -> Option<ApprovalChoice> {
-    let shown = summarise(&request.arguments);
+    // What the model wrote is shown with its control characters visible, so an escape
+    // sequence cannot hide the real command from the person approving it.
+    let shown = visible_line(&summarise(&request.arguments));
     let mut stderr = std::io::stderr();
-    let _ = writeln!(stderr, "\n⚠ {} wants to run: {shown}", request.tool);
-    let _ = writeln!(stderr, "  why approval is needed: {}", request.reason);
+    let _ = writeln!(
+        stderr,
+        "\n⚠ {} wants to run: {shown}",
+        visible_line(&request.tool)
+    );
+    let _ = writeln!(
+        stderr,
+        "  why approval is needed: {}",
+        visible_line(&request.reason)
+    );
     let _ = write!(
         stderr,
         "  allow? [o]nce / [s]ession / [a]lways / [d]eny (default deny): "

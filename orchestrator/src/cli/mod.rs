@@ -9,6 +9,7 @@ mod kanban_render;
 pub mod mcp;
 pub mod serve;
 pub mod tools;
+mod visible;
 
 use clap::{Parser, Subcommand};
 

@@ -209,7 +209,7 @@ async fn run_inner(args: ServeArgs) -> Result<(), (i32, String)> {
     if let Some(provider) = provider(&config).map_err(usage)? {
         state = state.with_provider(provider);
     }
-    let server = crate::http::serve(state, serve.addr())
+    let server = crate::http::serve_with_limits(state, serve.addr(), serve.limits)
         .await
         .map_err(|e| failed(format!("cannot listen on {}: {e}", serve.addr())))?;
     let addr = server.local_addr();
