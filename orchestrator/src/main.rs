@@ -11,6 +11,11 @@ async fn main() {
         )
         .with_writer(std::io::stderr)
         .init();
+    // troupe holds API keys in its environment and memory: programs it runs (and anything else
+    // of the same user) must not read them through /proc or ptrace.
+    if let Err(err) = troupe_tools::builtin::privileges::make_non_dumpable() {
+        tracing::warn!(%err, "could not make troupe's process non-dumpable");
+    }
     let cli = troupe::cli::Cli::parse();
     std::process::exit(troupe::cli::run(cli).await);
 }

@@ -7,6 +7,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::visible::visible_line;
 use clap::Args;
 use serde_json::{Value, json};
 use troupe_actors::events::{EventKind, SessionEvent};
@@ -200,7 +201,7 @@ async fn converse(
             json!({"type": "final", "text": outcome.text, "status": outcome.status.as_str()})
         );
     } else if outcome.status != TurnStatus::Failed {
-        println!("{}", outcome.text);
+        println!("{}", super::visible::visible(&outcome.text));
     }
     let _ = std::io::stdout().flush();
     runtime.builtins().end_session(session.id()).await;
@@ -250,6 +251,7 @@ fn show_event(event: &SessionEvent, json_mode: bool) {
             underlying_tool,
             ..
         } => {
+            let (tool, underlying_tool) = (visible_line(tool), visible_line(underlying_tool));
             if tool == underlying_tool {
                 eprintln!("· {tool} …");
             } else {
@@ -261,7 +263,10 @@ fn show_event(event: &SessionEvent, json_mode: bool) {
             status,
             duration_ms,
             ..
-        } => eprintln!("· {underlying_tool}: {status} ({duration_ms} ms)"),
+        } => eprintln!(
+            "· {}: {status} ({duration_ms} ms)",
+            visible_line(underlying_tool)
+        ),
         EventKind::Stop { kind, .. } => eprintln!("· stop ({kind})"),
         _ => {}
     }
@@ -269,10 +274,20 @@ fn show_event(event: &SessionEvent, json_mode: bool) {
 
 /// Asks on the terminal; `None` when stdin is gone (the request then times out, closed).
 fn ask_on_terminal(request: &PendingApproval) -> Option<ApprovalChoice> {
-    let shown = summarise(&request.arguments);
+    // What the model wrote is shown with its control characters visible, so an escape
+    // sequence cannot hide the real command from the person approving it.
+    let shown = visible_line(&summarise(&request.arguments));
     let mut stderr = std::io::stderr();
-    let _ = writeln!(stderr, "\n⚠ {} wants to run: {shown}", request.tool);
-    let _ = writeln!(stderr, "  why approval is needed: {}", request.reason);
+    let _ = writeln!(
+        stderr,
+        "\n⚠ {} wants to run: {shown}",
+        visible_line(&request.tool)
+    );
+    let _ = writeln!(
+        stderr,
+        "  why approval is needed: {}",
+        visible_line(&request.reason)
+    );
     let _ = write!(
         stderr,
         "  allow? [o]nce / [s]ession / [a]lways / [d]eny (default deny): "

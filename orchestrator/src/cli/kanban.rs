@@ -970,7 +970,7 @@ fn print_report(report: &DispatchReport, profiles: &troupe_kanban::profiles::Pro
         println!(
             "  {}  {:<12} {}",
             c.task_id,
-            c.assignee,
+            render::clip(&c.assignee, 60),
             render::clip(&c.title, 60)
         );
     }
@@ -1012,7 +1012,7 @@ fn progress_line(event: &DispatcherEvent) {
         DispatcherEvent::WorkerStarted {
             task_id, assignee, ..
         } => {
-            eprintln!("▶ {task_id} started ({assignee})");
+            eprintln!("▶ {task_id} started ({})", render::clip(assignee, 60));
         }
         DispatcherEvent::WorkerFinished(r) => {
             let detail = r

@@ -1,11 +1,14 @@
 //! How `troupe kanban` shows boards to people: aligned tables for `list`, `boards list`, `runs`
 //! and `stats`, the detail view of `show`, one line per event for `watch`, and the short spans
 //! and clipped titles the demo's live view also uses. JSON output does not come through here.
+//! Everything shown comes from the board, which anyone with access can write: control
+//! characters in it are shown as escapes, never sent to the terminal.
 
 use std::fmt::Write as _;
 
 use troupe_kanban::model::{Board, BoardStats, Event, Run, Task, TaskStatus, Timestamp};
 
+use super::visible::{visible, visible_line};
 use crate::kanban_api::TaskDetail;
 
 /// A table: a header row, then rows, columns padded to the widest cell. The last column is not
@@ -24,7 +27,8 @@ impl Table {
     }
 
     pub(crate) fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.rows
+            .push(cells.iter().map(|c| visible_line(c)).collect());
     }
 
     pub(crate) fn render(&self) -> String {
@@ -256,7 +260,7 @@ pub(crate) fn task_detail(detail: &TaskDetail) -> String {
     for e in &detail.events {
         let _ = writeln!(out, "  {}", event_line(e));
     }
-    out
+    visible(&out)
 }
 
 /// One event for `watch` and `show`: `#id kind task payload`.
@@ -270,13 +274,14 @@ pub(crate) fn event_line(event: &Event) -> String {
         serde_json::Value::Object(map) if map.is_empty() => String::new(),
         other => clip(&other.to_string(), 120),
     };
-    format!(
-        "#{:<5} {:<18} {task:<10} {payload}",
-        event.id.0,
-        event.kind.as_str()
+    visible_line(
+        format!(
+            "#{:<5} {:<18} {task:<10} {payload}",
+            event.id.0,
+            event.kind.as_str()
+        )
+        .trim_end(),
     )
-    .trim_end()
-    .to_string()
 }
 
 /// A span of milliseconds, short: `850ms`, `12.3s`, `4m05s`, `2h10m`.
@@ -304,9 +309,10 @@ fn age(now: Timestamp, then: Timestamp) -> String {
     }
 }
 
-/// Cuts text to `max` characters on one line, with an ellipsis.
+/// Cuts text to `max` characters on one line, with an ellipsis; other control characters are
+/// shown as escapes.
 pub(crate) fn clip(text: &str, max: usize) -> String {
-    let one_line = text.replace(['\n', '\r'], " ");
+    let one_line = visible_line(&text.replace(['\n', '\r'], " "));
     if one_line.chars().count() <= max {
         one_line
     } else {

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use troupe_tools::Registry;
 use troupe_tools::mcp::{McpManager, McpServers, ServerStatus};
 
+use super::visible::visible_line;
 use crate::config::Config;
 
 /// Exit code when the config cannot be used or names no such server.
@@ -81,6 +82,16 @@ pub async fn start_configured(
     registry: Arc<Registry>,
 ) -> (McpManager, Vec<ServerStatus>) {
     McpManager::start(&mcp_servers_of(config), registry).await
+}
+
+/// Starts every MCP server of `config` into `registry` in the background and returns at once
+/// (see [`McpManager::start_in_background`]); the manager's statuses say how each start went.
+pub fn start_configured_in_background(config: &Config, registry: Arc<Registry>) -> McpManager {
+    McpManager::start_in_background(
+        &mcp_servers_of(config),
+        registry,
+        troupe_tools::mcp::McpOptions::default(),
+    )
 }
 
 /// Runs one `troupe mcp` command; returns the exit code.
@@ -157,8 +168,10 @@ async fn tools(args: ToolsArgs) -> i32 {
     manager.shutdown().await;
     if let Some(error) = status.last_error.as_deref().filter(|_| tools.is_empty()) {
         eprintln!(
-            "troupe mcp tools: server '{}' is {}: {error}",
-            args.server, status.state
+            "troupe mcp tools: server '{}' is {}: {}",
+            visible_line(&args.server),
+            status.state,
+            visible_line(error)
         );
         return EXIT_SERVER_FAILED;
     }
@@ -194,9 +207,9 @@ async fn tools(args: ToolsArgs) -> i32 {
         let description = tool.description().lines().next().unwrap_or("");
         println!(
             "{:<width$}  {:<11}  {}",
-            tool.name,
+            visible_line(&tool.name),
             hints.join(","),
-            description
+            visible_line(description)
         );
     }
     println!(
@@ -233,11 +246,11 @@ fn print_table(statuses: &[ServerStatus]) {
     for s in statuses {
         println!(
             "{:<width$}  {:<9}  {:<9}  {:>5}  {}",
-            s.name,
+            visible_line(&s.name),
             s.state.as_str(),
             s.transport,
             s.tool_count,
-            s.last_error.as_deref().unwrap_or("-")
+            visible_line(s.last_error.as_deref().unwrap_or("-"))
         );
     }
 }

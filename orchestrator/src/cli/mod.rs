@@ -11,6 +11,7 @@ pub mod mcp;
 pub mod plugins;
 pub mod serve;
 pub mod tools;
+mod visible;
 
 use clap::{Parser, Subcommand};
 

@@ -203,7 +203,7 @@ async fn serve_with(
     if let Some(provider) = troupe.default_provider() {
         state = state.with_provider(provider);
     }
-    let server = crate::http::serve(state, serve.addr())
+    let server = crate::http::serve_with_limits(state, serve.addr(), serve.limits)
         .await
         .map_err(|e| failed(format!("cannot listen on {}: {e}", serve.addr())))?;
     let addr = server.local_addr();

@@ -134,8 +134,9 @@ async fn load(source: &Source) -> Result<Loaded, String> {
                 for status in &statuses {
                     if let Some(error) = &status.last_error {
                         eprintln!(
-                            "troupe tools: MCP server '{}' is not available: {error}",
-                            status.name
+                            "troupe tools: MCP server '{}' is not available: {}",
+                            super::visible::visible_line(&status.name),
+                            super::visible::visible_line(error)
                         );
                     }
                 }

@@ -50,6 +50,11 @@ impl ApiError {
         ApiError::new(StatusCode::CONFLICT, code, message)
     }
 
+    /// 429: a cap is reached; retry once something was freed.
+    pub fn too_many(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message)
+    }
+
     /// 401: no token, or the wrong one.
     pub fn unauthorized(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)

@@ -16,6 +16,7 @@ pub mod auth;
 pub mod boards;
 pub mod errors;
 pub mod feed;
+pub mod listener;
 pub mod openapi;
 pub mod sessions;
 
@@ -34,6 +35,7 @@ use crate::config::{ConfigError, kind};
 
 pub use boards::{DispatchPass, DispatcherPass, PromotePass, WorkerStop};
 pub use feed::FeedWake;
+pub use listener::ServerLimits;
 
 /// The port `troupe serve` listens on when none is given.
 pub const DEFAULT_PORT: u16 = 8642;
@@ -57,6 +59,8 @@ pub struct ServeConfig {
     pub cors_origins: Vec<String>,
     /// How often the feed polls a store that cannot wake it.
     pub feed_poll: Duration,
+    /// Timeouts and caps that keep clients without the token from starving the server.
+    pub limits: ServerLimits,
 }
 
 impl Default for ServeConfig {
@@ -67,9 +71,22 @@ impl Default for ServeConfig {
             token: None,
             cors_origins: Vec::new(),
             feed_poll: DEFAULT_FEED_POLL,
+            limits: ServerLimits::default(),
         }
     }
 }
+
+/// The `serve:` keys of the server's limits: name, smallest and largest value, and where the
+/// value goes (milliseconds for the timeouts, counts for the caps).
+const LIMIT_KEYS: &[(&str, u64, u64)] = &[
+    ("header_read_timeout_ms", 100, 600_000),
+    ("idle_timeout_ms", 100, 86_400_000),
+    ("max_connections", 1, 1_000_000),
+    ("max_connections_per_client", 1, 1_000_000),
+    ("max_requests_per_client", 1, 1_000_000),
+    ("max_sessions", 1, 1_000_000),
+    ("session_idle_timeout_ms", 1_000, 604_800_000),
+];
 
 impl ServeConfig {
     /// Reads the `serve:` section (`bind`, `port`, `token`, `cors_origins`, `feed_poll_ms`);
@@ -90,7 +107,9 @@ impl ServeConfig {
             }
         };
         for key in map.keys() {
-            if !["bind", "port", "token", "cors_origins", "feed_poll_ms"].contains(&key.as_str()) {
+            if !["bind", "port", "token", "cors_origins", "feed_poll_ms"].contains(&key.as_str())
+                && !LIMIT_KEYS.iter().any(|(k, _, _)| k == key)
+            {
                 tracing::warn!(key = %key, "troupe.yaml: serve.{key} is not a setting troupe reads");
             }
         }
@@ -173,6 +192,31 @@ impl ServeConfig {
                 })?;
             config.feed_poll = Duration::from_millis(ms);
         }
+        for &(key, low, high) in LIMIT_KEYS {
+            let Some(value) = map.get(key).filter(|v| !v.is_null()) else {
+                continue;
+            };
+            let n = value
+                .as_u64()
+                .filter(|n| (low..=high).contains(n))
+                .ok_or_else(|| {
+                    invalid(
+                        &format!("serve.{key}"),
+                        format!("expected a whole number from {low} to {high}, found {value}"),
+                    )
+                })?;
+            let limits = &mut config.limits;
+            let count = usize::try_from(n).unwrap_or(usize::MAX);
+            match key {
+                "header_read_timeout_ms" => limits.header_read_timeout = Duration::from_millis(n),
+                "idle_timeout_ms" => limits.idle_timeout = Duration::from_millis(n),
+                "max_connections" => limits.max_connections = count,
+                "max_connections_per_client" => limits.max_connections_per_client = count,
+                "max_requests_per_client" => limits.max_requests_per_client = count,
+                "max_sessions" => limits.max_sessions = count,
+                _ => limits.session_idle_timeout = Duration::from_millis(n),
+            }
+        }
         Ok(config)
     }
 
@@ -200,6 +244,8 @@ pub struct HttpState {
     pub store: Arc<dyn Store>,
     /// How the feed learns of new events.
     pub wake: FeedWake,
+    /// One watcher per followed board, shared by all its WebSocket clients.
+    pub heads: Arc<feed::BoardHeads>,
     /// What `POST /dispatch` runs.
     pub dispatcher: Arc<dyn DispatchPass>,
     /// The bearer token every request must carry.
@@ -251,6 +297,7 @@ impl HttpState {
             dispatcher: Arc::new(PromotePass::new(Arc::clone(&store))),
             store,
             wake: FeedWake::Poll(DEFAULT_FEED_POLL),
+            heads: Arc::new(feed::BoardHeads::default()),
             token: Arc::from(token.into()),
             cors_origins: Arc::from(Vec::new()),
             provider: None,
@@ -448,6 +495,11 @@ impl RunningServer {
         self.addr
     }
 
+    /// Boards whose events a watcher follows now (one per board, however many clients).
+    pub fn watched_boards(&self) -> usize {
+        self.state.heads.watched()
+    }
+
     /// Waits until the server ends on its own (an I/O failure) or is shut down elsewhere.
     pub async fn wait(mut self) -> std::io::Result<()> {
         match self.task.take() {
@@ -478,25 +530,34 @@ impl Drop for RunningServer {
     }
 }
 
-/// Binds `addr` and serves the API on it in a background task. A non-loopback address is
-/// allowed but logged as a warning, since anyone who can reach it may try the token.
+/// Binds `addr` and serves the API on it in a background task, with the default
+/// [`ServerLimits`]. A non-loopback address is allowed but logged as a warning, since anyone
+/// who can reach it may try the token.
 pub async fn serve(state: HttpState, addr: SocketAddr) -> std::io::Result<RunningServer> {
+    serve_with_limits(state, addr, ServerLimits::default()).await
+}
+
+/// [`serve`] with the timeouts and caps of the `serve:` section.
+pub async fn serve_with_limits(
+    state: HttpState,
+    addr: SocketAddr,
+    limits: ServerLimits,
+) -> std::io::Result<RunningServer> {
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, "the HTTP API is listening beyond this machine; keep the token secret and prefer a TLS proxy in front");
     }
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
+    state
+        .sessions
+        .set_limits(limits.max_sessions, limits.session_idle_timeout);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let app = router(state.clone());
     let closing = state.clone();
-    let task = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stop_rx.await;
-                closing.close_streams();
-            })
-            .await
-    });
+    let task = tokio::spawn(listener::run(listener, app, limits, async move {
+        let _ = stop_rx.await;
+        closing.close_streams();
+    }));
     tracing::info!(%addr, "troupe HTTP API listening");
     Ok(RunningServer {
         addr,
@@ -526,6 +587,29 @@ mod tests {
         assert!(error.to_string().contains("serve.port"), "{error}");
         let error = ServeConfig::from_value(&json!({"bind": "localhost:80"})).unwrap_err();
         assert!(error.to_string().contains("not an IP address"), "{error}");
+        let config = ServeConfig::from_value(&json!({
+            "header_read_timeout_ms": 500, "idle_timeout_ms": 2000, "max_connections": 10,
+            "max_connections_per_client": 5, "max_requests_per_client": 3
+        }))
+        .unwrap();
+        assert_eq!(
+            config.limits.header_read_timeout,
+            Duration::from_millis(500)
+        );
+        assert_eq!(config.limits.idle_timeout, Duration::from_secs(2));
+        assert_eq!(
+            (
+                config.limits.max_connections,
+                config.limits.max_connections_per_client,
+                config.limits.max_requests_per_client
+            ),
+            (10, 5, 3)
+        );
+        let error = ServeConfig::from_value(&json!({"max_connections": 0})).unwrap_err();
+        assert!(
+            error.to_string().contains("serve.max_connections"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -34,20 +34,180 @@ use crate::api::SessionOptions;
 /// oldest kept event, and is told so by the gap in ids).
 pub const SESSION_LOG_CAP: usize = 10_000;
 
+/// Sessions open at once over HTTP when `serve.max_sessions` does not say.
+pub const DEFAULT_MAX_SESSIONS: usize = 1_000;
+/// A session nobody used for this long is closed when `serve.session_idle_timeout_ms` does not
+/// say otherwise.
+pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(3_600);
+/// Events of sessions not (yet) registered with the router, kept so a session registered just
+/// after it opened still gets its first events.
+const UNROUTED_BACKLOG: usize = 4_096;
+
 /// The sessions opened over HTTP.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SessionTable {
     entries: Mutex<HashMap<String, Arc<SessionEntry>>>,
+    /// Which log each session's events go to; fed by one router task.
+    routes: Arc<Mutex<Routes>>,
+    /// Whether the router task runs.
+    routing: std::sync::OnceLock<()>,
+    /// (max sessions, idle timeout).
+    limits: Mutex<(usize, Duration)>,
+}
+
+impl Default for SessionTable {
+    fn default() -> Self {
+        SessionTable {
+            entries: Mutex::new(HashMap::new()),
+            routes: Arc::new(Mutex::new(Routes::default())),
+            routing: std::sync::OnceLock::new(),
+            limits: Mutex::new((DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE)),
+        }
+    }
+}
+
+/// The router's table: the logs each session's events go to (its own, and those of the HTTP
+/// sessions it descends from), and recent events of sessions it does not know yet.
+#[derive(Debug, Default)]
+struct Routes {
+    /// Session id -> the logs its events are written to.
+    logs: HashMap<String, Vec<Arc<EventLog>>>,
+    /// Session id -> its own log (sessions opened over HTTP).
+    own: HashMap<String, Arc<EventLog>>,
+    unrouted: std::collections::VecDeque<SessionEvent>,
+}
+
+impl Routes {
+    /// Writes one event to the logs it belongs to, or keeps it for a session not known yet.
+    fn deliver(&mut self, event: SessionEvent) {
+        // A subagent (at any depth) reports under its own id: it joins the logs of every HTTP
+        // session on its agent path.
+        if let EventKind::SessionStarted { agent_path, .. } = &event.kind {
+            let mut joined: Vec<Arc<EventLog>> = vec![];
+            for ancestor in agent_path.iter().filter(|a| **a != event.session_id) {
+                for log in self.logs.get(ancestor).into_iter().flatten() {
+                    if !joined.iter().any(|l| Arc::ptr_eq(l, log)) {
+                        joined.push(Arc::clone(log));
+                    }
+                }
+            }
+            if !joined.is_empty() {
+                let list = self.logs.entry(event.session_id.clone()).or_default();
+                for log in joined {
+                    if !list.iter().any(|l| Arc::ptr_eq(l, &log)) {
+                        list.push(log);
+                    }
+                }
+            }
+        }
+        let Some(logs) = self.logs.get(&event.session_id).cloned() else {
+            self.unrouted.push_back(event);
+            if self.unrouted.len() > UNROUTED_BACKLOG {
+                self.unrouted.pop_front();
+            }
+            return;
+        };
+        let ends = matches!(event.kind, EventKind::SessionEnded { .. });
+        let own = self.own.get(&event.session_id).cloned();
+        for log in &logs {
+            log.push(event.clone());
+        }
+        if ends && let Some(own) = own {
+            // The session's own end completes its log; it and its family leave the table.
+            own.end();
+            let id = event.session_id.clone();
+            self.own.remove(&id);
+            self.logs.retain(|sid, list| {
+                list.retain(|l| !Arc::ptr_eq(l, &own));
+                sid != &id && !list.is_empty()
+            });
+        }
+    }
+
+    /// Registers the log of session `id` and hands it what arrived before.
+    fn register(&mut self, id: &str, log: &Arc<EventLog>) {
+        self.own.insert(id.to_string(), Arc::clone(log));
+        self.logs
+            .entry(id.to_string())
+            .or_default()
+            .push(Arc::clone(log));
+        let earlier: Vec<SessionEvent> = std::mem::take(&mut self.unrouted).into();
+        for event in earlier {
+            self.deliver(event);
+        }
+    }
 }
 
 impl SessionTable {
     fn get(&self, id: &str) -> Result<Arc<SessionEntry>, ApiError> {
-        lock(&self.entries).get(id).cloned().ok_or_else(|| {
+        let entry = lock(&self.entries).get(id).cloned().ok_or_else(|| {
             ApiError::not_found(
                 "session_not_found",
                 format!("there is no open session {id}; create one with POST /api/sessions"),
             )
-        })
+        })?;
+        *lock(&entry.last_used) = std::time::Instant::now();
+        Ok(entry)
+    }
+
+    /// Sets the cap on open sessions and the idle time after which one is closed.
+    pub fn set_limits(&self, max_sessions: usize, idle: Duration) {
+        *lock(&self.limits) = (max_sessions.max(1), idle);
+    }
+
+    /// Sessions open now.
+    pub fn len(&self) -> usize {
+        lock(&self.entries).len()
+    }
+
+    /// Whether no session is open.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Starts the router (once): one subscription to the troupe's events for all sessions,
+    /// each event written only to the logs of its own session and the sessions it descends
+    /// from; the same task closes sessions left idle.
+    fn start_router(&self, state: &HttpState) {
+        self.routing.get_or_init(|| {
+            let mut all = state.troupe.events();
+            let routes = Arc::clone(&self.routes);
+            let sessions = Arc::clone(&state.sessions);
+            let troupe = state.troupe.clone();
+            tokio::spawn(async move {
+                let mut sweep = tokio::time::interval(Duration::from_secs(1));
+                loop {
+                    tokio::select! {
+                        event = all.next() => match event {
+                            Some(event) => lock(&routes).deliver(event),
+                            None => break,
+                        },
+                        _ = sweep.tick() => {
+                            for id in sessions.idle_sessions() {
+                                tracing::debug!(session = %id, "closing an idle HTTP session");
+                                let _ = troupe.close_session(&id).await;
+                                lock(&sessions.entries).remove(&id);
+                            }
+                        }
+                    }
+                }
+            });
+        });
+    }
+
+    /// Sessions unused for longer than the idle timeout: no turn running, nobody reading
+    /// their events.
+    fn idle_sessions(&self) -> Vec<String> {
+        let idle = lock(&self.limits).1;
+        lock(&self.entries)
+            .iter()
+            .filter(|(_, e)| {
+                !e.busy.load(Ordering::SeqCst)
+                    && e.log.tick.receiver_count() == 0
+                    && lock(&e.last_used).elapsed() >= idle
+            })
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 }
 
@@ -60,6 +220,8 @@ struct SessionEntry {
     busy: AtomicBool,
     /// The outcome of the latest finished turn.
     last_outcome: Mutex<Option<Value>>,
+    /// When a request last named this session.
+    last_used: Mutex<std::time::Instant>,
 }
 
 /// A session's events, numbered from 1, with a watch that ticks on each new one.
@@ -270,12 +432,22 @@ pub async fn create(
         }
         options = options.with_config(config);
     }
+    let max_sessions = lock(&state.sessions.limits).0;
+    if state.sessions.len() >= max_sessions {
+        return Err(ApiError::too_many(
+            "too_many_sessions",
+            format!(
+                "{max_sessions} sessions are open, as many as serve.max_sessions allows; close one with DELETE /api/sessions/{{id}} (idle ones close on their own)"
+            ),
+        ));
+    }
     let (handle, log) = open_logged(&state, options).await?;
     let entry = Arc::new(SessionEntry {
         handle: handle.clone(),
         log,
         busy: AtomicBool::new(false),
         last_outcome: Mutex::new(None),
+        last_used: Mutex::new(std::time::Instant::now()),
     });
     lock(&state.sessions.entries).insert(handle.id().to_string(), entry);
     Ok((
@@ -285,42 +457,17 @@ pub async fn create(
         .into_response())
 }
 
-/// Opens a session and starts copying its events into a log. The troupe-wide stream is
-/// subscribed before the session opens, so its opening events are kept too; the copier stops
-/// after the session's `session_ended`.
+/// Opens a session with a log of its events. The router subscribes to the troupe-wide stream
+/// before the first session opens and keeps events of sessions it does not know yet, so the
+/// session's opening events are logged too.
 async fn open_logged(
     state: &HttpState,
     options: SessionOptions,
 ) -> Result<(SessionHandle, Arc<EventLog>), ApiError> {
-    let mut all = state.troupe.events();
+    state.sessions.start_router(state);
     let handle = state.troupe.open_session(options).await?;
     let log = Arc::new(EventLog::default());
-    let writer = Arc::clone(&log);
-    let id = handle.id().to_string();
-    tokio::spawn(async move {
-        // Subagents (at any depth) report on the parent's stream too, under their own
-        // session ids: a child is known by its `session_started`, whose agent_path runs
-        // through this session.
-        let mut family: std::collections::HashSet<String> = std::collections::HashSet::new();
-        while let Some(event) = all.next().await {
-            if let EventKind::SessionStarted { agent_path, .. } = &event.kind
-                && event.session_id != id
-                && agent_path.iter().any(|s| s == &id)
-            {
-                family.insert(event.session_id.clone());
-            }
-            let own = event.session_id == id;
-            if !own && !family.contains(&event.session_id) {
-                continue;
-            }
-            let ended = own && matches!(event.kind, EventKind::SessionEnded { .. });
-            writer.push(event);
-            if ended {
-                break;
-            }
-        }
-        writer.end();
-    });
+    lock(&state.sessions.routes).register(handle.id(), &log);
     Ok((handle, log))
 }
 
