@@ -286,6 +286,7 @@ fn provider(args: &ChatArgs, config: &Config) -> Result<Arc<dyn ModelProvider>, 
         .or_else(|| env("TROUPE_API_KEY"))
         .or_else(|| env("OPENAI_API_KEY"));
     let mut openai = OpenAiConfig::new(base_url, model);
+    openai.settings = config.model.provider.clone();
     openai.api_key = key;
     OpenAiProvider::new(openai)
         .map(|p| Arc::new(p) as Arc<dyn ModelProvider>)

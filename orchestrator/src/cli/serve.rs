@@ -289,6 +289,7 @@ fn provider(config: &Config) -> Result<Option<Arc<dyn ModelProvider>>, String> {
         .or_else(|| env("TROUPE_MODEL"))
         .unwrap_or_else(|| DEFAULT_MODEL.to_string());
     let mut openai = OpenAiConfig::new(base_url, model);
+    openai.settings = config.model.provider.clone();
     openai.api_key = config
         .model
         .api_key
