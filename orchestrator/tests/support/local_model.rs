@@ -9,12 +9,12 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 /// The variable that turns the real-model tests on.
-pub const OPT_IN_VAR: &str = "TROUPE_LLM_TESTS";
+pub(crate) const OPT_IN_VAR: &str = "TROUPE_LLM_TESTS";
 
 /// A model server; the one this started stops when dropped.
-pub struct LocalModel {
+pub(crate) struct LocalModel {
     /// The OpenAI-compatible base URL (`http://127.0.0.1:PORT/v1`).
-    pub url: String,
+    pub(crate) url: String,
     child: Option<Child>,
 }
 
@@ -22,7 +22,7 @@ impl LocalModel {
     /// `TROUPE_LLM_URL` when set; else starts `scripts/llm/serve.py` with the venv's python
     /// (`TROUPE_LLM_PYTHON`, default `~/.cache/troupe-llm/venv/bin/python`) and waits for its
     /// URL line (loading takes a few seconds).
-    pub fn start() -> Result<Self, String> {
+    pub(crate) fn start() -> Result<Self, String> {
         if let Ok(url) = std::env::var("TROUPE_LLM_URL")
             && !url.trim().is_empty()
         {
