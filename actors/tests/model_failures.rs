@@ -5,6 +5,11 @@
 //! budget, and the notices that become events.
 //! Run with `cargo test -p troupe-actors --features mock-server --test model_failures`.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is the test failing"
+)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

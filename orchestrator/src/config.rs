@@ -68,6 +68,8 @@ pub struct ModelSection {
     pub model: Option<String>,
     /// Context window in tokens, when known; sizes the tool listing.
     pub context_length: Option<i64>,
+    /// `tool_calls`, `retry_budget`, `request_fields` (see `ProviderSettings`).
+    pub provider: troupe_actors::model::ProviderSettings,
 }
 
 /// The `toolsets` section: which toolsets sessions get.
@@ -233,6 +235,12 @@ fn model_section(root: &Map<String, Value>) -> Result<ModelSection, ConfigError>
         api_key_env: string("api_key_env")?,
         model: string("model")?.or(string("default")?),
         context_length,
+        provider: troupe_actors::model::ProviderSettings::default()
+            .overlay(&map, "model")
+            .map_err(|problem| ConfigError::Invalid {
+                key: "model".into(),
+                problem,
+            })?,
     })
 }
 

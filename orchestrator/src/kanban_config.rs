@@ -112,6 +112,8 @@ pub struct ProfileSettings {
     pub script: Option<PathBuf>,
     /// Tool rounds a worker may take before it must finish.
     pub max_iterations: Option<u32>,
+    /// Provider settings it writes (`tool_calls`, ...), over the `model:` section's.
+    pub provider: troupe_actors::model::ProviderOverrides,
 }
 
 /// The checked `kanban:` section with its `profiles:`.
@@ -398,6 +400,7 @@ pub(crate) fn profile_provider(
         .or_else(|| env("OPENAI_API_KEY"));
     let mut config = OpenAiConfig::new(base_url, name);
     config.api_key = key;
+    config.settings = p.provider.apply(&model.provider);
     OpenAiProvider::new(config)
         .map(|p| Arc::new(p) as Arc<dyn ModelProvider>)
         .map_err(|e| format!("profiles.{}: {e}", p.name))
@@ -473,6 +476,8 @@ fn profiles_section(value: &Value) -> Result<BTreeMap<String, ProfileSettings>, 
                 system_prompt: field("system_prompt")?,
                 script: field("script")?.map(PathBuf::from),
                 max_iterations,
+                provider: troupe_actors::model::ProviderOverrides::from_fields(fields, &prefix)
+                    .map_err(|problem| invalid(&prefix, problem))?,
             },
         );
     }

@@ -697,6 +697,7 @@ pub fn model_provider(model: &ModelSection) -> Result<Option<Arc<dyn ModelProvid
         .or_else(|| env("TROUPE_MODEL"))
         .unwrap_or_else(|| DEFAULT_MODEL.to_string());
     let mut openai = OpenAiConfig::new(base_url, name);
+    openai.settings = model.provider.clone();
     openai.api_key = model
         .api_key
         .clone()

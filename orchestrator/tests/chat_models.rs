@@ -1,0 +1,284 @@
+//! `troupe chat --json` against what real OpenAI-compatible servers do wrong, the way a user
+//! meets it: the real binary, a troupe.yaml whose `model:` points at the mock server (real
+//! HTTP), the built-in tools. Each test scripts one behaviour (a tool-call parser failing, an
+//! error event in a stream, no `[DONE]`, an empty reply, calls written in the text, an unknown
+//! tool, arguments that are not JSON, a key that is wrong) and shows the turn completing, or
+//! failing at once with what to fix, with each retry and fallback in the JSON events.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is the test failing"
+)]
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+use troupe_actors::model::mock_server::{CallForm, Fault, MockServer};
+use troupe_actors::model::{Script, ScriptTurn};
+
+struct Run {
+    code: Option<i32>,
+    lines: Vec<Value>,
+    stderr: String,
+}
+
+impl Run {
+    fn of_type(&self, kind: &str) -> Vec<&Value> {
+        self.lines.iter().filter(|l| l["type"] == kind).collect()
+    }
+
+    fn last(&self) -> &Value {
+        self.lines.last().unwrap()
+    }
+
+    fn assert_completed_with(&self, text: &str) {
+        assert_eq!(self.code, Some(0), "stderr: {}", self.stderr);
+        assert_eq!(self.last()["type"], "final");
+        assert_eq!(self.last()["status"], "completed");
+        assert_eq!(self.last()["text"], text);
+    }
+}
+
+/// Writes troupe.yaml (`model:` pointing at `server`, plus `extra` lines) and runs
+/// `troupe chat -q QUESTION --json` in `dir`.
+async fn chat(dir: &Path, server: &MockServer, extra: &str, question: &str) -> Run {
+    std::fs::write(
+        dir.join("troupe.yaml"),
+        format!(
+            "model:\n  base_url: {}\n  model: local-model\n{extra}",
+            server.url()
+        ),
+    )
+    .unwrap();
+    let dir = dir.to_path_buf();
+    let question = question.to_string();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_troupe"))
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .env_remove("TROUPE_BASE_URL")
+            .env_remove("OPENAI_BASE_URL")
+            .args(["chat", "-q", &question, "--json"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    Run {
+        code: output.status.code(),
+        lines: String::from_utf8(output.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// A directory with notes.txt.
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "hello from a file\n").unwrap();
+    dir
+}
+
+/// Read notes.txt, then answer from what it says.
+fn read_then_answer() -> Script {
+    Script::new()
+        .turn(
+            ScriptTurn::text("Reading it.")
+                .with_tool_call("read_file", json!({"path": "notes.txt"})),
+        )
+        .turn(ScriptTurn::text("The file says hello.").when_input_contains("hello from a file"))
+}
+
+fn read_file_ran(run: &Run) {
+    let finished = run.of_type("tool_call_finished");
+    assert_eq!(finished.len(), 1, "{:?}", run.lines);
+    assert_eq!(finished[0]["tool"], "read_file");
+    assert_eq!(finished[0]["status"], "ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_tool_call_parser_falls_back_to_text_calls_and_the_turn_completes() {
+    let server = MockServer::start(read_then_answer()).await.unwrap();
+    server.push_fault(Fault::UnreadableOutput);
+    server.push_fault(Fault::UnreadableOutput);
+    let dir = workspace();
+    let run = chat(dir.path(), &server, "", "what does notes.txt say?").await;
+    run.assert_completed_with("The file says hello.");
+    read_file_ran(&run);
+    let retries = run.of_type("model_retry");
+    assert_eq!(retries.len(), 1, "{:?}", run.lines);
+    assert_eq!(retries[0]["reason"], "unreadable_output");
+    assert!(
+        retries[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("does not match the expected"),
+        "{}",
+        retries[0]
+    );
+    let switched = run.of_type("tool_calls_switched");
+    assert_eq!(switched.len(), 1);
+    assert_eq!(switched[0]["mode"], "text");
+    // The events come before the call they made possible.
+    let position = |kind: &str| run.lines.iter().position(|l| l["type"] == kind).unwrap();
+    assert!(position("tool_calls_switched") < position("tool_call_started"));
+    // After the switch: no tools field, the result sent back in the told form.
+    let sent = server.requests();
+    assert_eq!(sent.len(), 4);
+    assert!(!sent[1].tool_names().is_empty());
+    assert!(sent[2].body.get("tools").is_none());
+    assert!(sent[3].body.get("tools").is_none());
+    let result = sent[3].messages().last().cloned().unwrap();
+    assert_eq!(result["role"], "user");
+    assert!(
+        result["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("<tool_response name=\"read_file\">"),
+        "{result}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_event_in_a_stream_and_a_stream_without_done_are_retried() {
+    let server = MockServer::start(read_then_answer()).await.unwrap();
+    server.push_fault(Fault::StreamError {
+        message: "upstream went away".into(),
+    });
+    server.push_fault(Fault::NoDone);
+    let dir = workspace();
+    let run = chat(dir.path(), &server, "", "what does notes.txt say?").await;
+    run.assert_completed_with("The file says hello.");
+    read_file_ran(&run);
+    let retries = run.of_type("model_retry");
+    assert_eq!(retries.len(), 2, "{:?}", run.lines);
+    assert!(retries.iter().all(|r| r["reason"] == "transient"));
+    assert!(
+        retries[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("upstream went away")
+    );
+    assert!(retries[1]["error"].as_str().unwrap().contains("[DONE]"));
+    assert!(run.of_type("tool_calls_switched").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_reply_gets_one_nudge() {
+    let script = Script::new()
+        .turn(ScriptTurn::text(""))
+        .turn(ScriptTurn::text("Here I am.").when_input_contains("was empty"));
+    let server = MockServer::start(script).await.unwrap();
+    let dir = workspace();
+    let run = chat(dir.path(), &server, "", "say something").await;
+    run.assert_completed_with("Here I am.");
+    let retries = run.of_type("model_retry");
+    assert_eq!(retries.len(), 1);
+    assert_eq!(retries[0]["reason"], "empty_reply");
+
+    // Empty twice: the turn fails and says why, instead of printing nothing.
+    let server = MockServer::start(Script::new().when_exhausted(""))
+        .await
+        .unwrap();
+    let run = chat(dir.path(), &server, "", "say something").await;
+    assert_eq!(run.code, Some(1));
+    assert_eq!(run.last()["status"], "failed");
+    assert!(run.stderr.contains("nothing twice"), "{}", run.stderr);
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_written_in_the_reply_text_run() {
+    for form in [
+        CallForm::Fenced,
+        CallForm::DoubledBraces,
+        CallForm::SingleQuotes,
+    ] {
+        let server = MockServer::start(read_then_answer()).await.unwrap();
+        server.push_fault(Fault::CallsInContent(form));
+        let dir = workspace();
+        let run = chat(dir.path(), &server, "", "what does notes.txt say?").await;
+        run.assert_completed_with("The file says hello.");
+        read_file_ran(&run);
+    }
+    // Text mode from the start: no tools field ever, calls read from the text.
+    let server = MockServer::start(read_then_answer()).await.unwrap();
+    server.set_text_call_form(CallForm::Bare);
+    let dir = workspace();
+    let run = chat(
+        dir.path(),
+        &server,
+        "  tool_calls: text\n  request_fields: {cache_prompt: true}\n",
+        "what does notes.txt say?",
+    )
+    .await;
+    run.assert_completed_with("The file says hello.");
+    read_file_ran(&run);
+    for request in server.requests() {
+        assert!(request.body.get("tools").is_none());
+        assert_eq!(request.body["cache_prompt"], true);
+        assert_eq!(request.body["stop"], json!(["<tool_response"]));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_tools_and_bad_arguments_go_back_to_the_model() {
+    let script = Script::new()
+        .turn(ScriptTurn::tool_call(
+            "readfile",
+            json!({"path": "notes.txt"}),
+        ))
+        .turn(
+            ScriptTurn::tool_call("read_file", json!("{\"path\": notes.txt"))
+                .when_input_contains("Close names: 'read_file'"),
+        )
+        .turn(
+            ScriptTurn::tool_call("read_file", json!({"path": "notes.txt"}))
+                .when_input_contains("not valid JSON"),
+        )
+        .turn(ScriptTurn::text("The file says hello.").when_input_contains("hello from a file"));
+    let server = MockServer::start(script).await.unwrap();
+    let dir = workspace();
+    let run = chat(dir.path(), &server, "", "what does notes.txt say?").await;
+    run.assert_completed_with("The file says hello.");
+    let statuses: Vec<(&str, &str)> = run
+        .of_type("tool_call_finished")
+        .iter()
+        .map(|f| (f["tool"].as_str().unwrap(), f["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        statuses,
+        vec![
+            ("readfile", "error"),
+            ("read_file", "error"),
+            ("read_file", "ok")
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_that_will_not_change_fail_at_once_saying_what_to_fix() {
+    let server = MockServer::start(read_then_answer()).await.unwrap();
+    server.push_fault(Fault::Status(401));
+    let dir = workspace();
+    let run = chat(dir.path(), &server, "", "what does notes.txt say?").await;
+    assert_eq!(run.code, Some(1));
+    assert_eq!(run.last()["status"], "failed");
+    assert!(run.stderr.contains("check the API key"), "{}", run.stderr);
+    assert!(run.of_type("model_retry").is_empty());
+    assert_eq!(server.requests().len(), 1);
+
+    // A mode troupe does not know is a config error naming the key.
+    let run = chat(dir.path(), &server, "  tool_calls: json\n", "hi").await;
+    assert_eq!(run.code, Some(2));
+    assert!(
+        run.stderr
+            .contains("model.tool_calls: `json` is not a mode"),
+        "{}",
+        run.stderr
+    );
+}

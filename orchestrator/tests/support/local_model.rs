@@ -1,0 +1,90 @@
+//! A real local model for the opt-in tests and the bench: llama.cpp serving
+//! Qwen2.5-Coder-1.5B through `scripts/llm/serve.py` (installed by `scripts/llm/setup.sh`), or
+//! the server already running at `TROUPE_LLM_URL`. Not part of CI: too slow on small machines.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The variable that turns the real-model tests on.
+pub(crate) const OPT_IN_VAR: &str = "TROUPE_LLM_TESTS";
+
+/// A model server; the one this started stops when dropped.
+pub(crate) struct LocalModel {
+    /// The OpenAI-compatible base URL (`http://127.0.0.1:PORT/v1`).
+    pub(crate) url: String,
+    child: Option<Child>,
+}
+
+impl LocalModel {
+    /// `TROUPE_LLM_URL` when set; else starts `scripts/llm/serve.py` with the venv's python
+    /// (`TROUPE_LLM_PYTHON`, default `~/.cache/troupe-llm/venv/bin/python`) and waits for its
+    /// URL line (loading takes a few seconds).
+    pub(crate) fn start() -> Result<Self, String> {
+        if let Ok(url) = std::env::var("TROUPE_LLM_URL")
+            && !url.trim().is_empty()
+        {
+            return Ok(LocalModel {
+                url: url.trim().to_string(),
+                child: None,
+            });
+        }
+        let python = std::env::var("TROUPE_LLM_PYTHON").map_or_else(
+            |_| {
+                PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                    .join(".cache/troupe-llm/venv/bin/python")
+            },
+            PathBuf::from,
+        );
+        let serve = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/llm/serve.py");
+        let threads = std::env::var("TROUPE_LLM_THREADS").unwrap_or_else(|_| "2".into());
+        let mut child = Command::new(&python)
+            .arg(&serve)
+            .args(["--port", "0", "--threads", &threads])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| {
+                format!(
+                    "cannot start {} {} ({e}); run bash scripts/llm/setup.sh first",
+                    python.display(),
+                    serve.display()
+                )
+            })?;
+        let stdout = child.stdout.take().ok_or("the server has no stdout")?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("URL ") {
+                    let _ = tx.send(url.trim().to_string());
+                }
+            }
+        });
+        let mut model = LocalModel {
+            url: String::new(),
+            child: Some(child),
+        };
+        model.url = rx
+            .recv_timeout(Duration::from_secs(300))
+            .map_err(|_| "the model server printed no URL within 300 s".to_string())?;
+        Ok(model)
+    }
+}
+
+impl Drop for LocalModel {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            // SIGTERM lets serve.py exit by itself; wait for it so no server outlives the run.
+            if let Ok(pid) = i32::try_from(child.id()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
+            let _ = child.wait();
+        }
+    }
+}
