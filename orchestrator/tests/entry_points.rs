@@ -183,7 +183,7 @@ fn mcp_script(marker: &str, worker: bool) -> String {
         ""
     };
     format!(
-        "cursor: conversation\nturns:\n  - tool_calls:\n      - name: tool_search\n        arguments: {{query: echo back the input}}\n  - tool_calls:\n      - name: tool_call\n        arguments: {{calls: [{{name: mcp_everything_echo, arguments: {{message: {marker}}}}}]}}\n{finish}  - text: The echo came back.\n"
+        "cursor: conversation\nturns:\n  - tool_calls:\n      - name: tool_search\n        arguments: {{queries: [echo back the input]}}\n  - tool_calls:\n      - name: tool_call\n        arguments: {{calls: [{{name: mcp_everything_echo, arguments: {{message: {marker}}}}}]}}\n{finish}  - text: The echo came back.\n"
     )
 }
 

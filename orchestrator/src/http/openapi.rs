@@ -173,7 +173,8 @@ pub fn document() -> Value {
                         "script": {"type": "object", "description": "A scripted model: {\"turns\": [{\"text\": ..., \"tool_calls\": [{\"name\", \"arguments\"}]}]}."},
                         "toolsets": {"type": "array", "items": {"type": "string"}},
                         "system_prompt": {"type": "string"},
-                        "max_iterations": {"type": "integer", "minimum": 1}
+                        "max_iterations": {"type": "integer", "minimum": 1},
+                        "profile": {"type": "string", "description": "A profile under profiles: of the server's troupe.yaml: its model, toolsets and system prompt."}
                     },
                     "additionalProperties": false
                 },
@@ -184,7 +185,8 @@ pub fn document() -> Value {
                         "title": {"type": "string"}, "body": {"type": "string"}, "assignee": {"type": "string"},
                         "priority": {"type": "integer"}, "tenant": {"type": "string"}, "idempotency_key": {"type": "string"},
                         "parents": {"type": "array", "items": {"type": "string"}}, "triage": {"type": "boolean"},
-                        "created_by": {"type": "string"}, "max_runtime_seconds": {"type": "integer", "minimum": 1, "maximum": 31536000}, "max_retries": {"type": "integer"}
+                        "created_by": {"type": "string"}, "max_runtime_seconds": {"type": "integer", "minimum": 1, "maximum": 31536000}, "max_retries": {"type": "integer"},
+                        "workspace": {"type": "string", "description": "scratch (default), dir:/abs/path, worktree or worktree:<path>."}
                     },
                     "additionalProperties": false
                 },
