@@ -10,6 +10,7 @@
     reason = "test code: a failed unwrap is the test failing"
 )]
 
+mod board_hooks;
 mod discovery;
 mod disk_cleanup;
 mod hooks;
