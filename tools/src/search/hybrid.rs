@@ -34,7 +34,7 @@ pub const SEMANTIC_WEIGHT: f64 = 1.0;
 /// Lexical support that answers a query on its own.
 pub const COVERAGE_FLOOR: f64 = 0.6;
 /// Semantic margin (standard deviations over the background) that answers a query.
-pub const MARGIN_FLOOR: f64 = 4.0;
+pub const MARGIN_FLOOR: f64 = 4.2;
 /// Lowest best similarity that can answer a query.
 pub const SIMILARITY_FLOOR: f32 = 0.3;
 
