@@ -1,18 +1,25 @@
 //! Tool-search benchmarks on the 3,309-tool catalog (`tests/fixtures/tool_search/data/
 //! cloudflare_3300.json`): building the index, whole `tool_search` calls with one and seven
-//! queries against the cached catalog, and assembling the tool list at a 200K context.
+//! queries against the cached catalog (reference ranking), assembling the tool list at a 200K
+//! context, and the hybrid ranking: building its lexical index, its lexical legs on one and seven
+//! queries, a whole one-query call with the embeddings ready, embedding the 3,309 tools once, and
+//! loading their embeddings from the on-disk cache.
 //! Run with `cargo bench -p troupe-tools --bench search`.
 
 use std::hint::black_box;
 use std::sync::Arc;
+
+use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 use troupe_tools::bridge::tool_search;
 use troupe_tools::catalog_file::parse_catalog;
 use troupe_tools::deferral::is_deferrable;
+use troupe_tools::search::lexical::LexicalIndex;
+use troupe_tools::search::semantic::{default_embedder, embed_with_cache};
 use troupe_tools::search::{Catalog, assemble};
-use troupe_tools::{Registry, ToolDef, ToolSearchConfig, ToolsetView};
+use troupe_tools::{Ranking, Registry, ToolDef, ToolSearchConfig, ToolsetView};
 
 fn load() -> (ToolsetView, Vec<Arc<ToolDef>>) {
     let path = concat!(
@@ -37,7 +44,10 @@ fn load() -> (ToolsetView, Vec<Arc<ToolDef>>) {
 fn bench(c: &mut Criterion) {
     let (view, deferred) = load();
     assert_eq!(deferred.len(), 3309);
-    let config = ToolSearchConfig::default();
+    let config = ToolSearchConfig {
+        ranking: Ranking::Reference,
+        ..ToolSearchConfig::default()
+    };
 
     c.bench_function("tool_search/build", |b| {
         b.iter(|| Catalog::build(black_box(deferred.clone())))
@@ -69,6 +79,88 @@ fn bench(c: &mut Criterion) {
     });
     c.bench_function("tool_search/assemble_200k", |b| {
         b.iter(|| assemble(&view, black_box(Some(200_000)), &config))
+    });
+
+    hybrid(c, &view, &one, &seven);
+}
+
+fn queries(args: &Value) -> Vec<String> {
+    args["queries"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|q| q.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn hybrid(c: &mut Criterion, view: &ToolsetView, one: &Value, seven: &Value) {
+    let config = ToolSearchConfig::default();
+    assert_eq!(config.ranking, Ranking::Hybrid);
+    let catalog = view.catalog(&config.defer);
+    let labels: Vec<Option<&str>> = (0..catalog.len())
+        .map(|d| Some(catalog.source(d).label.as_str()))
+        .collect();
+    c.bench_function("tool_search/hybrid_build_lexical", |b| {
+        b.iter(|| LexicalIndex::build(black_box(catalog.defs()), &labels))
+    });
+    let (one_q, seven_q) = (queries(one), queries(seven));
+    assert!(
+        !catalog
+            .hybrid_search(&one_q[0], 5, None)
+            .matches()
+            .is_empty()
+    );
+    c.bench_function("tool_search/hybrid_lexical_query_1", |b| {
+        b.iter(|| catalog.hybrid_search(black_box(&one_q[0]), 5, None))
+    });
+    c.bench_function("tool_search/hybrid_lexical_query_7", |b| {
+        b.iter(|| {
+            for q in &seven_q {
+                black_box(catalog.hybrid_search(black_box(q), 5, None));
+            }
+        })
+    });
+
+    let Some(embedder) = default_embedder() else {
+        eprintln!("the semantic feature is off: no semantic benchmarks");
+        return;
+    };
+    let texts = catalog.embedding_texts();
+    let home = tempfile::tempdir().expect("a temporary troupe home");
+    let mut group = c.benchmark_group("tool_search");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(1));
+    // Each sample encodes every tool into a fresh, empty cache.
+    group.bench_function("hybrid_embed_3309_tools", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let fresh = tempfile::tempdir().expect("a temporary troupe home");
+                let started = Instant::now();
+                black_box(
+                    embed_with_cache(embedder.as_ref(), fresh.path(), &texts).expect("embeds"),
+                );
+                total += started.elapsed();
+            }
+            total
+        })
+    });
+    embed_with_cache(embedder.as_ref(), home.path(), &texts).expect("embeds");
+    group.bench_function("hybrid_embeddings_from_cache", |b| {
+        b.iter(|| {
+            embed_with_cache(embedder.as_ref(), home.path(), black_box(&texts)).expect("loads")
+        })
+    });
+    group.finish();
+
+    let ready = catalog
+        .semantic_wait(Duration::from_secs(1800))
+        .expect("the embeddings become ready");
+    assert!(ready.vectors.is_ok());
+    c.bench_function("tool_search/hybrid_query_1", |b| {
+        b.iter(|| tool_search(view, &config, black_box(one)))
     });
 }
 

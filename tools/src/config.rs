@@ -73,6 +73,42 @@ impl Switch {
     }
 }
 
+/// How `tool_search` ranks tools (`tools.tool_search.ranking`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ranking {
+    /// Lexical legs (split names, weighted fields, domain vocabulary) fused with sentence
+    /// embeddings (feature `semantic`), and a "nothing fits" decision. Opt-in until it meets its
+    /// recall targets on the retrieval set.
+    Hybrid,
+    /// The reference ranking exactly: BM25 behind the rarest-token gate and the relevance floor.
+    /// The default.
+    #[default]
+    Reference,
+}
+
+impl Ranking {
+    /// The word used in config files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ranking::Hybrid => "hybrid",
+            Ranking::Reference => "reference",
+        }
+    }
+
+    /// Reads `hybrid` or `reference` (any case, spaces ignored); anything else is the default,
+    /// with a warning naming the two values.
+    fn parse(value: &Value) -> Ranking {
+        match py_str(value).trim().to_lowercase().as_str() {
+            "hybrid" => Ranking::Hybrid,
+            "reference" => Ranking::Reference,
+            _ => {
+                tracing::warn!(value = %value, "tools.tool_search.ranking must be `hybrid` or `reference`; using reference");
+                Ranking::Reference
+            }
+        }
+    }
+}
+
 /// The tool names deferred on top of MCP and plugin tools.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DeferSet {
@@ -132,6 +168,8 @@ pub struct ToolSearchConfig {
     pub listing_max_tokens: i64,
     /// Extra deferred names.
     pub defer: DeferSet,
+    /// How `tool_search` ranks.
+    pub ranking: Ranking,
 }
 
 impl Default for ToolSearchConfig {
@@ -144,6 +182,7 @@ impl Default for ToolSearchConfig {
             listing: Switch::Auto,
             listing_max_tokens: DEFAULT_LISTING_MAX_TOKENS,
             defer: DeferSet::default(),
+            ranking: Ranking::Reference,
         }
     }
 }
@@ -224,6 +263,11 @@ impl ToolSearchConfig {
                 .unwrap_or(Switch::Auto),
             listing_max_tokens,
             defer,
+            ranking: map
+                .get("ranking")
+                .filter(|v| !v.is_null())
+                .map(Ranking::parse)
+                .unwrap_or_default(),
         }
     }
 
@@ -265,6 +309,17 @@ mod tests {
             &json!({"max_search_limit": 10, "search_default_limit": 12}),
         );
         assert_eq!((c.search_default_limit, c.max_search_limit), (10, 10));
+    }
+
+    #[test]
+    fn ranking_is_reference_unless_hybrid_is_asked_for() {
+        assert_eq!(ToolSearchConfig::default().ranking, Ranking::Reference);
+        let read = |v: Value| ToolSearchConfig::from_raw(&json!({ "ranking": v })).ranking;
+        assert_eq!(read(json!(" Reference ")), Ranking::Reference);
+        assert_eq!(read(json!("hybrid")), Ranking::Hybrid);
+        assert_eq!(read(json!("bm25")), Ranking::Reference);
+        assert_eq!(read(json!(null)), Ranking::Reference);
+        assert_eq!(Ranking::Reference.as_str(), "reference");
     }
 
     #[test]

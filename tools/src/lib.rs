@@ -34,7 +34,7 @@ pub mod sync;
 pub mod tool;
 pub mod view;
 
-pub use config::{DeferSet, Switch, ToolSearchConfig};
+pub use config::{DeferSet, Ranking, Switch, ToolSearchConfig};
 pub use error::ToolsError;
 pub use registry::Registry;
 pub use tool::{

@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 
 use super::args::{limit, string_list};
 use super::tool_error;
-use crate::config::ToolSearchConfig;
+use crate::config::{Ranking, ToolSearchConfig};
 use crate::view::ToolsetView;
 
 /// Most queries one `tool_search` call may carry.
@@ -44,11 +44,24 @@ or spread them over several tool_search calls.",
     }
     let limit = limit(args, config);
     let catalog = view.catalog(&config.defer);
+    // Never waits: until the tool embeddings are ready, the lexical legs answer alone.
+    let semantic = match config.ranking {
+        Ranking::Hybrid => catalog.semantic(),
+        Ranking::Reference => None,
+    };
 
     let mut results = Vec::with_capacity(queries.len());
     let mut tools = Map::new();
     for query in &queries {
-        let hits = catalog.search(query, limit);
+        let hits = match config.ranking {
+            Ranking::Reference => catalog.search(query, limit),
+            Ranking::Hybrid => catalog
+                .hybrid_search(query, limit, semantic.as_deref())
+                .matches()
+                .iter()
+                .map(|m| m.doc)
+                .collect(),
+        };
         let mut matches = Vec::with_capacity(hits.len());
         for doc in hits {
             let name = &catalog.defs()[doc].name;
@@ -208,7 +221,11 @@ mod tests {
             ToolDef::new("gh_list_issues", "List GitHub issues.", json!({}))
                 .with_toolset("mcp-github"),
         ]);
-        let c = ToolSearchConfig::default();
+        // The reference ranking, compared with the reference search of a fresh build.
+        let c = ToolSearchConfig {
+            ranking: Ranking::Reference,
+            ..ToolSearchConfig::default()
+        };
         let args = json!({"queries": ["github issue", "list issues", "linear"]});
         let fresh = |view: &ToolsetView| {
             let catalog = crate::search::Catalog::build(view.tools().to_vec());

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{Map, Value, json};
 
+use super::lexical::LexicalIndex;
 use super::listing::{Listing, ListingGroups};
 use super::tokenize::{for_each_raw_word, stem};
 use crate::tool::ToolDef;
@@ -155,6 +156,10 @@ pub struct Catalog {
     listing_groups: OnceLock<ListingGroups>,
     deferred_tokens: OnceLock<i64>,
     listings: Mutex<HashMap<i64, Listing>>,
+    /// The hybrid ranking's lexical index, built on its first query.
+    lexical: OnceLock<LexicalIndex>,
+    /// The hybrid ranking's tool embeddings, filled in the background.
+    pub(super) semantic: super::semantic::SemanticSlot,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -290,7 +295,23 @@ impl Catalog {
             listing_groups: OnceLock::new(),
             deferred_tokens: OnceLock::new(),
             listings: Mutex::new(HashMap::new()),
+            lexical: OnceLock::new(),
+            semantic: Default::default(),
         }
+    }
+
+    /// The hybrid ranking's lexical index, built on first use (a few milliseconds for thousands
+    /// of tools) and kept for the catalog's life.
+    pub fn lexical(&self) -> &LexicalIndex {
+        self.lexical.get_or_init(|| {
+            let labels: Vec<Option<&str>> = (0..self.len())
+                .map(|doc| {
+                    let source = self.source(doc);
+                    (!source.name.is_empty()).then_some(source.label.as_str())
+                })
+                .collect();
+            LexicalIndex::build(&self.defs, &labels)
+        })
     }
 
     /// The deferred tools, in catalog order.

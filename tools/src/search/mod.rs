@@ -4,9 +4,12 @@
 //! bridge tools). The bridge functions in [`crate::bridge`] are the callers.
 //!
 //! # Layout
-//! - [`tokenize`]: ASCII words, lowercased, Snowball English (3.x) stems.
+//! - [`tokenize`]: ASCII words, lowercased, Snowball English stems (rust-stemmers).
 //! - [`catalog`]: [`Catalog`], per-tool sources, index text, postings and statistics.
-//! - [`bm25`]: ranking a query ([`Catalog::search`], [`Catalog::explain`]).
+//! - [`bm25`]: the reference ranking of a query ([`Catalog::search`], [`Catalog::explain`]).
+//! - [`hybrid`]: the default ranking ([`Catalog::hybrid_search`]): [`lexical`] (BM25F over
+//!   [`split`] words with the [`vocabulary`]'s expansions) fused with [`semantic`] (sentence
+//!   embeddings, computed in the background and cached on disk), and the "nothing fits" decision.
 //! - [`listing`]: the listing forms and [`listing::short_desc`].
 //! - [`assemble`]: tiers and the model-visible tool list.
 //! - [`bridge_schemas`]: the three bridge tools' schemas and descriptions.
@@ -15,9 +18,15 @@ pub mod assemble;
 pub mod bm25;
 pub mod bridge_schemas;
 pub mod catalog;
+pub mod hybrid;
+pub mod lexical;
 pub mod listing;
+pub mod semantic;
+pub mod split;
 pub mod tokenize;
+pub mod vocabulary;
 
 pub use assemble::{Assembly, assemble, assemble_defs};
 pub use catalog::{Catalog, SourceKind, ToolSource};
+pub use hybrid::{HybridAnswer, HybridMatch, Verdict};
 pub use listing::{Listing, ListingForm};

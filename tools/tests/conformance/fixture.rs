@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use troupe_tools::catalog_file::parse_catalog;
-use troupe_tools::{Registry, ToolSearchConfig};
+use troupe_tools::{Ranking, Registry, ToolSearchConfig};
 
 /// What a checker concluded about one case.
 #[derive(Debug)]
@@ -53,9 +53,13 @@ impl Case {
         Registry::with_tools(defs)
     }
 
-    /// The case's `tools.tool_search` config (defaults when absent).
+    /// The case's `tools.tool_search` config (defaults when absent), ranking the reference way.
     pub(crate) fn config(&self) -> ToolSearchConfig {
-        ToolSearchConfig::from_raw(self.get("config"))
+        // The cases were recorded from the reference ranking.
+        ToolSearchConfig {
+            ranking: Ranking::Reference,
+            ..ToolSearchConfig::from_raw(self.get("config"))
+        }
     }
 }
 

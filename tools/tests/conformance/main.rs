@@ -24,6 +24,15 @@ const KNOWN_SKIPS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Cases whose outcome hangs on a word that rust-stemmers (Snowball 2.x) stems differently from
+/// the reference's Snowball 3.1.1 (`search::tokenize::SNOWBALL_3_DIFFERENCES`), with those words.
+/// They are checked with our stems for exactly these words and the reference's for all others;
+/// a case that hangs on a differing word without being listed here fails.
+pub(crate) const EXPECTED_STEM_DIFFERENCES: &[(&str, &[&str])] = &[(
+    "tokenize_stemming_and_splitting",
+    &["organization", "organizations"],
+)];
+
 #[test]
 fn every_conformance_case() {
     let cases = fixture::load_all();

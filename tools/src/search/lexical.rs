@@ -1,0 +1,540 @@
+//! The lexical leg of the hybrid ranking: a field-weighted BM25 (BM25F) over split, stemmed
+//! words, with the domain vocabulary's expansions and no gate. Built once per catalog, beside
+//! the reference index, by [`Catalog::lexical`](super::Catalog::lexical).
+//!
+//! What differs from the reference ranking and why:
+//! - names split on camelCase, digits, `_`, `-` and `__` ([`super::split`]), so `getConsoleErrors`
+//!   is found by "console errors";
+//! - fields weigh differently: a word of the tool's name says more than one of its description,
+//!   and parameter descriptions are indexed at a low weight ([`FIELD_WEIGHTS`]);
+//! - a small list of English function words is dropped, and a query word that no tool holds
+//!   only narrows the evidence (see [`super::hybrid`]); it never empties the answer;
+//! - each typed word scores the best of itself and its vocabulary expansions, the expansions at
+//!   [`EXPANSION_WEIGHT`] of a typed word, so synonyms help without outvoting what was typed;
+//! - two adjacent query words also try their concatenation ("sequential thinking" finds a tool
+//!   named `sequentialthinking`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::split::for_each_split_word;
+use super::tokenize::stem;
+use super::vocabulary::{EXPANSION_WEIGHT, vocabulary};
+use crate::tool::ToolDef;
+
+/// BM25 term-frequency saturation of the lexical leg.
+pub const K1: f64 = 1.2;
+/// BM25 length normalisation of the lexical leg: descriptions vary a lot in length, and a long
+/// one is not less about its tool, so length counts for less than in the reference.
+pub const B: f64 = 0.5;
+
+/// How much one occurrence of a word counts in each field.
+pub const FIELD_WEIGHTS: FieldWeights = FieldWeights {
+    name: 3.0,
+    label: 1.5,
+    description: 1.0,
+    param_name: 0.7,
+    param_description: 0.3,
+};
+
+/// Per-field weights of a word occurrence.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FieldWeights {
+    /// The tool's name (split into words).
+    pub name: f64,
+    /// The server or toolset label (`github` for `mcp-github`).
+    pub label: f64,
+    /// The tool's description.
+    pub description: f64,
+    /// Top-level parameter names.
+    pub param_name: f64,
+    /// Top-level parameter descriptions.
+    pub param_description: f64,
+}
+
+/// English function words: they say how a sentence is built, not what a tool does.
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as",
+    "at", "be", "been", "being", "both", "but", "by", "can", "could", "did", "do", "does", "doing",
+    "each", "either", "every", "few", "for", "from", "had", "has", "have", "having", "he", "her",
+    "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself",
+    "just", "may", "me", "might", "mine", "more", "most", "must", "my", "myself", "no", "nor",
+    "not", "of", "on", "once", "only", "onto", "or", "other", "our", "ours", "own", "please",
+    "same", "shall", "she", "should", "so", "some", "such", "than", "that", "the", "their",
+    "theirs", "them", "then", "there", "these", "they", "this", "those", "through", "to", "too",
+    "us", "very", "via", "was", "we", "were", "what", "whatever", "when", "where", "whether",
+    "which", "while", "who", "whom", "whose", "why", "will", "with", "within", "without", "would",
+    "you", "your", "yours", "yourself", "using", "want", "need", "like", "let", "lets",
+];
+
+/// Whether `word` (lowercased, unstemmed) carries no meaning for search: a function word, or a
+/// number, which names an instance (PR 42, worker-3) rather than a capability.
+pub fn is_stop_word(word: &str) -> bool {
+    word.bytes().all(|b| b.is_ascii_digit()) || STOP_WORDS.contains(&word)
+}
+
+/// The words of a text for the lexical leg: split, lowercased, stop words dropped, stemmed.
+pub fn lexical_stems(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for_each_split_word(text, |w| {
+        if !is_stop_word(w) {
+            out.push(stem(w));
+        }
+    });
+    out
+}
+
+/// One term of a prepared query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryTerm {
+    /// The stem.
+    pub stem: String,
+    /// Its term id in the index, if any tool holds it.
+    pub term: Option<u32>,
+    /// 1.0 for a typed word, less for an expansion.
+    pub weight: f64,
+    /// The typed word (index into [`PreparedQuery::typed`]) this term stands for.
+    pub concept: usize,
+    /// `None` for a typed word; the typed stems it expands otherwise.
+    pub expands: Option<String>,
+}
+
+/// A query made ready for the lexical leg: typed content words and their expansions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparedQuery {
+    /// The typed content stems, deduplicated, in order.
+    pub typed: Vec<String>,
+    /// Every term to score: the typed stems first, then expansions and joined words.
+    pub terms: Vec<QueryTerm>,
+}
+
+/// A tool the lexical leg found, with the evidence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LexicalHit {
+    /// Index into the catalog's defs.
+    pub doc: usize,
+    /// The BM25F score.
+    pub score: f64,
+}
+
+/// The lexical leg's index: term -> (tool, precomputed BM25F impact), plus document frequencies.
+pub struct LexicalIndex {
+    vocab: HashMap<String, u32>,
+    postings: Vec<Vec<(u32, f32)>>,
+    n_docs: usize,
+}
+
+impl std::fmt::Debug for LexicalIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LexicalIndex")
+            .field("tools", &self.n_docs)
+            .field("terms", &self.vocab.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Calls `each(text, weight)` for every field of a tool's index text.
+fn for_each_field(def: &ToolDef, label: Option<&str>, mut each: impl FnMut(&str, f64)) {
+    each(&def.name, FIELD_WEIGHTS.name);
+    if let Some(label) = label {
+        each(label, FIELD_WEIGHTS.label);
+    }
+    if let Some(description) = &def.description {
+        each(description, FIELD_WEIGHTS.description);
+    }
+    if let Some(Value::Object(props)) = def.parameters.as_ref().and_then(|p| p.get("properties")) {
+        for (name, schema) in props {
+            each(name, FIELD_WEIGHTS.param_name);
+            if let Some(Value::String(d)) = schema.get("description") {
+                each(d, FIELD_WEIGHTS.param_description);
+            }
+        }
+    }
+}
+
+impl LexicalIndex {
+    /// Indexes `defs`; `labels[i]` is tool i's source label, `None` when it has no source.
+    pub fn build(defs: &[Arc<ToolDef>], labels: &[Option<&str>]) -> LexicalIndex {
+        let mut vocab: HashMap<String, u32> = HashMap::new();
+        // Lowercased word -> term id (`u32::MAX` for a stop word), so each word is stemmed once.
+        let mut seen: HashMap<String, u32> = HashMap::new();
+        let mut postings: Vec<Vec<(u32, f32)>> = Vec::new();
+        let mut last_doc: Vec<u32> = Vec::new();
+        let mut doc_len: Vec<f64> = Vec::with_capacity(defs.len());
+        for (doc, def) in defs.iter().enumerate() {
+            let doc = doc as u32;
+            let mut len = 0.0;
+            for_each_field(
+                def,
+                labels.get(doc as usize).copied().flatten(),
+                |text, weight| {
+                    for_each_split_word(text, |word| {
+                        let id = match seen.get(word) {
+                            Some(&id) => id,
+                            None => {
+                                let id = if is_stop_word(word) {
+                                    u32::MAX
+                                } else {
+                                    let next = vocab.len() as u32;
+                                    let id = *vocab.entry(stem(word)).or_insert(next);
+                                    if id == next {
+                                        postings.push(Vec::new());
+                                        last_doc.push(u32::MAX);
+                                    }
+                                    id
+                                };
+                                seen.insert(word.to_string(), id);
+                                id
+                            }
+                        };
+                        if id == u32::MAX {
+                            return;
+                        }
+                        len += weight;
+                        let t = id as usize;
+                        if last_doc[t] == doc {
+                            if let Some(last) = postings[t].last_mut() {
+                                last.1 += weight as f32;
+                            }
+                        } else {
+                            last_doc[t] = doc;
+                            postings[t].push((doc, weight as f32));
+                        }
+                    })
+                },
+            );
+            doc_len.push(len);
+        }
+        let avg_dl = (doc_len.iter().sum::<f64>() / defs.len().max(1) as f64).max(1.0);
+        for list in &mut postings {
+            for (doc, tf) in list.iter_mut() {
+                let wtf = f64::from(*tf);
+                let norm = 1.0 - B + B * doc_len[*doc as usize] / avg_dl;
+                *tf = (wtf * (K1 + 1.0) / (wtf + K1 * norm)) as f32;
+            }
+        }
+        LexicalIndex {
+            vocab,
+            postings,
+            n_docs: defs.len(),
+        }
+    }
+
+    /// How many tools hold `stem`.
+    pub fn df(&self, stem: &str) -> usize {
+        self.vocab
+            .get(stem)
+            .map_or(0, |&t| self.postings[t as usize].len())
+    }
+
+    /// `ln(1 + (N - df + 0.5) / (df + 0.5))` for `stem` (largest for a word no tool holds).
+    pub fn idf(&self, stem: &str) -> f64 {
+        super::bm25::idf(self.n_docs, self.df(stem))
+    }
+
+    /// Tools indexed.
+    pub fn len(&self) -> usize {
+        self.n_docs
+    }
+
+    /// Whether no tool is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.n_docs == 0
+    }
+
+    /// The typed content words of `query`, their vocabulary expansions, and the concatenations
+    /// of adjacent typed words that some tool holds.
+    pub fn prepare(&self, query: &str) -> PreparedQuery {
+        // All words, stop words included, for phrase matching ("turn off", "look up").
+        let mut words: Vec<(String, bool)> = Vec::new();
+        for_each_split_word(query, |w| words.push((stem(w), is_stop_word(w))));
+        let all_stems: Vec<String> = words.iter().map(|(s, _)| s.clone()).collect();
+        let mut typed: Vec<String> = Vec::new();
+        // Concept of each word position (None for stop words).
+        let mut concept_at: Vec<Option<usize>> = Vec::with_capacity(words.len());
+        for (s, stop) in &words {
+            if *stop {
+                concept_at.push(None);
+                continue;
+            }
+            let c = match typed.iter().position(|t| t == s) {
+                Some(c) => c,
+                None => {
+                    typed.push(s.clone());
+                    typed.len() - 1
+                }
+            };
+            concept_at.push(Some(c));
+        }
+        let mut terms: Vec<QueryTerm> = typed
+            .iter()
+            .enumerate()
+            .map(|(c, s)| QueryTerm {
+                stem: s.clone(),
+                term: self.vocab.get(s).copied(),
+                weight: 1.0,
+                concept: c,
+                expands: None,
+            })
+            .collect();
+        let push =
+            |terms: &mut Vec<QueryTerm>, stem: &str, weight: f64, concept: usize, from: String| {
+                if terms.iter().any(|t| t.stem == stem && t.concept == concept) {
+                    return;
+                }
+                let Some(&term) = self.vocab.get(stem) else {
+                    return;
+                };
+                terms.push(QueryTerm {
+                    stem: stem.to_string(),
+                    term: Some(term),
+                    weight,
+                    concept,
+                    expands: Some(from),
+                });
+            };
+        // Adjacent content words written as one ("sequential thinking" -> sequentialthinking).
+        let raw: Vec<String> = {
+            let mut v = Vec::new();
+            for_each_split_word(query, |w| v.push(w.to_string()));
+            v
+        };
+        for i in 1..raw.len() {
+            if let (Some(a), Some(_)) = (concept_at[i - 1], concept_at[i]) {
+                let joined = stem(&format!("{}{}", raw[i - 1], raw[i]));
+                let from = format!("{} {}", all_stems[i - 1], all_stems[i]);
+                push(&mut terms, &joined, 1.0, a, from);
+            }
+        }
+        for expansion in vocabulary().expand(&all_stems) {
+            // The expansion stands for the first content word of the matched entry.
+            let Some(concept) = expansion.positions.clone().find_map(|p| concept_at[p]) else {
+                continue;
+            };
+            let from = expansion.matched.join(" ");
+            for s in &expansion.stems {
+                push(&mut terms, s, EXPANSION_WEIGHT, concept, from.clone());
+            }
+        }
+        PreparedQuery { typed, terms }
+    }
+
+    /// Scores every tool holding a term of `prepared`: per typed word, the best of its own
+    /// score and its expansions' (weighted), summed over typed words. Best first; equal scores
+    /// keep catalog order.
+    pub fn score(&self, prepared: &PreparedQuery) -> Vec<LexicalHit> {
+        let mut total = vec![0f64; self.n_docs];
+        let mut best = vec![0f64; self.n_docs];
+        let mut touched: Vec<u32> = Vec::new();
+        let mut any: Vec<u32> = Vec::new();
+        for concept in 0..prepared.typed.len() {
+            // An expansion stands in for its typed word: it is never worth more than the typed
+            // word would be, however rare it is (unless the typed word is in no tool).
+            let cap = match self.vocab.get(&prepared.typed[concept]) {
+                Some(&t) => super::bm25::idf(self.n_docs, self.postings[t as usize].len()),
+                None => f64::INFINITY,
+            };
+            for t in prepared.terms.iter().filter(|t| t.concept == concept) {
+                let Some(term) = t.term else { continue };
+                let list = &self.postings[term as usize];
+                let idf = super::bm25::idf(self.n_docs, list.len()).min(cap);
+                for &(doc, impact) in list {
+                    let s = t.weight * idf * f64::from(impact);
+                    let slot = &mut best[doc as usize];
+                    if *slot == 0.0 {
+                        touched.push(doc);
+                    }
+                    if s > *slot {
+                        *slot = s;
+                    }
+                }
+            }
+            for &doc in &touched {
+                let d = doc as usize;
+                if total[d] == 0.0 {
+                    any.push(doc);
+                }
+                total[d] += best[d];
+                best[d] = 0.0;
+            }
+            touched.clear();
+        }
+        let mut hits: Vec<LexicalHit> = any
+            .into_iter()
+            .map(|doc| LexicalHit {
+                doc: doc as usize,
+                score: total[doc as usize],
+            })
+            .collect();
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc)));
+        hits
+    }
+
+    /// Whether tool `doc` holds `stem`.
+    pub fn holds(&self, doc: usize, stem: &str) -> bool {
+        self.vocab.get(stem).is_some_and(|&t| {
+            self.postings[t as usize]
+                .binary_search_by_key(&(doc as u32), |&(d, _)| d)
+                .is_ok()
+        })
+    }
+
+    /// How much of the query tool `doc` answers, in `0..=1`: the idf-weighted share of the typed
+    /// words it holds, a word held only through an expansion counting at the expansion weight.
+    /// Words no tool holds weigh the most, so a query about something absent scores low.
+    pub fn coverage(&self, doc: usize, prepared: &PreparedQuery) -> f64 {
+        let mut held = 0.0;
+        let mut all = 0.0;
+        for (c, typed) in prepared.typed.iter().enumerate() {
+            let idf = self.idf(typed);
+            all += idf;
+            let best = prepared
+                .terms
+                .iter()
+                .filter(|t| t.concept == c && self.holds(doc, &t.stem))
+                .map(|t| t.weight)
+                .fold(0.0, f64::max);
+            held += idf * best;
+        }
+        if all > 0.0 { held / all } else { 0.0 }
+    }
+
+    /// The terms of `prepared` that tool `doc` holds.
+    pub fn matched<'q>(&self, doc: usize, prepared: &'q PreparedQuery) -> Vec<&'q QueryTerm> {
+        prepared
+            .terms
+            .iter()
+            .filter(|t| self.holds(doc, &t.stem))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn index(tools: &[(&str, &str, &str)]) -> (Vec<Arc<ToolDef>>, LexicalIndex) {
+        let defs: Vec<Arc<ToolDef>> = tools
+            .iter()
+            .map(|(name, label, desc)| {
+                Arc::new(ToolDef::new(*name, *desc, json!({})).with_toolset(format!("mcp-{label}")))
+            })
+            .collect();
+        let labels: Vec<Option<&str>> = tools.iter().map(|(_, l, _)| Some(*l)).collect();
+        let idx = LexicalIndex::build(&defs, &labels);
+        (defs, idx)
+    }
+
+    fn top(defs: &[Arc<ToolDef>], idx: &LexicalIndex, query: &str) -> Vec<String> {
+        idx.score(&idx.prepare(query))
+            .into_iter()
+            .map(|h| defs[h.doc].name.clone())
+            .collect()
+    }
+
+    #[test]
+    fn stop_words_and_numbers_carry_nothing() {
+        assert!(is_stop_word("the") && is_stop_word("42") && !is_stop_word("get"));
+        assert_eq!(
+            lexical_stems("Which PR 42 is the newest?"),
+            ["pr", "newest"]
+        );
+    }
+
+    #[test]
+    fn an_unknown_word_narrows_instead_of_emptying() {
+        let (defs, idx) = index(&[
+            ("create_issue", "github", "Open a new issue."),
+            ("list_issues", "github", "List issues."),
+        ]);
+        assert_eq!(
+            top(&defs, &idx, "github create issue telegram")[0],
+            "create_issue"
+        );
+    }
+
+    #[test]
+    fn camel_case_names_are_found_by_their_words() {
+        let (defs, idx) = index(&[
+            (
+                "getConsoleErrors",
+                "browser-tools",
+                "Check our browser logs",
+            ),
+            ("takeScreenshot", "browser-tools", "Take a screenshot"),
+        ]);
+        assert_eq!(top(&defs, &idx, "console errors"), ["getConsoleErrors"]);
+    }
+
+    #[test]
+    fn joined_words_find_a_run_together_name() {
+        let (defs, idx) = index(&[
+            ("sequentialthinking", "reasoning", "Step by step."),
+            ("other", "reasoning", "Thinking aloud about sequences."),
+        ]);
+        let q = idx.prepare("sequential thinking");
+        assert!(q.terms.iter().any(|t| t.stem == stem("sequentialthinking")));
+        assert_eq!(
+            top(&defs, &idx, "sequential thinking")[0],
+            "sequentialthinking"
+        );
+    }
+
+    #[test]
+    fn name_outweighs_description() {
+        let (defs, idx) = index(&[
+            ("notes_tool", "x", "Deletes a page among other things."),
+            ("delete_page", "x", "Removes something."),
+        ]);
+        assert_eq!(top(&defs, &idx, "delete page")[0], "delete_page");
+    }
+
+    #[test]
+    fn expansions_find_synonyms_below_typed_words() {
+        let (defs, idx) = index(&[
+            ("delete_block", "notion", "Deletes a block."),
+            ("erase_block", "notion", "Erases a block."),
+            ("get_block", "notion", "Gets a block."),
+        ]);
+        // "remove" is in no tool: the delete group finds both, equally.
+        let got = top(&defs, &idx, "remove block");
+        assert_eq!(&got[..2], ["delete_block", "erase_block"]);
+        // Typed "erase" beats the expansion to delete.
+        assert_eq!(top(&defs, &idx, "erase block")[0], "erase_block");
+        let q = idx.prepare("erase block");
+        let delete = q.terms.iter().find(|t| t.stem == stem("delete")).unwrap();
+        assert!(delete.weight < 1.0 && delete.expands.as_deref() == Some("eras"));
+    }
+
+    #[test]
+    fn a_synonym_and_its_word_count_once() {
+        let (defs, idx) = index(&[
+            ("delete_remove", "x", "Delete, remove, erase, destroy."),
+            ("delete_thing", "x", "Delete a thing."),
+        ]);
+        let q = idx.prepare("delete thing");
+        let hits = idx.score(&q);
+        assert_eq!(defs[hits[0].doc].name, "delete_thing");
+    }
+
+    #[test]
+    fn coverage_weighs_words_by_rarity() {
+        let (_, idx) = index(&[
+            ("create_issue", "github", "Create an issue."),
+            ("create_page", "notion", "Create a page."),
+            ("list_pages", "notion", "List pages."),
+        ]);
+        let full = idx.prepare("github create issue");
+        assert!((idx.coverage(0, &full) - 1.0).abs() < 1e-9);
+        // "linear" is in no tool: the best tool answers less than half of the query's weight.
+        let absent = idx.prepare("linear create issue");
+        assert!(idx.coverage(0, &absent) < 0.75);
+        assert!(idx.coverage(0, &absent) > idx.coverage(1, &absent));
+        // Nothing but stop words: nothing to cover.
+        assert_eq!(idx.coverage(0, &idx.prepare("the of a")), 0.0);
+    }
+}
