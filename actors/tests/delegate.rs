@@ -1039,7 +1039,7 @@ async fn a_hard_stop_of_the_root_leaves_no_terminal_process_alive() {
     let mut groups = Vec::new();
     for name in ["a", "deep"] {
         let path = dir.path().join(format!("{name}.pid"));
-        let pgid = loop {
+        let shell = loop {
             if let Ok(text) = std::fs::read_to_string(&path)
                 && let Ok(pid) = text.trim().parse::<i32>()
             {
@@ -1047,6 +1047,8 @@ async fn a_hard_stop_of_the_root_leaves_no_terminal_process_alive() {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
+        // The command's group is led by troupe's keeper process, not by the shell itself.
+        let pgid = process_group_of(shell);
         assert!(
             LocalGroup { pgid }.alive(),
             "{name} is running before the stop"
@@ -1196,4 +1198,12 @@ async fn delegation_works_through_the_openai_compatible_provider() {
     assert_eq!(result["results"][1]["tool_calls"], 1);
     // Root: 2 requests; children: 1 + 2 + 1.
     assert_eq!(server.requests().len(), 6);
+}
+
+/// The process group of `pid`, from the fifth field of `/proc/<pid>/stat`.
+fn process_group_of(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The command name (field 2) is in parentheses and may hold spaces: count from its end.
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    after_name.split(' ').nth(2).unwrap().parse().unwrap()
 }

@@ -45,6 +45,9 @@ use crate::plugins::Plugins;
 
 pub use builtins::builtin_config;
 
+/// How long start-up waits for the MCP servers before the first turn may begin without them.
+const MCP_STARTUP_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// How long closing waits for observer hooks still running.
 const OBSERVER_DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -280,9 +283,27 @@ impl Runtime {
             for server in &servers.servers {
                 provided.insert(format!("mcp-{}", server.name));
             }
-            let (started, statuses) = McpManager::start(&servers, Arc::clone(&registry)).await;
+            // Servers start in the background: those that come up (or fail) within the grace
+            // are known before the first turn; a slow or hung one keeps starting and its tools
+            // join the registry when it is ready, so it never holds a turn hostage.
+            let started = McpManager::start_in_background(
+                &servers,
+                Arc::clone(&registry),
+                troupe_tools::mcp::McpOptions::default(),
+            );
+            started.wait_started(MCP_STARTUP_GRACE).await;
+            let still_starting = started.starting();
+            let statuses = started.statuses();
             for status in &statuses {
-                if let Some(error) = &status.last_error
+                if still_starting.contains(&status.name) {
+                    notices.push(StartupNotice {
+                        source: format!("MCP server '{}'", status.name),
+                        reason: format!(
+                            "still starting after {} s; its tools join when it is ready",
+                            MCP_STARTUP_GRACE.as_secs()
+                        ),
+                    });
+                } else if let Some(error) = &status.last_error
                     && status.state != ServerState::Connected
                 {
                     notices.push(StartupNotice {
