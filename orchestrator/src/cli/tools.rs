@@ -14,12 +14,10 @@ use troupe_tools::{CallContext, Registry, ToolSearchConfig, ToolsetView};
 
 use troupe_tools::mcp::McpManager;
 
+use super::error::{CliError, EXIT_DONE, report};
 use super::mcp::start_configured;
 use crate::catalog::load_catalog_file;
 use crate::config::Config;
-
-/// Exit code when the catalog or config cannot be used.
-const EXIT_BAD_INPUT_FILE: i32 = 2;
 
 /// The `troupe tools` subcommands.
 #[derive(Debug, Subcommand)]
@@ -94,12 +92,10 @@ pub async fn run(command: ToolsCommand) -> i32 {
         ToolsCommand::Call(a) => &a.source,
         ToolsCommand::Assemble(a) => &a.source,
     };
+    // An unusable catalog or config is bad input; anything else is answered in the JSON object.
     let loaded = match load(source).await {
         Ok(loaded) => loaded,
-        Err(message) => {
-            eprintln!("troupe tools: {message}");
-            return EXIT_BAD_INPUT_FILE;
-        }
+        Err(message) => return report("tools", Err(CliError::usage(message))),
     };
     let output = match command {
         ToolsCommand::Search(a) => with_model_args(&a.args, |args| {
@@ -115,7 +111,7 @@ pub async fn run(command: ToolsCommand) -> i32 {
     if let Some(mcp) = loaded.mcp {
         mcp.shutdown().await;
     }
-    0
+    EXIT_DONE
 }
 
 /// The catalog file when one is given; otherwise the live tools of the MCP servers the config
