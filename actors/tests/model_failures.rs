@@ -428,3 +428,23 @@ async fn text_mode_rewrites_a_conversation_with_bad_arguments_faithfully() {
         "{\"name\":\"add\",\"arguments\":\"{a: 2\"}"
     );
 }
+
+#[tokio::test]
+async fn the_settings_request_timeout_bounds_each_attempt() {
+    let server = MockServer::start(script()).await.unwrap();
+    server.push_fault(Fault::SlowStream {
+        pause: Duration::from_secs(30),
+    });
+    let settings = ProviderSettings {
+        request_timeout: Some(1),
+        ..ProviderSettings::default()
+    };
+    // The provider's own timeout (600 s) gives way to the one in the settings.
+    let provider =
+        OpenAiProvider::new(OpenAiConfig::new(server.url(), "local").with_settings(settings))
+            .unwrap();
+    let state = Arc::new(SessionModelState::new());
+    let (result, _) = complete(&provider, ask(&state, opening())).await;
+    let err = result.unwrap_err();
+    assert!(matches!(err, ModelError::Timeout { seconds: 1 }), "{err}");
+}

@@ -68,7 +68,7 @@ pub struct ModelSection {
     pub model: Option<String>,
     /// Context window in tokens, when known; sizes the tool listing.
     pub context_length: Option<i64>,
-    /// `tool_calls`, `retry_budget`, `request_fields` (see `ProviderSettings`).
+    /// `tool_calls`, `retry_budget`, `request_fields`, `request_timeout` (see `ProviderSettings`).
     pub provider: troupe_actors::model::ProviderSettings,
 }
 

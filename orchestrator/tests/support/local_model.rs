@@ -85,11 +85,12 @@ const NARROW_TOOLS: &str = "toolsets:\n  enabled: [core, mcp-everything]\n  bloc
 
 impl LocalModel {
     /// A troupe.yaml for this model in tool-call `mode`, with the narrow tool set and
-    /// server-everything (at `everything`) behind tool search; greedy sampling, and at most 512
-    /// tokens a reply so a model that rambles cannot hold a run for minutes.
+    /// server-everything (at `everything`) behind tool search; greedy sampling, at most 512
+    /// tokens a reply so a model that rambles cannot hold a run for minutes, and 30 minutes
+    /// for an attempt (a cold prompt on a busy CPU took more than the default 10).
     pub(crate) fn troupe_yaml(&self, mode: &str, everything: &Path) -> String {
         format!(
-            "model:\n  base_url: {}\n  model: qwen2.5-coder-1.5b-instruct\n  tool_calls: {mode}\n  request_fields: {{temperature: 0, max_tokens: 512}}\n{NARROW_TOOLS}mcp_servers:\n  everything:\n    command: {}\n    args: [stdio]\ntools:\n  tool_search:\n    enabled: on\n",
+            "model:\n  base_url: {}\n  model: qwen2.5-coder-1.5b-instruct\n  tool_calls: {mode}\n  request_timeout: 1800\n  request_fields: {{temperature: 0, max_tokens: 512}}\n{NARROW_TOOLS}mcp_servers:\n  everything:\n    command: {}\n    args: [stdio]\ntools:\n  tool_search:\n    enabled: on\n",
             self.url,
             everything.display()
         )
