@@ -517,7 +517,7 @@ impl Runtime {
             None => ViewSpec {
                 enabled: self.inner.config.toolsets.enabled.clone(),
                 disabled: self.inner.config.toolsets.disabled.clone(),
-                blocked: Vec::new(),
+                blocked: self.inner.config.toolsets.blocked_tools.clone(),
             },
         };
         registry.view(spec).map_err(|e| {
