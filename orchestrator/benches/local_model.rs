@@ -13,7 +13,8 @@
 //! measures the same thing. The MCP tasks need `scripts/install-test-deps.sh`
 //! (server-everything). A run that takes longer than `TROUPE_BENCH_TIMEOUT` seconds (default
 //! 420) counts as a failure. Run the modes that share a prompt (`native`, `auto`) one after
-//! the other: the server then keeps the tool list's prefix cached between tasks.
+//! the other: the server then keeps the tool list's prefix cached between tasks. Each run's
+//! `--json` events are kept in `target/tmp/local_model/MODE-TASK.jsonl`.
 
 #![allow(
     clippy::unwrap_used,
@@ -204,9 +205,13 @@ fn run(
         std::thread::sleep(Duration::from_millis(200));
     };
     let seconds = started.elapsed().as_secs_f64();
-    let lines: Vec<Value> = reader
-        .join()
-        .unwrap_or_default()
+    let output = reader.join().unwrap_or_default();
+    // Every run's events stay on disk, so a failure can be read after the table is printed.
+    let kept = Path::new(env!("CARGO_TARGET_TMPDIR")).join("local_model");
+    if std::fs::create_dir_all(&kept).is_ok() {
+        let _ = std::fs::write(kept.join(format!("{mode}-{}.jsonl", task.name)), &output);
+    }
+    let lines: Vec<Value> = output
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
