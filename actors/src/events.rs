@@ -73,6 +73,16 @@ pub enum EventKind {
         /// Why.
         reason: String,
     },
+    /// The model asked again for calls that already ran with nothing changed since: they were
+    /// answered with a note instead of running (see [`crate::repeats`]).
+    RepeatedCalls {
+        /// The turn's id.
+        turn_id: String,
+        /// The tools the model named, in its order.
+        tools: Vec<String>,
+        /// Whether the turn now asks for the answer with no tools offered.
+        wrap_up: bool,
+    },
     /// A tool call began (before approval and hooks).
     ToolCallStarted {
         /// The turn's id.

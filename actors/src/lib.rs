@@ -20,6 +20,7 @@ pub mod events;
 pub mod hooks;
 pub mod messages;
 pub mod model;
+pub mod repeats;
 pub mod session;
 pub mod supervisor;
 pub mod tool_runner;

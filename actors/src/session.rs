@@ -34,6 +34,7 @@ use crate::model::{
     ChatMessage, ModelError, ModelNotice, ModelProvider, ModelRequest, ModelResponse,
     SessionModelState, ToolCallRequest,
 };
+use crate::repeats::{CallKey, Decision, REPEAT_NOTE, RepeatGuard, is_pure_read};
 use crate::supervisor::{
     BeginTurn, EndTurn, RegisterSession, Stop, Supervisor, SupervisorError, UnregisterSession,
     WatchDelegations,
@@ -166,6 +167,12 @@ struct Turn {
     calls: Vec<CallOutcome>,
     /// Whether an empty reply already got this turn's one nudge.
     nudged: bool,
+    /// Calls the model makes again with nothing changed.
+    repeats: RepeatGuard,
+    /// The keys of the batch running now, for `repeats` when it ends.
+    running: Vec<CallKey>,
+    /// Whether the model repeated itself enough that the turn asks for its answer.
+    wrap_up: bool,
 }
 
 /// One conversation with one model. See the module doc.
@@ -296,11 +303,16 @@ impl Session {
         });
         messages.extend(self.conversation.iter().cloned());
         if final_round {
+            let wrap_up = self.turn.as_ref().is_some_and(|t| t.wrap_up);
             messages.push(ChatMessage::User {
-                content: format!(
-                    "You have used all {} tool rounds allowed for this message. Do not call tools; answer now with what you have, and say what is left undone.",
-                    self.config.max_iterations
-                ),
+                content: if wrap_up {
+                    "You are repeating calls whose results you already have. Do not call any tool and do not write JSON: answer now from the results above, in plain sentences.".to_string()
+                } else {
+                    format!(
+                        "You have used all {} tool rounds allowed for this message. Do not call tools; answer now with what you have, and say what is left undone.",
+                        self.config.max_iterations
+                    )
+                },
             });
         }
         let (notices, mut noticed) = tokio::sync::mpsc::unbounded_channel();
@@ -500,6 +512,52 @@ impl Session {
         self.plan_and_run(ctx, calls);
     }
 
+    /// How the repeat guard sees `call`: what it names, with what, and whether the tool that
+    /// would run only reads.
+    fn call_key(&self, call: &ToolCallRequest) -> CallKey {
+        let target = self.plain_target(call);
+        let tool = target.name();
+        let annotated = self.view.get(tool).is_some_and(|d| d.hints.read_only);
+        let read = !matches!(target, CallTarget::Invalid { .. }) && is_pure_read(tool, annotated);
+        CallKey::new(&call.name, &call.arguments, read)
+    }
+
+    /// Answers a repeated batch with a note per call instead of running it, then asks the model
+    /// again: for its answer, with no tools, when `wrap_up`.
+    fn answer_repeats(
+        &mut self,
+        ctx: &mut Context<Self>,
+        turn_id: &str,
+        calls: &[ToolCallRequest],
+        wrap_up: bool,
+    ) {
+        self.events.send(
+            &self.id,
+            EventKind::RepeatedCalls {
+                turn_id: turn_id.to_string(),
+                tools: calls.iter().map(|c| c.name.clone()).collect(),
+                wrap_up,
+            },
+        );
+        for call in calls {
+            self.conversation.push(ChatMessage::Tool {
+                tool_call_id: call.id.clone(),
+                name: call.name.clone(),
+                content: ToolResult::error_json(json!({
+                    "error": "repeated_call",
+                    "message": REPEAT_NOTE,
+                }))
+                .to_model_text(),
+            });
+        }
+        let final_round = wrap_up
+            || self
+                .turn
+                .as_ref()
+                .is_some_and(|t| t.requests >= self.config.max_iterations);
+        self.request_model(ctx, final_round);
+    }
+
     /// Plans the batch on the current view and runs it on the pool.
     fn plan_and_run(&mut self, ctx: &mut Context<Self>, calls: Vec<ToolCallRequest>) {
         let Some(turn) = self.turn.as_ref() else {
@@ -622,6 +680,9 @@ impl Session {
             reply,
             calls: Vec::new(),
             nudged: false,
+            repeats: RepeatGuard::default(),
+            running: Vec::new(),
+            wrap_up: false,
         });
         self.model_state.begin_turn();
         self.request_model(ctx, self.config.max_iterations == 0);
@@ -873,7 +934,8 @@ impl Handler<ModelAnswered> for Session {
                 content: Some(text.clone()),
                 tool_calls: Vec::new(),
             });
-            let status = if msg.final_round && self.config.max_iterations > 0 {
+            let wrapped_up = self.turn.as_ref().is_some_and(|t| t.wrap_up);
+            let status = if msg.final_round && self.config.max_iterations > 0 && !wrapped_up {
                 TurnStatus::MaxIterations
             } else {
                 TurnStatus::Completed
@@ -886,7 +948,24 @@ impl Handler<ModelAnswered> for Session {
             tool_calls: response.tool_calls.clone(),
         });
         tracing::debug!(requests, calls = response.tool_calls.len(), "tool round");
-        self.run_batch(ctx, response.tool_calls);
+        let keys: Vec<CallKey> = response
+            .tool_calls
+            .iter()
+            .map(|call| self.call_key(call))
+            .collect();
+        let Some(turn) = self.turn.as_mut() else {
+            return;
+        };
+        match turn.repeats.check(&keys) {
+            Decision::Run => {
+                turn.running = keys;
+                self.run_batch(ctx, response.tool_calls);
+            }
+            Decision::Repeat { wrap_up } => {
+                turn.wrap_up = wrap_up;
+                self.answer_repeats(ctx, &msg.turn_id, &response.tool_calls, wrap_up);
+            }
+        }
     }
 }
 
@@ -938,6 +1017,13 @@ impl Handler<BatchFinished> for Session {
         let Some(turn) = self.turn.as_mut() else {
             return;
         };
+        let ok: Vec<bool> = msg
+            .outcomes
+            .iter()
+            .map(|o| o.status == crate::messages::CallStatus::Ok)
+            .collect();
+        let running = std::mem::take(&mut turn.running);
+        turn.repeats.ran(&running, &ok);
         turn.calls.extend(msg.outcomes);
         if stopped {
             let text = format!(

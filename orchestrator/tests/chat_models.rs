@@ -2,8 +2,9 @@
 //! meets it: the real binary, a troupe.yaml whose `model:` points at the mock server (real
 //! HTTP), the built-in tools. Each test scripts one behaviour (a tool-call parser failing, an
 //! error event in a stream, no `[DONE]`, an empty reply, calls written in the text, an unknown
-//! tool, arguments that are not JSON, a key that is wrong) and shows the turn completing, or
-//! failing at once with what to fix, with each retry and fallback in the JSON events.
+//! tool, arguments that are not JSON, a key that is wrong, the same reads again and again) and
+//! shows the turn completing, or failing at once with what to fix, with each retry and fallback
+//! in the JSON events.
 
 #![allow(
     clippy::unwrap_used,
@@ -257,6 +258,60 @@ async fn unknown_tools_and_bad_arguments_go_back_to_the_model() {
             ("read_file", "error"),
             ("read_file", "ok")
         ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_that_reads_the_same_files_again_is_asked_for_its_answer() {
+    let read = |path: &str| ScriptTurn::tool_call("read_file", json!({"path": path}));
+    let script = Script::new()
+        .turn(read("first.txt"))
+        .turn(read("second.txt"))
+        // The loop small models fall into: the same reads again, round after round.
+        .turn(read("first.txt"))
+        .turn(read("second.txt").when_input_contains("Not run again"))
+        .turn(
+            ScriptTurn::text("lantern and harbor")
+                .when_input_contains("answer now from the results above"),
+        );
+    let server = MockServer::start(script).await.unwrap();
+    let dir = workspace();
+    std::fs::write(dir.path().join("first.txt"), "lantern\n").unwrap();
+    std::fs::write(dir.path().join("second.txt"), "harbor\n").unwrap();
+    let run = chat(
+        dir.path(),
+        &server,
+        "",
+        "what do first.txt and second.txt hold?",
+    )
+    .await;
+    run.assert_completed_with("lantern and harbor");
+    // Each file was read once; the repeats were answered without running anything.
+    assert_eq!(
+        run.of_type("tool_call_finished").len(),
+        2,
+        "{:?}",
+        run.lines
+    );
+    let repeats: Vec<(&Value, &Value)> = run
+        .of_type("repeated_calls")
+        .iter()
+        .map(|e| (&e["tools"], &e["wrap_up"]))
+        .collect();
+    assert_eq!(
+        repeats,
+        vec![
+            (&json!(["read_file"]), &json!(false)),
+            (&json!(["read_file"]), &json!(true))
+        ]
+    );
+    // The answer was asked for with no tools offered.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 5);
+    assert!(
+        requests[4].body.get("tools").is_none(),
+        "{}",
+        requests[4].body
     );
 }
 
