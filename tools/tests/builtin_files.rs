@@ -95,7 +95,7 @@ async fn binary_and_oversized_files_are_refused() {
     let (v, err) = f.call("read_file", json!({"path": "huge.txt"})).await;
     assert!(err && v["error"].as_str().unwrap().contains("10 MiB"));
     let (v, err) = f.call("read_file", json!({"path": "."})).await;
-    assert!(err && v["error"].as_str().unwrap().contains("directory"));
+    assert!(!err && v["directory"] == true, "{v}");
 }
 
 #[tokio::test]
@@ -281,6 +281,53 @@ async fn search_contents_and_names() {
         .call("search_files", json!({"pattern": "(unclosed"}))
         .await;
     assert!(err && v["error"].as_str().unwrap().contains("regular expression"));
+}
+
+/// The call embedded in a message, sent back exactly as written.
+fn suggested_call(error: &str) -> serde_json::Value {
+    let start = error.find('{').unwrap();
+    let end = error.rfind('}').unwrap();
+    serde_json::from_str(&error[start..=end]).unwrap()
+}
+
+#[tokio::test]
+async fn listing_a_directory_the_wrong_way_still_lists_it() {
+    let f = Fixture::new();
+    let w = f.work();
+    std::fs::create_dir_all(w.join("data/sub")).unwrap();
+    for name in ["data/alpha.txt", "data/beta.txt", "data/sub/gamma.txt"] {
+        std::fs::write(w.join(name), "x\n").unwrap();
+    }
+    let listed = json!(["data/alpha.txt", "data/beta.txt", "data/sub/gamma.txt"]);
+    // read_file on a directory answers with its entries and the search_files call that lists
+    // every file below it.
+    let (v, err) = f.call("read_file", json!({"path": "data"})).await;
+    assert!(!err, "{v}");
+    assert_eq!(v["entries"], json!(["alpha.txt", "beta.txt", "sub/"]));
+    let hint = v["hint"].as_str().unwrap();
+    assert!(hint.contains("is a directory"), "{v}");
+    let (v, err) = f.call("search_files", suggested_call(hint)).await;
+    assert!(!err, "{v}");
+    let mut files: Vec<String> = serde_json::from_value(v["files"].clone()).unwrap();
+    files.sort();
+    assert_eq!(json!(files), listed);
+    // Looking for files with no pattern gets the glob that lists them, on the same path.
+    let (v, err) = f
+        .call("search_files", json!({"target": "files", "path": "data"}))
+        .await;
+    let error = v["error"].as_str().unwrap();
+    assert!(err && error.contains("'pattern' is required"), "{v}");
+    let (v, err) = f.call("search_files", suggested_call(error)).await;
+    assert!(!err, "{v}");
+    let mut files: Vec<String> = serde_json::from_value(v["files"].clone()).unwrap();
+    files.sort();
+    assert_eq!(json!(files), listed);
+    // Searching contents with no pattern keeps the plain message.
+    let (v, err) = f.call("search_files", json!({"path": "data"})).await;
+    assert!(
+        err && v["error"].as_str().unwrap().contains("fn main"),
+        "{v}"
+    );
 }
 
 #[tokio::test]

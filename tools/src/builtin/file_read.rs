@@ -216,6 +216,32 @@ pub(crate) async fn call(
     }
 }
 
+/// Most entries of a directory that `read_file` lists when asked to read one.
+const DIRECTORY_ENTRIES: usize = 100;
+
+/// The names in directory `path`, sorted, sub-directories with a trailing `/`, at most
+/// [`DIRECTORY_ENTRIES`]; and how many more there are.
+fn directory_entries(path: &Path) -> (Vec<String>, usize) {
+    let Ok(read) = std::fs::read_dir(path) else {
+        return (Vec::new(), 0);
+    };
+    let mut names: Vec<String> = read
+        .filter_map(Result::ok)
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                name + "/"
+            } else {
+                name
+            }
+        })
+        .collect();
+    names.sort();
+    let more = names.len().saturating_sub(DIRECTORY_ENTRIES);
+    names.truncate(DIRECTORY_ENTRIES);
+    (names, more)
+}
+
 fn read(shown: &str, path: &Path, offset: usize, limit: usize) -> ToolResult {
     if DEVICES.iter().any(|d| Path::new(d) == path) {
         return err(
@@ -231,13 +257,31 @@ fn read(shown: &str, path: &Path, offset: usize, limit: usize) -> ToolResult {
         }
         Err(e) => return err(json!({"error": format!("Cannot read '{shown}': {e}.")})),
     };
+    if meta.is_dir() {
+        // Asked to read a directory, the caller most likely wants what is in it: answer with
+        // its entries. Only when there is more below does the hint name the call that lists it
+        // all, written out (small models copy an example far better than they follow an
+        // instruction, and repeat a hint they do not need).
+        let (entries, more) = directory_entries(path);
+        let deeper = more > 0 || entries.iter().any(|e| e.ends_with('/'));
+        let mut hint = format!("'{shown}' is a directory, not a file: these are its entries.");
+        if deeper {
+            let list = json!({"pattern": "*", "target": "files", "path": shown});
+            hint.push_str(&format!(
+                " To list every file below it, call search_files with {list}."
+            ));
+        }
+        let mut answer =
+            json!({"path": shown, "directory": true, "entries": entries, "hint": hint});
+        if more > 0 {
+            answer["more_entries"] = json!(more);
+        }
+        return ToolResult::json(answer);
+    }
     if !meta.is_file() {
-        let what = if meta.is_dir() {
-            "a directory (use search_files to list it)"
-        } else {
-            "not a regular file (a FIFO, socket or device could block)"
-        };
-        return err(json!({"error": format!("Cannot read '{shown}': it is {what}.")}));
+        return err(json!({
+            "error": format!("Cannot read '{shown}': it is not a regular file (a FIFO, socket or device could block)."),
+        }));
     }
     let size = meta.len();
     if size > MAX_FILE_BYTES {

@@ -218,6 +218,18 @@ pub(crate) async fn call(
     args: Map<String, Value>,
     ctx: CallContext,
 ) -> ToolResult {
+    let finding_files = matches!(
+        args.get("target").and_then(Value::as_str),
+        Some("files" | "find")
+    );
+    if finding_files && args.get("pattern").is_none_or(Value::is_null) {
+        // Looking for files with no pattern: say which glob lists them all, on the same path.
+        let path = args.get("path").and_then(Value::as_str).unwrap_or(".");
+        let list = json!({"pattern": "*", "target": "files", "path": path});
+        return fail(format!(
+            "'pattern' is required: a glob for the file names. To list every file under '{path}', send {list}."
+        ));
+    }
     let pattern = match required_str(&args, "pattern", "\"fn main\"") {
         Ok(p) if !p.is_empty() => p.to_string(),
         Ok(_) => {
