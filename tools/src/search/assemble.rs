@@ -65,7 +65,14 @@ pub fn assemble(
     config: &ToolSearchConfig,
 ) -> Assembly {
     let catalog = view.catalog(&config.defer);
-    assemble_with(view.tools(), &catalog, context_length, config)
+    let assembly = assemble_with(view.tools(), &catalog, context_length, config);
+    if assembly.activated && config.ranking == crate::config::Ranking::Hybrid {
+        // The model can search from now on: start the tool embeddings (from the cache under the
+        // troupe home, or computed) in the background, so they are likely ready by its first
+        // `tool_search` call. This returns at once.
+        catalog.semantic();
+    }
+    assembly
 }
 
 /// [`assemble`] over a plain list of definitions, indexing their deferred tools afresh.
