@@ -5,7 +5,9 @@
 //!
 //! `cargo run -p troupe-tools --example retrieval_eval -- DIR [--verbose] [--lexical]`, where DIR
 //! holds `catalog.json` and `queries_dev.json` (`{query, expected: [names], style}` each).
-//! `--lexical` ranks without the semantic leg.
+//! `--lexical` ranks without the semantic leg; `--dump FILE` writes each query's raw evidence.
+
+#![allow(clippy::print_stdout, reason = "a scoring program prints its figures")]
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
