@@ -5,7 +5,9 @@
 use std::fmt::Write;
 
 use super::Catalog;
-use super::hybrid::{COVERAGE_FLOOR, EVIDENCE_FLOOR, HybridAnswer, SUPPORT_WEIGHT};
+use super::hybrid::{
+    COVERAGE_FLOOR, EVIDENCE_FLOOR, HybridAnswer, MIN_BACKGROUND_TOOLS, SUPPORT_WEIGHT,
+};
 use super::semantic::SemanticReady;
 
 /// Explains the hybrid ranking of `query` (at most `limit` tools). `semantic` is the catalog's
@@ -58,6 +60,10 @@ pub fn render_hybrid(catalog: &Catalog, query: &str, answer: &HybridAnswer) -> S
              answered from {EVIDENCE_FLOOR:.2}; best similarity {sim:.3} over a catalog background of {bg:.3}",
             v.coverage,
             v.coverage * SUPPORT_WEIGHT + margin
+        ),
+        (Some(_), _, None) => format!(
+            "lexical support {:.2}, answered from {COVERAGE_FLOOR:.2}: fewer than {MIN_BACKGROUND_TOOLS} tools make no semantic background",
+            v.coverage
         ),
         _ => format!(
             "lexical support {:.2}, answered from {COVERAGE_FLOOR:.2} without the semantic leg",

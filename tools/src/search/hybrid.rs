@@ -15,8 +15,9 @@
 //!
 //! A query is answered when `support × SUPPORT_WEIGHT + margin ≥ EVIDENCE_FLOOR`, so strong
 //! evidence from one leg suffices and moderate evidence from both does too. Until the embeddings
-//! are ready there is no margin, and lexical support must reach [`COVERAGE_FLOOR`] alone. An exact
-//! tool name is always answered.
+//! are ready, or when the catalog is too small to make a background ([`MIN_BACKGROUND_TOOLS`]),
+//! there is no margin, and lexical support must reach [`COVERAGE_FLOOR`] alone. An exact tool name
+//! is always answered.
 //!
 //! The two constants were set on the dev third of the retrieval set (its absent queries against
 //! its answerable ones, as a line in the support × margin plane) and are constants of the method,
@@ -43,6 +44,10 @@ pub const COVERAGE_FLOOR: f64 = 0.6;
 pub const SUPPORT_WEIGHT: f64 = 2.5;
 /// The weighed evidence (`support × SUPPORT_WEIGHT + margin`) that answers a query.
 pub const EVIDENCE_FLOOR: f64 = 5.0;
+/// Fewest tools whose similarities make a background: in a catalog of `n` tools no margin can
+/// exceed `sqrt(n - 1)` standard deviations, so below this size the margin says nothing and the
+/// decision rests on lexical support alone (as before the embeddings are ready).
+pub const MIN_BACKGROUND_TOOLS: usize = 50;
 
 /// The "nothing fits" decision from its evidence (see the module docs): `margin` is `None` when
 /// the semantic leg did not run.
@@ -214,7 +219,9 @@ fn rank(
         let top = sims[order[0]];
         best_sim = Some(top);
         background = Some(mean as f32);
-        margin = Some((f64::from(top) - mean) / var.sqrt().max(1e-6));
+        if n >= MIN_BACKGROUND_TOOLS {
+            margin = Some((f64::from(top) - mean) / var.sqrt().max(1e-6));
+        }
         for (i, &doc) in order.iter().take(LEG_DEPTH).enumerate() {
             let rank = i + 1;
             sem_of.insert(doc, (rank, sims[doc]));
@@ -409,8 +416,8 @@ mod tests {
 
     #[test]
     fn a_clear_semantic_margin_answers_without_lexical_support() {
-        // Forty tools, one of which the (given) similarities single out.
-        let names: Vec<String> = (0..40).map(|i| format!("tool_{i}")).collect();
+        // Sixty tools, one of which the (given) similarities single out.
+        let names: Vec<String> = (0..60).map(|i| format!("tool_{i}")).collect();
         let tools: Vec<(&str, &str, &str)> = names
             .iter()
             .map(|n| (n.as_str(), "misc", "Does a thing."))
@@ -420,14 +427,32 @@ mod tests {
         let prepared = lexical.prepare("capture what the browser shows");
         let hits = lexical.score(&prepared);
         assert!(hits.is_empty(), "no lexical support at all");
-        let mut sims: Vec<f32> = (0..40).map(|i| 0.1 + (i % 5) as f32 * 0.01).collect();
+        let mut sims: Vec<f32> = (0..60).map(|i| 0.1 + (i % 5) as f32 * 0.01).collect();
         sims[17] = 0.7;
         let a = rank(&c, lexical, prepared.clone(), &hits, Some(&sims), "q", 5);
         assert!(a.verdict.fits, "{:?}", a.verdict);
         assert_eq!(names_of(&c, &a)[0], "tool_17");
         // A flat similarity profile is no evidence, however high.
-        let flat: Vec<f32> = (0..40).map(|i| 0.6 + (i % 5) as f32 * 0.01).collect();
-        let b = rank(&c, lexical, prepared, &hits, Some(&flat), "q", 5);
+        let flat: Vec<f32> = (0..60).map(|i| 0.6 + (i % 5) as f32 * 0.01).collect();
+        let b = rank(&c, lexical, prepared.clone(), &hits, Some(&flat), "q", 5);
         assert!(!b.verdict.fits, "{:?}", b.verdict);
+        // Too few tools for a background: the same profile on a small catalog gives no margin.
+        let small = catalog(&tools[..10]);
+        let small_hits = small.lexical().score(&prepared);
+        let c = rank(
+            &small,
+            small.lexical(),
+            prepared,
+            &small_hits,
+            Some(&sims[..10]),
+            "q",
+            5,
+        );
+        assert!(
+            c.semantic_used && c.verdict.margin.is_none(),
+            "{:?}",
+            c.verdict
+        );
+        assert!(!c.verdict.fits);
     }
 }
