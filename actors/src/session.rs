@@ -252,8 +252,8 @@ impl Session {
         prompt
     }
 
-    /// Sends the next request of the running turn to the model, on the pool.
-    fn request_model(&mut self, ctx: &mut Context<Self>, final_round: bool) {
+    /// Takes in tools registered since the view was cut (an MCP server that became ready).
+    fn refresh_view(&mut self) {
         if self.view.is_stale() {
             match self.view.refreshed() {
                 Ok(view) => self.view = view,
@@ -262,6 +262,11 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// Sends the next request of the running turn to the model, on the pool.
+    fn request_model(&mut self, ctx: &mut Context<Self>, final_round: bool) {
+        self.refresh_view();
         for note in std::mem::take(&mut self.steers) {
             self.conversation.push(ChatMessage::User {
                 content: format!("[Note from the agent that gave you this task] {note}"),
@@ -476,6 +481,30 @@ impl Session {
         let Some(turn) = self.turn.as_ref() else {
             return;
         };
+        if needs_starting_sources(&calls, &self.view, &self.config.tool_search) {
+            // A search, or a tool the view lacks, while MCP servers are still starting: wait
+            // for them (a stop ends the wait), then plan on the tools they brought.
+            let view = self.view.clone();
+            let token = turn.token.clone();
+            let turn_id = turn.id.clone();
+            let addr = ctx.address();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = view.wait_sources_settled(STARTING_SOURCES_WAIT) => {}
+                    () = token.cancelled() => {}
+                }
+                addr.do_send(SourcesSettled { turn_id, calls });
+            });
+            return;
+        }
+        self.plan_and_run(ctx, calls);
+    }
+
+    /// Plans the batch on the current view and runs it on the pool.
+    fn plan_and_run(&mut self, ctx: &mut Context<Self>, calls: Vec<ToolCallRequest>) {
+        let Some(turn) = self.turn.as_ref() else {
+            return;
+        };
         let entries = self.entries(&calls);
         let batch = BatchContext {
             session_id: self.id.clone(),
@@ -659,6 +688,29 @@ fn kind_of(value: &Value) -> &'static str {
     }
 }
 
+/// How long a call that may need a tool from a still-starting MCP server waits for it. Servers
+/// that are not ready by then are left out of that batch; the bridge names them.
+const STARTING_SOURCES_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Whether a batch may need tools that a still-starting source brings: a search or describe,
+/// a `tool_call` whose target the view cannot resolve, or a direct call to a tool it lacks.
+fn needs_starting_sources(
+    calls: &[ToolCallRequest],
+    view: &ToolsetView,
+    config: &ToolSearchConfig,
+) -> bool {
+    if view.sources_starting().is_empty() {
+        return false;
+    }
+    calls.iter().any(|call| match call.name.as_str() {
+        "tool_search" | "tool_describe" => true,
+        "tool_call" => parse_arguments(&call.arguments).is_ok_and(|arguments| {
+            bridge::resolve(view, config, &Value::Object(arguments)).is_err()
+        }),
+        name => !view.contains(name),
+    })
+}
+
 /// Answers `tool_search` or `tool_describe` from the view.
 fn bridge_lookup(
     name: &str,
@@ -835,6 +887,28 @@ impl Handler<ModelAnswered> for Session {
         });
         tracing::debug!(requests, calls = response.tool_calls.len(), "tool round");
         self.run_batch(ctx, response.tool_calls);
+    }
+}
+
+/// The MCP servers a batch waited for are ready (or the wait ended): plan and run it now.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct SourcesSettled {
+    turn_id: String,
+    calls: Vec<ToolCallRequest>,
+}
+
+impl Handler<SourcesSettled> for Session {
+    type Result = ();
+
+    fn handle(&mut self, msg: SourcesSettled, ctx: &mut Self::Context) {
+        if !self.is_current(&msg.turn_id) {
+            return;
+        }
+        // Whatever is still starting after the wait, the batch runs on what there is; the
+        // bridge says which servers are not ready.
+        self.refresh_view();
+        self.plan_and_run(ctx, msg.calls);
     }
 }
 

@@ -94,6 +94,22 @@ async fn complete(
     (result, seen)
 }
 
+/// One request of a fresh session in `mode`; the session's state comes back for later checks.
+async fn ask_fresh(
+    server: &MockServer,
+    mode: ToolCallMode,
+    stream: bool,
+    messages: Vec<ChatMessage>,
+) -> (
+    Result<ModelResponse, ModelError>,
+    Vec<ModelNotice>,
+    Arc<SessionModelState>,
+) {
+    let state = Arc::new(SessionModelState::new());
+    let (result, notices) = complete(&provider(server, mode, stream), ask(&state, messages)).await;
+    (result, notices, state)
+}
+
 fn assert_adds(response: &ModelResponse) {
     assert_eq!(response.tool_calls.len(), 1, "{response:?}");
     assert_eq!(response.tool_calls[0].name, "add");
@@ -127,9 +143,8 @@ async fn an_unreadable_answer_is_asked_again_with_a_stop_and_a_nudge() {
     for stream in [false, true] {
         let server = MockServer::start(script()).await.unwrap();
         server.push_fault(Fault::UnreadableOutput);
-        let provider = provider(&server, ToolCallMode::Auto, stream);
-        let state = Arc::new(SessionModelState::new());
-        let (result, notices) = complete(&provider, ask(&state, opening())).await;
+        let (result, notices, state) =
+            ask_fresh(&server, ToolCallMode::Auto, stream, opening()).await;
         assert_adds(&result.unwrap());
         assert_eq!(
             reasons(&notices),
@@ -159,9 +174,7 @@ async fn auto_switches_the_session_to_text_after_repeated_unreadable_answers() {
     let server = MockServer::start(script()).await.unwrap();
     server.push_fault(Fault::UnreadableOutput);
     server.push_fault(Fault::UnreadableOutput);
-    let provider = provider(&server, ToolCallMode::Auto, true);
-    let state = Arc::new(SessionModelState::new());
-    let (result, notices) = complete(&provider, ask(&state, opening())).await;
+    let (result, notices, state) = ask_fresh(&server, ToolCallMode::Auto, true, opening()).await;
     let response = result.unwrap();
     assert_adds(&response);
     assert_eq!(
@@ -176,7 +189,11 @@ async fn auto_switches_the_session_to_text_after_repeated_unreadable_answers() {
     assert!(sent[2].body.get("tool_choice").is_none());
     let system = system_text(&sent[2]);
     assert!(system.starts_with("You are terse.\n\n# Tools"), "{system}");
-    assert!(system.contains("<tool_call>") && system.contains("\"name\":\"add\""));
+    assert!(system.contains("{\"name\": \"TOOL_NAME\""), "{system}");
+    assert!(
+        system.contains("\n- add(a?: number, b?: number): Adds two numbers.\n"),
+        "{system}"
+    );
     assert_eq!(sent[2].body["stop"], json!(["<tool_response"]));
 
     // The next request of the session stays in text mode, with the history in the told form.
@@ -190,6 +207,8 @@ async fn auto_switches_the_session_to_text_after_repeated_unreadable_answers() {
         name: "add".into(),
         content: "5".into(),
     });
+    // The provider keeps nothing between requests: the session's state does.
+    let provider = provider(&server, ToolCallMode::Auto, true);
     let (result, notices) = complete(&provider, ask(&state, messages)).await;
     let answer = result.unwrap();
     assert_eq!(answer.content.as_deref(), Some("The sum is 5."));
@@ -203,7 +222,7 @@ async fn auto_switches_the_session_to_text_after_repeated_unreadable_answers() {
         history[2]["content"]
             .as_str()
             .unwrap()
-            .contains("<tool_call>\n{\"name\":\"add\",\"arguments\":{\"a\":2,\"b\":3}}"),
+            .ends_with("\n{\"name\":\"add\",\"arguments\":{\"a\":2,\"b\":3}}"),
         "{}",
         history[2]
     );
@@ -221,9 +240,7 @@ async fn native_mode_changes_the_request_then_says_to_use_text() {
     for _ in 0..3 {
         server.push_fault(Fault::UnreadableOutput);
     }
-    let provider = provider(&server, ToolCallMode::Native, false);
-    let state = Arc::new(SessionModelState::new());
-    let (result, notices) = complete(&provider, ask(&state, opening())).await;
+    let (result, notices, state) = ask_fresh(&server, ToolCallMode::Native, false, opening()).await;
     let err = result.unwrap_err().to_string();
     assert!(err.contains("peg-native format"), "{err}");
     assert!(
@@ -243,23 +260,13 @@ async fn native_mode_changes_the_request_then_says_to_use_text() {
 async fn a_server_that_refuses_tools_gets_text_at_once_in_auto_and_an_error_in_native() {
     let server = MockServer::start(script()).await.unwrap();
     server.push_fault(Fault::RefuseTools);
-    let state = Arc::new(SessionModelState::new());
-    let (result, notices) = complete(
-        &provider(&server, ToolCallMode::Auto, true),
-        ask(&state, opening()),
-    )
-    .await;
+    let (result, notices, _) = ask_fresh(&server, ToolCallMode::Auto, true, opening()).await;
     assert_adds(&result.unwrap());
     assert_eq!(reasons(&notices), vec!["switched to text"]);
     assert_eq!(server.requests().len(), 2);
 
     server.push_fault(Fault::RefuseTools);
-    let fresh = Arc::new(SessionModelState::new());
-    let (result, _) = complete(
-        &provider(&server, ToolCallMode::Native, true),
-        ask(&fresh, opening()),
-    )
-    .await;
+    let (result, _, _) = ask_fresh(&server, ToolCallMode::Native, true, opening()).await;
     let err = result.unwrap_err().to_string();
     assert!(err.contains("tools are not supported"), "{err}");
     assert!(err.contains("set model.tool_calls to text"), "{err}");
@@ -272,12 +279,7 @@ async fn stream_errors_and_streams_without_done_are_retried() {
         message: "upstream connection reset".into(),
     });
     server.push_fault(Fault::NoDone);
-    let state = Arc::new(SessionModelState::new());
-    let (result, notices) = complete(
-        &provider(&server, ToolCallMode::Auto, true),
-        ask(&state, opening()),
-    )
-    .await;
+    let (result, notices, _) = ask_fresh(&server, ToolCallMode::Auto, true, opening()).await;
     assert_adds(&result.unwrap());
     assert_eq!(reasons(&notices), vec!["transient", "transient"]);
     let ModelNotice::Retrying { error, .. } = &notices[0] else {
@@ -335,9 +337,7 @@ async fn calls_written_in_the_text_are_read_in_every_form() {
             let server = MockServer::start(script()).await.unwrap();
             server.push_fault(Fault::CallsInContent(form));
             server.set_text_call_form(form);
-            let state = Arc::new(SessionModelState::new());
-            let (result, notices) =
-                complete(&provider(&server, mode, true), ask(&state, opening())).await;
+            let (result, notices, _) = ask_fresh(&server, mode, true, opening()).await;
             let response = result.unwrap();
             assert_adds(&response);
             assert!(notices.is_empty(), "{form:?} {mode:?}: {notices:?}");
@@ -358,12 +358,7 @@ async fn several_calls_in_one_text_reply_and_unknown_names_in_native_text() {
             .with_tool_call("add", json!({"a": 2, "b": 2})),
     );
     let server = MockServer::start(script).await.unwrap();
-    let state = Arc::new(SessionModelState::new());
-    let (result, _) = complete(
-        &provider(&server, ToolCallMode::Text, false),
-        ask(&state, opening()),
-    )
-    .await;
+    let (result, _, _) = ask_fresh(&server, ToolCallMode::Text, false, opening()).await;
     let response = result.unwrap();
     let arguments: Vec<&str> = response
         .tool_calls
@@ -380,11 +375,7 @@ async fn several_calls_in_one_text_reply_and_unknown_names_in_native_text() {
     )))
     .await
     .unwrap();
-    let (result, _) = complete(
-        &provider(&server, ToolCallMode::Auto, true),
-        ask(&Arc::new(SessionModelState::new()), opening()),
-    )
-    .await;
+    let (result, _, _) = ask_fresh(&server, ToolCallMode::Auto, true, opening()).await;
     let response = result.unwrap();
     assert!(response.tool_calls.is_empty());
     assert!(response.content.unwrap().contains("multiply"));
@@ -396,11 +387,7 @@ async fn errors_that_will_not_change_fail_at_once() {
     for status in [401, 404, 400] {
         server.push_fault(Fault::Status(status));
         let before = server.requests().len();
-        let (result, notices) = complete(
-            &provider(&server, ToolCallMode::Auto, true),
-            ask(&Arc::new(SessionModelState::new()), opening()),
-        )
-        .await;
+        let (result, notices, _) = ask_fresh(&server, ToolCallMode::Auto, true, opening()).await;
         let err = result.unwrap_err();
         assert!(
             matches!(&err, ModelError::Status { status: s, .. } if *s == status),
@@ -432,16 +419,32 @@ async fn text_mode_rewrites_a_conversation_with_bad_arguments_faithfully() {
         name: "add".into(),
         content: "Invalid tool arguments".into(),
     });
-    let (result, _) = complete(
-        &provider(&server, ToolCallMode::Text, false),
-        ask(&Arc::new(SessionModelState::new()), messages),
-    )
-    .await;
+    let (result, _, _) = ask_fresh(&server, ToolCallMode::Text, false, messages).await;
     assert_eq!(result.unwrap().content.as_deref(), Some("ok"));
     let sent = server.requests();
     let history = sent[0].messages();
     assert_eq!(
         history[2]["content"],
-        "<tool_call>\n{\"name\":\"add\",\"arguments\":\"{a: 2\"}\n</tool_call>"
+        "{\"name\":\"add\",\"arguments\":\"{a: 2\"}"
     );
+}
+
+#[tokio::test]
+async fn the_settings_request_timeout_bounds_each_attempt() {
+    let server = MockServer::start(script()).await.unwrap();
+    server.push_fault(Fault::SlowStream {
+        pause: Duration::from_secs(30),
+    });
+    let settings = ProviderSettings {
+        request_timeout: Some(1),
+        ..ProviderSettings::default()
+    };
+    // The provider's own timeout (600 s) gives way to the one in the settings.
+    let provider =
+        OpenAiProvider::new(OpenAiConfig::new(server.url(), "local").with_settings(settings))
+            .unwrap();
+    let state = Arc::new(SessionModelState::new());
+    let (result, _) = complete(&provider, ask(&state, opening())).await;
+    let err = result.unwrap_err();
+    assert!(matches!(err, ModelError::Timeout { seconds: 1 }), "{err}");
 }

@@ -521,13 +521,37 @@ pub(crate) async fn release(
     }
 }
 
+/// How long a worker waits for MCP servers its profile names that are still starting: the
+/// task's view is a copy of the profile's tools, so tools arriving later would never reach it.
+const SOURCES_WAIT: Duration = Duration::from_secs(30);
+
+/// The profile's view once the servers it names are ready (or [`SOURCES_WAIT`] passed, or the
+/// worker was told to stop).
+async fn ready_profile_view(
+    view: &troupe_tools::ToolsetView,
+    shared: &Shared,
+) -> troupe_tools::ToolsetView {
+    let deadline = tokio::time::Instant::now() + SOURCES_WAIT;
+    while !view.sources_starting().is_empty() && shared.cause().is_none() {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        // In short slices, so a stop during the wait is seen.
+        view.wait_sources_settled(left.min(Duration::from_millis(250)))
+            .await;
+    }
+    view.refreshed().unwrap_or_else(|_| view.clone())
+}
+
 /// Opens the session and talks to it until the run ends one way or another.
 async fn drive_session(
     params: &WorkerParams,
     binding: &Arc<TaskBinding>,
     shared: &Shared,
 ) -> Ending {
-    let view = task_view(&params.profile.view, task_tools(binding));
+    let profile_view = ready_profile_view(&params.profile.view, shared).await;
+    let view = task_view(&profile_view, task_tools(binding));
     let profile_config = &params.profile.session;
     let mut config = SessionConfig {
         system_prompt: Some(system_prompt(profile_config.system_prompt.as_deref())),

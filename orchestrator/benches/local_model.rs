@@ -4,13 +4,16 @@
 //! docs/benchmarks.md. Opt-in, not a CI bench:
 //!
 //! ```text
-//! TROUPE_LLM_TESTS=1 cargo bench -p troupe --bench local_model
+//! TROUPE_LLM_TESTS=1 cargo bench -p troupe --profile dev --bench local_model
 //! TROUPE_LLM_TESTS=1 TROUPE_BENCH_MODES=auto TROUPE_BENCH_TASKS=add,read cargo bench ...
 //! ```
 //!
 //! `TROUPE_LLM_URL` points at a running server instead of starting `scripts/llm/serve.py`. The
-//! MCP tasks need `scripts/install-test-deps.sh` (server-everything). A run that takes longer
-//! than `TROUPE_BENCH_TIMEOUT` seconds (default 420) counts as a failure.
+//! model's time dwarfs troupe's, so the dev profile (no release build of the workspace)
+//! measures the same thing. The MCP tasks need `scripts/install-test-deps.sh`
+//! (server-everything). A run that takes longer than `TROUPE_BENCH_TIMEOUT` seconds (default
+//! 420) counts as a failure. Run the modes that share a prompt (`native`, `auto`) one after
+//! the other: the server then keeps the tool list's prefix cached between tasks.
 
 #![allow(
     clippy::unwrap_used,
@@ -22,19 +25,49 @@
 #[path = "../tests/support/local_model.rs"]
 mod local_model;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use local_model::{LocalModel, OPT_IN_VAR};
+use local_model::{LocalModel, OPT_IN_VAR, everything_server};
 use serde_json::Value;
 
-/// One task: what to ask, what to set up first, how to tell it was done.
+/// One task: what to ask, what to set up first, how to tell it was done: from the outcome
+/// (the answer holds what only the files or the tool could tell, the file written holds the
+/// right text, the right tool ran), never from the model saying it is done.
 struct Task {
     name: &'static str,
     prompt: &'static str,
     files: &'static [(&'static str, &'static str)],
-    check: fn(&Path, &str) -> bool,
+    check: fn(&Outcome) -> bool,
+}
+
+/// What a run left behind, for the task's check.
+struct Outcome<'a> {
+    dir: &'a Path,
+    answer: &'a str,
+    events: &'a [Value],
+}
+
+impl Outcome<'_> {
+    fn says(&self, wanted: &str) -> bool {
+        contains(self.answer, wanted)
+    }
+
+    fn file_has(&self, name: &str, wanted: &str) -> bool {
+        std::fs::read_to_string(self.dir.join(name)).is_ok_and(|t| contains(&t, wanted))
+    }
+
+    /// Whether `tool` ran and succeeded, called directly or through `tool_call`.
+    fn ran(&self, tool: &str) -> bool {
+        self.events.iter().any(|e| {
+            e["type"] == "tool_call_finished" && e["underlying_tool"] == tool && e["status"] == "ok"
+        })
+    }
+
+    fn ran_nothing(&self) -> bool {
+        !self.events.iter().any(|e| e["type"] == "tool_call_started")
+    }
 }
 
 fn contains(text: &str, wanted: &str) -> bool {
@@ -43,22 +76,18 @@ fn contains(text: &str, wanted: &str) -> bool {
         .contains(&wanted.to_lowercase())
 }
 
-fn file_has(dir: &Path, name: &str, wanted: &str) -> bool {
-    std::fs::read_to_string(dir.join(name)).is_ok_and(|t| contains(&t, wanted))
-}
-
 const TASKS: &[Task] = &[
     Task {
         name: "add",
         prompt: "Add 1234 and 5678 with the MCP tool that sums two numbers. It is not loaded yet: find it with tool_search, then run it through tool_call. Reply with the sum.",
         files: &[],
-        check: |_, answer| contains(answer, "6912"),
+        check: |o| o.ran("mcp_everything_get-sum") && o.says("6912"),
     },
     Task {
         name: "echo",
         prompt: "Use the MCP echo tool (find it with tool_search, run it with tool_call) to echo the message ping-77, and reply with what it returned.",
         files: &[],
-        check: |_, answer| contains(answer, "ping-77"),
+        check: |o| o.ran("mcp_everything_echo") && o.says("ping-77"),
     },
     Task {
         name: "read",
@@ -67,7 +96,7 @@ const TASKS: &[Task] = &[
             "notes.txt",
             "Meeting moved to Friday.\nThe secret code is PLUM-42.\n",
         )],
-        check: |_, answer| contains(answer, "PLUM-42"),
+        check: |o| o.says("PLUM-42"),
     },
     Task {
         name: "json",
@@ -76,7 +105,7 @@ const TASKS: &[Task] = &[
             "config.json",
             "{\"name\": \"web\", \"port\": 8123, \"debug\": false}\n",
         )],
-        check: |_, answer| contains(answer, "8123"),
+        check: |o| o.says("8123"),
     },
     Task {
         name: "list",
@@ -86,25 +115,19 @@ const TASKS: &[Task] = &[
             ("data/beta.txt", "b\n"),
             ("data/gamma.txt", "c\n"),
         ],
-        check: |_, answer| {
-            ["alpha", "beta", "gamma"]
-                .iter()
-                .all(|n| contains(answer, n))
-        },
+        check: |o| ["alpha", "beta", "gamma"].iter().all(|n| o.says(n)),
     },
     Task {
         name: "write",
         prompt: "Create a file named out.txt containing exactly: hello troupe",
         files: &[],
-        check: |dir, _| file_has(dir, "out.txt", "hello troupe"),
+        check: |o| o.file_has("out.txt", "hello troupe"),
     },
     Task {
         name: "read_then_write",
         prompt: "Read name.txt, then write a file greeting.txt that says Hello, followed by that name.",
         files: &[("name.txt", "Ada\n")],
-        check: |dir, _| {
-            file_has(dir, "greeting.txt", "hello") && file_has(dir, "greeting.txt", "ada")
-        },
+        check: |o| o.file_has("greeting.txt", "hello") && o.file_has("greeting.txt", "ada"),
     },
     Task {
         name: "search",
@@ -114,23 +137,23 @@ const TASKS: &[Task] = &[
             ("src/b.rs", "// banana bread\nfn bake() {}\n"),
             ("src/c.rs", "fn cherry() {}\n"),
         ],
-        check: |_, answer| contains(answer, "b.rs"),
+        check: |o| o.says("b.rs"),
     },
     Task {
         name: "two_files",
         prompt: "Read first.txt and second.txt and reply with the two words they hold.",
         files: &[("first.txt", "lantern\n"), ("second.txt", "harbor\n")],
-        check: |_, answer| contains(answer, "lantern") && contains(answer, "harbor"),
+        check: |o| o.says("lantern") && o.says("harbor"),
     },
     Task {
         name: "no_tool",
         prompt: "What is the capital of France? Answer in one word.",
         files: &[],
-        check: |_, answer| contains(answer, "paris"),
+        check: |o| o.ran_nothing() && o.says("paris"),
     },
 ];
 
-struct Outcome {
+struct Measured {
     ok: bool,
     seconds: f64,
     requests: usize,
@@ -144,7 +167,7 @@ fn run(
     task: &Task,
     everything: &Path,
     timeout: Duration,
-) -> Outcome {
+) -> Measured {
     let dir = tempfile::tempdir().unwrap();
     for (name, text) in task.files {
         let path = dir.path().join(name);
@@ -155,11 +178,7 @@ fn run(
     }
     std::fs::write(
         dir.path().join("troupe.yaml"),
-        format!(
-            "model:\n  base_url: {}\n  model: qwen2.5-coder-1.5b-instruct\n  tool_calls: {mode}\n  request_fields: {{temperature: 0}}\nmcp_servers:\n  everything:\n    command: {}\n    args: [stdio]\ntools:\n  tool_search:\n    enabled: on\n",
-            model.url,
-            everything.display()
-        ),
+        model.troupe_yaml(mode, everything),
     )
     .unwrap();
     let started = Instant::now();
@@ -197,8 +216,12 @@ fn run(
     let ok = !timed_out
         && last["type"] == "final"
         && last["status"] == "completed"
-        && (task.check)(dir.path(), answer);
-    Outcome {
+        && (task.check)(&Outcome {
+            dir: dir.path(),
+            answer,
+            events: &lines,
+        });
+    Measured {
         ok,
         seconds,
         requests: count("model_request"),
@@ -223,14 +246,13 @@ fn main() {
         );
         return;
     }
-    let everything = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/mcp-servers/node_modules/.bin/mcp-server-everything");
+    let everything = everything_server();
     assert!(
         everything.exists(),
         "run scripts/install-test-deps.sh first"
     );
     let modes: Vec<String> = std::env::var("TROUPE_BENCH_MODES")
-        .unwrap_or_else(|_| "native,text,auto".into())
+        .unwrap_or_else(|_| "native,auto,text".into())
         .split(',')
         .map(|m| m.trim().to_string())
         .filter(|m| !m.is_empty())

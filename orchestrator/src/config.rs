@@ -68,7 +68,7 @@ pub struct ModelSection {
     pub model: Option<String>,
     /// Context window in tokens, when known; sizes the tool listing.
     pub context_length: Option<i64>,
-    /// `tool_calls`, `retry_budget`, `request_fields` (see `ProviderSettings`).
+    /// `tool_calls`, `retry_budget`, `request_fields`, `request_timeout` (see `ProviderSettings`).
     pub provider: troupe_actors::model::ProviderSettings,
 }
 
@@ -81,6 +81,9 @@ pub struct ToolsetsSection {
     pub disabled: Vec<String>,
     /// Composite toolsets: name -> the toolsets it includes.
     pub composites: Vec<(String, Vec<String>)>,
+    /// Tools taken away whatever their toolset (`blocked_tools: [terminal]`), for a small
+    /// local model that reads every tool's schema slowly.
+    pub blocked_tools: Vec<String>,
 }
 
 /// A checked `troupe.yaml`.
@@ -284,6 +287,10 @@ fn toolsets_section(root: &Map<String, Value>) -> Result<ToolsetsSection, Config
                 None | Some(Value::Null) => Vec::new(),
                 Some(v) => list("toolsets.disabled", v)?,
             };
+            let blocked_tools = match map.get("blocked_tools") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(v) => list("toolsets.blocked_tools", v)?,
+            };
             let mut composites = Vec::new();
             if let Some(defs) = map.get("define") {
                 let Value::Object(defs) = defs else {
@@ -304,6 +311,7 @@ fn toolsets_section(root: &Map<String, Value>) -> Result<ToolsetsSection, Config
                 enabled,
                 disabled,
                 composites,
+                blocked_tools,
             })
         }
         Some(other) => Err(ConfigError::Invalid {
@@ -364,5 +372,16 @@ mod tests {
         assert!(err.to_string().contains("`tools`"), "{err}");
         let err = Config::parse("model: {\n").unwrap_err();
         assert!(matches!(err, ConfigError::Syntax { .. }), "{err}");
+        let err = Config::parse("toolsets: {blocked_tools: {terminal: true}}\n").unwrap_err();
+        assert!(err.to_string().contains("toolsets.blocked_tools"), "{err}");
+    }
+
+    #[test]
+    fn single_tools_can_be_blocked() {
+        let config =
+            Config::parse("toolsets:\n  enabled: [core]\n  blocked_tools: [terminal, patch]\n")
+                .unwrap();
+        assert_eq!(config.toolsets.enabled, Some(vec!["core".to_string()]));
+        assert_eq!(config.toolsets.blocked_tools, vec!["terminal", "patch"]);
     }
 }

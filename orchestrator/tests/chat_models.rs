@@ -282,3 +282,105 @@ async fn errors_that_will_not_change_fail_at_once_saying_what_to_fix() {
         run.stderr
     );
 }
+
+/// The same fallback seen over the HTTP API: `troupe serve` with the same troupe.yaml, a
+/// session driven over HTTP, and the retry and the switch in its SSE event stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_and_the_switch_to_text_are_events_in_the_http_stream() {
+    use std::io::{BufRead, BufReader};
+
+    use eventsource_stream::Eventsource;
+    use futures::StreamExt;
+
+    const TOKEN: &str = "chat-models-test-token-0123456789";
+    let server = MockServer::start(read_then_answer()).await.unwrap();
+    server.push_fault(Fault::UnreadableOutput);
+    server.push_fault(Fault::UnreadableOutput);
+    let dir = workspace();
+    std::fs::write(
+        dir.path().join("troupe.yaml"),
+        format!(
+            "model:\n  base_url: {}\n  model: local-model\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .current_dir(dir.path())
+        .env("TROUPE_HOME", dir.path().join("home"))
+        .env(troupe::http::auth::TOKEN_ENV, TOKEN)
+        .env_remove("TROUPE_BASE_URL")
+        .env_remove("OPENAI_BASE_URL")
+        .args(["serve", "--port", "0", "--store", "store"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.strip_prefix("troupe serve: listening on ") {
+                let _ = tx.send(
+                    rest.split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string(),
+                );
+            }
+        }
+    });
+    let base = rx.recv_timeout(std::time::Duration::from_secs(60)).unwrap();
+    let client = reqwest::Client::new();
+    let post = |path: String, body: Value| {
+        client
+            .post(format!("{base}{path}"))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+    };
+    let created: Value = post("/api/sessions".into(), json!({}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["session_id"].as_str().unwrap().to_string();
+    let response = client
+        .get(format!("{base}/api/sessions/{id}/events"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success());
+    let mut events = response.bytes_stream().eventsource();
+    let accepted = post(
+        format!("/api/sessions/{id}/messages"),
+        json!({"text": "what does notes.txt say?"}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        accepted.status().is_success(),
+        "{:?}",
+        accepted.text().await
+    );
+    let mut seen = Vec::new();
+    while let Some(event) = events.next().await {
+        let data: Value = serde_json::from_str(&event.unwrap().data).unwrap();
+        let done = data["type"] == "final";
+        seen.push(data);
+        if done {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let of_type = |kind: &str| seen.iter().filter(|e| e["type"] == kind).count();
+    assert_eq!(of_type("model_retry"), 1, "{seen:?}");
+    assert_eq!(of_type("tool_calls_switched"), 1, "{seen:?}");
+    let last = seen.last().unwrap();
+    assert_eq!(last["status"], "completed", "{last}");
+    assert_eq!(last["text"], "The file says hello.");
+}

@@ -12,10 +12,9 @@
 #[path = "support/local_model.rs"]
 mod local_model;
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use local_model::{LocalModel, OPT_IN_VAR};
+use local_model::{LocalModel, OPT_IN_VAR, everything_server};
 use serde_json::Value;
 
 #[test]
@@ -24,8 +23,7 @@ fn a_local_model_finds_an_mcp_tool_with_tool_search_and_answers_with_its_result(
         eprintln!("skipped: set {OPT_IN_VAR}=1 to run the real local model (see scripts/llm/)");
         return;
     }
-    let everything = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/mcp-servers/node_modules/.bin/mcp-server-everything");
+    let everything = everything_server();
     assert!(
         everything.exists(),
         "{} is missing; run scripts/install-test-deps.sh",
@@ -35,10 +33,10 @@ fn a_local_model_finds_an_mcp_tool_with_tool_search_and_answers_with_its_result(
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("troupe.yaml"),
+        // Without the listing of deferred names the model has to search for the tool.
         format!(
-            "model:\n  base_url: {}\n  model: qwen2.5-coder-1.5b-instruct\n  tool_calls: auto\n  request_fields: {{temperature: 0}}\nmcp_servers:\n  everything:\n    command: {}\n    args: [stdio]\ntools:\n  tool_search:\n    enabled: on\n",
-            model.url,
-            everything.display()
+            "{}    listing: off\n",
+            model.troupe_yaml("auto", &everything)
         ),
     )
     .unwrap();

@@ -247,6 +247,47 @@ async fn chat_finds_and_calls_the_mcp_tool() {
     assert!(err.contains("coder"), "{err}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_finds_the_tools_of_a_server_that_was_still_starting() {
+    if !servers_available("a_turn_finds_the_tools_of_a_server_that_was_still_starting") {
+        return;
+    }
+    // The server takes seconds to come up: the turn starts without it, the bridge is offered
+    // at once, and the search waits for the server instead of coming back empty.
+    let fx = Fixture::with_yaml(&mcp_script("late-server", false), |yaml| {
+        let everything = everything_bin().to_string_lossy().into_owned();
+        yaml.replace(
+            &format!("    command: \"{everything}\"\n    args: [stdio]\n"),
+            &format!(
+                "    command: sh\n    args: [\"-c\", \"sleep 4; exec '{everything}' stdio\"]\n"
+            ),
+        )
+    })
+    .await;
+    assert!(
+        std::fs::read_to_string(fx.path().join("troupe.yaml"))
+            .unwrap()
+            .contains("sleep 4"),
+        "the fixture's server line changed; update this test"
+    );
+    let (code, out, err) = fx.run(&["chat", "-q", "Echo something.", "--json"]).await;
+    assert_eq!(code, 0, "stderr: {err}\nstdout: {out}");
+    let first = &fx.model.requests()[0];
+    let search = first.body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["function"]["name"] == "tool_search")
+        .unwrap_or_else(|| panic!("no bridge in the first request: {:?}", first.tool_names()));
+    assert!(
+        search["function"]["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("still starting (mcp-everything)")),
+        "the first request should say the server is still starting: {search}"
+    );
+    assert_found_and_called(&fx, "late-server");
+}
+
 /// A `troupe serve` process, with its stderr lines.
 struct Served {
     child: tokio::process::Child,

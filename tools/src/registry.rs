@@ -40,6 +40,8 @@ pub struct Registry {
     version: AtomicU64,
     /// Tool sources (MCP servers) still starting, whose tools are not registered yet.
     starting: Mutex<BTreeSet<String>>,
+    /// Woken whenever a source stops starting (it is ready, or it failed).
+    source_settled: tokio::sync::Notify,
     /// Built catalogs, shared by every view with the same deferred tools.
     indexes: Mutex<HashMap<u64, Arc<Catalog>>>,
 }
@@ -59,6 +61,7 @@ impl Default for Registry {
             state: RwLock::new(State::default()),
             version: AtomicU64::new(0),
             starting: Mutex::new(BTreeSet::new()),
+            source_settled: tokio::sync::Notify::new(),
             indexes: Mutex::new(HashMap::new()),
         }
     }
@@ -71,8 +74,28 @@ impl Registry {
         let mut set = lock(&self.starting);
         if starting {
             set.insert(source.to_string());
-        } else {
-            set.remove(source);
+        } else if set.remove(source) {
+            drop(set);
+            self.source_settled.notify_waiters();
+        }
+    }
+
+    /// Waits until `settled()` holds, looking again whenever a tool source stops starting, or
+    /// until `limit` passed; returns `settled()`. A call that needs a tool a starting server
+    /// may bring waits here instead of failing.
+    pub async fn wait_until(&self, limit: std::time::Duration, settled: impl Fn() -> bool) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            // Registered before the check, so a source settling in between still wakes us.
+            let next = self.source_settled.notified();
+            tokio::pin!(next);
+            next.as_mut().enable();
+            if settled() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, next).await.is_err() {
+                return settled();
+            }
         }
     }
 
@@ -317,4 +340,42 @@ fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 
 fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn waiting_ends_when_the_last_source_settles() {
+        let registry = Registry::new();
+        let none_starting = |r: &Registry| r.starting().is_empty();
+        assert!(
+            registry
+                .wait_until(Duration::ZERO, || none_starting(&registry))
+                .await
+        );
+        registry.set_starting("slow", true);
+        registry.set_starting("slower", true);
+        assert!(
+            !registry
+                .wait_until(Duration::from_millis(20), || none_starting(&registry))
+                .await
+        );
+        let waiter = {
+            let registry = Arc::clone(&registry);
+            tokio::spawn(async move {
+                registry
+                    .wait_until(Duration::from_secs(30), || none_starting(&registry))
+                    .await
+            })
+        };
+        registry.set_starting("slow", false);
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "one source is still starting");
+        registry.set_starting("slower", false);
+        assert!(waiter.await.unwrap());
+    }
 }

@@ -146,9 +146,27 @@ impl ToolsetView {
         Self::from_specs(Arc::clone(&self.inner.registry), self.inner.specs.clone())
     }
 
-    /// Tool sources (MCP servers) still starting: their tools are not in any view yet.
+    /// Tool sources (MCP servers, named by their toolset) still starting whose tools this view
+    /// would grant: their tools are not in it yet.
     pub fn sources_starting(&self) -> Vec<String> {
-        self.inner.registry.starting()
+        let registry = &self.inner.registry;
+        let mut starting = registry.starting();
+        starting.retain(|source| {
+            self.inner
+                .specs
+                .iter()
+                .all(|spec| spec_grants(registry, spec, source))
+        });
+        starting
+    }
+
+    /// Waits (at most `limit`) until none of [`Self::sources_starting`] is left; true when
+    /// none is. Refresh the view afterwards to see the tools they brought.
+    pub async fn wait_sources_settled(&self, limit: std::time::Duration) -> bool {
+        self.inner
+            .registry
+            .wait_until(limit, || self.sources_starting().is_empty())
+            .await
     }
 
     /// Whether the registry changed since this view was cut.
@@ -237,6 +255,21 @@ impl ToolsetView {
             )),
         }
     }
+}
+
+/// Whether `spec` grants the tools of `toolset` (a toolset name it cannot expand counts as
+/// granted, so a wait errs on the side of waiting).
+fn spec_grants(registry: &Registry, spec: &ViewSpec, toolset: &str) -> bool {
+    let enabled = match &spec.enabled {
+        Some(names) => registry
+            .expand_toolsets(names)
+            .map_or(true, |set| set.contains(toolset)),
+        None => true,
+    };
+    let disabled = registry
+        .expand_toolsets(&spec.disabled)
+        .is_ok_and(|set| set.contains(toolset));
+    enabled && !disabled
 }
 
 fn apply_spec(

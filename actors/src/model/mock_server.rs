@@ -106,10 +106,11 @@ pub enum Fault {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CallForm {
-    /// `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, troupe's told form.
-    #[default]
+    /// `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, the form Qwen's own chat
+    /// template asks for.
     Tagged,
-    /// The bare JSON object.
+    /// The bare JSON object, troupe's told form.
+    #[default]
     Bare,
     /// A fenced ```` ```json ```` block.
     Fenced,
@@ -213,7 +214,7 @@ impl MockServer {
             requests: Mutex::new(Vec::new()),
             streams_cut_short: AtomicUsize::new(0),
             answers: AtomicUsize::new(0),
-            text_form: Mutex::new(CallForm::Tagged),
+            text_form: Mutex::new(CallForm::Bare),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))

@@ -371,6 +371,9 @@ impl Inner {
         if settings.tool_calls == ToolCallMode::Text {
             state.switch_to_text_tools();
         }
+        let attempt_timeout = settings
+            .request_timeout
+            .map_or(config.request_timeout, Duration::from_secs);
         // Fields the server refused (`stream_options`, ...), left out from then on.
         let mut refused: Vec<&'static str> = Vec::new();
         // Set once any delta reached the listener: from then on a broken stream cannot be
@@ -394,7 +397,7 @@ impl Inner {
             attempts += 1;
             tracing::debug!(endpoint = %self.endpoint, model, attempts, text_mode, "model request");
             let attempt = tokio::time::timeout(
-                config.request_timeout,
+                attempt_timeout,
                 self.attempt(&body, request.stream.as_ref(), &mut forwarded),
             );
             // Dropping the attempt drops the response and closes its connection.
@@ -473,7 +476,7 @@ impl Inner {
                 }
                 Err(_elapsed) => {
                     return Err(ModelError::Timeout {
-                        seconds: config.request_timeout.as_secs().max(1),
+                        seconds: attempt_timeout.as_secs().max(1),
                     });
                 }
             };

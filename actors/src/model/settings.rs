@@ -45,6 +45,7 @@ pub const DEFAULT_RETRY_BUDGET: u32 = 6;
 ///   base_url: http://127.0.0.1:8080/v1
 ///   tool_calls: auto          # native | text | auto (default)
 ///   retry_budget: 6           # retries per turn, over all its requests
+///   request_timeout: 600      # seconds one attempt may take
 ///   request_fields:           # added to every request body
 ///     stop: ["<tool_response>"]
 ///     cache_prompt: true
@@ -60,6 +61,10 @@ pub struct ProviderSettings {
     /// Fields added to every request body (`stop`, `cache_prompt`, `temperature`, ...); they
     /// replace troupe's own fields of the same name.
     pub request_fields: Map<String, Value>,
+    /// Seconds one attempt may take, from connecting to the last streamed byte; unset keeps
+    /// the provider's own (600 s). A small model on a busy CPU can need longer to read a
+    /// fresh prompt.
+    pub request_timeout: Option<u64>,
 }
 
 // `Value` holds no NaN (serde_json numbers are finite), so equality is reflexive.
@@ -71,12 +76,18 @@ impl Default for ProviderSettings {
             tool_calls: ToolCallMode::Auto,
             retry_budget: DEFAULT_RETRY_BUDGET,
             request_fields: Map::new(),
+            request_timeout: None,
         }
     }
 }
 
 /// The keys [`ProviderSettings::overlay`] reads.
-pub const SETTINGS_KEYS: &[&str] = &["tool_calls", "retry_budget", "request_fields"];
+pub const SETTINGS_KEYS: &[&str] = &[
+    "tool_calls",
+    "retry_budget",
+    "request_fields",
+    "request_timeout",
+];
 
 impl ProviderSettings {
     /// These settings with the ones written in `fields` (a `model:` section or a profile's
@@ -117,6 +128,18 @@ impl ProviderSettings {
                 return Err(format!(
                     "{prefix}.retry_budget: expected a whole number of retries such as 6, found \
                      {other}"
+                ));
+            }
+        }
+        match fields.get("request_timeout") {
+            None | Some(Value::Null) => {}
+            Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n > 0) => {
+                out.request_timeout = n.as_u64();
+            }
+            Some(other) => {
+                return Err(format!(
+                    "{prefix}.request_timeout: expected a whole number of seconds above 0 such \
+                     as 1800, found {other}"
                 ));
             }
         }
@@ -258,13 +281,16 @@ mod tests {
         .unwrap();
         assert_eq!(model.tool_calls, ToolCallMode::Text);
         assert_eq!(model.retry_budget, 2);
+        assert_eq!(model.request_timeout, None);
         let profile = model
             .overlay(
-                &fields(json!({"tool_calls": "native", "request_fields": {"cache_prompt": true}})),
+                &fields(json!({"tool_calls": "native", "request_timeout": 1800,
+                    "request_fields": {"cache_prompt": true}})),
                 "profiles.coder",
             )
             .unwrap();
         assert_eq!(profile.tool_calls, ToolCallMode::Native);
+        assert_eq!(profile.request_timeout, Some(1800));
         assert_eq!(profile.retry_budget, 2);
         assert_eq!(profile.request_fields["cache_prompt"], true);
         assert_eq!(profile.request_fields["stop"], json!(["<tool_response>"]));
@@ -293,6 +319,8 @@ mod tests {
             (json!({"tool_calls": 3}), "expected native, text or auto"),
             (json!({"retry_budget": -1}), "model.retry_budget"),
             (json!({"request_fields": [1]}), "model.request_fields"),
+            (json!({"request_timeout": 0}), "model.request_timeout"),
+            (json!({"request_timeout": "10m"}), "whole number of seconds"),
             (
                 json!({"request_fields": {"messages": []}}),
                 "writes this field",

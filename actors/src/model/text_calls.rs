@@ -4,17 +4,17 @@
 //!
 //! # The format troupe tells the model
 //!
-//! The system prompt gets a "Tools" part listing each tool as one JSON line (`name`,
-//! `description`, `parameters` as JSON Schema) and asks for calls written as
+//! The system prompt gets a "Tools" part listing each tool on one line as a short signature
+//! and its description (`read_file(path: string, offset?: integer): Read a text file ...`;
+//! the full JSON Schema would cost a local model minutes of prompt reading on a small CPU),
+//! and asks for one call per reply written as a bare JSON object:
 //!
 //! ```text
-//! <tool_call>
 //! {"name": "read_file", "arguments": {"path": "README.md"}}
-//! </tool_call>
 //! ```
 //!
-//! one block per call, several blocks for several calls. Results come back in the next user
-//! message, one block per call in the order of the calls:
+//! Calls troupe replays from earlier turns are written the same way. Results come back in the
+//! next user message, one block per call in the order of the calls:
 //!
 //! ```text
 //! <tool_response name="read_file">
@@ -31,41 +31,126 @@
 //! (`{{"name": ...}}`, which some chat templates teach). Everything that is not a call stays
 //! the reply's text. A `<tool_response>` the model invents ends the reply there.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::{ChatMessage, ToolCallRequest};
 
-/// The instructions and tool list appended to the system prompt in text mode.
+/// What text mode tells the model before its tool list. Small models write a bare JSON object
+/// far more reliably than tags, so that is the form asked for (tags are still read), one call
+/// per reply (parallel calls from small models tend to run on into an invented result).
+const TOOLS_INTRO: &str = "\n\n# Tools\n\nYou can use the tools listed below. To use one, reply with only a JSON object that names the tool and its arguments, and nothing else:\n{\"name\": \"TOOL_NAME\", \"arguments\": {\"PARAMETER\": \"value\"}}\nUse one tool per reply. Its result comes back in the next message inside <tool_response name=\"TOOL_NAME\"></tool_response>. Use only the tools listed here. When you have the answer, or need no tool, reply in plain text.\n\nTools, as name(parameters): what it does (`?` marks an optional parameter):\n";
+
+/// The instructions and tool list appended to the system prompt in text mode: one line per
+/// tool, its parameters as a short signature rather than the full JSON Schema, so the prompt
+/// stays small enough for a local model to read quickly.
 pub(crate) fn tools_prompt(tools: &[Value]) -> String {
-    let mut out = String::from(
-        "\n\n# Tools\n\nYou can call the tools listed below. To call one, write a block like this and nothing after it:\n<tool_call>\n{\"name\": \"TOOL_NAME\", \"arguments\": {\"PARAMETER\": \"value\"}}\n</tool_call>\nThe arguments are one JSON object that follows the tool's parameters. To call several tools at once, write one block per call. Each result comes back in the next user message inside <tool_response name=\"TOOL_NAME\"></tool_response>, in the order of your calls. Only call tools listed here. When you have the answer, or no tool is needed, reply in plain text without any <tool_call> block.\n\nTools (one JSON object per line):\n",
-    );
+    let mut out = String::from(TOOLS_INTRO);
     for tool in tools {
         let function = tool.get("function").unwrap_or(tool);
-        let mut line = Map::new();
-        for key in ["name", "description", "parameters"] {
-            if let Some(value) = function.get(key) {
-                line.insert(key.to_string(), value.clone());
-            }
+        let Some(name) = function.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        out.push_str("- ");
+        out.push_str(name);
+        out.push('(');
+        out.push_str(&parameters_signature(function.get("parameters")));
+        out.push(')');
+        if let Some(description) = function
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+        {
+            out.push_str(": ");
+            // One line per tool: a description's own line breaks become spaces, except for
+            // lists (a deferred-tool listing), which stay readable indented.
+            let lines: Vec<&str> = description
+                .lines()
+                .map(str::trim_end)
+                .filter(|l| !l.trim().is_empty())
+                .collect();
+            out.push_str(&lines.join("\n  "));
         }
-        out.push_str(&Value::Object(line).to_string());
         out.push('\n');
     }
     out
 }
 
-/// One call as the text form writes it.
+/// `path: string, offset?: integer` for an object schema's properties, required ones first as
+/// written.
+fn parameters_signature(schema: Option<&Value>) -> String {
+    let Some(properties) = schema
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object)
+    else {
+        return String::new();
+    };
+    let required: Vec<&str> = schema
+        .and_then(|s| s.get("required"))
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    properties
+        .iter()
+        .map(|(key, property)| {
+            let mark = if required.contains(&key.as_str()) {
+                ""
+            } else {
+                "?"
+            };
+            format!("{key}{mark}: {}", type_signature(property, 0))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A short type for one schema: `string`, `"a"|"b"`, `string[]`, `{name: string}`.
+fn type_signature(schema: &Value, depth: usize) -> String {
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        return values
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("|");
+    }
+    let kind = match schema.get("type") {
+        Some(Value::String(kind)) => kind.clone(),
+        Some(Value::Array(kinds)) => kinds
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|k| *k != "null")
+            .collect::<Vec<_>>()
+            .join("|"),
+        _ => String::new(),
+    };
+    match kind.as_str() {
+        "array" => {
+            let item = schema
+                .get("items")
+                .map_or_else(|| "any".to_string(), |i| type_signature(i, depth + 1));
+            if item.contains('|') {
+                format!("({item})[]")
+            } else {
+                format!("{item}[]")
+            }
+        }
+        "object" if depth < 2 && schema.get("properties").is_some() => {
+            format!("{{{}}}", parameters_signature(Some(schema)))
+        }
+        "" => "any".to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// One call as the text form asks for it: a bare JSON object on its own line.
 pub(crate) fn render_call(call: &ToolCallRequest) -> String {
     let arguments = serde_json::from_str::<Value>(&call.arguments)
         .unwrap_or_else(|_| Value::String(call.arguments.clone()));
-    format!(
-        "<tool_call>\n{}\n</tool_call>",
-        json!({"name": call.name, "arguments": arguments})
-    )
+    json!({"name": call.name, "arguments": arguments}).to_string()
 }
 
 /// The conversation rewritten for text mode: the tool list joins the (first) system message,
-/// assistant tool calls become `<tool_call>` blocks in their text, and each run of tool results
+/// assistant tool calls become JSON objects in their text, and each run of tool results
 /// becomes one user message of `<tool_response>` blocks.
 pub(crate) fn text_mode_messages(messages: &[ChatMessage], tools: &[Value]) -> Vec<ChatMessage> {
     let prompt = tools_prompt(tools);
@@ -540,6 +625,42 @@ mod tests {
     }
 
     #[test]
+    fn tools_are_listed_as_short_signatures() {
+        let tools = vec![
+            json!({"type": "function", "function": {"name": "read_file",
+                "description": "Reads a file.",
+                "parameters": {"type": "object", "properties": {
+                    "path": {"type": "string", "description": "The file."},
+                    "limit": {"type": ["integer", "null"]}}, "required": ["path"]}}}),
+            json!({"name": "process", "description": "Looks after processes.\n\nActions:\n- list\n",
+                "parameters": {"type": "object", "properties": {
+                    "action": {"enum": ["list", "kill"]}}, "required": ["action"]}}),
+            json!({"name": "tool_call", "parameters": {"type": "object", "properties": {
+                "calls": {"type": "array", "items": {"type": "object", "properties": {
+                    "name": {"type": "string"}, "arguments": {"type": "object"}},
+                    "required": ["name", "arguments"]}}}}}),
+            json!({"description": "no name: skipped"}),
+        ];
+        let prompt = tools_prompt(&tools);
+        let listed: Vec<&str> = prompt
+            .lines()
+            .skip_while(|l| !l.starts_with("- "))
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                "- read_file(path: string, limit?: integer): Reads a file.",
+                "- process(action: \"list\"|\"kill\"): Looks after processes.",
+                "  Actions:",
+                "  - list",
+                "- tool_call(calls?: {name: string, arguments: object}[])",
+            ]
+        );
+        // The example call in the instructions is itself readable as a call.
+        assert_eq!(parse_reply(&prompt, None).calls.len(), 1);
+    }
+
+    #[test]
     fn conversations_are_rewritten_in_the_told_form() {
         let messages = vec![
             ChatMessage::System {
@@ -582,9 +703,10 @@ mod tests {
             panic!("{out:?}")
         };
         assert!(content.starts_with("Be brief.\n\n# Tools"));
-        assert!(content.contains(
-            "{\"name\":\"read_file\",\"description\":\"Reads a file.\",\"parameters\":{\"type\":\"object\"}}"
-        ));
+        assert!(
+            content.contains("\n- read_file(): Reads a file.\n"),
+            "{content}"
+        );
         let ChatMessage::Assistant {
             content,
             tool_calls,

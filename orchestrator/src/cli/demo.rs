@@ -13,6 +13,7 @@ use troupe_tools::bridge::{resolve, tool_describe, tool_search};
 use troupe_tools::search::assemble::assemble;
 use troupe_tools::{Registry, ToolSearchConfig};
 
+use super::error::{CliError, EXIT_DONE, report};
 use crate::catalog::{bundled_catalog, load_catalog_file};
 
 /// Arguments of `troupe demo`.
@@ -63,14 +64,11 @@ pub async fn run(args: DemoArgs) -> i32 {
     };
     let registry = match registry {
         Ok(registry) => registry,
-        Err(e) => {
-            eprintln!("troupe demo: {e}");
-            return 2;
-        }
+        Err(e) => return report("demo", Err(CliError::usage(e.to_string()))),
     };
     walk_through(&registry, &source, &args);
     if args.no_session {
-        return 0;
+        return EXIT_DONE;
     }
     run_session().await
 }

@@ -18,6 +18,7 @@ use troupe_kanban::model::{
 };
 use troupe_kanban::profiles::{Profiles, WorkerProfile};
 
+use super::error::{CliError, EXIT_DONE, EXIT_FAILED, report};
 use super::kanban_render as render;
 use crate::config::Config;
 use crate::kanban_api::Kanban;
@@ -31,13 +32,7 @@ const DEMO_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 /// Runs the fan-out on a board in `store` (a fresh directory under the system's temporary
 /// directory when `None`); returns the exit code.
 pub(crate) async fn run(store: Option<PathBuf>) -> i32 {
-    match fan_out(store).await {
-        Ok(code) => code,
-        Err(message) => {
-            eprintln!("troupe demo: {message}");
-            1
-        }
-    }
+    report("demo", fan_out(store).await.map_err(CliError::failed))
 }
 
 async fn fan_out(store: Option<PathBuf>) -> Result<i32, String> {
@@ -331,18 +326,18 @@ async fn summary(
                 task.title,
                 task.result.as_deref().unwrap_or("(no result)")
             );
-            0
+            EXIT_DONE
         }
         Some(task) => {
             println!(
                 "\nthe report task {} ended {}, not done",
                 task.id, task.status
             );
-            1
+            EXIT_FAILED
         }
         None => {
             println!("\nno report task was created; the orchestrator did not finish its plan");
-            1
+            EXIT_FAILED
         }
     };
     println!(

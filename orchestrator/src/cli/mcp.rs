@@ -11,13 +11,9 @@ use serde_json::{Value, json};
 use troupe_tools::Registry;
 use troupe_tools::mcp::{McpManager, McpServers, ServerStatus};
 
+use super::error::{CliError, EXIT_DONE, report};
 use super::visible::visible_line;
 use crate::config::Config;
-
-/// Exit code when the config cannot be used or names no such server.
-const EXIT_BAD_INPUT: i32 = 2;
-/// Exit code when the asked-for server did not connect.
-const EXIT_SERVER_FAILED: i32 = 1;
 
 /// `troupe mcp`: the MCP servers of a config.
 #[derive(Debug, Args)]
@@ -97,26 +93,20 @@ pub fn start_configured_in_background(config: &Config, registry: Arc<Registry>) 
 /// Runs one `troupe mcp` command; returns the exit code.
 pub async fn run(args: McpArgs) -> i32 {
     match args.command {
-        McpCommand::List(args) => list(args).await,
-        McpCommand::Tools(args) => tools(args).await,
+        McpCommand::List(args) => report("mcp list", list(args).await),
+        McpCommand::Tools(args) => report("mcp tools", tools(args).await),
     }
 }
 
-async fn list(args: ListArgs) -> i32 {
-    let config = match Config::load(&args.config) {
-        Ok(config) => config,
-        Err(e) => {
-            eprintln!("troupe mcp list: {e}");
-            return EXIT_BAD_INPUT;
-        }
-    };
+async fn list(args: ListArgs) -> Result<i32, CliError> {
+    let config = Config::load(&args.config)?;
     let servers = mcp_servers_of(&config);
     if servers.servers.is_empty() && servers.errors.is_empty() {
         eprintln!(
             "troupe mcp list: {} has no `mcp_servers` section; add one, e.g. `mcp_servers: {{time: {{command: uvx, args: [mcp-server-time]}}}}`",
             args.config.display()
         );
-        return 0;
+        return Ok(EXIT_DONE);
     }
     let (manager, statuses) = McpManager::start(&servers, Registry::new()).await;
     manager.shutdown().await;
@@ -126,26 +116,19 @@ async fn list(args: ListArgs) -> i32 {
     } else {
         print_table(&statuses);
     }
-    0
+    Ok(EXIT_DONE)
 }
 
-async fn tools(args: ToolsArgs) -> i32 {
-    let config = match Config::load(&args.config) {
-        Ok(config) => config,
-        Err(e) => {
-            eprintln!("troupe mcp tools: {e}");
-            return EXIT_BAD_INPUT;
-        }
-    };
+async fn tools(args: ToolsArgs) -> Result<i32, CliError> {
+    let config = Config::load(&args.config)?;
     let all = mcp_servers_of(&config);
     if let Some(error) = all.errors.iter().find(|e| e.server == args.server) {
-        eprintln!("troupe mcp tools: {error}");
-        return EXIT_BAD_INPUT;
+        return Err(CliError::usage(error.to_string()));
     }
     let Some(server) = all.get(&args.server) else {
         let known: Vec<&str> = all.servers.iter().map(|s| s.name.as_str()).collect();
-        eprintln!(
-            "troupe mcp tools: no server called '{}' in {}; the configured ones are: {}",
+        return Err(CliError::usage(format!(
+            "no server called '{}' in {}; the configured ones are: {}",
             args.server,
             args.config.display(),
             if known.is_empty() {
@@ -153,8 +136,7 @@ async fn tools(args: ToolsArgs) -> i32 {
             } else {
                 known.join(", ")
             }
-        );
-        return EXIT_BAD_INPUT;
+        )));
     };
     // `tools` is an explicit request: start the server even if the config switches it off.
     let only = McpServers {
@@ -167,13 +149,12 @@ async fn tools(args: ToolsArgs) -> i32 {
     let tools = manager.tools(&args.server).unwrap_or_default();
     manager.shutdown().await;
     if let Some(error) = status.last_error.as_deref().filter(|_| tools.is_empty()) {
-        eprintln!(
-            "troupe mcp tools: server '{}' is {}: {}",
+        return Err(CliError::failed(format!(
+            "server '{}' is {}: {}",
             visible_line(&args.server),
             status.state,
             visible_line(error)
-        );
-        return EXIT_SERVER_FAILED;
+        )));
     }
     if args.json {
         let rows: Vec<Value> = tools
@@ -191,7 +172,7 @@ async fn tools(args: ToolsArgs) -> i32 {
             })
             .collect();
         println!("{}", Value::Array(rows));
-        return 0;
+        return Ok(EXIT_DONE);
     }
     let width = tools.iter().map(|t| t.name.len()).max().unwrap_or(4).max(4);
     println!("{:<width$}  {:<11}  DESCRIPTION", "NAME", "HINTS");
@@ -218,7 +199,7 @@ async fn tools(args: ToolsArgs) -> i32 {
         args.server,
         args.server
     );
-    0
+    Ok(EXIT_DONE)
 }
 
 fn status_json(status: &ServerStatus) -> Value {

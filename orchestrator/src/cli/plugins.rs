@@ -8,11 +8,9 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
+use super::error::{CliError, EXIT_DONE, report};
 use crate::config::Config;
 use crate::plugins::{PluginCatalog, PluginInfo, enabled};
-
-/// Exit code for bad input (unknown plugin, unreadable config).
-const EXIT_BAD_INPUT: i32 = 2;
 
 /// `troupe plugins`: the plugins troupe found and which are enabled.
 #[derive(Debug, Args)]
@@ -62,22 +60,16 @@ pub struct NameArgs {
 /// Runs one `troupe plugins` command; returns the exit code.
 pub async fn run(args: PluginsArgs) -> i32 {
     match args.command {
-        PluginsCommand::List(args) => list(args),
-        PluginsCommand::Info(args) => info(args),
-        PluginsCommand::Enable(args) => switch(args, true),
-        PluginsCommand::Disable(args) => switch(args, false),
+        PluginsCommand::List(args) => report("plugins list", list(args)),
+        PluginsCommand::Info(args) => report("plugins info", info(args)),
+        PluginsCommand::Enable(args) => report("plugins enable", switch(args, true)),
+        PluginsCommand::Disable(args) => report("plugins disable", switch(args, false)),
     }
 }
 
-fn catalog(config: Option<&std::path::Path>, what: &str) -> Result<PluginCatalog, i32> {
-    let config = Config::load_or_default(config).map_err(|e| {
-        eprintln!("troupe plugins {what}: {e}");
-        EXIT_BAD_INPUT
-    })?;
-    PluginCatalog::load(&config).map_err(|e| {
-        eprintln!("troupe plugins {what}: {e}");
-        EXIT_BAD_INPUT
-    })
+fn catalog(config: Option<&std::path::Path>) -> Result<PluginCatalog, CliError> {
+    let config = Config::load_or_default(config)?;
+    PluginCatalog::load(&config).map_err(|e| CliError::usage(e.to_string()))
 }
 
 fn row(plugin: &PluginInfo) -> Value {
@@ -98,11 +90,8 @@ fn row(plugin: &PluginInfo) -> Value {
     })
 }
 
-fn list(args: ListArgs) -> i32 {
-    let catalog = match catalog(args.config.as_deref(), "list") {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
+fn list(args: ListArgs) -> Result<i32, CliError> {
+    let catalog = catalog(args.config.as_deref())?;
     if args.json {
         let rows: Vec<Value> = catalog.plugins.iter().map(row).collect();
         println!(
@@ -113,7 +102,7 @@ fn list(args: ListArgs) -> i32 {
                 "project_plugins_skipped": catalog.roots.project_skipped.as_ref().map(|d| d.display().to_string()),
             })
         );
-        return 0;
+        return Ok(EXIT_DONE);
     }
     let headers = ["NAME", "SOURCE", "ENABLED", "PROVIDES", "PROBLEMS"];
     let rows: Vec<[String; 5]> = catalog
@@ -195,7 +184,7 @@ fn list(args: ListArgs) -> i32 {
             dir.display()
         );
     }
-    0
+    Ok(EXIT_DONE)
 }
 
 fn join_or_dash(items: &[String]) -> String {
@@ -206,22 +195,18 @@ fn join_or_dash(items: &[String]) -> String {
     }
 }
 
-fn info(args: NameArgs) -> i32 {
-    let catalog = match catalog(args.config.as_deref(), "info") {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
+fn info(args: NameArgs) -> Result<i32, CliError> {
+    let catalog = catalog(args.config.as_deref())?;
     let Some(plugin) = catalog.get(&args.name) else {
-        eprintln!(
-            "troupe plugins info: no plugin named '{}'; `troupe plugins list` shows the ones found",
+        return Err(CliError::usage(format!(
+            "no plugin named '{}'; `troupe plugins list` shows the ones found",
             args.name
-        );
-        return EXIT_BAD_INPUT;
+        )));
     };
     let value = row(plugin);
     if args.json {
         println!("{value}");
-        return 0;
+        return Ok(EXIT_DONE);
     }
     println!("name:        {}", plugin.name());
     println!("source:      {}", plugin.found.source.as_str());
@@ -287,26 +272,21 @@ fn info(args: NameArgs) -> i32 {
     for problem in &plugin.problems {
         println!("problem:     {problem}");
     }
-    0
+    Ok(EXIT_DONE)
 }
 
-fn switch(args: NameArgs, on: bool) -> i32 {
-    let what = if on { "enable" } else { "disable" };
+fn switch(args: NameArgs, on: bool) -> Result<i32, CliError> {
     let path = args
         .config
         .clone()
         .unwrap_or_else(|| PathBuf::from(crate::config::DEFAULT_CONFIG_FILE));
     if on {
-        let catalog = match catalog(path.is_file().then_some(path.as_path()), what) {
-            Ok(c) => c,
-            Err(code) => return code,
-        };
+        let catalog = catalog(path.is_file().then_some(path.as_path()))?;
         if catalog.get(&args.name).is_none() {
-            eprintln!(
-                "troupe plugins enable: no plugin named '{}' was found (bundled, user or project); `troupe plugins list` shows the ones found",
+            return Err(CliError::usage(format!(
+                "no plugin named '{}' was found (bundled, user or project); `troupe plugins list` shows the ones found",
                 args.name
-            );
-            return EXIT_BAD_INPUT;
+            )));
         }
     }
     match enabled::edit_file(&path, &args.name, on) {
@@ -317,7 +297,7 @@ fn switch(args: NameArgs, on: bool) -> i32 {
                 args.name,
                 path.display()
             );
-            0
+            Ok(EXIT_DONE)
         }
         Ok(false) => {
             println!(
@@ -326,11 +306,8 @@ fn switch(args: NameArgs, on: bool) -> i32 {
                 if on { "enabled" } else { "not enabled" },
                 path.display()
             );
-            0
+            Ok(EXIT_DONE)
         }
-        Err(error) => {
-            eprintln!("troupe plugins {what}: {error}");
-            EXIT_BAD_INPUT
-        }
+        Err(error) => Err(CliError::usage(error.to_string())),
     }
 }

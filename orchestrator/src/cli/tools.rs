@@ -16,15 +16,13 @@ use troupe_tools::{CallContext, Ranking, Registry, ToolSearchConfig, ToolsetView
 
 use troupe_tools::mcp::McpManager;
 
+use super::error::{CliError, EXIT_DONE, report};
 use super::mcp::start_configured;
 use crate::catalog::load_catalog_file;
 use crate::config::Config;
 
 /// Longest wait for the tool embeddings (a first run encodes every tool: seconds for hundreds).
 const EMBEDDINGS_WAIT: Duration = Duration::from_secs(600);
-
-/// Exit code when the catalog or config cannot be used.
-const EXIT_BAD_INPUT_FILE: i32 = 2;
 
 /// The `troupe tools` subcommands.
 #[derive(Debug, Subcommand)]
@@ -112,12 +110,10 @@ pub async fn run(command: ToolsCommand) -> i32 {
         ToolsCommand::Call(a) => &a.source,
         ToolsCommand::Assemble(a) => &a.source,
     };
+    // An unusable catalog or config is bad input; anything else is answered in the JSON object.
     let loaded = match load(source).await {
         Ok(loaded) => loaded,
-        Err(message) => {
-            eprintln!("troupe tools: {message}");
-            return EXIT_BAD_INPUT_FILE;
-        }
+        Err(message) => return report("tools", Err(CliError::usage(message))),
     };
     let output = match command {
         ToolsCommand::Search(a) => {
@@ -132,7 +128,7 @@ pub async fn run(command: ToolsCommand) -> i32 {
                 if let Value::String(text) = explained {
                     print!("{text}");
                     close(loaded.mcp).await;
-                    return 0;
+                    return EXIT_DONE;
                 }
                 explained
             } else {
@@ -149,7 +145,7 @@ pub async fn run(command: ToolsCommand) -> i32 {
     };
     println!("{output}");
     close(loaded.mcp).await;
-    0
+    EXIT_DONE
 }
 
 async fn close(mcp: Option<McpManager>) {

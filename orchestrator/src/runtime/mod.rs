@@ -36,6 +36,7 @@ use troupe_kanban::hooks::KanbanHook;
 use troupe_kanban::profiles::{Profiles, WorkerProfile};
 use troupe_tools::builtin::{BuiltinConfig, Builtins, core_tools};
 use troupe_tools::mcp::{McpManager, ServerState, ServerStatus};
+use troupe_tools::sync::lock;
 use troupe_tools::{Registry, ToolDef, ToolsetView, ViewSpec};
 
 use crate::api::{CloseReport, SessionProfile, Troupe, TroupeConfig};
@@ -45,8 +46,14 @@ use crate::plugins::Plugins;
 
 pub use builtins::builtin_config;
 
-/// How long start-up waits for the MCP servers before the first turn may begin without them.
-const MCP_STARTUP_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
+/// How long start-up waits for the MCP servers. Long enough that a server which cannot even be
+/// spawned is reported at start like any other failure; slower servers keep starting in the
+/// background, and the calls that need their tools wait for them (see the session), so no turn
+/// waits for a server it does not use.
+const MCP_STARTUP_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The MCP servers of a runtime, taken out when it closes.
+type SharedMcp = Arc<std::sync::Mutex<Option<McpManager>>>;
 
 /// How long closing waits for observer hooks still running.
 const OBSERVER_DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
@@ -227,7 +234,8 @@ struct Inner {
     troupe: Troupe,
     builtins: Arc<Builtins>,
     kanban: KanbanSettings,
-    mcp_statuses: Vec<ServerStatus>,
+    /// The MCP servers, shared with the close hook that shuts them down.
+    mcp: SharedMcp,
     notices: Vec<StartupNotice>,
     toolsets: BTreeSet<String>,
     /// Session settings of board workers (they wait for their children).
@@ -276,7 +284,6 @@ impl Runtime {
         let mut provided: BTreeSet<String> = BTreeSet::new();
 
         // MCP servers: once per process, into the one registry.
-        let mut mcp_statuses = Vec::new();
         let mut manager = None;
         if options.start_mcp && !config.mcp_servers.is_null() {
             let servers = crate::cli::mcp::mcp_servers_of(&config);
@@ -296,13 +303,8 @@ impl Runtime {
             let statuses = started.statuses();
             for status in &statuses {
                 if still_starting.contains(&status.name) {
-                    notices.push(StartupNotice {
-                        source: format!("MCP server '{}'", status.name),
-                        reason: format!(
-                            "still starting after {} s; its tools join when it is ready",
-                            MCP_STARTUP_GRACE.as_secs()
-                        ),
-                    });
+                    // Not a failure: its tools join when it is ready.
+                    tracing::info!(server = %status.name, "MCP server still starting in the background");
                 } else if let Some(error) = &status.last_error
                     && status.state != ServerState::Connected
                 {
@@ -312,7 +314,6 @@ impl Runtime {
                     });
                 }
             }
-            mcp_statuses = statuses;
             manager = Some(started);
         }
 
@@ -378,18 +379,22 @@ impl Runtime {
             ),
         };
         let sources = options.tool_sources.clone();
-        let manager = Arc::new(tokio::sync::Mutex::new(manager));
-        let on_close: crate::api::CloseHook = Arc::new(move || {
-            let manager = Arc::clone(&manager);
-            let sources = sources.clone();
-            Box::pin(async move {
-                if let Some(manager) = manager.lock().await.take() {
-                    manager.shutdown().await;
-                }
-                for source in &sources {
-                    source.stop().await;
-                }
-            })
+        let mcp: SharedMcp = Arc::new(std::sync::Mutex::new(manager));
+        let on_close: crate::api::CloseHook = Arc::new({
+            let mcp = Arc::clone(&mcp);
+            move || {
+                let mcp = Arc::clone(&mcp);
+                let sources = sources.clone();
+                Box::pin(async move {
+                    let manager = lock(&mcp).take();
+                    if let Some(manager) = manager {
+                        manager.shutdown().await;
+                    }
+                    for source in &sources {
+                        source.stop().await;
+                    }
+                })
+            }
         });
         let mut troupe_config = TroupeConfig::new(Arc::clone(&registry))
             .with_approvals(approvals)
@@ -413,7 +418,7 @@ impl Runtime {
                 troupe,
                 builtins,
                 kanban,
-                mcp_statuses,
+                mcp,
                 notices,
                 toolsets,
                 worker_session,
@@ -460,9 +465,20 @@ impl Runtime {
         &self.inner.notices
     }
 
-    /// Each configured MCP server's status at start-up.
-    pub fn mcp_statuses(&self) -> &[ServerStatus] {
-        &self.inner.mcp_statuses
+    /// Each configured MCP server's status now (empty once the runtime is closed).
+    pub fn mcp_statuses(&self) -> Vec<ServerStatus> {
+        lock(&self.inner.mcp)
+            .as_ref()
+            .map(McpManager::statuses)
+            .unwrap_or_default()
+    }
+
+    /// Waits (at most `limit`) until no MCP server is still starting; true when none is.
+    pub async fn wait_mcp_ready(&self, limit: std::time::Duration) -> bool {
+        let registry = self.registry();
+        registry
+            .wait_until(limit, || registry.starting().is_empty())
+            .await
     }
 
     /// Every toolset a view or profile may name.
@@ -501,7 +517,7 @@ impl Runtime {
             None => ViewSpec {
                 enabled: self.inner.config.toolsets.enabled.clone(),
                 disabled: self.inner.config.toolsets.disabled.clone(),
-                blocked: Vec::new(),
+                blocked: self.inner.config.toolsets.blocked_tools.clone(),
             },
         };
         registry.view(spec).map_err(|e| {

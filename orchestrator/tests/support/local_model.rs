@@ -3,7 +3,7 @@
 //! the server already running at `TROUPE_LLM_URL`. Not part of CI: too slow on small machines.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -42,7 +42,11 @@ impl LocalModel {
         let threads = std::env::var("TROUPE_LLM_THREADS").unwrap_or_else(|_| "2".into());
         let mut child = Command::new(&python)
             .arg(&serve)
+            // Two slots, each with its own prompt cache: in `auto` one session asks with the
+            // native tool list and then with the text one, and a single slot would read each
+            // prefix again on every task. 16k context gives each slot 8k.
             .args(["--port", "0", "--threads", &threads])
+            .args(["--parallel", "2", "--ctx", "16384"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -72,6 +76,31 @@ impl LocalModel {
             .map_err(|_| "the model server printed no URL within 300 s".to_string())?;
         Ok(model)
     }
+}
+
+/// The tools the model gets: the file tools and the tool-search bridge to the MCP server
+/// (shell, process, patch and code execution are blocked). Every tool's schema goes into each
+/// prompt, and on 2 CPU cores the model reads only some 30 prompt tokens a second.
+const NARROW_TOOLS: &str = "toolsets:\n  enabled: [core, mcp-everything]\n  blocked_tools: [terminal, process, patch, execute_code]\n";
+
+impl LocalModel {
+    /// A troupe.yaml for this model in tool-call `mode`, with the narrow tool set and
+    /// server-everything (at `everything`) behind tool search; greedy sampling, at most 512
+    /// tokens a reply so a model that rambles cannot hold a run for minutes, and 30 minutes
+    /// for an attempt (a cold prompt on a busy CPU took more than the default 10).
+    pub(crate) fn troupe_yaml(&self, mode: &str, everything: &Path) -> String {
+        format!(
+            "model:\n  base_url: {}\n  model: qwen2.5-coder-1.5b-instruct\n  tool_calls: {mode}\n  request_timeout: 1800\n  request_fields: {{temperature: 0, max_tokens: 512}}\n{NARROW_TOOLS}mcp_servers:\n  everything:\n    command: {}\n    args: [stdio]\ntools:\n  tool_search:\n    enabled: on\n",
+            self.url,
+            everything.display()
+        )
+    }
+}
+
+/// Where scripts/install-test-deps.sh puts server-everything.
+pub(crate) fn everything_server() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/mcp-servers/node_modules/.bin/mcp-server-everything")
 }
 
 impl Drop for LocalModel {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::bridge_schemas::bridge_schemas;
+use super::bridge_schemas::{bridge_schemas, bridge_schemas_while_starting};
 use super::catalog::Catalog;
 use super::listing::{Listing, ListingForm};
 use crate::config::{Switch, ToolSearchConfig};
@@ -65,6 +65,12 @@ pub fn assemble(
     config: &ToolSearchConfig,
 ) -> Assembly {
     let catalog = view.catalog(&config.defer);
+    if catalog.is_empty() && config.enabled != Switch::Off {
+        let starting = view.sources_starting();
+        if !starting.is_empty() {
+            return assemble_while_starting(view.tools(), &starting, context_length, config);
+        }
+    }
     let assembly = assemble_with(view.tools(), &catalog, context_length, config);
     if assembly.activated && config.ranking == crate::config::Ranking::Hybrid {
         // The model can search from now on: start the tool embeddings (from the cache under the
@@ -73,6 +79,34 @@ pub fn assemble(
         catalog.semantic();
     }
     assembly
+}
+
+/// No deferred tool yet, but servers still starting will bring some: the bridge is offered
+/// from the first request, so a model never learns that searching is pointless.
+fn assemble_while_starting(
+    defs: &[Arc<ToolDef>],
+    starting: &[String],
+    context_length: Option<i64>,
+    config: &ToolSearchConfig,
+) -> Assembly {
+    let listing_budget = config.listing_budget(context_length);
+    let mut tools: Vec<Value> = defs
+        .iter()
+        .filter(|d| !is_bridge_name(&d.name))
+        .map(|d| d.to_openai())
+        .collect();
+    tools.extend(bridge_schemas_while_starting(starting, config));
+    Assembly {
+        activated: true,
+        tier: 2,
+        listing_form: ListingForm::None,
+        deferred_count: 0,
+        deferred_tokens: 0,
+        threshold_tokens: listing_budget,
+        listing_budget,
+        tools,
+        listing: None,
+    }
 }
 
 /// [`assemble`] over a plain list of definitions, indexing their deferred tools afresh.
@@ -258,6 +292,30 @@ mod tests {
                 .unwrap()
                 .contains("manage_connections")
         );
+    }
+
+    #[test]
+    fn servers_still_starting_get_the_bridge_before_their_tools() {
+        let registry =
+            Registry::with_tools(
+                [ToolDef::new("terminal", "Run.", json!({})).with_toolset("core")],
+            );
+        registry.set_starting("github", true);
+        let a = assemble(&registry.view_all(), None, &ToolSearchConfig::default());
+        assert_eq!((a.activated, a.deferred_count), (true, 0));
+        assert_eq!(
+            a.tool_names(),
+            ["terminal", "tool_search", "tool_describe", "tool_call"]
+        );
+        assert!(a.tool_search_description().unwrap().contains("(github)"));
+        // Switched off, nothing is offered; settled, a view with nothing deferrable passes through.
+        let off = ToolSearchConfig {
+            enabled: Switch::Off,
+            ..ToolSearchConfig::default()
+        };
+        assert!(!assemble(&registry.view_all(), None, &off).activated);
+        registry.set_starting("github", false);
+        assert!(!assemble(&registry.view_all(), None, &ToolSearchConfig::default()).activated);
     }
 
     #[test]

@@ -158,6 +158,21 @@ pub fn tool_call_schema() -> Value {
     })
 }
 
+/// The bridge offered while tool sources are still starting and none of their tools has
+/// arrived yet: the model can search at once, and the search waits for the servers.
+pub fn bridge_schemas_while_starting(starting: &[String], config: &ToolSearchConfig) -> [Value; 3] {
+    let description = format!(
+        "Finds tools from the MCP servers that are still starting ({}): a search waits for them, \
+         then returns the best matches with their parameters. {SEARCH_GUIDE}",
+        starting.join(", ")
+    );
+    [
+        tool_search_schema(description, config),
+        tool_describe_schema(),
+        tool_call_schema(),
+    ]
+}
+
 /// The three bridge schemas in the order the model sees them.
 pub fn bridge_schemas(
     deferred_count: usize,
