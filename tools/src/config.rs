@@ -77,12 +77,12 @@ impl Switch {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Ranking {
     /// Lexical legs (split names, weighted fields, domain vocabulary) fused with sentence
-    /// embeddings (feature `semantic`), and a "nothing fits" decision. Opt-in until it meets its
-    /// recall targets on the retrieval set.
-    Hybrid,
-    /// The reference ranking exactly: BM25 behind the rarest-token gate and the relevance floor.
-    /// The default.
+    /// embeddings (feature `semantic`, on by default), and a "nothing fits" decision. The
+    /// default.
     #[default]
+    Hybrid,
+    /// The reference ranking exactly: BM25 behind the rarest-token gate and the relevance floor,
+    /// for reproducing the reference's answers (its conformance cases, or a catalog tuned for it).
     Reference,
 }
 
@@ -102,8 +102,10 @@ impl Ranking {
             "hybrid" => Ranking::Hybrid,
             "reference" => Ranking::Reference,
             _ => {
-                tracing::warn!(value = %value, "tools.tool_search.ranking must be `hybrid` or `reference`; using reference");
-                Ranking::Reference
+                if !value.is_null() {
+                    tracing::warn!(value = %value, "tools.tool_search.ranking must be `hybrid` or `reference`; using hybrid");
+                }
+                Ranking::Hybrid
             }
         }
     }
@@ -182,7 +184,7 @@ impl Default for ToolSearchConfig {
             listing: Switch::Auto,
             listing_max_tokens: DEFAULT_LISTING_MAX_TOKENS,
             defer: DeferSet::default(),
-            ranking: Ranking::Reference,
+            ranking: Ranking::Hybrid,
         }
     }
 }
@@ -312,13 +314,13 @@ mod tests {
     }
 
     #[test]
-    fn ranking_is_reference_unless_hybrid_is_asked_for() {
-        assert_eq!(ToolSearchConfig::default().ranking, Ranking::Reference);
+    fn ranking_is_hybrid_unless_reference_is_asked_for() {
+        assert_eq!(ToolSearchConfig::default().ranking, Ranking::Hybrid);
         let read = |v: Value| ToolSearchConfig::from_raw(&json!({ "ranking": v })).ranking;
         assert_eq!(read(json!(" Reference ")), Ranking::Reference);
         assert_eq!(read(json!("hybrid")), Ranking::Hybrid);
-        assert_eq!(read(json!("bm25")), Ranking::Reference);
-        assert_eq!(read(json!(null)), Ranking::Reference);
+        assert_eq!(read(json!("bm25")), Ranking::Hybrid);
+        assert_eq!(read(json!(null)), Ranking::Hybrid);
         assert_eq!(Ranking::Reference.as_str(), "reference");
     }
 

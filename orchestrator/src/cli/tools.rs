@@ -5,12 +5,14 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
-use troupe_tools::bridge::{resolve, tool_describe, tool_error, tool_search};
+use troupe_tools::bridge::{resolve, tool_describe, tool_error, tool_search, tool_search_explain};
 use troupe_tools::search::assemble::assemble;
-use troupe_tools::{CallContext, Registry, ToolSearchConfig, ToolsetView};
+use troupe_tools::search::semantic::default_embedder;
+use troupe_tools::{CallContext, Ranking, Registry, ToolSearchConfig, ToolsetView};
 
 use troupe_tools::mcp::McpManager;
 
@@ -19,11 +21,14 @@ use super::mcp::start_configured;
 use crate::catalog::load_catalog_file;
 use crate::config::Config;
 
+/// Longest wait for the tool embeddings (a first run encodes every tool: seconds for hundreds).
+const EMBEDDINGS_WAIT: Duration = Duration::from_secs(600);
+
 /// The `troupe tools` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum ToolsCommand {
-    /// Print what `tool_search` answers to ARGS.
-    Search(BridgeArgs),
+    /// Print what `tool_search` answers to ARGS (with --explain: why, for a person).
+    Search(SearchArgs),
     /// Print what `tool_describe` answers to ARGS.
     Describe(BridgeArgs),
     /// Resolve a `tool_call` (with --dry-run: print the tool and its checked arguments).
@@ -52,6 +57,18 @@ pub struct BridgeArgs {
     /// The arguments the model would send, as JSON.
     #[arg(long, value_name = "JSON")]
     args: String,
+}
+
+/// Arguments of `search`.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    #[command(flatten)]
+    bridge: BridgeArgs,
+    /// Instead of the model's JSON, explain the ranking for a person: per query what it became
+    /// (words, expansions), whether anything fits and why, and per match which legs found it
+    /// (matched terms, similarity).
+    #[arg(long)]
+    explain: bool,
 }
 
 /// Arguments of `call`.
@@ -88,7 +105,8 @@ struct Loaded {
 /// Runs one `troupe tools` command; returns the exit code.
 pub async fn run(command: ToolsCommand) -> i32 {
     let source = match &command {
-        ToolsCommand::Search(a) | ToolsCommand::Describe(a) => &a.source,
+        ToolsCommand::Search(a) => &a.bridge.source,
+        ToolsCommand::Describe(a) => &a.source,
         ToolsCommand::Call(a) => &a.source,
         ToolsCommand::Assemble(a) => &a.source,
     };
@@ -98,9 +116,27 @@ pub async fn run(command: ToolsCommand) -> i32 {
         Err(message) => return report("tools", Err(CliError::usage(message))),
     };
     let output = match command {
-        ToolsCommand::Search(a) => with_model_args(&a.args, |args| {
-            tool_search(&loaded.view, &loaded.config, args)
-        }),
+        ToolsCommand::Search(a) => {
+            wait_for_embeddings(&loaded);
+            if a.explain {
+                let explained = with_model_args(&a.bridge.args, |args| {
+                    match tool_search_explain(&loaded.view, &loaded.config, args) {
+                        Ok(text) => Value::String(text),
+                        Err(error) => error,
+                    }
+                });
+                if let Value::String(text) = explained {
+                    print!("{text}");
+                    close(loaded.mcp).await;
+                    return EXIT_DONE;
+                }
+                explained
+            } else {
+                with_model_args(&a.bridge.args, |args| {
+                    tool_search(&loaded.view, &loaded.config, args)
+                })
+            }
+        }
         ToolsCommand::Describe(a) => with_model_args(&a.args, |args| {
             tool_describe(&loaded.view, &loaded.config, args)
         }),
@@ -108,10 +144,28 @@ pub async fn run(command: ToolsCommand) -> i32 {
         ToolsCommand::Assemble(a) => assembly_json(&loaded, a.context_length),
     };
     println!("{output}");
-    if let Some(mcp) = loaded.mcp {
+    close(loaded.mcp).await;
+    EXIT_DONE
+}
+
+async fn close(mcp: Option<McpManager>) {
+    if let Some(mcp) = mcp {
         mcp.shutdown().await;
     }
-    EXIT_DONE
+}
+
+/// The command line answers once, so under the hybrid ranking it waits for the tool embeddings
+/// (from the cache under the troupe home, or computed and cached on a first run) rather than
+/// answering from the lexical leg alone as a session's first call does.
+fn wait_for_embeddings(loaded: &Loaded) {
+    if loaded.config.ranking == Ranking::Hybrid {
+        let catalog = loaded.view.catalog(&loaded.config.defer);
+        if catalog.semantic_wait(EMBEDDINGS_WAIT).is_none() && default_embedder().is_some() {
+            tracing::warn!(
+                "tool search: the tool embeddings were not ready in time; ranking with the lexical leg alone"
+            );
+        }
+    }
 }
 
 /// The catalog file when one is given; otherwise the live tools of the MCP servers the config

@@ -12,7 +12,7 @@ pub mod validate;
 
 pub use tool_call::{ResolvedCall, resolve};
 pub use tool_describe::tool_describe;
-pub use tool_search::tool_search;
+pub use tool_search::{tool_search, tool_search_explain};
 
 use serde_json::{Value, json};
 

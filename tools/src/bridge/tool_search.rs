@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 use super::args::{limit, string_list};
 use super::tool_error;
 use crate::config::{Ranking, ToolSearchConfig};
+use crate::search::explain::{explain_hybrid, explain_reference};
 use crate::view::ToolsetView;
 
 /// Most queries one `tool_search` call may carry.
@@ -26,23 +27,10 @@ does not exist.";
 /// `tools` maps each matched name, in first-seen order, to its source, description and
 /// required arguments. Bad arguments give `{"error": ...}` saying what to send instead.
 pub fn tool_search(view: &ToolsetView, config: &ToolSearchConfig, args: &Value) -> Value {
-    let Some(args) = args.as_object() else {
-        return tool_error(format!(
-            "tool_search takes an object of arguments, for example {{\"queries\": {EXAMPLE_QUERIES}}}."
-        ));
+    let (queries, limit) = match search_args(config, args) {
+        Ok(parsed) => parsed,
+        Err(error) => return error,
     };
-    let queries = match string_list(args, "queries", false) {
-        Ok(queries) => queries,
-        Err(e) => return tool_error(e.message("queries", EXAMPLE_QUERIES)),
-    };
-    if queries.len() > MAX_QUERIES_PER_CALL {
-        return tool_error(format!(
-            "Too many queries: {} sent, at most {MAX_QUERIES_PER_CALL} per call. Retry with fewer, more focused queries, \
-or spread them over several tool_search calls.",
-            queries.len()
-        ));
-    }
-    let limit = limit(args, config);
     let catalog = view.catalog(&config.defer);
     // Never waits: until the tool embeddings are ready, the lexical legs answer alone.
     let semantic = match config.ranking {
@@ -103,6 +91,51 @@ or spread them over several tool_search calls.",
         out.insert("sources_starting".into(), json!(starting));
     }
     Value::Object(out)
+}
+
+/// The queries and the per-query limit of a `tool_search` call, or the error a model gets.
+fn search_args(config: &ToolSearchConfig, args: &Value) -> Result<(Vec<String>, usize), Value> {
+    let Some(args) = args.as_object() else {
+        return Err(tool_error(format!(
+            "tool_search takes an object of arguments, for example {{\"queries\": {EXAMPLE_QUERIES}}}."
+        )));
+    };
+    let queries = string_list(args, "queries", false)
+        .map_err(|e| tool_error(e.message("queries", EXAMPLE_QUERIES)))?;
+    if queries.len() > MAX_QUERIES_PER_CALL {
+        return Err(tool_error(format!(
+            "Too many queries: {} sent, at most {MAX_QUERIES_PER_CALL} per call. Retry with fewer, more focused queries, \
+or spread them over several tool_search calls.",
+            queries.len()
+        )));
+    }
+    Ok((queries, limit(args, config)))
+}
+
+/// Explains, for a person, how the configured ranking answers a `tool_search` call: per query,
+/// what the query became, the "nothing fits" decision and, per tool, which legs found it and
+/// why. Bad arguments give the error a model would get. Uses the tool embeddings only if they
+/// are ready (see [`crate::search::Catalog::semantic_wait`]).
+pub fn tool_search_explain(
+    view: &ToolsetView,
+    config: &ToolSearchConfig,
+    args: &Value,
+) -> Result<String, Value> {
+    let (queries, limit) = search_args(config, args)?;
+    let catalog = view.catalog(&config.defer);
+    let semantic = match config.ranking {
+        Ranking::Hybrid => catalog.semantic(),
+        Ranking::Reference => None,
+    };
+    let mut out = format!("{} tools searched\n", catalog.len());
+    for query in &queries {
+        out.push('\n');
+        out.push_str(&match config.ranking {
+            Ranking::Reference => explain_reference(&catalog, query, limit),
+            Ranking::Hybrid => explain_hybrid(&catalog, query, limit, semantic.as_deref()),
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -71,7 +71,14 @@ pub fn assemble(
             return assemble_while_starting(view.tools(), &starting, context_length, config);
         }
     }
-    assemble_with(view.tools(), &catalog, context_length, config)
+    let assembly = assemble_with(view.tools(), &catalog, context_length, config);
+    if assembly.activated && config.ranking == crate::config::Ranking::Hybrid {
+        // The model can search from now on: start the tool embeddings (from the cache under the
+        // troupe home, or computed) in the background, so they are likely ready by its first
+        // `tool_search` call. This returns at once.
+        catalog.semantic();
+    }
+    assembly
 }
 
 /// No deferred tool yet, but servers still starting will bring some: the bridge is offered

@@ -10,6 +10,7 @@
 //! - [`hybrid`]: the default ranking ([`Catalog::hybrid_search`]): [`lexical`] (BM25F over
 //!   [`split`] words with the [`vocabulary`]'s expansions) fused with [`semantic`] (sentence
 //!   embeddings, computed in the background and cached on disk), and the "nothing fits" decision.
+//! - [`explain`]: the rankings explained for people (`troupe tools search --explain`).
 //! - [`listing`]: the listing forms and [`listing::short_desc`].
 //! - [`assemble`]: tiers and the model-visible tool list.
 //! - [`bridge_schemas`]: the three bridge tools' schemas and descriptions.
@@ -18,6 +19,7 @@ pub mod assemble;
 pub mod bm25;
 pub mod bridge_schemas;
 pub mod catalog;
+pub mod explain;
 pub mod hybrid;
 pub mod lexical;
 pub mod listing;

@@ -541,4 +541,38 @@ mod tests {
         );
         assert!(empty.wait(Duration::from_millis(1)).is_none());
     }
+
+    /// The bundled encoder itself, end to end: it loads offline, gives unit vectors of its
+    /// stated size, and places a paraphrase nearer than an unrelated sentence.
+    #[cfg(feature = "semantic")]
+    #[test]
+    fn smoke_the_bundled_encoder() {
+        let encoder = default_embedder().expect("the bundled encoder loads");
+        assert!(
+            encoder.model_id().to_lowercase().contains("minilm"),
+            "{}",
+            encoder.model_id()
+        );
+        let texts: Vec<String> = [
+            "github: delete issue. Delete an issue from a repository.",
+            "remove a ticket from the repo",
+            "what will the weather be tomorrow",
+        ]
+        .map(String::from)
+        .to_vec();
+        let v = encoder.embed(&texts).expect("encodes");
+        assert_eq!(v.len(), 3);
+        for row in &v {
+            assert_eq!(row.len(), encoder.dimensions());
+            let norm: f32 = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+            assert!((norm - 1.0).abs() < 1e-3, "unit length, got {norm}");
+        }
+        let tools = ToolVectors::new(encoder.dimensions(), vec![v[0].clone()]).unwrap();
+        let paraphrase = tools.similarities(&v[1])[0];
+        let unrelated = tools.similarities(&v[2])[0];
+        assert!(
+            paraphrase > unrelated + 0.2,
+            "paraphrase {paraphrase}, unrelated {unrelated}"
+        );
+    }
 }

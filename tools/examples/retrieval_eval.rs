@@ -1,0 +1,209 @@
+//! In-process scoring of the hybrid ranking on a labelled retrieval set, for tuning the method
+//! without building the `troupe` binary: the same figures as the set's `eval.py` (recall@1/@5,
+//! MRR, empty answers per query style, absent precision), plus each miss with the evidence of
+//! the "nothing fits" decision.
+//!
+//! `cargo run -p troupe-tools --example retrieval_eval -- DIR [--verbose] [--lexical]`, where DIR
+//! holds `catalog.json` and `queries_dev.json` (`{query, expected: [names], style}` each).
+//! `--lexical` ranks without the semantic leg; `--dump FILE` writes each query's raw evidence.
+
+#![allow(clippy::print_stdout, reason = "a scoring program prints its figures")]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::Value;
+use troupe_tools::catalog_file::parse_catalog;
+use troupe_tools::{Registry, ToolSearchConfig};
+
+#[derive(Default)]
+struct Style {
+    n: usize,
+    r1: usize,
+    r5: usize,
+    rr: f64,
+    empty: usize,
+    absent_ok: usize,
+}
+
+fn read_json(path: &PathBuf) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn run() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let dir = args
+        .iter()
+        .find(|a| !a.starts_with("--"))
+        .map(PathBuf::from)
+        .ok_or("usage: retrieval_eval DIR [--verbose] [--lexical]")?;
+    let verbose = args.iter().any(|a| a == "--verbose");
+    let lexical_only = args.iter().any(|a| a == "--lexical");
+    let defs = parse_catalog(&read_json(&dir.join("catalog.json"))?).map_err(|e| e.to_string())?;
+    let queries = read_json(&dir.join("queries_dev.json"))?;
+    let queries = queries
+        .as_array()
+        .ok_or("queries_dev.json is not an array")?;
+    let view = Registry::with_tools(defs).view_all();
+    let config = ToolSearchConfig::default();
+    let catalog = view.catalog(&config.defer);
+    let semantic = if lexical_only {
+        None
+    } else {
+        catalog.semantic_wait(Duration::from_secs(600))
+    };
+    let dump_path = args
+        .iter()
+        .position(|a| a == "--dump")
+        .and_then(|i| args.get(i + 1))
+        .map(PathBuf::from);
+    let mut dump = Vec::new();
+    let mut by: BTreeMap<String, Style> = BTreeMap::new();
+    let mut misses = Vec::new();
+    for q in queries {
+        let text = q["query"].as_str().unwrap_or_default();
+        let style = q["style"].as_str().unwrap_or("?").to_string();
+        let expected: Vec<&str> = q["expected"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let answer = catalog.hybrid_search(text, 5, semantic.as_deref());
+        if dump_path.is_some() {
+            dump.push(dump_query(&catalog, q, text, semantic.as_deref()));
+        }
+        let got: Vec<&str> = answer
+            .matches()
+            .iter()
+            .map(|m| catalog.defs()[m.doc].name.as_str())
+            .collect();
+        let s = by.entry(style.clone()).or_default();
+        s.n += 1;
+        let v = &answer.verdict;
+        let evidence = format!(
+            "cov {:.2} sim {:.3} margin {:.2}",
+            v.coverage,
+            v.similarity.unwrap_or(f32::NAN),
+            v.margin.unwrap_or(f64::NAN)
+        );
+        if expected.is_empty() {
+            if got.is_empty() {
+                s.absent_ok += 1;
+            } else {
+                misses.push(format!(
+                    "MISS [{style}] {text:?}: nothing fits, got {got:?} ({evidence})"
+                ));
+            }
+            continue;
+        }
+        s.empty += usize::from(got.is_empty());
+        match got.iter().position(|g| expected.contains(g)) {
+            Some(r) => {
+                s.r5 += usize::from(r < 5);
+                s.r1 += usize::from(r == 0);
+                s.rr += 1.0 / (r as f64 + 1.0);
+            }
+            None => {
+                let ranked: Vec<&str> = answer
+                    .ranked
+                    .iter()
+                    .map(|m| catalog.defs()[m.doc].name.as_str())
+                    .collect();
+                misses.push(format!(
+                    "MISS [{style}] {text:?}: expected {expected:?}, got {got:?} (ranked {ranked:?}; {evidence})"
+                ));
+            }
+        }
+    }
+    println!(
+        "{:10} {:>4} {:>6} {:>6} {:>6} {:>6}",
+        "style", "n", "r@1", "r@5", "MRR", "empty"
+    );
+    let mut tot = Style::default();
+    let mut absent = (0, 1);
+    for (name, s) in &by {
+        if name == "absent" {
+            absent = (s.absent_ok, s.n);
+            println!(
+                "{name:10} {:4} absent precision {:.3}",
+                s.n,
+                s.absent_ok as f64 / s.n as f64
+            );
+            continue;
+        }
+        let n = s.n as f64;
+        println!(
+            "{name:10} {:4} {:6.3} {:6.3} {:6.3} {:6.3}",
+            s.n,
+            s.r1 as f64 / n,
+            s.r5 as f64 / n,
+            s.rr / n,
+            s.empty as f64 / n
+        );
+        tot.n += s.n;
+        tot.r5 += s.r5;
+        tot.rr += s.rr;
+    }
+    if let Some(path) = dump_path {
+        let names: Vec<&str> = catalog.defs().iter().map(|d| d.name.as_str()).collect();
+        let all = serde_json::json!({"tools": names, "queries": dump});
+        std::fs::write(&path, all.to_string()).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if verbose {
+        for m in &misses {
+            println!("{m}");
+        }
+    }
+    println!(
+        "dev set: recall@5 {:.3}, MRR {:.3}, absent precision {:.3} (semantic leg {})",
+        tot.r5 as f64 / tot.n.max(1) as f64,
+        tot.rr / tot.n.max(1) as f64,
+        absent.0 as f64 / absent.1.max(1) as f64,
+        if semantic.is_some() { "on" } else { "off" }
+    );
+    Ok(())
+}
+
+/// The raw evidence of one query, for exploring fusion and decision rules offline: the lexical
+/// hits (tool, BM25F score, support) and the similarity to every tool.
+fn dump_query(
+    catalog: &troupe_tools::search::Catalog,
+    q: &Value,
+    text: &str,
+    semantic: Option<&troupe_tools::search::semantic::SemanticReady>,
+) -> Value {
+    let lexical = catalog.lexical();
+    let prepared = lexical.prepare(text);
+    let hits: Vec<Value> = lexical
+        .score(&prepared)
+        .iter()
+        .take(100)
+        .map(|h| serde_json::json!([h.doc, h.score, lexical.coverage(h.doc, &prepared)]))
+        .collect();
+    let typed: Vec<Value> = prepared
+        .typed
+        .iter()
+        .map(|t| serde_json::json!([t, lexical.df(t)]))
+        .collect();
+    let sims = semantic.and_then(|s| {
+        let v = s.vectors.as_ref().ok()?;
+        let e = s.embedder.embed(&[text.to_string()]).ok()?;
+        Some(v.similarities(&e[0]))
+    });
+    serde_json::json!({
+        "query": text, "style": q["style"], "expected": q["expected"],
+        "typed": typed, "lexical": hits, "sims": sims,
+    })
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("retrieval_eval: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
