@@ -89,13 +89,18 @@ fn assemble_while_starting(
     context_length: Option<i64>,
     config: &ToolSearchConfig,
 ) -> Assembly {
-    let listing_budget = config.listing_budget(context_length);
     let mut tools: Vec<Value> = defs
         .iter()
         .filter(|d| !is_bridge_name(&d.name))
         .map(|d| d.to_openai())
         .collect();
     tools.extend(bridge_schemas_while_starting(starting, config));
+    bridge_without_catalog(tools, config.listing_budget(context_length))
+}
+
+/// The bridge offered with an empty catalog (servers still starting, or only hosted
+/// connectors behind it): `tools` holds the direct tools and the bridge schemas.
+fn bridge_without_catalog(tools: Vec<Value>, listing_budget: i64) -> Assembly {
     Assembly {
         activated: true,
         tier: 2,
@@ -153,17 +158,7 @@ fn assemble_with(
             // Only hosted connectors sit behind the bridge.
             let mut tools = all_defs();
             tools.extend(bridge_schemas(0, true, &Listing::none(), config));
-            return Assembly {
-                activated: true,
-                tier: 2,
-                listing_form: ListingForm::None,
-                deferred_count: 0,
-                deferred_tokens: 0,
-                threshold_tokens: listing_budget,
-                listing_budget,
-                tools,
-                listing: None,
-            };
+            return bridge_without_catalog(tools, listing_budget);
         }
         return passthrough(0, 0, all_defs());
     }
