@@ -167,6 +167,7 @@ fn run(
     mode: &str,
     task: &Task,
     everything: &Path,
+    home: &Path,
     timeout: Duration,
 ) -> Measured {
     let dir = tempfile::tempdir().unwrap();
@@ -185,6 +186,7 @@ fn run(
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
         .current_dir(dir.path())
+        .env("TROUPE_HOME", home)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -275,6 +277,9 @@ fn main() {
     eprintln!("model server at {}", model.url);
     let mut summary = Vec::new();
     for mode in &modes {
+        // One troupe home per mode, shared by its tasks, as one user's runs share theirs: what
+        // `auto` learns about the server in one task holds for the next.
+        let home = tempfile::tempdir().unwrap();
         let mut times = Vec::new();
         let mut passed = 0;
         let mut total = 0;
@@ -285,7 +290,7 @@ fn main() {
             {
                 continue;
             }
-            let outcome = run(&model, mode, task, &everything, timeout);
+            let outcome = run(&model, mode, task, &everything, home.path(), timeout);
             total += 1;
             if outcome.ok {
                 passed += 1;

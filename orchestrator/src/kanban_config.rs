@@ -401,6 +401,7 @@ pub(crate) fn profile_provider(
     let mut config = OpenAiConfig::new(base_url, name);
     config.api_key = key;
     config.settings = p.provider.apply(&model.provider);
+    config.mode_memory = Some(troupe_home().join(crate::runtime::MODE_MEMORY_FILE));
     OpenAiProvider::new(config)
         .map(|p| Arc::new(p) as Arc<dyn ModelProvider>)
         .map_err(|e| format!("profiles.{}: {e}", p.name))

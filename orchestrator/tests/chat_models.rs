@@ -58,6 +58,8 @@ async fn chat(dir: &Path, server: &MockServer, extra: &str, question: &str) -> R
         Command::new(env!("CARGO_BIN_EXE_troupe"))
             .current_dir(&dir)
             .stdin(Stdio::null())
+            // Each test's own home: `auto` remembers switches there, by server URL and model.
+            .env("TROUPE_HOME", dir.join(".troupe-home"))
             .env_remove("TROUPE_BASE_URL")
             .env_remove("OPENAI_BASE_URL")
             .args(["chat", "-q", &question, "--json"])
@@ -142,6 +144,67 @@ async fn a_failing_tool_call_parser_falls_back_to_text_calls_and_the_turn_comple
             .starts_with("<tool_response name=\"read_file\">"),
         "{result}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_chat_with_the_same_server_starts_with_text_calls() {
+    let server = MockServer::start(read_then_answer()).await.unwrap();
+    server.push_fault(Fault::UnreadableOutput);
+    server.push_fault(Fault::UnreadableOutput);
+    let dir = workspace();
+    let first = chat(dir.path(), &server, "", "what does notes.txt say?").await;
+    first.assert_completed_with("The file says hello.");
+    assert_eq!(first.of_type("tool_calls_switched").len(), 1);
+    let memory = dir.path().join(".troupe-home/state/tool_calls.json");
+    let remembered = std::fs::read_to_string(&memory).unwrap();
+    assert!(remembered.contains("local-model"), "{remembered}");
+
+    // A new process: its first request already goes in text, and the event says why.
+    let before = server.requests().len();
+    let second = chat(dir.path(), &server, "", "what does notes.txt say?").await;
+    second.assert_completed_with("The file says hello.");
+    read_file_ran(&second);
+    let switched = second.of_type("tool_calls_switched");
+    assert_eq!(switched.len(), 1, "{:?}", second.lines);
+    assert!(
+        switched[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("remembered")
+    );
+    assert!(
+        second.of_type("model_retry").is_empty(),
+        "{:?}",
+        second.lines
+    );
+    let sent = server.requests();
+    assert!(
+        sent[before].body.get("tools").is_none(),
+        "{}",
+        sent[before].body
+    );
+
+    // `tool_calls: native` does not read the memory; deleting the file forgets.
+    let before = server.requests().len();
+    let native = chat(
+        dir.path(),
+        &server,
+        "  tool_calls: native\n",
+        "what does notes.txt say?",
+    )
+    .await;
+    native.assert_completed_with("The file says hello.");
+    assert!(
+        native.of_type("tool_calls_switched").is_empty(),
+        "{:?}",
+        native.lines
+    );
+    assert!(!server.requests()[before].tool_names().is_empty());
+    std::fs::remove_file(&memory).unwrap();
+    let before = server.requests().len();
+    let forgotten = chat(dir.path(), &server, "", "what does notes.txt say?").await;
+    forgotten.assert_completed_with("The file says hello.");
+    assert!(!server.requests()[before].tool_names().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

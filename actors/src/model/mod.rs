@@ -9,6 +9,7 @@
 
 #[cfg(feature = "mock-server")]
 pub mod mock_server;
+mod mode_memory;
 mod openai;
 mod openai_wire;
 mod replies;

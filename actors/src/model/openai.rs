@@ -4,6 +4,7 @@
 //! backoff that honours `Retry-After`, bounds each attempt with a timeout, and drops the
 //! connection when cancelled. The wire types live in `openai_wire`, the waits in `retry`.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -15,6 +16,7 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
+use super::mode_memory::ModeMemory;
 use super::openai_wire::{Assembler, WireCompletion, clip, error_body_message, request_body};
 use super::retry::{backoff_delay, is_retryable_status, server_wait};
 use super::settings::{ProviderSettings, SessionModelState, ToolCallMode};
@@ -63,6 +65,10 @@ pub struct OpenAiConfig {
     /// Tool-call mode, per-turn retry budget and request fields (troupe.yaml `model:` or a
     /// profile).
     pub settings: ProviderSettings,
+    /// Where `tool_calls: auto` remembers that this server and model needed text tool calls
+    /// (troupe uses `$TROUPE_HOME/state/tool_calls.json`), so later sessions and processes
+    /// start in text; `None` remembers for this process only.
+    pub mode_memory: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for OpenAiConfig {
@@ -113,6 +119,7 @@ impl OpenAiConfig {
             extra_headers: Vec::new(),
             extra_body: Map::new(),
             settings: ProviderSettings::default(),
+            mode_memory: None,
         }
     }
 
@@ -228,6 +235,8 @@ struct Inner {
     http: reqwest::Client,
     /// Authorization and extra headers, built once.
     headers: HeaderMap,
+    /// Whether this server and model are known to need text tool calls (for `auto`).
+    memory: ModeMemory,
 }
 
 /// How one failed attempt should be followed up.
@@ -313,12 +322,15 @@ impl OpenAiProvider {
             .connect_timeout(config.connect_timeout)
             .build()
             .map_err(|e| ModelError::Config(format!("cannot build the HTTP client: {e}")))?;
+        let endpoint = config.endpoint();
+        let memory = ModeMemory::load(config.mode_memory.clone(), &endpoint, &config.model);
         Ok(Self {
             inner: Arc::new(Inner {
-                endpoint: config.endpoint(),
+                endpoint,
                 config,
                 http,
                 headers,
+                memory,
             }),
         })
     }
@@ -370,6 +382,17 @@ impl Inner {
         }
         if settings.tool_calls == ToolCallMode::Text {
             state.switch_to_text_tools();
+        } else if settings.tool_calls == ToolCallMode::Auto
+            && self.memory.prefers_text()
+            && !request.tools.is_empty()
+            && !state.uses_text_tools()
+        {
+            self.switch_to_text(
+                &request,
+                state,
+                "an earlier session with this server and model had to switch (remembered)"
+                    .to_string(),
+            );
         }
         let attempt_timeout = settings
             .request_timeout
@@ -536,6 +559,9 @@ impl Inner {
     fn switch_to_text(&self, request: &ModelRequest, state: &SessionModelState, reason: String) {
         if state.switch_to_text_tools() {
             tracing::warn!(%reason, "switching this session to text tool calls");
+            if self.config.settings.tool_calls == ToolCallMode::Auto {
+                self.memory.remember_text(&reason);
+            }
             notify(
                 request,
                 ModelNotice::ToolCallsSwitched {

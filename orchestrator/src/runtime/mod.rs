@@ -711,6 +711,10 @@ fn profile_session(base: &SessionConfig, p: &ProfileSettings) -> SessionConfig {
     config
 }
 
+/// Where `tool_calls: auto` remembers, under the troupe home, the servers and models that
+/// needed text tool calls.
+pub const MODE_MEMORY_FILE: &str = "state/tool_calls.json";
+
 /// The model of sessions that name none: the `model:` section's server, else
 /// `TROUPE_BASE_URL`/`OPENAI_BASE_URL`; `None` when nothing names one.
 pub fn model_provider(model: &ModelSection) -> Result<Option<Arc<dyn ModelProvider>>, ConfigError> {
@@ -735,6 +739,7 @@ pub fn model_provider(model: &ModelSection) -> Result<Option<Arc<dyn ModelProvid
         .unwrap_or_else(|| DEFAULT_MODEL.to_string());
     let mut openai = OpenAiConfig::new(base_url, name);
     openai.settings = model.provider.clone();
+    openai.mode_memory = Some(crate::kanban_config::troupe_home().join(MODE_MEMORY_FILE));
     openai.api_key = model
         .api_key
         .clone()
