@@ -18,6 +18,17 @@ if ! command -v python3 >/dev/null 2>&1; then
   exit 1
 fi
 
+# tmux: the interactive `troupe chat` tests drive the real binary in its terminal.
+if ! command -v tmux >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "install-test-deps: apt-get install tmux"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null
+  else
+    echo "install-test-deps: tmux is missing; install it (apt-get install tmux)" >&2
+    exit 1
+  fi
+fi
+
 # npm: reinstall only when the lock file is newer than what was installed from it.
 stamp="$servers/node_modules/.troupe-installed"
 if [ ! -f "$stamp" ] || [ "$servers/package-lock.json" -nt "$stamp" ]; then

@@ -50,6 +50,23 @@ pub enum EventKind {
         /// How many tools the model is offered.
         tools: usize,
     },
+    /// Text of the model's answer as it arrives (only for sessions that ask for it with
+    /// `SessionConfig::stream_text`). The `Final` event still carries the whole answer.
+    TextDelta {
+        /// The turn's id.
+        turn_id: String,
+        /// The next piece of text.
+        text: String,
+    },
+    /// The model answered a request; the tokens it reported (0 when the server reports none).
+    ModelUsage {
+        /// The turn's id.
+        turn_id: String,
+        /// Prompt tokens of the request.
+        input_tokens: u64,
+        /// Tokens generated.
+        output_tokens: u64,
+    },
     /// A model request failed and is being sent again (or the model's empty reply is answered
     /// with a nudge): the reason a turn takes longer.
     ModelRetry {
@@ -95,6 +112,9 @@ pub enum EventKind {
         tool: String,
         /// The tool that actually runs.
         underlying_tool: String,
+        /// The call's arguments in one short line (the command, the path, or compact JSON),
+        /// for live displays; control characters are left for the display to make visible.
+        brief: String,
     },
     /// A tool call ended, whatever the way.
     ToolCallFinished {
@@ -135,7 +155,7 @@ pub enum EventKind {
     },
     /// A stop reached this session.
     Stop {
-        /// `soft` or `hard`.
+        /// `soft`, `hard`, or `drain` (running calls finish, nothing new starts).
         kind: String,
         /// The turn that was stopped, when one was running.
         turn_id: Option<String>,
@@ -262,6 +282,28 @@ impl EventSink {
     }
 }
 
+/// The longest [`brief_arguments`] line, in characters.
+pub const BRIEF_CHARS: usize = 72;
+
+/// A call's arguments in one short line: the `command` or `path` when there is one, else the
+/// object as compact JSON; line breaks shown as `⏎`, cut to [`BRIEF_CHARS`] with `…`.
+pub fn brief_arguments(arguments: &serde_json::Map<String, serde_json::Value>) -> String {
+    let text = ["command", "path", "query", "url", "name"]
+        .iter()
+        .find_map(|key| arguments.get(*key).and_then(serde_json::Value::as_str))
+        .map(str::to_string)
+        .unwrap_or_else(|| serde_json::Value::Object(arguments.clone()).to_string());
+    let mut out = String::new();
+    for (count, c) in text.chars().enumerate() {
+        if count == BRIEF_CHARS {
+            out.push('…');
+            break;
+        }
+        out.push(if c == '\n' { '⏎' } else { c });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,5 +346,17 @@ mod tests {
         assert!(first.try_recv().is_ok());
         assert!(all.try_recv().is_ok());
         assert_eq!(lock(&sink.subscribers).len(), 1);
+    }
+
+    #[test]
+    fn a_brief_is_one_short_line() {
+        let args = serde_json::json!({"command": "echo a\necho b", "timeout": 5});
+        assert_eq!(brief_arguments(args.as_object().unwrap()), "echo a⏎echo b");
+        let long = serde_json::json!({"path": "x".repeat(200)});
+        let brief = brief_arguments(long.as_object().unwrap());
+        assert_eq!(brief.chars().count(), BRIEF_CHARS + 1);
+        assert!(brief.ends_with('…'));
+        let other = serde_json::json!({"n": 1});
+        assert_eq!(brief_arguments(other.as_object().unwrap()), r#"{"n":1}"#);
     }
 }

@@ -165,6 +165,16 @@ impl CallEntry {
     pub fn underlying(&self) -> &str {
         self.target.name()
     }
+
+    /// The arguments the underlying tool gets, when they parsed.
+    pub fn arguments(&self) -> Option<&Map<String, Value>> {
+        match &self.target {
+            CallTarget::Tool { arguments, .. }
+            | CallTarget::Lookup { arguments, .. }
+            | CallTarget::Task { arguments, .. } => Some(arguments),
+            CallTarget::Invalid { .. } => None,
+        }
+    }
 }
 
 /// The result slot of one call entry.

@@ -32,7 +32,7 @@ use crate::hooks::HookRegistry;
 use crate::messages::{CallEntry, CallOutcome, CallTarget, new_id};
 use crate::model::{
     ChatMessage, ModelError, ModelNotice, ModelProvider, ModelRequest, ModelResponse,
-    SessionModelState, ToolCallRequest,
+    SessionModelState, StreamDelta, ToolCallRequest,
 };
 use crate::repeats::{CallKey, Decision, REPEAT_NOTE, RepeatGuard, is_pure_read};
 use crate::supervisor::{
@@ -72,6 +72,9 @@ pub struct SessionConfig {
     /// the results arrive as a later message. Only for top-level sessions that can take one;
     /// off (wait for the results) by default, for one-shot runs and workers.
     pub background_delegation: bool,
+    /// Emit the answer's text as it arrives (`TextDelta` events), for displays that show it
+    /// live. Off by default: once text went out, a broken stream cannot be retried unseen.
+    pub stream_text: bool,
 }
 
 impl Default for SessionConfig {
@@ -87,6 +90,7 @@ impl Default for SessionConfig {
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
             delegation: DelegationConfig::default(),
             background_delegation: false,
+            stream_text: false,
         }
     }
 }
@@ -173,6 +177,8 @@ struct Turn {
     running: Vec<CallKey>,
     /// Whether the model repeated itself enough that the turn asks for its answer.
     wrap_up: bool,
+    /// A drain was asked for: the running batch finishes, then the turn ends.
+    draining: bool,
 }
 
 /// One conversation with one model. See the module doc.
@@ -316,12 +322,18 @@ impl Session {
             });
         }
         let (notices, mut noticed) = tokio::sync::mpsc::unbounded_channel();
+        let (stream, mut streamed) = if self.config.stream_text {
+            let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+            (Some(sender), Some(receiver))
+        } else {
+            (None, None)
+        };
         let mut request = ModelRequest {
             messages,
             tools,
             model: self.config.model.clone(),
             max_tokens: self.config.max_tokens,
-            stream: None,
+            stream,
             notices: Some(notices),
             state: Some(Arc::clone(&self.model_state)),
         };
@@ -346,15 +358,27 @@ impl Session {
                 // Retries and fallbacks become events while the request runs, all of them
                 // before the answer is handled.
                 let show = |notice| events.send(&session_id, notice_event(&turn_id, notice));
+                let text = |delta| {
+                    if let StreamDelta::Text(text) = delta {
+                        let turn_id = turn_id.clone();
+                        events.send(&session_id, EventKind::TextDelta { turn_id, text });
+                    }
+                };
                 let result = loop {
                     tokio::select! {
                         result = &mut answer => break result,
                         Some(notice) = noticed.recv() => show(notice),
+                        Some(delta) = next_delta(&mut streamed) => text(delta),
                         _ = token.cancelled() => break Err(ModelError::Cancelled),
                     }
                 };
                 while let Ok(notice) = noticed.try_recv() {
                     show(notice);
+                }
+                if let Some(streamed) = &mut streamed {
+                    while let Ok(delta) = streamed.try_recv() {
+                        text(delta);
+                    }
                 }
                 if let Err(error) = &result {
                     tracing::warn!(%error, "model request failed");
@@ -683,6 +707,7 @@ impl Session {
             repeats: RepeatGuard::default(),
             running: Vec::new(),
             wrap_up: false,
+            draining: false,
         });
         self.model_state.begin_turn();
         self.request_model(ctx, self.config.max_iterations == 0);
@@ -858,6 +883,16 @@ impl Handler<SendMessage> for Session {
     }
 }
 
+/// The next streamed delta, or never when the session does not stream.
+async fn next_delta(
+    streamed: &mut Option<tokio::sync::mpsc::UnboundedReceiver<StreamDelta>>,
+) -> Option<StreamDelta> {
+    match streamed {
+        Some(receiver) => receiver.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The model answered (or failed). Sent by the session's own request task.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
@@ -891,6 +926,14 @@ impl Handler<ModelAnswered> for Session {
             }
         };
         self.hooks.post_llm_call(&self.id, &response);
+        self.events.send(
+            &self.id,
+            EventKind::ModelUsage {
+                turn_id: msg.turn_id.clone(),
+                input_tokens: response.usage.prompt_tokens,
+                output_tokens: response.usage.completion_tokens,
+            },
+        );
         let empty = response.tool_calls.is_empty()
             && response
                 .content
@@ -1017,6 +1060,7 @@ impl Handler<BatchFinished> for Session {
         let Some(turn) = self.turn.as_mut() else {
             return;
         };
+        let drained = turn.draining && !stopped;
         let ok: Vec<bool> = msg
             .outcomes
             .iter()
@@ -1025,6 +1069,14 @@ impl Handler<BatchFinished> for Session {
         let running = std::mem::take(&mut turn.running);
         turn.repeats.ran(&running, &ok);
         turn.calls.extend(msg.outcomes);
+        if drained {
+            let text = format!(
+                "Stopped after the running calls finished ({} tool call(s) of this turn got a result); nothing new was started.",
+                turn.calls.len()
+            );
+            self.finish_turn(text, TurnStatus::Interrupted, None);
+            return;
+        }
         if stopped {
             let text = format!(
                 "Stopped. {} tool call(s) of this turn got a result; the rest were cancelled.",
@@ -1038,6 +1090,37 @@ impl Handler<BatchFinished> for Session {
         }
         let final_round = turn.requests >= self.config.max_iterations;
         self.request_model(ctx, final_round);
+    }
+}
+
+/// Ends the running turn gently: calls already running finish and their results are kept,
+/// nothing new starts (no further model request or batch). With no batch running (the model is
+/// being asked), the request is cancelled at once. Replies false when no turn is running.
+#[derive(Debug, Message)]
+#[rtype(result = "bool")]
+pub struct Drain;
+
+impl Handler<Drain> for Session {
+    type Result = bool;
+
+    fn handle(&mut self, _msg: Drain, _ctx: &mut Self::Context) -> bool {
+        let Some(turn) = self.turn.as_mut() else {
+            return false;
+        };
+        let turn_id = turn.id.clone();
+        if turn.running.is_empty() {
+            turn.token.cancel();
+        } else {
+            turn.draining = true;
+        }
+        self.events.send(
+            &self.id,
+            EventKind::Stop {
+                kind: "drain".into(),
+                turn_id: Some(turn_id),
+            },
+        );
+        true
     }
 }
 
@@ -1133,6 +1216,24 @@ impl Handler<GetConversation> for Session {
     }
 }
 
+/// Replaces the conversation of an idle session (a chat that changes its model or tools goes on
+/// in a new session with the old messages); replies false while a turn runs.
+#[derive(Debug, Message)]
+#[rtype(result = "bool")]
+pub struct LoadConversation(pub Vec<ChatMessage>);
+
+impl Handler<LoadConversation> for Session {
+    type Result = bool;
+
+    fn handle(&mut self, msg: LoadConversation, _ctx: &mut Self::Context) -> bool {
+        if self.turn.is_some() {
+            return false;
+        }
+        self.conversation = msg.0;
+        true
+    }
+}
+
 /// A cloneable handle on a session, usable from any thread or runtime.
 #[derive(Clone)]
 pub struct SessionHandle {
@@ -1141,6 +1242,8 @@ pub struct SessionHandle {
     addr: Addr<Session>,
     supervisor: Addr<Supervisor>,
     events: EventSink,
+    /// The running subagents of the session's tree, for steering them from outside.
+    subagents: Arc<SubagentTracker>,
 }
 
 impl std::fmt::Debug for SessionHandle {
@@ -1201,7 +1304,7 @@ impl SessionHandle {
             planner,
             runner,
             lifetime,
-            subagents,
+            subagents: Arc::clone(&subagents),
             arbiter: None,
             me: None,
             steers: Vec::new(),
@@ -1218,7 +1321,30 @@ impl SessionHandle {
             addr,
             supervisor: params.supervisor,
             events,
+            subagents,
         })
+    }
+
+    /// The subagents running below this session, oldest first: `(subagent id, goal)`.
+    pub fn running_subagents(&self) -> Vec<(String, String)> {
+        self.subagents
+            .records_below(&self.id)
+            .into_iter()
+            .map(|r| (r.subagent_id, r.goal))
+            .collect()
+    }
+
+    /// Gives a running subagent below this session a note it reads before its next model
+    /// request; false when no such subagent is running (it finished, or the id is wrong).
+    pub async fn steer_subagent(
+        &self,
+        subagent_id: &str,
+        text: impl Into<String>,
+    ) -> Result<bool, SessionError> {
+        match self.subagents.find_below(&self.id, subagent_id) {
+            Some(record) => record.session.steer(text).await,
+            None => Ok(false),
+        }
     }
 
     /// The session's id.
@@ -1253,6 +1379,11 @@ impl SessionHandle {
             .await?)
     }
 
+    /// Ends the running turn gently (see [`Drain`]); false when no turn is running.
+    pub async fn drain(&self) -> Result<bool, SessionError> {
+        Ok(self.addr.send(Drain).await?)
+    }
+
     /// Sends a note the session reads before its next model request; false when it has no
     /// running turn (the note was not delivered).
     pub async fn steer(&self, text: impl Into<String>) -> Result<bool, SessionError> {
@@ -1262,6 +1393,14 @@ impl SessionHandle {
     /// The conversation so far.
     pub async fn conversation(&self) -> Result<Vec<ChatMessage>, SessionError> {
         Ok(self.addr.send(GetConversation).await?)
+    }
+
+    /// Replaces the conversation while no turn runs (false when one does).
+    pub async fn load_conversation(
+        &self,
+        messages: Vec<ChatMessage>,
+    ) -> Result<bool, SessionError> {
+        Ok(self.addr.send(LoadConversation(messages)).await?)
     }
 
     /// Closes the session.

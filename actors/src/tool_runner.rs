@@ -486,6 +486,10 @@ fn start(ctx: &BatchContext, entry: &CallEntry) -> Meta {
             model_call_id: meta.model_call_id.clone(),
             tool: meta.tool.clone(),
             underlying_tool: meta.underlying.clone(),
+            brief: entry
+                .arguments()
+                .map(crate::events::brief_arguments)
+                .unwrap_or_default(),
         },
     );
     meta

@@ -164,9 +164,11 @@ async fn core_loop_runs_a_tool_and_answers() {
             "session_started",
             "turn_started",
             "model_request",
+            "model_usage",
             "tool_call_started",
             "tool_call_finished",
             "model_request",
+            "model_usage",
             "final"
         ]
     );
@@ -1002,4 +1004,115 @@ async fn identical_requests_share_one_prompt_and_prompts_come_in_call_order() {
         ]
     );
     assert_eq!(ran.load(Ordering::SeqCst), 3);
+}
+
+#[actix_rt::test]
+async fn a_drain_lets_running_calls_finish_and_starts_nothing_new() {
+    let finished = Arc::new(AtomicUsize::new(0));
+    let done = Arc::clone(&finished);
+    let registry = Registry::with_tools([tool("slow_read", read_only(), move |_args, ctx| {
+        let done = Arc::clone(&done);
+        Box::pin(async move {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(400)) => {
+                    done.fetch_add(1, Ordering::SeqCst);
+                    ToolResult::text("read it")
+                }
+                () = ctx.cancel.cancelled() => ToolResult::error("cancelled"),
+            }
+        })
+    })]);
+    // Without the drain the model would be asked again and call the tool a second time.
+    let script = Script::new()
+        .turn(ScriptTurn::tool_call("slow_read", json!({"n": 1})))
+        .turn(ScriptTurn::tool_call("slow_read", json!({"n": 2})))
+        .turn(ScriptTurn::text("never reached"));
+    let sup = supervisor(ApprovalConfig::default(), DefaultRules::default());
+    let session = open(&registry, script, &sup, None, HookRegistry::new()).await;
+    let mut events = session.events();
+    let turn = {
+        let session = session.clone();
+        tokio::spawn(async move { session.send("read slowly").await })
+    };
+    loop {
+        let event = events.recv().await.unwrap();
+        if matches!(event.kind, EventKind::ToolCallStarted { .. }) {
+            break;
+        }
+    }
+    assert!(session.drain().await.unwrap());
+    let outcome = turn.await.unwrap().unwrap();
+    assert_eq!(outcome.status, TurnStatus::Interrupted);
+    assert_eq!(
+        outcome.model_requests, 1,
+        "a model request was made after the drain"
+    );
+    assert_eq!(outcome.calls.len(), 1);
+    assert_eq!(
+        outcome.calls[0].status,
+        CallStatus::Ok,
+        "the running call was cut short"
+    );
+    assert_eq!(finished.load(Ordering::SeqCst), 1);
+    assert!(
+        drain(&mut events).iter().any(|e| matches!(
+            &e.kind,
+            EventKind::Stop { kind, .. } if kind == "drain"
+        )),
+        "no drain event"
+    );
+    // The result stays in the conversation for the next message.
+    let conversation = session.conversation().await.unwrap();
+    assert!(
+        conversation
+            .iter()
+            .any(|m| matches!(m, ChatMessage::Tool { content, .. } if content.contains("read it")))
+    );
+    assert!(
+        !session.drain().await.unwrap(),
+        "a drain with no turn running"
+    );
+}
+
+#[actix_rt::test]
+async fn streamed_text_arrives_as_deltas_when_asked_for() {
+    let registry = Registry::with_tools([]);
+    let sup = supervisor(ApprovalConfig::default(), DefaultRules::default());
+    let session = SessionHandle::open(SessionParams {
+        provider: Arc::new(ScriptedProvider::new(
+            Script::new().turn(ScriptTurn::text("Hello there, streamed.")),
+        )),
+        view: registry.view_all(),
+        config: SessionConfig {
+            stream_text: true,
+            ..SessionConfig::default()
+        },
+        hooks: HookRegistry::new(),
+        supervisor: sup.clone(),
+        parent: None,
+        upstream_events: None,
+    })
+    .await
+    .unwrap();
+    let mut events = session.events();
+    let outcome = session.send("hi").await.unwrap();
+    assert_eq!(outcome.text, "Hello there, streamed.");
+    let events = drain(&mut events);
+    let streamed: String = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::TextDelta { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(streamed, "Hello there, streamed.");
+    let deltas = events
+        .iter()
+        .position(|e| matches!(e.kind, EventKind::TextDelta { .. }))
+        .unwrap();
+    let last = events
+        .iter()
+        .position(|e| matches!(e.kind, EventKind::Final { .. }))
+        .unwrap();
+    assert!(deltas < last, "text arrived after the final event");
 }

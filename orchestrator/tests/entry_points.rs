@@ -19,7 +19,7 @@
     reason = "test code: a failed unwrap is the test failing"
 )]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -28,31 +28,12 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use troupe_actors::model::Script;
 use troupe_actors::model::mock_server::MockServer;
 
+#[path = "support/mcp_servers.rs"]
+mod mcp_servers;
+use mcp_servers::{everything_bin, servers_available};
+
 const TOKEN: &str = "entry-points-token-0123456789";
 const FIXTURE: &str = include_str!("fixtures/troupe.yaml");
-
-fn everything_bin() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/mcp-servers/node_modules/.bin/mcp-server-everything")
-}
-
-/// Whether the MCP test server is installed; skips loudly, or fails under
-/// `TROUPE_REQUIRE_MCP_SERVERS`.
-fn servers_available(test: &str) -> bool {
-    if everything_bin().exists() {
-        return true;
-    }
-    if std::env::var_os("TROUPE_REQUIRE_MCP_SERVERS").is_some() {
-        panic!(
-            "{test}: {} is missing and TROUPE_REQUIRE_MCP_SERVERS is set; run scripts/install-test-deps.sh",
-            everything_bin().display()
-        );
-    }
-    eprintln!(
-        "\n!!!!!!!! SKIPPED {test}: the MCP test servers are not installed; run scripts/install-test-deps.sh\n"
-    );
-    false
-}
 
 /// A directory with the fixture troupe.yaml filled in, and the mock model it names.
 struct Fixture {

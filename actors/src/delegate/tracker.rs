@@ -66,8 +66,8 @@ impl SubagentTracker {
             .count()
     }
 
-    /// The running subagents below `caller`, oldest first, as the model reads them.
-    pub(crate) fn list_below(&self, caller: &str) -> Vec<Value> {
+    /// The running subagents below `caller`, oldest first.
+    pub(crate) fn records_below(&self, caller: &str) -> Vec<SubagentRecord> {
         let mut records: Vec<SubagentRecord> = lock(&self.running)
             .values()
             .filter(|r| is_below(r, caller))
@@ -75,6 +75,11 @@ impl SubagentTracker {
             .collect();
         records.sort_by_key(|r| r.started);
         records
+    }
+
+    /// The running subagents below `caller`, oldest first, as the model reads them.
+    pub(crate) fn list_below(&self, caller: &str) -> Vec<Value> {
+        self.records_below(caller)
             .into_iter()
             .map(|r| {
                 let path = r.session.agent_path();

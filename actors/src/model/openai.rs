@@ -419,10 +419,10 @@ impl Inner {
             }
             attempts += 1;
             tracing::debug!(endpoint = %self.endpoint, model, attempts, text_mode, "model request");
-            let attempt = tokio::time::timeout(
-                attempt_timeout,
-                self.attempt(&body, request.stream.as_ref(), &mut forwarded),
-            );
+            // In text mode the answer's text holds the calls' markup: it is parsed, not shown.
+            let sink = request.stream.as_ref().filter(|_| !text_mode);
+            let attempt =
+                tokio::time::timeout(attempt_timeout, self.attempt(&body, sink, &mut forwarded));
             // Dropping the attempt drops the response and closes its connection.
             let outcome = tokio::select! {
                 biased;

@@ -91,7 +91,7 @@ async fn run_session() -> i32 {
         ),
     }
     let args = super::chat::ChatArgs {
-        query: DEMO_TASK.to_string(),
+        query: Some(DEMO_TASK.to_string()),
         config: None,
         base_url: None,
         model: None,

@@ -27,7 +27,8 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Ask one question of a session with the built-in tools (a real model or a script).
+    /// Talk with a session that has the built-in tools (a real model or a script); `-q` asks
+    /// one question and exits.
     Chat(chat::ChatArgs),
     /// Search, describe, call and assemble tools as a model would through the bridge.
     #[command(subcommand)]
@@ -42,6 +43,22 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// Plugins: list what was found, show one, enable or disable one in troupe.yaml.
     Plugins(plugins::PluginsArgs),
+}
+
+impl Cli {
+    /// Where logs go instead of stderr: a conversation on a terminal owns the screen, so its
+    /// warnings go to `$TROUPE_HOME/logs/chat.log`.
+    pub fn log_file(&self) -> Option<std::path::PathBuf> {
+        use std::io::IsTerminal;
+        match &self.command {
+            Command::Chat(args) if args.query.is_none() && std::io::stdin().is_terminal() => Some(
+                crate::kanban_config::troupe_home()
+                    .join("logs")
+                    .join("chat.log"),
+            ),
+            _ => None,
+        }
+    }
 }
 
 /// Runs the parsed command line; returns the process exit code.

@@ -102,6 +102,14 @@ impl SlashCommands {
         self.commands.keys().cloned().collect()
     }
 
+    /// Each command's name, description and owning plugin, sorted by name.
+    pub fn described(&self) -> Vec<(String, String, String)> {
+        self.commands
+            .iter()
+            .map(|(name, c)| (name.clone(), c.description.clone(), c.owner.clone()))
+            .collect()
+    }
+
     /// The `/help` text.
     pub fn help(&self) -> String {
         let mut out = String::from(

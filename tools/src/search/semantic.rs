@@ -279,10 +279,13 @@ pub fn write_cache(
             out.extend_from_slice(&x.to_le_bytes());
         }
     }
+    // Unique per write: two sessions of one process may encode the same catalog at once.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let tmp = dir.join(format!(
-        ".{}.{}.tmp",
+        ".{}.{}.{}.tmp",
         path.file_name().and_then(|n| n.to_str()).unwrap_or("cache"),
-        std::process::id()
+        std::process::id(),
+        WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     let mut file = std::fs::File::create(&tmp)?;
     file.write_all(&out)?;

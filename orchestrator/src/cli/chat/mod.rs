@@ -1,7 +1,16 @@
-//! `troupe chat -q "..."`: one question to a real session with the built-in tools, against an
-//! OpenAI-compatible server (flags, `troupe.yaml`, or the environment) or a scripted model
-//! (`--script`). Approvals are asked on the terminal; with no terminal they follow
-//! `approvals.unattended` (deny by default). `--json` prints one JSON object per line.
+//! `troupe chat`: a session with the built-in tools, against an OpenAI-compatible server
+//! (flags, `troupe.yaml`, or the environment) or a scripted model (`--script`).
+//!
+//! With `-q` it answers one question and exits (`--json`: one JSON object per line). Without
+//! it, a terminal gets a conversation ([`conversation`]: line editing, live tool lines,
+//! approvals inline, slash commands), and piped input is read one message per line. Approvals
+//! are asked on the terminal; with no terminal they follow `approvals.unattended` (deny by
+//! default).
+
+mod commands;
+mod conversation;
+mod display;
+mod input;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -21,12 +30,13 @@ use crate::config::Config;
 use crate::plugins::Plugins;
 use crate::runtime::{Runtime, RuntimeOptions};
 
-/// `troupe chat`: ask one question and print the answer.
+/// `troupe chat`: a conversation, or one question with `-q`.
 #[derive(Debug, Args)]
 pub struct ChatArgs {
-    /// The question or task.
+    /// The question or task: answer it and exit. Without it, a terminal gets a conversation
+    /// and piped input is one message per line.
     #[arg(short = 'q', long = "query")]
-    pub query: String,
+    pub query: Option<String>,
     /// The config file (default: ./troupe.yaml when it exists).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -72,8 +82,24 @@ async fn run_inner(args: ChatArgs) -> Result<i32, CliError> {
         config.model.model = Some(model.clone());
     }
     let plugins = Plugins::from_config(&config)?;
+    let Some(query) = args.query.clone() else {
+        if args.json {
+            return Err(CliError::usage(
+                "--json needs -q QUESTION: a conversation is for a person; pass -q for one JSON answer",
+            ));
+        }
+        let script = script_provider(&args).map_err(CliError::usage)?;
+        let options = RuntimeOptions::default()
+            .with_background_delegation(false)
+            .with_plugins(plugins);
+        let runtime = Runtime::start(config, options).await?;
+        runtime.report_notices("troupe chat");
+        let result = conversation::run(&args, &runtime, script).await;
+        runtime.close().await;
+        return result;
+    };
     // `/<command>` goes to the plugin that registered it, never to the model.
-    if let Some(reply) = plugins.commands().dispatch(&args.query, None).await {
+    if let Some(reply) = plugins.commands().dispatch(&query, None).await {
         for warning in plugins.catalog().warnings() {
             eprintln!("troupe chat: {warning}");
         }
@@ -99,17 +125,29 @@ async fn run_inner(args: ChatArgs) -> Result<i32, CliError> {
     )
     .await?;
     runtime.report_notices("troupe chat");
-    let result = converse(&args, &runtime, script).await;
+    let result = converse(&args, &query, &runtime, script).await;
     runtime.close().await;
     result
 }
 
-/// Opens the session, asks, prints; the runtime is closed by the caller.
-async fn converse(
+/// What to change from the command line and config when a session opens.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct SessionChoice {
+    /// Toolsets narrowed to in the conversation (`/toolsets`), else `--toolsets`.
+    pub toolsets: Option<Vec<String>>,
+    /// A model name chosen in the conversation (`/model`).
+    pub model: Option<String>,
+    /// Stream the answer's text as it arrives.
+    pub stream_text: bool,
+}
+
+/// The options of a chat session: the profile, toolsets, model and limits the flags ask for.
+pub(crate) fn session_options(
     args: &ChatArgs,
     runtime: &Runtime,
     script: Option<Arc<dyn ModelProvider>>,
-) -> Result<i32, CliError> {
+    choice: &SessionChoice,
+) -> Result<SessionOptions, CliError> {
     let troupe = runtime.troupe();
     let mut options = SessionOptions::configured();
     let mut session_config = troupe.session_defaults();
@@ -128,7 +166,7 @@ async fn converse(
         options = options.with_profile(name.clone());
         session_config = profile.session.clone();
     }
-    if let Some(names) = &args.toolsets {
+    if let Some(names) = choice.toolsets.as_ref().or(args.toolsets.as_ref()) {
         options = options.with_view(runtime.view(Some(names.as_slice()))?);
     } else if args.profile.is_none() {
         options = options.with_view(runtime.view(None)?);
@@ -145,7 +183,22 @@ async fn converse(
     if let Some(max) = args.max_iterations {
         session_config.max_iterations = max;
     }
-    options = options.with_config(session_config);
+    if let Some(model) = &choice.model {
+        session_config.model = Some(model.clone());
+    }
+    session_config.stream_text = choice.stream_text;
+    Ok(options.with_config(session_config))
+}
+
+/// Opens the session, asks, prints; the runtime is closed by the caller.
+async fn converse(
+    args: &ChatArgs,
+    query: &str,
+    runtime: &Runtime,
+    script: Option<Arc<dyn ModelProvider>>,
+) -> Result<i32, CliError> {
+    let troupe = runtime.troupe();
+    let options = session_options(args, runtime, script, &SessionChoice::default())?;
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     if interactive {
         let mut approvals = troupe.approvals().await?;
@@ -168,7 +221,7 @@ async fn converse(
     let session = troupe.open_session(options).await?;
     let turn = {
         let session = session.clone();
-        let query = args.query.clone();
+        let query = query.to_string();
         tokio::spawn(async move { session.send(query).await })
     };
     tokio::pin!(turn);

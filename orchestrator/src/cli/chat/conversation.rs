@@ -1,0 +1,518 @@
+//! The conversation loop of `troupe chat` without `-q`: read a message (or a slash command),
+//! run the turn while showing it live, ask for approvals inline as they come, and take
+//! interrupts: Ctrl-C once stops softly (running calls finish, nothing new starts), twice
+//! stops everything the turn started, a third time leaves. Ctrl-D at the prompt leaves.
+//!
+//! Leaving ends the session (its background processes with it) before the runtime closes, so
+//! nothing it started outlives the command.
+
+use std::collections::VecDeque;
+use std::io::{IsTerminal, Write};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use troupe_actors::events::{EventKind, SessionEvent};
+use troupe_actors::model::ModelProvider;
+use troupe_actors::session::{SessionError, SessionHandle, TurnOutcome};
+use troupe_actors::supervisor::{ApprovalChoice, PendingApproval};
+
+use super::display::{Display, Style, TICK};
+use super::input::{LineEditor, Names, Read, TurnInput, read_piped_line};
+use super::{ChatArgs, SessionChoice, session_options, summarise};
+use crate::api::{ApprovalStream, EventStream};
+use crate::cli::error::{CliError, EXIT_DONE, EXIT_INTERRUPTED};
+use crate::cli::visible::{visible, visible_line};
+use crate::runtime::Runtime;
+
+/// The prompt for a message.
+const PROMPT: &str = "› ";
+/// How long leaving waits for a hard-stopped turn to wind down.
+const LEAVE_WAIT: Duration = Duration::from_secs(5);
+/// Where the line editor keeps its history, under the troupe home.
+const HISTORY_FILE: &str = "state/chat_history";
+
+/// What to do after a command or a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Flow {
+    /// Read the next message.
+    Continue,
+    /// Leave the conversation.
+    Leave,
+    /// Leave because the person interrupted three times.
+    LeaveInterrupted,
+}
+
+/// One conversation: its session, screen and input.
+pub(super) struct Conversation<'a> {
+    pub(super) args: &'a ChatArgs,
+    pub(super) runtime: &'a Runtime,
+    pub(super) script: Option<Arc<dyn ModelProvider>>,
+    pub(super) choice: SessionChoice,
+    pub(super) session: SessionHandle,
+    pub(super) display: Display,
+    pub(super) names: Arc<Mutex<Names>>,
+    /// The model's description, from the session's start.
+    pub(super) provider: String,
+    events: EventStream,
+    approvals: Option<ApprovalStream>,
+    editor: Option<LineEditor>,
+    interrupts: Signal,
+    /// Messages typed while a turn ran, sent after it.
+    queued: VecDeque<String>,
+}
+
+/// Runs a conversation on `runtime`; the caller closes the runtime.
+pub(super) async fn run(
+    args: &ChatArgs,
+    runtime: &Runtime,
+    script: Option<Arc<dyn ModelProvider>>,
+) -> Result<i32, CliError> {
+    let terminal = std::io::stdin().is_terminal();
+    let interrupts = signal(SignalKind::interrupt())
+        .map_err(|e| CliError::failed(format!("cannot take Ctrl-C: {e}")))?;
+    let names = Arc::new(Mutex::new(Names::default()));
+    let editor = if terminal {
+        let history = crate::kanban_config::troupe_home().join(HISTORY_FILE);
+        Some(LineEditor::open(Some(history), Arc::clone(&names)).map_err(CliError::failed)?)
+    } else {
+        None
+    };
+    // Approvals are asked only when someone can answer; piped, the unattended policy decides.
+    let approvals = if terminal {
+        Some(runtime.troupe().approvals().await?)
+    } else {
+        None
+    };
+    let choice = SessionChoice {
+        stream_text: true,
+        ..SessionChoice::default()
+    };
+    let mut events = runtime.troupe().events();
+    let options = session_options(args, runtime, script.clone(), &choice)?;
+    let session = runtime.troupe().open_session(options).await?;
+    let mut display = Display::new(Style::detect(), session.id());
+    let provider = started(&mut events, &mut display, session.id()).await;
+    let mut chat = Conversation {
+        args,
+        runtime,
+        script,
+        choice,
+        session,
+        display,
+        names,
+        provider,
+        events,
+        approvals,
+        editor,
+        interrupts,
+        queued: VecDeque::new(),
+    };
+    chat.refresh_names();
+    if terminal {
+        chat.banner();
+    }
+    let result = chat.converse().await;
+    chat.end_session().await;
+    result
+}
+
+/// What woke the turn loop.
+enum Step {
+    Done(Result<TurnOutcome, SessionError>),
+    Event(SessionEvent),
+    Approval(PendingApproval),
+    Typed(String),
+    Interrupt,
+    Tick,
+    GaveUp,
+}
+
+impl Conversation<'_> {
+    async fn converse(&mut self) -> Result<i32, CliError> {
+        let mut interrupted_at_prompt = false;
+        loop {
+            let read = match self.queued.pop_front() {
+                Some(line) => Read::Line(line),
+                None => self.read(PROMPT).await,
+            };
+            let line = match read {
+                Read::End => return Ok(EXIT_DONE),
+                Read::Interrupted if interrupted_at_prompt => return Ok(EXIT_DONE),
+                Read::Interrupted => {
+                    interrupted_at_prompt = true;
+                    self.note("(Ctrl-C again or Ctrl-D to leave)");
+                    continue;
+                }
+                Read::Line(line) => line,
+            };
+            interrupted_at_prompt = false;
+            let text = line.trim();
+            if text.is_empty() {
+                continue;
+            }
+            let flow = if text.starts_with('/') {
+                self.command(text).await
+            } else {
+                self.turn(text.to_string()).await
+            };
+            match flow {
+                Flow::Continue => {}
+                Flow::Leave => return Ok(EXIT_DONE),
+                Flow::LeaveInterrupted => return Ok(EXIT_INTERRUPTED),
+            }
+        }
+    }
+
+    /// Reads at `prompt`: the line editor on a terminal, else the next piped line.
+    async fn read(&mut self, prompt: &str) -> Read {
+        match self.editor.take() {
+            Some(mut editor) => {
+                let prompt = prompt.to_string();
+                let read = tokio::task::spawn_blocking(move || {
+                    let read = editor.read(&prompt);
+                    (editor, read)
+                })
+                .await;
+                match read {
+                    Ok((editor, read)) => {
+                        self.editor = Some(editor);
+                        read
+                    }
+                    Err(_) => Read::End,
+                }
+            }
+            None => tokio::task::spawn_blocking(read_piped_line)
+                .await
+                .unwrap_or(Read::End),
+        }
+    }
+
+    /// One message to the model, shown live until its answer.
+    async fn turn(&mut self, text: String) -> Flow {
+        self.display.start_turn();
+        let session = self.session.clone();
+        let send = async move { session.send(text).await };
+        tokio::pin!(send);
+        let mut typing = self.start_typing();
+        let mut ticker = tokio::time::interval(TICK);
+        let mut interrupts = 0u32;
+        let mut leave_by: Option<tokio::time::Instant> = None;
+        let outcome = loop {
+            let step = tokio::select! {
+                outcome = &mut send => Step::Done(outcome),
+                Some(event) = self.events.next() => Step::Event(event),
+                Some(request) = next_approval(&mut self.approvals) => Step::Approval(request),
+                Some(line) = next_typed(&mut typing) => Step::Typed(line),
+                Some(()) = self.interrupts.recv() => Step::Interrupt,
+                _ = ticker.tick(), if self.display.style.live => Step::Tick,
+                () = sleep_until(leave_by) => Step::GaveUp,
+            };
+            match step {
+                Step::Done(outcome) => break Some(outcome),
+                Step::Event(event) => self.display.event(&event),
+                Step::Tick => self.display.tick(),
+                Step::GaveUp => break None,
+                Step::Interrupt => {
+                    interrupts += 1;
+                    if self.interrupt(interrupts).await {
+                        leave_by = Some(tokio::time::Instant::now() + LEAVE_WAIT);
+                    }
+                }
+                Step::Typed(line) => self.typed(line).await,
+                Step::Approval(request) => {
+                    if let Some((input, _)) = typing.take() {
+                        input.finish().await;
+                    }
+                    if self.ask(request).await {
+                        interrupts += 1;
+                        self.interrupt(interrupts).await;
+                    }
+                    typing = self.start_typing();
+                }
+            }
+        };
+        if let Some((input, _)) = typing.take() {
+            input.finish().await;
+        }
+        // Events sent before the answer are queued: show them before it.
+        while let Some(event) = self.events.try_next() {
+            self.display.event(&event);
+        }
+        match outcome {
+            Some(Ok(outcome)) => {
+                self.display
+                    .finish_turn(&outcome.text, outcome.status.as_str());
+            }
+            Some(Err(error)) => {
+                self.display.finish_turn("", "failed");
+                self.note(&self.display.style.red(&format!("the turn failed: {error}")));
+            }
+            None => {}
+        }
+        if leave_by.is_some() {
+            Flow::LeaveInterrupted
+        } else {
+            Flow::Continue
+        }
+    }
+
+    /// The `n`th Ctrl-C of a turn; true when it is time to leave.
+    async fn interrupt(&mut self, n: u32) -> bool {
+        let troupe = self.runtime.troupe();
+        let id = self.session.id().to_string();
+        match n {
+            1 => {
+                let _ = self.session.drain().await;
+                self.note_live("stopping: running calls finish, nothing new starts (Ctrl-C again stops them now)");
+                false
+            }
+            2 => {
+                let _ = troupe.stop(&id, true).await;
+                self.note_live("stopping everything this turn started (Ctrl-C again to leave)");
+                false
+            }
+            _ => {
+                let _ = troupe.stop(&id, true).await;
+                true
+            }
+        }
+    }
+
+    /// A line typed while the turn runs: `/stop` and `/steer` act now, the rest waits.
+    async fn typed(&mut self, line: String) {
+        let text = line.trim();
+        if text == "/stop" {
+            let _ = self.runtime.troupe().stop(self.session.id(), true).await;
+            self.note_live("stopping everything this turn started");
+        } else if let Some(rest) = text.strip_prefix("/steer") {
+            let reply = self.steer(rest.trim()).await;
+            self.note_live(&reply);
+        } else {
+            self.note_live(&format!(
+                "queued for when this turn ends: {}",
+                visible_line(text)
+            ));
+            self.queued.push_back(text.to_string());
+        }
+    }
+
+    /// `/steer [subagent id] text`: a note for a running subagent (the only one, or the one
+    /// named), else for this session's running turn.
+    pub(super) async fn steer(&self, rest: &str) -> String {
+        if rest.is_empty() {
+            return "/steer needs the note: /steer [subagent id] TEXT".into();
+        }
+        let running = self.session.running_subagents();
+        let (first, after) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        let named = running.iter().find(|(id, _)| id == first);
+        let (target, text) = match (named, running.len()) {
+            (Some((id, _)), _) if !after.trim().is_empty() => (Some(id.clone()), after.trim()),
+            (_, 1) => (Some(running[0].0.clone()), rest),
+            (_, 0) => (None, rest),
+            _ => {
+                let ids: Vec<String> = running
+                    .iter()
+                    .map(|(id, goal)| format!("{id} ({})", visible_line(goal)))
+                    .collect();
+                return format!(
+                    "several subagents are running; name one: /steer ID TEXT (running: {})",
+                    ids.join(", ")
+                );
+            }
+        };
+        match target {
+            Some(id) => match self.session.steer_subagent(&id, text).await {
+                Ok(true) => format!("steered {id}: it reads the note before its next step"),
+                _ => format!("{id} has finished; the note was not delivered"),
+            },
+            None => match self.session.steer(text).await {
+                Ok(true) => "noted: the model reads it before its next step".into(),
+                _ => "nothing is running to steer; send it as a message instead".into(),
+            },
+        }
+    }
+
+    /// Asks about one approval; true when the person pressed Ctrl-C instead of answering.
+    async fn ask(&mut self, request: PendingApproval) -> bool {
+        self.display.pause(true);
+        let style = self.display.style;
+        let depth = request.agent_path.len().saturating_sub(1);
+        let from = if depth > 0 {
+            format!(" (a subagent, depth {depth})")
+        } else {
+            String::new()
+        };
+        self.note(&format!(
+            "{} {}{from} wants to run: {}",
+            style.yellow("⚠"),
+            style.bold(&visible_line(&request.tool)),
+            visible_line(&summarise(&request.arguments))
+        ));
+        self.note(&format!("  why: {}", visible_line(&request.reason)));
+        let mut interrupted = false;
+        let choice = loop {
+            match self
+                .read("  approve? [y]es once / [a]ll like it this session / [n]o / [?] arguments: ")
+                .await
+            {
+                Read::Line(answer) => match answer.trim().to_ascii_lowercase().as_str() {
+                    "y" | "yes" | "o" | "once" => break ApprovalChoice::Once,
+                    "a" | "s" | "session" => break ApprovalChoice::Session,
+                    "n" | "no" | "d" | "deny" => break ApprovalChoice::Deny { reason: None },
+                    "?" => {
+                        let full =
+                            serde_json::to_string_pretty(&Value::Object(request.arguments.clone()))
+                                .unwrap_or_default();
+                        self.note(&visible(&full));
+                    }
+                    _ => self.note("  answer y, a, n or ? (nothing is run until you do)"),
+                },
+                Read::Interrupted => {
+                    interrupted = true;
+                    break ApprovalChoice::Deny { reason: None };
+                }
+                Read::End => break ApprovalChoice::Deny { reason: None },
+            }
+        };
+        let word = match &choice {
+            ApprovalChoice::Once => "approved once",
+            ApprovalChoice::Session => "approved for this session",
+            ApprovalChoice::Always => "approved",
+            ApprovalChoice::Deny { .. } => "denied",
+        };
+        match self
+            .runtime
+            .troupe()
+            .answer(&request.request_id, choice)
+            .await
+        {
+            Ok(true) => self.note(&style.dim(&format!("  {word}"))),
+            _ => self.note(&style.dim("  that request was already settled (timed out or stopped)")),
+        }
+        self.display.pause(false);
+        interrupted
+    }
+
+    fn start_typing(&self) -> Option<(TurnInput, tokio::sync::mpsc::UnboundedReceiver<String>)> {
+        self.editor.is_some().then(TurnInput::start)
+    }
+
+    /// A line for the person (not the answer), on the terminal or stderr.
+    pub(super) fn note(&self, line: &str) {
+        if self.display.style.live {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        } else {
+            eprintln!("{line}");
+        }
+    }
+
+    /// A note while live lines are on screen.
+    fn note_live(&mut self, line: &str) {
+        let line = self.display.style.yellow(line);
+        self.display.permanent(&line);
+    }
+
+    fn banner(&self) {
+        let style = self.display.style;
+        let count = troupe_tools::sync::lock(&self.names).tools.len();
+        let model = super::display::cut(&visible_line(&self.provider), 66);
+        self.note(&format!(
+            "{} {}",
+            style.bold("troupe chat"),
+            style.dim(&model)
+        ));
+        self.note(&style.dim(&format!(
+            "{count} tools · /help for commands · Ctrl-D to leave"
+        )));
+    }
+
+    /// Completion names: the built-in and plugin commands, the session's tools.
+    pub(super) fn refresh_names(&self) {
+        let mut commands: Vec<String> = super::commands::BUILT_IN
+            .iter()
+            .map(|(name, _)| format!("/{name}"))
+            .collect();
+        commands.extend(
+            self.runtime
+                .plugins()
+                .commands()
+                .names()
+                .into_iter()
+                .map(|n| format!("/{n}")),
+        );
+        let tools = self
+            .view()
+            .map(|view| view.tools().iter().map(|t| t.name.clone()).collect())
+            .unwrap_or_default();
+        let mut names = troupe_tools::sync::lock(&self.names);
+        names.commands = commands;
+        names.tools = tools;
+    }
+
+    /// Opens a new session with the current choices, carrying the conversation when asked.
+    pub(super) async fn reopen(&mut self, keep_messages: bool) -> Result<(), CliError> {
+        let options = session_options(self.args, self.runtime, self.script.clone(), &self.choice)?;
+        let troupe = self.runtime.troupe();
+        let session = troupe.open_session(options).await?;
+        if keep_messages {
+            let messages = self.session.conversation().await.unwrap_or_default();
+            let _ = session.load_conversation(messages).await;
+        }
+        self.end_session().await;
+        self.session = session;
+        self.display.reset(self.session.id(), keep_messages);
+        self.provider = started(&mut self.events, &mut self.display, self.session.id()).await;
+        self.refresh_names();
+        Ok(())
+    }
+
+    /// Ends the session: its turn, its processes, its actor.
+    async fn end_session(&self) {
+        let troupe = self.runtime.troupe();
+        let id = self.session.id().to_string();
+        let _ = troupe.stop(&id, true).await;
+        self.runtime.builtins().end_session(&id).await;
+        let _ = troupe.close_session(&id).await;
+    }
+}
+
+/// Shows the events of a session's start; the model it was opened on.
+async fn started(events: &mut EventStream, display: &mut Display, session_id: &str) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.next()).await {
+        display.event(&event);
+        if let EventKind::SessionStarted { provider, .. } = &event.kind
+            && event.session_id == session_id
+        {
+            return provider.clone();
+        }
+    }
+    String::new()
+}
+
+async fn next_approval(approvals: &mut Option<ApprovalStream>) -> Option<PendingApproval> {
+    match approvals {
+        Some(stream) => stream.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn next_typed(
+    typing: &mut Option<(TurnInput, tokio::sync::mpsc::UnboundedReceiver<String>)>,
+) -> Option<String> {
+    match typing {
+        Some((_, lines)) => lines.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

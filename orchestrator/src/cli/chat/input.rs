@@ -1,0 +1,255 @@
+//! Where an interactive conversation's input comes from: a line editor at the prompt (history
+//! under the troupe home, completion of command and tool names, a trailing `\` to go on to the
+//! next line), plain lines when stdin is not a terminal, and lines typed while a turn runs.
+
+use std::borrow::Cow;
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rustyline::completion::{Completer, Pair};
+use rustyline::error::ReadlineError;
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::history::DefaultHistory;
+use rustyline::validate::{ValidationContext, ValidationResult, Validator};
+use rustyline::{Config, Context, Editor, Helper};
+use tokio::sync::mpsc;
+
+/// Most lines kept in the history file.
+const HISTORY_LINES: usize = 1000;
+
+/// What one read gave.
+#[derive(Debug)]
+pub(crate) enum Read {
+    /// A line (a multi-line entry joined with newlines).
+    Line(String),
+    /// Ctrl-C at the prompt.
+    Interrupted,
+    /// Ctrl-D, or the end of piped input.
+    End,
+}
+
+/// The names completion offers; shared so `/toolsets` and plugins can change them.
+#[derive(Debug, Default)]
+pub(crate) struct Names {
+    pub commands: Vec<String>,
+    pub tools: Vec<String>,
+}
+
+/// Completion and multi-line entry for the line editor.
+pub(crate) struct ChatHelper {
+    names: Arc<std::sync::Mutex<Names>>,
+}
+
+impl Completer for ChatHelper {
+    type Candidate = Pair;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _ctx: &Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<Pair>)> {
+        let before = &line[..pos];
+        let start = before
+            .rfind(|c: char| c.is_whitespace())
+            .map_or(0, |i| i + 1);
+        let word = &before[start..];
+        let names = troupe_tools::sync::lock(&self.names);
+        let pool = if start == 0 && word.starts_with('/') {
+            &names.commands
+        } else {
+            &names.tools
+        };
+        let candidates = pool
+            .iter()
+            .filter(|name| !word.is_empty() && name.starts_with(word))
+            .map(|name| Pair {
+                display: name.clone(),
+                replacement: format!("{name} "),
+            })
+            .collect();
+        Ok((start, candidates))
+    }
+}
+
+impl Hinter for ChatHelper {
+    type Hint = String;
+}
+
+impl Highlighter for ChatHelper {
+    fn highlight_prompt<'b, 's: 'b, 'p: 'b>(
+        &'s self,
+        prompt: &'p str,
+        _default: bool,
+    ) -> Cow<'b, str> {
+        Cow::Borrowed(prompt)
+    }
+}
+
+impl Validator for ChatHelper {
+    fn validate(&self, ctx: &mut ValidationContext<'_>) -> rustyline::Result<ValidationResult> {
+        // A line ending in `\` goes on: Enter adds a newline instead of sending.
+        Ok(if ctx.input().ends_with('\\') {
+            ValidationResult::Incomplete
+        } else {
+            ValidationResult::Valid(None)
+        })
+    }
+}
+
+impl Helper for ChatHelper {}
+
+/// The line editor, with its history file.
+pub(crate) struct LineEditor {
+    editor: Editor<ChatHelper, DefaultHistory>,
+    history: Option<PathBuf>,
+}
+
+impl LineEditor {
+    /// An editor keeping its history in `history` (loaded now when it exists).
+    pub(crate) fn open(
+        history: Option<PathBuf>,
+        names: Arc<std::sync::Mutex<Names>>,
+    ) -> Result<LineEditor, String> {
+        let config = Config::builder()
+            .max_history_size(HISTORY_LINES)
+            .map_err(|e| e.to_string())?
+            .auto_add_history(false)
+            .build();
+        let mut editor = Editor::with_config(config)
+            .map_err(|e| format!("cannot open the terminal for line editing: {e}"))?;
+        editor.set_helper(Some(ChatHelper { names }));
+        if let Some(path) = &history
+            && path.exists()
+            && let Err(error) = editor.load_history(path)
+        {
+            tracing::warn!(path = %path.display(), %error, "could not read the chat history");
+        }
+        Ok(LineEditor { editor, history })
+    }
+
+    /// Reads one entry at `prompt`.
+    pub(crate) fn read(&mut self, prompt: &str) -> Read {
+        match self.editor.readline(prompt) {
+            Ok(line) => {
+                let line = join_continued(&line);
+                if !line.trim().is_empty() {
+                    let _ = self.editor.add_history_entry(line.as_str());
+                    self.save();
+                }
+                Read::Line(line)
+            }
+            Err(ReadlineError::Interrupted) => Read::Interrupted,
+            Err(ReadlineError::Eof) => Read::End,
+            Err(error) => {
+                tracing::warn!(%error, "the terminal could not be read");
+                Read::End
+            }
+        }
+    }
+
+    fn save(&mut self) {
+        let Some(path) = &self.history else { return };
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        if let Err(error) = self.editor.save_history(path) {
+            tracing::warn!(path = %path.display(), %error, "could not save the chat history");
+        }
+    }
+}
+
+/// `a\` + newline + `b` → `a` + newline + `b`: the continuation marks go.
+fn join_continued(text: &str) -> String {
+    text.split('\n')
+        .map(|line| line.strip_suffix('\\').unwrap_or(line))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Lines of piped input, one message each.
+pub(crate) fn read_piped_line() -> Read {
+    let mut line = String::new();
+    match std::io::stdin().lock().read_line(&mut line) {
+        Ok(0) | Err(_) => Read::End,
+        Ok(_) => Read::Line(line.trim_end_matches(['\n', '\r']).to_string()),
+    }
+}
+
+/// Reads lines typed while a turn runs (the terminal is in its normal line mode then), until
+/// stopped. It polls so it can let go of stdin before the line editor takes it back.
+pub(crate) struct TurnInput {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TurnInput {
+    /// Starts reading; lines arrive on the returned channel.
+    pub(crate) fn start() -> (TurnInput, mpsc::UnboundedReceiver<String>) {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("chat-turn-input".into())
+            .spawn(move || read_while_running(&flag, &sender))
+            .ok();
+        (TurnInput { stop, thread }, receiver)
+    }
+
+    /// Stops reading and waits until stdin is free.
+    pub(crate) async fn finish(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+    }
+}
+
+fn read_while_running(stop: &AtomicBool, lines: &mpsc::UnboundedSender<String>) {
+    let mut pending = Vec::new();
+    while !stop.load(Ordering::SeqCst) {
+        let mut poll = libc::pollfd {
+            fd: libc::STDIN_FILENO,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd we own, for 100 ms.
+        let ready = unsafe { libc::poll(&mut poll, 1, 100) };
+        if ready <= 0 || poll.revents & libc::POLLIN == 0 {
+            if poll.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+                return;
+            }
+            continue;
+        }
+        let mut buffer = [0u8; 1024];
+        // SAFETY: reads into the buffer we own, at most its length.
+        let read =
+            unsafe { libc::read(libc::STDIN_FILENO, buffer.as_mut_ptr().cast(), buffer.len()) };
+        if read <= 0 {
+            // Ctrl-D on an empty line while a turn runs: nothing to send.
+            continue;
+        }
+        pending.extend_from_slice(&buffer[..read as usize]);
+        while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let text = String::from_utf8_lossy(&line).trim_end().to_string();
+            if !text.is_empty() && lines.send(text).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continued_lines_lose_their_marks() {
+        assert_eq!(join_continued("one\\\ntwo"), "one\ntwo");
+        assert_eq!(join_continued("single"), "single");
+    }
+}
