@@ -85,6 +85,7 @@ async fn one_call_overhead(iterations: usize) {
         supervisor,
         events: EventSink::new(),
         token: CancellationToken::new(),
+        drain: tokio_util::sync::CancellationToken::new(),
     };
     let planner = BatchPlanner::for_current_dir();
     let runner = ToolRunner::new(RunnerLimits::default());

@@ -177,8 +177,9 @@ struct Turn {
     running: Vec<CallKey>,
     /// Whether the model repeated itself enough that the turn asks for its answer.
     wrap_up: bool,
-    /// A drain was asked for: the running batch finishes, then the turn ends.
-    draining: bool,
+    /// Fires on a drain: the running batch finishes (its unstarted calls never start), then
+    /// the turn ends.
+    drain: CancellationToken,
 }
 
 /// One conversation with one model. See the module doc.
@@ -597,6 +598,7 @@ impl Session {
             supervisor: self.supervisor.clone(),
             events: self.events.clone(),
             token: turn.token.clone(),
+            drain: turn.drain.clone(),
         };
         let planner = self.planner.clone();
         let runner = self.runner;
@@ -707,7 +709,7 @@ impl Session {
             repeats: RepeatGuard::default(),
             running: Vec::new(),
             wrap_up: false,
-            draining: false,
+            drain: CancellationToken::new(),
         });
         self.model_state.begin_turn();
         self.request_model(ctx, self.config.max_iterations == 0);
@@ -1060,7 +1062,7 @@ impl Handler<BatchFinished> for Session {
         let Some(turn) = self.turn.as_mut() else {
             return;
         };
-        let drained = turn.draining && !stopped;
+        let drained = turn.drain.is_cancelled() && !stopped;
         let ok: Vec<bool> = msg
             .outcomes
             .iter()
@@ -1111,7 +1113,16 @@ impl Handler<Drain> for Session {
         if turn.running.is_empty() {
             turn.token.cancel();
         } else {
-            turn.draining = true;
+            turn.drain.cancel();
+        }
+        // Subagents at work under a running `delegate_task` drain too, each passing it down.
+        let depth = self.path.len() + 1;
+        for record in self.subagents.records_below(&self.id) {
+            if record.session.agent_path().len() == depth {
+                tokio::spawn(async move {
+                    let _ = record.session.drain().await;
+                });
+            }
         }
         self.events.send(
             &self.id,

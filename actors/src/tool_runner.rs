@@ -76,6 +76,15 @@ pub struct BatchContext {
     pub events: EventSink,
     /// The turn's token: a stop cancels it, and with it every call's token.
     pub token: CancellationToken,
+    /// Fires on a drain: calls that have not started never do; running ones go on.
+    pub drain: CancellationToken,
+}
+
+impl BatchContext {
+    /// Whether a call that has not started yet may still start.
+    fn may_start(&self) -> bool {
+        !self.token.is_cancelled() && !self.drain.is_cancelled()
+    }
 }
 
 /// Runs batches. Cheap to copy.
@@ -181,7 +190,7 @@ impl ToolRunner {
     ) -> Vec<CallOutcome> {
         let mut out = Vec::with_capacity(entries.len());
         for entry in entries {
-            if ctx.token.is_cancelled() {
+            if !ctx.may_start() {
                 out.push(self.never_started(ctx, entry));
                 continue;
             }
@@ -199,7 +208,7 @@ impl ToolRunner {
         let mut prepared = Vec::with_capacity(entries.len());
         let mut out = Vec::new();
         for entry in entries {
-            if ctx.token.is_cancelled() {
+            if !ctx.may_start() {
                 out.push(self.never_started(ctx, entry));
             } else {
                 prepared.push(self.prepare(ctx, entry).await);
@@ -355,10 +364,11 @@ impl ToolRunner {
             Some(semaphore) => tokio::select! {
                 permit = semaphore.acquire() => permit.ok(),
                 _ = ctx.token.cancelled() => return self.cancelled_before_start(ctx, meta),
+                _ = ctx.drain.cancelled() => return self.cancelled_before_start(ctx, meta),
                 _ = deadline.expired() => return self.timed_out_before_start(ctx, meta, deadline),
             },
         };
-        if ctx.token.is_cancelled() {
+        if !ctx.may_start() {
             return self.cancelled_before_start(ctx, meta);
         }
         let call_token = ctx.token.child_token();

@@ -1009,23 +1009,33 @@ async fn identical_requests_share_one_prompt_and_prompts_come_in_call_order() {
 #[actix_rt::test]
 async fn a_drain_lets_running_calls_finish_and_starts_nothing_new() {
     let finished = Arc::new(AtomicUsize::new(0));
-    let done = Arc::clone(&finished);
-    let registry = Registry::with_tools([tool("slow_read", read_only(), move |_args, ctx| {
-        let done = Arc::clone(&done);
-        Box::pin(async move {
-            tokio::select! {
-                () = tokio::time::sleep(Duration::from_millis(400)) => {
-                    done.fetch_add(1, Ordering::SeqCst);
-                    ToolResult::text("read it")
+    let begun = Arc::new(AtomicUsize::new(0));
+    let (done, started) = (Arc::clone(&finished), Arc::clone(&begun));
+    // Not read-only: the two calls of a turn run one after the other.
+    let registry = Registry::with_tools([tool(
+        "slow_step",
+        ToolHints::default(),
+        move |_args, ctx| {
+            let done = Arc::clone(&done);
+            started.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(400)) => {
+                        done.fetch_add(1, Ordering::SeqCst);
+                        ToolResult::text("read it")
+                    }
+                    () = ctx.cancel.cancelled() => ToolResult::error("cancelled"),
                 }
-                () = ctx.cancel.cancelled() => ToolResult::error("cancelled"),
-            }
-        })
-    })]);
+            })
+        },
+    )]);
     // Without the drain the model would be asked again and call the tool a second time.
     let script = Script::new()
-        .turn(ScriptTurn::tool_call("slow_read", json!({"n": 1})))
-        .turn(ScriptTurn::tool_call("slow_read", json!({"n": 2})))
+        .turn(
+            ScriptTurn::tool_call("slow_step", json!({"n": 1}))
+                .with_tool_call("slow_step", json!({"n": 2})),
+        )
+        .turn(ScriptTurn::tool_call("slow_step", json!({"n": 3})))
         .turn(ScriptTurn::text("never reached"));
     let sup = supervisor(ApprovalConfig::default(), DefaultRules::default());
     let session = open(&registry, script, &sup, None, HookRegistry::new()).await;
@@ -1034,11 +1044,9 @@ async fn a_drain_lets_running_calls_finish_and_starts_nothing_new() {
         let session = session.clone();
         tokio::spawn(async move { session.send("read slowly").await })
     };
-    loop {
-        let event = events.recv().await.unwrap();
-        if matches!(event.kind, EventKind::ToolCallStarted { .. }) {
-            break;
-        }
+    // The drain comes once the first call's tool is running.
+    while begun.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert!(session.drain().await.unwrap());
     let outcome = turn.await.unwrap().unwrap();
@@ -1047,13 +1055,23 @@ async fn a_drain_lets_running_calls_finish_and_starts_nothing_new() {
         outcome.model_requests, 1,
         "a model request was made after the drain"
     );
-    assert_eq!(outcome.calls.len(), 1);
+    assert_eq!(outcome.calls.len(), 2);
     assert_eq!(
         outcome.calls[0].status,
         CallStatus::Ok,
         "the running call was cut short"
     );
+    assert_eq!(
+        outcome.calls[1].status,
+        CallStatus::Interrupted,
+        "the second call started after the drain"
+    );
     assert_eq!(finished.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        begun.load(Ordering::SeqCst),
+        1,
+        "the second call's tool ran"
+    );
     assert!(
         drain(&mut events).iter().any(|e| matches!(
             &e.kind,

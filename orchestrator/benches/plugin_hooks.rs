@@ -93,6 +93,7 @@ async fn per_call(
         supervisor,
         events: EventSink::new(),
         token: CancellationToken::new(),
+        drain: tokio_util::sync::CancellationToken::new(),
     };
     let planner = BatchPlanner::for_current_dir();
     let runner = ToolRunner::new(RunnerLimits::default());

@@ -486,7 +486,7 @@ async fn piped_lines_are_one_message_each() {
     .unwrap();
     let project = Project::new(&server, "");
     let (work, home) = (project.work(), project.home());
-    let output = tokio::task::spawn_blocking(move || {
+    let run = tokio::task::spawn_blocking(move || {
         let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
             .current_dir(&work)
             .env("TROUPE_HOME", &home)
@@ -506,9 +506,11 @@ async fn piped_lines_are_one_message_each() {
             .write_all(b"one\ntwo\n")
             .unwrap();
         child.wait_with_output().unwrap()
-    })
-    .await
-    .unwrap();
+    });
+    let output = tokio::time::timeout(WAIT, run)
+        .await
+        .expect("troupe chat did not end at the end of its input")
+        .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
@@ -591,7 +593,7 @@ async fn lines_typed_during_a_turn_steer_it_or_wait_for_it() {
         Script::new()
             .turn(ScriptTurn::tool_call(
                 "terminal",
-                json!({"command": "sleep 3"}),
+                json!({"command": "until [ -e go ]; do sleep 0.1; done"}),
             ))
             .turn(ScriptTurn::text("slept"))
             .turn(ScriptTurn::text("the queued one")),
@@ -602,11 +604,13 @@ async fn lines_typed_during_a_turn_steer_it_or_wait_for_it() {
     let pane = project.chat(&[]);
     pane.wait_for("Ctrl-D to leave");
     pane.line("sleep");
-    pane.wait_for("terminal  sleep 3");
+    pane.wait_for("terminal  until [ -e go ]");
     pane.line("/steer keep it short");
     pane.wait_for("noted: the model reads it");
     pane.line("then say more");
     pane.wait_for("queued for when this turn ends: then say more");
+    // The command ends when told to, so the lines above were typed while it ran.
+    std::fs::write(project.work().join("go"), "").unwrap();
     pane.wait_for("the queued one");
     pane.wait_turns(2);
 

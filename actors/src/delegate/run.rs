@@ -585,6 +585,8 @@ async fn open_child(
         system_prompt: Some(SUBAGENT_SYSTEM_PROMPT.to_string()),
         max_iterations: limits.max_iterations,
         background_delegation: false,
+        // Only the root's answer is shown as it streams.
+        stream_text: false,
         ..ctx.config.clone()
     };
     let params = SessionParams {

@@ -978,8 +978,10 @@ fn forward(
 ) {
     if let Some(sink) = sink {
         for delta in deltas.drain(..) {
-            // A listener that left is not an error: the answer is still returned.
-            if sink.send(delta).is_ok() {
+            // Only shown text commits the answer (a retry would show it twice); a listener
+            // that left is not an error: the answer is still returned.
+            let shown = matches!(delta, StreamDelta::Text(_));
+            if sink.send(delta).is_ok() && shown {
                 *forwarded = true;
             }
         }

@@ -11,10 +11,11 @@ use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::FutureExt;
 use serde_json::Value;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use troupe_actors::events::{EventKind, SessionEvent};
-use troupe_actors::model::ModelProvider;
+use troupe_actors::model::{ChatMessage, ModelProvider};
 use troupe_actors::session::{SessionError, SessionHandle, TurnOutcome};
 use troupe_actors::supervisor::{ApprovalChoice, PendingApproval};
 
@@ -30,6 +31,8 @@ use crate::runtime::Runtime;
 const PROMPT: &str = "› ";
 /// How long leaving waits for a hard-stopped turn to wind down.
 const LEAVE_WAIT: Duration = Duration::from_secs(5);
+/// What the model reads when the conversation moves to another model or toolsets.
+const SWITCH_NOTE: &str = "(troupe: the person switched the model or toolsets. The conversation goes on, but the shell starts again in the project directory and background processes started before were stopped; use absolute paths or cd again.)";
 /// Where the line editor keeps its history, under the troupe home.
 const HISTORY_FILE: &str = "state/chat_history";
 
@@ -165,13 +168,30 @@ impl Conversation<'_> {
         }
     }
 
-    /// Reads at `prompt`: the line editor on a terminal, else the next piped line.
+    /// Reads a message at `prompt`: the line editor on a terminal (kept in the history), else
+    /// the next piped line (Ctrl-C leaves).
     async fn read(&mut self, prompt: &str) -> Read {
+        if self.editor.is_some() {
+            return self.edit(prompt, true).await;
+        }
+        let line = tokio::task::spawn_blocking(read_piped_line);
+        tokio::select! {
+            read = line => read.unwrap_or(Read::End),
+            _ = self.interrupts.recv() => Read::End,
+        }
+    }
+
+    /// Reads an answer to a question (not kept in the history).
+    async fn read_answer(&mut self, prompt: &str) -> Read {
+        self.edit(prompt, false).await
+    }
+
+    async fn edit(&mut self, prompt: &str, remember: bool) -> Read {
         match self.editor.take() {
             Some(mut editor) => {
                 let prompt = prompt.to_string();
                 let read = tokio::task::spawn_blocking(move || {
-                    let read = editor.read(&prompt);
+                    let read = editor.read(&prompt, remember);
                     (editor, read)
                 })
                 .await;
@@ -183,20 +203,27 @@ impl Conversation<'_> {
                     Err(_) => Read::End,
                 }
             }
-            None => tokio::task::spawn_blocking(read_piped_line)
-                .await
-                .unwrap_or(Read::End),
+            None => Read::End,
         }
     }
 
     /// One message to the model, shown live until its answer.
     async fn turn(&mut self, text: String) -> Flow {
+        // What is left from before belongs to no turn: a Ctrl-C pressed while no turn ran,
+        // events of a stopped tree that came after its answer.
+        while let Some(Some(())) = self.interrupts.recv().now_or_never() {}
+        while let Some(event) = self.events.try_next() {
+            if matches!(event.kind, EventKind::SessionStarted { .. }) {
+                self.display.event(&event);
+            }
+        }
         self.display.start_turn();
         let session = self.session.clone();
         let send = async move { session.send(text).await };
         tokio::pin!(send);
         let mut typing = self.start_typing();
         let mut ticker = tokio::time::interval(TICK);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut interrupts = 0u32;
         let mut leave_by: Option<tokio::time::Instant> = None;
         let outcome = loop {
@@ -217,25 +244,23 @@ impl Conversation<'_> {
                 Step::Interrupt => {
                     interrupts += 1;
                     if self.interrupt(interrupts).await {
-                        leave_by = Some(tokio::time::Instant::now() + LEAVE_WAIT);
+                        leave_by.get_or_insert(tokio::time::Instant::now() + LEAVE_WAIT);
                     }
                 }
                 Step::Typed(line) => self.typed(line).await,
                 Step::Approval(request) => {
-                    if let Some((input, _)) = typing.take() {
-                        input.finish().await;
-                    }
+                    self.stop_typing(&mut typing).await;
                     if self.ask(request).await {
                         interrupts += 1;
-                        self.interrupt(interrupts).await;
+                        if self.interrupt(interrupts).await {
+                            leave_by.get_or_insert(tokio::time::Instant::now() + LEAVE_WAIT);
+                        }
                     }
                     typing = self.start_typing();
                 }
             }
         };
-        if let Some((input, _)) = typing.take() {
-            input.finish().await;
-        }
+        self.stop_typing(&mut typing).await;
         // Events sent before the answer are queued: show them before it.
         while let Some(event) = self.events.try_next() {
             self.display.event(&event);
@@ -262,6 +287,15 @@ impl Conversation<'_> {
     async fn interrupt(&mut self, n: u32) -> bool {
         let troupe = self.runtime.troupe();
         let id = self.session.id().to_string();
+        // A person who stops a turn has not confirmed what they typed ahead.
+        if !self.queued.is_empty() {
+            let dropped = self.queued.len();
+            self.queued.clear();
+            self.note_live(&format!(
+                "dropped {dropped} message{} typed during the turn",
+                super::display::plural(dropped as u64)
+            ));
+        }
         match n {
             1 => {
                 let _ = self.session.drain().await;
@@ -283,6 +317,8 @@ impl Conversation<'_> {
     /// A line typed while the turn runs: `/stop` and `/steer` act now, the rest waits.
     async fn typed(&mut self, line: String) {
         let text = line.trim();
+        let shown = self.display.style.dim(&format!("› {}", visible_line(text)));
+        self.display.permanent(&shown);
         if text == "/stop" {
             let _ = self.runtime.troupe().stop(self.session.id(), true).await;
             self.note_live("stopping everything this turn started");
@@ -336,6 +372,11 @@ impl Conversation<'_> {
 
     /// Asks about one approval; true when the person pressed Ctrl-C instead of answering.
     async fn ask(&mut self, request: PendingApproval) -> bool {
+        // A request settled since it was queued (a stop, a timeout) is not asked about.
+        let pending = self.runtime.troupe().pending_approvals().await;
+        if !pending.is_ok_and(|p| p.iter().any(|r| r.request_id == request.request_id)) {
+            return false;
+        }
         self.display.pause(true);
         let style = self.display.style;
         let depth = request.agent_path.len().saturating_sub(1);
@@ -354,7 +395,9 @@ impl Conversation<'_> {
         let mut interrupted = false;
         let choice = loop {
             match self
-                .read("  approve? [y]es once / [a]ll like it this session / [n]o / [?] arguments: ")
+                .read_answer(
+                    "  approve? [y]es once / [a]ll like it this session / [n]o / [?] arguments: ",
+                )
                 .await
             {
                 Read::Line(answer) => match answer.trim().to_ascii_lowercase().as_str() {
@@ -397,6 +440,20 @@ impl Conversation<'_> {
 
     fn start_typing(&self) -> Option<(TurnInput, tokio::sync::mpsc::UnboundedReceiver<String>)> {
         self.editor.is_some().then(TurnInput::start)
+    }
+
+    /// Stops reading lines typed during the turn; those already read are still handled.
+    async fn stop_typing(
+        &mut self,
+        typing: &mut Option<(TurnInput, tokio::sync::mpsc::UnboundedReceiver<String>)>,
+    ) {
+        let Some((input, mut lines)) = typing.take() else {
+            return;
+        };
+        input.finish().await;
+        while let Ok(line) = lines.try_recv() {
+            self.typed(line).await;
+        }
     }
 
     /// A line for the person (not the answer), on the terminal or stderr.
@@ -459,7 +516,12 @@ impl Conversation<'_> {
         let troupe = self.runtime.troupe();
         let session = troupe.open_session(options).await?;
         if keep_messages {
-            let messages = self.session.conversation().await.unwrap_or_default();
+            let mut messages = self.session.conversation().await.unwrap_or_default();
+            // The tools' per-session state (working directory, background processes) does not
+            // move to the new session: the model is told, so it does not act on a stale cwd.
+            messages.push(ChatMessage::User {
+                content: SWITCH_NOTE.to_string(),
+            });
             let _ = session.load_conversation(messages).await;
         }
         self.end_session().await;

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use troupe_actors::events::{EventKind, SessionEvent};
 use troupe_actors::messages::CallStatus;
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use super::super::visible::{visible, visible_line};
 
@@ -392,7 +393,7 @@ impl Display {
             self.style.red("✗")
         };
         let tail = format!("· {} {}", status.as_str(), seconds(ms as f64 / 1000.0));
-        let room = width().saturating_sub(depth * 2 + 3 + tail.chars().count() + 1);
+        let room = width().saturating_sub(depth * 2 + 3 + tail.width() + 1);
         format!(
             "{}{mark} {} {}",
             indent(depth),
@@ -445,9 +446,12 @@ impl Display {
         let width = width();
         let spinner = SPINNER[self.frame % SPINNER.len()];
         let mut out = std::io::stdout().lock();
+        // No wrapping while the live lines are drawn: one line each, however narrow the
+        // terminal, so erasing them moves up exactly as many lines.
+        let _ = write!(out, "\x1b[?7l");
         for live in &self.live {
             let elapsed = seconds(live.started.elapsed().as_secs_f64());
-            let room = width.saturating_sub(live.depth * 2 + 3 + elapsed.chars().count() + 1);
+            let room = width.saturating_sub(live.depth * 2 + 3 + elapsed.width() + 1);
             let _ = writeln!(
                 out,
                 "{}{} {} {}",
@@ -457,6 +461,7 @@ impl Display {
                 self.style.dim(&elapsed)
             );
         }
+        let _ = write!(out, "\x1b[?7h");
         let _ = out.flush();
         self.drawn = self.live.len();
     }
@@ -495,7 +500,7 @@ pub(crate) fn wrap(words: &[String], room: usize) -> Vec<String> {
         } else {
             word.clone()
         };
-        let needed = line.chars().count() + usize::from(!line.is_empty()) + piece.chars().count();
+        let needed = line.width() + usize::from(!line.is_empty()) + piece.width();
         if !line.is_empty() && needed > room {
             lines.push(std::mem::take(&mut line));
         }
@@ -510,12 +515,21 @@ pub(crate) fn wrap(words: &[String], room: usize) -> Vec<String> {
     lines
 }
 
-/// `text` cut to `room` characters, with `…` when cut.
+/// `text` cut to `room` terminal columns (wide characters count two), with `…` when cut.
 pub(crate) fn cut(text: &str, room: usize) -> String {
-    if text.chars().count() <= room {
+    if text.width() <= room {
         return text.to_string();
     }
-    let mut out: String = text.chars().take(room.saturating_sub(1)).collect();
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w + 1 > room {
+            break;
+        }
+        used += w;
+        out.push(c);
+    }
     out.push('…');
     out
 }
@@ -566,6 +580,12 @@ mod tests {
         assert_eq!(cut("abc", 4), "abc");
         assert_eq!(thousands(1234567), "1,234,567");
         assert_eq!(thousands(12), "12");
+    }
+
+    #[test]
+    fn wide_characters_count_two_columns() {
+        assert_eq!(cut("日本語のテキスト", 7), "日本語…");
+        assert_eq!(cut("日本", 4), "日本");
     }
 
     #[test]

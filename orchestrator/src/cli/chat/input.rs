@@ -52,10 +52,12 @@ impl Completer for ChatHelper {
         pos: usize,
         _ctx: &Context<'_>,
     ) -> rustyline::Result<(usize, Vec<Pair>)> {
-        let before = &line[..pos];
+        let before = line.get(..pos).unwrap_or(line);
         let start = before
-            .rfind(|c: char| c.is_whitespace())
-            .map_or(0, |i| i + 1);
+            .char_indices()
+            .rev()
+            .find(|(_, c)| c.is_whitespace())
+            .map_or(0, |(i, c)| i + c.len_utf8());
         let word = &before[start..];
         let names = troupe_tools::sync::lock(&self.names);
         let pool = if start == 0 && word.starts_with('/') {
@@ -131,12 +133,12 @@ impl LineEditor {
         Ok(LineEditor { editor, history })
     }
 
-    /// Reads one entry at `prompt`.
-    pub(crate) fn read(&mut self, prompt: &str) -> Read {
+    /// Reads one entry at `prompt`; `remember` keeps it in the history.
+    pub(crate) fn read(&mut self, prompt: &str, remember: bool) -> Read {
         match self.editor.readline(prompt) {
             Ok(line) => {
                 let line = join_continued(&line);
-                if !line.trim().is_empty() {
+                if remember && !line.trim().is_empty() {
                     let _ = self.editor.add_history_entry(line.as_str());
                     self.save();
                 }
@@ -180,10 +182,14 @@ pub(crate) fn read_piped_line() -> Read {
 }
 
 /// Reads lines typed while a turn runs (the terminal is in its normal line mode then), until
-/// stopped. It polls so it can let go of stdin before the line editor takes it back.
+/// stopped. It polls so it can let go of stdin before the line editor takes it back. Echo is
+/// off meanwhile (typed characters would land among the live lines being redrawn); the
+/// conversation shows each line once Enter is pressed.
 pub(crate) struct TurnInput {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The terminal's settings before echo was turned off, to put back.
+    saved: Option<libc::termios>,
 }
 
 impl TurnInput {
@@ -192,11 +198,19 @@ impl TurnInput {
         let (sender, receiver) = mpsc::unbounded_channel();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
+        let saved = echo_off();
         let thread = std::thread::Builder::new()
             .name("chat-turn-input".into())
             .spawn(move || read_while_running(&flag, &sender))
             .ok();
-        (TurnInput { stop, thread }, receiver)
+        (
+            TurnInput {
+                stop,
+                thread,
+                saved,
+            },
+            receiver,
+        )
     }
 
     /// Stops reading and waits until stdin is free.
@@ -205,7 +219,35 @@ impl TurnInput {
         if let Some(thread) = self.thread.take() {
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
+        self.restore();
     }
+
+    fn restore(&mut self) {
+        if let Some(saved) = self.saved.take() {
+            // SAFETY: puts back settings read from the same descriptor.
+            unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &saved) };
+        }
+    }
+}
+
+impl Drop for TurnInput {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.restore();
+    }
+}
+
+/// Turns the terminal's echo off (line mode and Ctrl-C stay); the settings before, to restore.
+fn echo_off() -> Option<libc::termios> {
+    // SAFETY: tcgetattr fills the termios we own; a failure (not a terminal) leaves it unused.
+    let mut saved: libc::termios = unsafe { std::mem::zeroed() };
+    if unsafe { libc::tcgetattr(libc::STDIN_FILENO, &mut saved) } != 0 {
+        return None;
+    }
+    let mut quiet = saved;
+    quiet.c_lflag &= !libc::ECHO;
+    // SAFETY: sets the copy we just read, with echo cleared.
+    (unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &quiet) } == 0).then_some(saved)
 }
 
 fn read_while_running(stop: &AtomicBool, lines: &mpsc::UnboundedSender<String>) {

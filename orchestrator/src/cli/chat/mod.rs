@@ -355,16 +355,62 @@ fn ask_on_terminal(request: &PendingApproval) -> Option<ApprovalChoice> {
     }
 }
 
-/// The command for terminal calls, else the arguments as compact JSON (cut to 300 chars).
+/// Arguments that say where a call acts, shown right after the command.
+const WHERE_KEYS: [&str; 6] = ["path", "workdir", "cwd", "file", "url", "target"];
+
+/// Longest argument summary in an approval question, in characters.
+const SUMMARY_CHARS: usize = 300;
+
+/// A call's arguments for an approval question: the command first when there is one, then
+/// every other argument as `key=value` (the working directory of a command matters as much as
+/// the command). Never cut silently: a cut says how much is left and how to see it.
 fn summarise(arguments: &serde_json::Map<String, Value>) -> String {
-    let text = match arguments.get("command").and_then(Value::as_str) {
-        Some(command) => command.to_string(),
-        None => Value::Object(arguments.clone()).to_string(),
-    };
-    if text.chars().count() > 300 {
-        let cut: String = text.chars().take(300).collect();
-        format!("{cut}…")
-    } else {
-        text
+    let mut parts = Vec::new();
+    if let Some(command) = arguments.get("command").and_then(Value::as_str) {
+        parts.push(command.to_string());
+    }
+    // Where a call acts comes before what it carries, so a long payload cannot push it out.
+    let mut keys: Vec<&String> = arguments.keys().collect();
+    keys.sort_by_key(|k| !WHERE_KEYS.contains(&k.as_str()));
+    for key in keys {
+        let value = &arguments[key.as_str()];
+        if key == "command" && value.is_string() {
+            continue;
+        }
+        let value = match value {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        parts.push(format!("{key}={value}"));
+    }
+    let text = parts.join("  ");
+    let total = text.chars().count();
+    if total <= SUMMARY_CHARS {
+        return text;
+    }
+    let cut: String = text.chars().take(SUMMARY_CHARS).collect();
+    format!(
+        "{cut}… ({} more characters; ? shows all)",
+        total - SUMMARY_CHARS
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_summary_shows_every_argument_and_says_when_it_is_cut() {
+        let args = json!({"content": "x", "command": "rm -rf build", "workdir": "/srv"});
+        let shown = summarise(args.as_object().unwrap());
+        assert_eq!(shown, "rm -rf build  workdir=/srv  content=x");
+        let long = json!({"content": "a".repeat(400), "path": "/etc/passwd"});
+        let shown = summarise(long.as_object().unwrap());
+        assert!(
+            shown.starts_with("path=/etc/passwd  content=aaa"),
+            "{shown}"
+        );
+        assert!(shown.ends_with("more characters; ? shows all)"), "{shown}");
     }
 }
