@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of troupe on a fresh machine: installs what the tests need (MCP servers from
-# npm and PyPI, PostgreSQL from Debian), starts a throwaway PostgreSQL, checks formatting and
-# lints, then runs the whole workspace's tests.
+# npm and PyPI, PostgreSQL from Debian), starts a throwaway PostgreSQL, checks formatting, lints
+# and the API docs, then runs the whole workspace's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,4 +25,5 @@ export TROUPE_REQUIRE_POSTGRES=1
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked
 cargo test --workspace --locked

@@ -2,7 +2,7 @@
 //! sometimes asks for it again, round after round (read a, read b, read a, read b, …; or the
 //! same write three times), until the turn runs out of rounds and ends without an answer. The
 //! guard answers such a batch without running it:
-//! - every call is a read (a tool that only reads: [`PURE_READS`] or one annotated read-only)
+//! - every call is a read (a tool that only reads, by name or annotation: [`is_pure_read`])
 //!   identical to one already made in this turn, with nothing but reads run since; or
 //! - the batch is identical to the one just before it, and every call of that one succeeded
 //!   (a failed call may be retried as is: a server may answer the second time).

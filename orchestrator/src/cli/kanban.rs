@@ -214,7 +214,7 @@ pub struct CreateArgs {
     /// Start in `triage` (needs specifying first).
     #[arg(long)]
     pub triage: bool,
-    /// Where the worker works: scratch (default), dir:/abs/path, worktree or worktree:<path>.
+    /// Where the worker works: scratch (default), dir:/abs/path, worktree or worktree:PATH.
     #[arg(long, value_name = "WORKSPACE")]
     pub workspace: Option<String>,
     /// Print JSON.

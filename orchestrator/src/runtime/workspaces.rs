@@ -1,5 +1,5 @@
 //! Task workspaces made real ([`TaskWorkspaces`], the runtime's
-//! [`Workspaces`](troupe_kanban::workspace::Workspaces)):
+//! [`troupe_kanban::workspace::Workspaces`]):
 //! - `scratch`: a fresh directory per task, `<troupe home>/workspaces/<board>/<task>`, removed
 //!   when the task is archived;
 //! - `dir:/abs/path`: that directory, which must exist;

@@ -5,7 +5,7 @@
 //!
 //! The text is normalised first (ANSI-C `$'..'` strings decoded; escapes, empty quotes and `$IFS`
 //! tricks removed), then split into simple commands; every simple command is held against
-//! [`RULES`], a table of rules each with its key, its reason and commands it must catch. Command
+//! `RULES`, a table of rules each with its key, its reason and commands it must catch. Command
 //! rules only look at command position, so prose inside quotes (`echo "rm -rf /"`) is not
 //! mistaken for a command. `sh -c` and `eval` payloads, command substitutions and the command
 //! with its literal variable assignments filled in are checked too.

@@ -1,11 +1,11 @@
 //! Process groups: every command troupe starts leads a group of its own (a new session via
 //! `setsid`), so the command and everything it forked can be signalled at once. [`terminate`]
 //! asks the group to stop (SIGTERM), waits a grace period, then kills what is left (SIGKILL);
-//! [`KillOnDrop`] does the same without waiting when the code that owned the group goes away.
+//! `KillOnDrop` does the same without waiting when the code that owned the group goes away.
 //! Used by `terminal`, the process registry and `execute_code`.
 //!
 //! A process can leave its group (`setsid`, a double fork), so on Linux every command gets a
-//! keeper ([`spawn_kept`]): the group leader forks the command and stays behind as a child
+//! keeper (`spawn_kept`): the group leader forks the command and stays behind as a child
 //! subreaper, so whatever the command leaves behind, in any group or session, is re-parented
 //! to the keeper instead of to init. The keeper reports the command's exit status as soon as
 //! the command ends, stays while leftovers run, passes a stop signal on to all of them, kills

@@ -1,6 +1,6 @@
 //! The three bridge tools as the model sees them: `tool_search`, `tool_describe` and `tool_call`
 //! in OpenAI function form, with troupe's own descriptions. The `tool_search` description carries
-//! the deferred-tool count and the catalog listing. Used by [`assemble`](super::assemble).
+//! the deferred-tool count and the catalog listing. Used by [`assemble`](mod@super::assemble).
 
 use serde_json::{Value, json};
 

@@ -12,7 +12,7 @@
 //!   embeddings, computed in the background and cached on disk), and the "nothing fits" decision.
 //! - [`explain`]: the rankings explained for people (`troupe tools search --explain`).
 //! - [`listing`]: the listing forms and [`listing::short_desc`].
-//! - [`assemble`]: tiers and the model-visible tool list.
+//! - [`assemble`](mod@assemble): tiers and the model-visible tool list.
 //! - [`bridge_schemas`]: the three bridge tools' schemas and descriptions.
 
 pub mod assemble;

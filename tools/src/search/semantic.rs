@@ -255,7 +255,7 @@ fn parse_cache(bytes: &[u8], dims: usize) -> Option<HashMap<u64, Vec<f32>>> {
     Some(map)
 }
 
-/// Writes `first` then `rest` (up to [`CACHE_MAX_VECTORS`] in all) to `path`, through a temporary
+/// Writes `first` then `rest` (up to `CACHE_MAX_VECTORS` in all) to `path`, through a temporary
 /// file renamed into place, so a reader never sees half a file.
 pub fn write_cache(
     path: &Path,

@@ -2,7 +2,7 @@
 //! (flags, `troupe.yaml`, or the environment) or a scripted model (`--script`).
 //!
 //! With `-q` it answers one question and exits (`--json`: one JSON object per line). Without
-//! it, a terminal gets a conversation ([`conversation`]: line editing, live tool lines,
+//! it, a terminal gets a conversation (`conversation`: line editing, live tool lines,
 //! approvals inline, slash commands), and piped input is read one message per line. Approvals
 //! are asked on the terminal; with no terminal they follow `approvals.unattended` (deny by
 //! default).
