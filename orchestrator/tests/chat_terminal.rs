@@ -473,6 +473,10 @@ async fn a_plugin_command_reaches_the_plugin_not_the_model() {
     pane.line("/nonsense");
     pane.wait_for("there is no command /nonsense");
     assert!(server.requests().is_empty(), "a command reached the model");
+    // A message that starts with a path is a message.
+    pane.line("/etc/hostname holds what?");
+    pane.wait_for("THE MODEL WAS ASKED");
+    assert_eq!(server.requests().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

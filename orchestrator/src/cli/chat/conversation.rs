@@ -155,7 +155,8 @@ impl Conversation<'_> {
             if text.is_empty() {
                 continue;
             }
-            let flow = if text.starts_with('/') {
+            // `/etc/hosts …` is a message that starts with a path, not a command.
+            let flow = if crate::plugins::slash::parse(text).is_some() {
                 self.command(text).await
             } else {
                 self.turn(text.to_string()).await
