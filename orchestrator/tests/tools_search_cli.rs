@@ -184,7 +184,11 @@ fn explain_says_which_legs_found_each_match_and_why() {
         &home,
         &catalog,
         &["--explain"],
-        &["erase a notion block", "stripe refund payment"],
+        &[
+            "erase a notion block",
+            "stripe refund payment",
+            "book a table for two",
+        ],
     );
     assert_eq!(code, 0, "{out}");
     assert!(out.starts_with("7 tools searched"), "{out}");
@@ -207,13 +211,52 @@ fn explain_says_which_legs_found_each_match_and_why() {
     assert!(out.contains("delet (expands \"eras\")"), "{out}");
     assert!(out.contains("semantic: rank 1, similarity"), "{out}");
     assert!(out.contains("decision: answered"), "{out}");
-    // The absent service: the decision and its evidence, the candidates shown but not returned.
-    let absent = &out[out.find("query \"stripe").unwrap()..];
-    assert!(absent.contains("decision: nothing fits"), "{absent}");
-    // Seven tools make no background for a semantic margin: lexical support decides.
-    assert!(absent.contains("lexical support 0.00"), "{absent}");
-    assert!(absent.contains("no semantic background"), "{absent}");
+    // The absent service: the decision and its reason, the candidates shown but not returned.
+    let start = out.find("query \"stripe").unwrap();
+    let end = out.find("query \"book").unwrap();
+    let absent = &out[start..end];
+    assert!(
+        absent.contains("no match returned (the query names stripe, which no tool here serves)"),
+        "{absent}"
+    );
     assert!(absent.contains("best candidates, not returned"), "{absent}");
+    // Nothing named and nothing held: seven tools make no background for a semantic margin, so
+    // lexical support decides.
+    let unrelated = &out[end..];
+    assert!(unrelated.contains("decision: nothing fits"), "{unrelated}");
+    assert!(unrelated.contains("lexical support 0.00"), "{unrelated}");
+    assert!(unrelated.contains("no semantic background"), "{unrelated}");
+}
+
+#[test]
+fn a_named_service_is_answered_by_its_own_tools_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = write_catalog(dir.path());
+    let home = dir.path().join("home");
+    let (code, out) = search(
+        &home,
+        &catalog,
+        &[],
+        &[
+            "post a message on Slack",
+            "send a discord message",
+            "slack delete message",
+            "list the pull requests on GitHub",
+            "post a message on slack about discord",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let got = matches(&out);
+    assert_eq!(got[0][0], "mcp_slack_slack_post_message", "{out}");
+    // Discord is served by no tool here; Slack's post-message tool does not delete.
+    assert!(got[1].is_empty(), "{out}");
+    assert!(got[2].is_empty(), "{out}");
+    // "GitHub" written as a proper name is the github server.
+    assert!(got[3].iter().any(|m| m.starts_with("mcp_github_")), "{out}");
+    // Beside a served service, an absent one is what the query is about, not where it runs.
+    assert_eq!(got[4][0], "mcp_slack_slack_post_message", "{out}");
+    let (_, explained) = search(&home, &catalog, &["--explain"], &["slack delete message"]);
+    assert!(explained.contains("services named: slack"), "{explained}");
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Tool-search benchmarks on the 3,309-tool catalog (`tests/fixtures/tool_search/data/
 //! cloudflare_3300.json`): building the index, whole `tool_search` calls with one and seven
 //! queries against the cached catalog (reference ranking), assembling the tool list at a 200K
-//! context, and the hybrid ranking: building its lexical index, its lexical legs on one and seven
+//! context, and the hybrid ranking: building its lexical index and its index of the services the
+//! tools serve, its lexical legs on one and seven
 //! queries, a whole one-query call with the embeddings ready, embedding the 3,309 tools once, and
 //! loading their embeddings from the on-disk cache.
 //! Run with `cargo bench -p troupe-tools --bench search`.
@@ -18,6 +19,7 @@ use troupe_tools::catalog_file::parse_catalog;
 use troupe_tools::deferral::is_deferrable;
 use troupe_tools::search::lexical::LexicalIndex;
 use troupe_tools::search::semantic::{default_embedder, embed_with_cache};
+use troupe_tools::search::services::{ServedBy, services};
 use troupe_tools::search::{Catalog, assemble};
 use troupe_tools::{Ranking, Registry, ToolDef, ToolSearchConfig, ToolsetView};
 
@@ -104,6 +106,9 @@ fn hybrid(c: &mut Criterion, view: &ToolsetView, one: &Value, seven: &Value) {
         .collect();
     c.bench_function("tool_search/hybrid_build_lexical", |b| {
         b.iter(|| LexicalIndex::build(black_box(catalog.defs()), &labels))
+    });
+    c.bench_function("tool_search/hybrid_build_services", |b| {
+        b.iter(|| ServedBy::build(services(), black_box(catalog.defs()), &labels))
     });
     let (one_q, seven_q) = (queries(one), queries(seven));
     assert!(

@@ -5,7 +5,8 @@
 //!
 //! `cargo run -p troupe-tools --example retrieval_eval -- DIR [--verbose] [--lexical]`, where DIR
 //! holds `catalog.json` and `queries_dev.json` (`{query, expected: [names], style}` each).
-//! `--lexical` ranks without the semantic leg; `--dump FILE` writes each query's raw evidence.
+//! `--lexical` ranks without the semantic leg; `--dump FILE` writes each query's raw evidence;
+//! `--sweep` scores the same rankings for a range of evidence floors.
 
 #![allow(clippy::print_stdout, reason = "a scoring program prints its figures")]
 
@@ -60,6 +61,10 @@ fn run() -> Result<(), String> {
         .position(|a| a == "--dump")
         .and_then(|i| args.get(i + 1))
         .map(PathBuf::from);
+    let sweep = args.iter().any(|a| a == "--sweep");
+    // Per query for the sweep: style, whether nothing is expected, the rank of the first
+    // expected tool in the ranking (whatever the verdict), and the verdict's evidence.
+    let mut evidence_rows: Vec<(String, bool, Option<usize>, bool, f64)> = Vec::new();
     let mut dump = Vec::new();
     let mut by: BTreeMap<String, Style> = BTreeMap::new();
     let mut misses = Vec::new();
@@ -79,6 +84,23 @@ fn run() -> Result<(), String> {
             .iter()
             .map(|m| catalog.defs()[m.doc].name.as_str())
             .collect();
+        if sweep {
+            let v = &answer.verdict;
+            let rank = answer
+                .ranked
+                .iter()
+                .position(|m| expected.contains(&catalog.defs()[m.doc].name.as_str()));
+            let exact = answer.ranked.first().is_some_and(|m| m.exact);
+            let blocked = !exact && !v.absent_services.is_empty() && v.services.is_empty();
+            let evidence = if exact {
+                f64::INFINITY
+            } else if blocked {
+                f64::NEG_INFINITY
+            } else {
+                v.coverage * troupe_tools::search::hybrid::SUPPORT_WEIGHT + v.margin.unwrap_or(0.0)
+            };
+            evidence_rows.push((style.clone(), expected.is_empty(), rank, blocked, evidence));
+        }
         let s = by.entry(style.clone()).or_default();
         s.n += 1;
         let v = &answer.verdict;
@@ -146,6 +168,9 @@ fn run() -> Result<(), String> {
         tot.r5 += s.r5;
         tot.rr += s.rr;
     }
+    if sweep {
+        print_sweep(&evidence_rows);
+    }
     if let Some(path) = dump_path {
         let names: Vec<&str> = catalog.defs().iter().map(|d| d.name.as_str()).collect();
         let all = serde_json::json!({"tools": names, "queries": dump});
@@ -164,6 +189,41 @@ fn run() -> Result<(), String> {
         if semantic.is_some() { "on" } else { "off" }
     );
     Ok(())
+}
+
+/// Recall@5 per style and absent precision for a range of evidence floors: how the "nothing
+/// fits" line trades answers for silence on this set.
+fn print_sweep(rows: &[(String, bool, Option<usize>, bool, f64)]) {
+    let mut styles: Vec<&str> = rows.iter().filter(|r| !r.1).map(|r| r.0.as_str()).collect();
+    styles.sort_unstable();
+    styles.dedup();
+    print!("floor ");
+    for s in &styles {
+        print!("{s:>9}");
+    }
+    println!("  overall   absent");
+    for step in 0..=16 {
+        let floor = 2.0 + f64::from(step) * 0.25;
+        print!("{floor:5.2} ");
+        let (mut hit_all, mut n_all) = (0, 0);
+        for s in &styles {
+            let (mut hit, mut n) = (0, 0);
+            for r in rows.iter().filter(|r| !r.1 && r.0 == *s) {
+                n += 1;
+                hit += usize::from(r.4 >= floor && r.2.is_some_and(|k| k < 5));
+            }
+            hit_all += hit;
+            n_all += n;
+            print!("{:9.3}", hit as f64 / n.max(1) as f64);
+        }
+        let absent: Vec<_> = rows.iter().filter(|r| r.1).collect();
+        let silent = absent.iter().filter(|r| r.4 < floor).count();
+        println!(
+            "  {:7.3}  {:7.3}",
+            hit_all as f64 / n_all.max(1) as f64,
+            silent as f64 / absent.len().max(1) as f64
+        );
+    }
 }
 
 /// The raw evidence of one query, for exploring fusion and decision rules offline: the lexical

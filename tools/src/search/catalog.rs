@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::lexical::LexicalIndex;
 use super::listing::{Listing, ListingGroups};
+use super::services::{ServedBy, services};
 use super::tokenize::{for_each_raw_word, stem};
 use crate::tool::ToolDef;
 
@@ -158,6 +159,8 @@ pub struct Catalog {
     listings: Mutex<HashMap<i64, Listing>>,
     /// The hybrid ranking's lexical index, built on its first query.
     lexical: OnceLock<LexicalIndex>,
+    /// Which tools serve each service a query may name, built on the first hybrid query.
+    served: OnceLock<ServedBy>,
     /// The hybrid ranking's tool embeddings, filled in the background.
     pub(super) semantic: super::semantic::SemanticSlot,
 }
@@ -296,6 +299,7 @@ impl Catalog {
             deferred_tokens: OnceLock::new(),
             listings: Mutex::new(HashMap::new()),
             lexical: OnceLock::new(),
+            served: OnceLock::new(),
             semantic: Default::default(),
         }
     }
@@ -303,15 +307,24 @@ impl Catalog {
     /// The hybrid ranking's lexical index, built on first use (a few milliseconds for thousands
     /// of tools) and kept for the catalog's life.
     pub fn lexical(&self) -> &LexicalIndex {
-        self.lexical.get_or_init(|| {
-            let labels: Vec<Option<&str>> = (0..self.len())
-                .map(|doc| {
-                    let source = self.source(doc);
-                    (!source.name.is_empty()).then_some(source.label.as_str())
-                })
-                .collect();
-            LexicalIndex::build(&self.defs, &labels)
-        })
+        self.lexical
+            .get_or_init(|| LexicalIndex::build(&self.defs, &self.labels()))
+    }
+
+    /// Which tools serve each service of [`super::services::SERVICES`], found on first use.
+    pub fn served_by(&self) -> &ServedBy {
+        self.served
+            .get_or_init(|| ServedBy::build(services(), &self.defs, &self.labels()))
+    }
+
+    /// Each tool's source label, `None` for a tool without a source.
+    fn labels(&self) -> Vec<Option<&str>> {
+        (0..self.len())
+            .map(|doc| {
+                let source = self.source(doc);
+                (!source.name.is_empty()).then_some(source.label.as_str())
+            })
+            .collect()
     }
 
     /// The deferred tools, in catalog order.

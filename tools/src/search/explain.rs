@@ -70,6 +70,21 @@ pub fn render_hybrid(catalog: &Catalog, query: &str, answer: &HybridAnswer) -> S
             v.coverage
         ),
     };
+    if !v.services.is_empty() {
+        let _ = writeln!(
+            out,
+            "  services named: {} (support counts their tools and the other words)",
+            v.services.join(", ")
+        );
+    }
+    let evidence = if v.absent_services.is_empty() || !v.services.is_empty() || v.fits {
+        evidence
+    } else {
+        format!(
+            "the query names {}, which no tool here serves",
+            v.absent_services.join(", ")
+        )
+    };
     let _ = writeln!(
         out,
         "  decision: {} ({evidence})",
@@ -220,6 +235,13 @@ mod tests {
         let text = explain_hybrid(&c, "gmail send email", 5, None);
         assert!(text.contains("nothing fits"), "{text}");
         assert!(text.contains("best candidates, not returned"), "{text}");
+        assert!(
+            text.contains("the query names gmail, which no tool here serves"),
+            "{text}"
+        );
+        let text = explain_hybrid(&c, "slack post a message", 5, None);
+        assert!(text.contains("services named: slack"), "{text}");
+        assert!(text.contains("decision: answered"), "{text}");
     }
 
     #[test]

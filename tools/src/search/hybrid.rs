@@ -19,6 +19,12 @@
 //! there is no margin, and lexical support must reach [`COVERAGE_FLOOR`] alone. An exact tool name
 //! is always answered.
 //!
+//! The [`services`](super::services) a query names come first: one that no tool serves means
+//! nothing fits ("gmail send email" without Gmail tools) unless a served one is named too (then
+//! the absent one is the topic: "a GitHub issue about the Telegram bot"); when services are served,
+//! the lexical support is that of their tools for the query's other words ("slack delete message"
+//! is weighed by whether a Slack tool deletes, not by the "slack" every Slack tool holds).
+//!
 //! The two constants were set on the dev third of the retrieval set (its absent queries against
 //! its answerable ones, as a line in the support × margin plane) and are constants of the method,
 //! not of any query.
@@ -29,6 +35,9 @@ use std::time::Duration;
 use super::Catalog;
 use super::lexical::{LexicalIndex, PreparedQuery, QueryTerm};
 use super::semantic::{SemanticReady, default_embedder, embedding_text, troupe_home};
+use super::services::{services, stems_of};
+use super::split::for_each_split_word;
+use super::tokenize::{for_each_raw_word, stem};
 
 /// Reciprocal rank fusion constant: 1 / (k + rank), ranks from 1.
 pub const RRF_K: f64 = 10.0;
@@ -43,11 +52,86 @@ pub const COVERAGE_FLOOR: f64 = 0.6;
 /// What full lexical support is worth in standard deviations of semantic margin.
 pub const SUPPORT_WEIGHT: f64 = 2.5;
 /// The weighed evidence (`support × SUPPORT_WEIGHT + margin`) that answers a query.
-pub const EVIDENCE_FLOOR: f64 = 5.0;
+pub const EVIDENCE_FLOOR: f64 = 4.25;
 /// Fewest tools whose similarities make a background: in a catalog of `n` tools no margin can
 /// exceed `sqrt(n - 1)` standard deviations, so below this size the margin says nothing and the
 /// decision rests on lexical support alone (as before the embeddings are ready).
 pub const MIN_BACKGROUND_TOOLS: usize = 50;
+
+/// What the services a query names say (see [`super::services`]).
+struct NamedServices {
+    /// Named services some tools serve.
+    present: Vec<String>,
+    /// Named services no tool serves.
+    absent: Vec<String>,
+    /// With present services named: the best support among their tools for the query's other
+    /// words (`None` when no present service is named).
+    support: Option<f64>,
+}
+
+fn named_services(
+    catalog: &Catalog,
+    lexical: &LexicalIndex,
+    prepared: &PreparedQuery,
+    lexical_hits: &[super::lexical::LexicalHit],
+    query: &str,
+) -> NamedServices {
+    let mut words: Vec<String> = Vec::new();
+    for_each_raw_word(query, |w| words.push(w.to_string()));
+    let stems: Vec<String> = words.iter().flat_map(|w| stems_of(w)).collect();
+    let served = catalog.served_by();
+    let mut named = NamedServices {
+        present: Vec::new(),
+        absent: Vec::new(),
+        support: None,
+    };
+    let mut skip: Vec<usize> = Vec::new();
+    let mut docs: Vec<u32> = Vec::new();
+    for mention in services().mentions(&stems) {
+        let tools = served.tools(mention.service);
+        if tools.is_empty() {
+            named.absent.push(mention.label);
+        } else {
+            named.present.push(mention.label);
+            docs.extend_from_slice(tools);
+        }
+        // The typed words of the name, as the lexical leg split them ("GitHub": git, hub): a
+        // served service's are held by all its tools, an absent one's beside a served one are
+        // the topic; neither says which tool does the work.
+        for word in &words[mention.positions] {
+            for_each_split_word(word, |w| {
+                let s = stem(w);
+                let found = prepared.typed.iter().position(|t| *t == s);
+                if let Some(c) = found.filter(|c| !skip.contains(c)) {
+                    skip.push(c);
+                }
+            });
+        }
+    }
+    if !docs.is_empty() {
+        docs.sort_unstable();
+        // The service's own name is held by all its tools: the rest of the query decides. The
+        // service's best candidates are its first lexical hits (a tool holding none of the
+        // query's words supports nothing); a service may be the whole catalog, so only the
+        // first LEG_DEPTH are weighed.
+        let rest = prepared.typed.len() > skip.len();
+        named.support = Some(
+            lexical_hits
+                .iter()
+                .filter(|h| docs.binary_search(&(h.doc as u32)).is_ok())
+                .take(LEG_DEPTH)
+                .map(|h| {
+                    if rest {
+                        lexical.coverage_except(h.doc, prepared, &skip)
+                    } else {
+                        lexical.coverage(h.doc, prepared)
+                    }
+                })
+                .fold(0.0, f64::max),
+        );
+    }
+    named
+}
 
 /// The "nothing fits" decision from its evidence (see the module docs): `margin` is `None` when
 /// the semantic leg did not run.
@@ -83,7 +167,8 @@ pub struct HybridMatch {
 pub struct Verdict {
     /// Whether the query is answered.
     pub fits: bool,
-    /// The best lexical coverage among the candidates.
+    /// The lexical support: the best coverage among the candidates, or among the tools of the
+    /// services the query names.
     pub coverage: f64,
     /// The best similarity, when the semantic leg ran.
     pub similarity: Option<f32>,
@@ -91,6 +176,12 @@ pub struct Verdict {
     pub background: Option<f32>,
     /// The best similarity's distance from the background, in standard deviations.
     pub margin: Option<f64>,
+    /// Services the query names that some tools serve; `coverage` is then the support of those
+    /// tools for the query's other words.
+    pub services: Vec<String>,
+    /// Services the query names that no tool serves: unless the query also names a served
+    /// service or an exact tool name, nothing fits.
+    pub absent_services: Vec<String>,
 }
 
 /// A hybrid answer: the matches (empty when nothing fits) and how it was decided.
@@ -247,18 +338,28 @@ fn rank(
     }
     fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
 
-    let coverage = fused
-        .iter()
-        .take(LEG_DEPTH)
-        .map(|&(doc, _)| lexical.coverage(doc, &prepared))
-        .fold(0.0, f64::max);
-    let fits = fits(!exact.is_empty(), coverage, margin);
+    let named = named_services(catalog, lexical, &prepared, lexical_hits, query);
+    let coverage = match named.support {
+        Some(support) => support,
+        None => fused
+            .iter()
+            .take(LEG_DEPTH)
+            .map(|&(doc, _)| lexical.coverage(doc, &prepared))
+            .fold(0.0, f64::max),
+    };
+    let is_exact = !exact.is_empty();
+    // An absent service decides only alone: beside a served one it is the topic ("a GitHub
+    // issue about the Telegram bot"), not where the work runs.
+    let elsewhere = !named.absent.is_empty() && named.present.is_empty();
+    let fits = is_exact || (!elsewhere && fits(false, coverage, margin));
     let verdict = Verdict {
         fits,
         coverage,
         similarity: best_sim,
         background,
         margin,
+        services: named.present,
+        absent_services: named.absent,
     };
     let ranked = fused
         .into_iter()
@@ -412,6 +513,71 @@ mod tests {
         assert!(!fits(false, 0.0, Some(margin)));
         // Weak evidence from both is no answer.
         assert!(!fits(false, 0.3, Some(3.0)));
+    }
+
+    /// Sixty filler tools and a Slack one, with similarities that single out the Slack tool.
+    fn slack_among_fillers() -> (Catalog, Vec<f32>) {
+        let names: Vec<String> = (0..60).map(|i| format!("tool_{i}")).collect();
+        let mut tools: Vec<(&str, &str, &str)> = names
+            .iter()
+            .map(|n| (n.as_str(), "misc", "Does a thing."))
+            .collect();
+        tools.push(("post_message", "slack", "Post a message to a channel."));
+        tools.push((
+            "add_reaction",
+            "slack",
+            "Add an emoji reaction to a message.",
+        ));
+        let mut sims: Vec<f32> = (0..62).map(|i| 0.1 + (i % 5) as f32 * 0.01).collect();
+        sims[60] = 0.8;
+        (catalog(&tools), sims)
+    }
+
+    #[test]
+    fn a_named_service_that_no_tool_serves_means_nothing_fits() {
+        let (c, sims) = slack_among_fillers();
+        let answer = |q: &str| {
+            let lexical = c.lexical();
+            let prepared = lexical.prepare(q);
+            let hits = lexical.score(&prepared);
+            rank(&c, lexical, prepared, &hits, Some(&sims), q, 5)
+        };
+        // The same evidence answers for Slack and not for Discord, which no tool serves.
+        let slack = answer("post a message on slack");
+        assert!(slack.verdict.fits, "{:?}", slack.verdict);
+        assert_eq!(slack.verdict.services, ["slack"]);
+        let discord = answer("post a message on discord");
+        assert!(!discord.verdict.fits, "{:?}", discord.verdict);
+        assert_eq!(discord.verdict.absent_services, ["discord"]);
+        assert!(discord.matches().is_empty());
+        // An exact name is answered whatever the query names.
+        let exact = c.hybrid_search("post_message", 5, None);
+        assert!(exact.verdict.fits);
+    }
+
+    #[test]
+    fn a_named_service_is_weighed_by_what_its_tools_do() {
+        let c = fixture();
+        let lexical = c.lexical();
+        // Slack's post-message tool holds "slack" and "message", but no Slack tool deletes.
+        let prepared = lexical.prepare("slack delete message");
+        let post = c
+            .defs()
+            .iter()
+            .position(|d| d.name == "post_message")
+            .unwrap_or_default();
+        let a = c.hybrid_search("slack delete message", 5, None);
+        assert_eq!(a.verdict.services, ["slack"]);
+        assert!(
+            a.verdict.coverage < lexical.coverage(post, &prepared),
+            "{:?}",
+            a.verdict
+        );
+        assert!(!a.verdict.fits, "{:?}", a.verdict);
+        // What Slack does is answered in full.
+        let b = c.hybrid_search("slack post message", 5, None);
+        assert_eq!(b.verdict.coverage, 1.0);
+        assert!(b.verdict.fits);
     }
 
     #[test]

@@ -385,9 +385,18 @@ impl LexicalIndex {
     /// words it holds, a word held only through an expansion counting at the expansion weight.
     /// Words no tool holds weigh the most, so a query about something absent scores low.
     pub fn coverage(&self, doc: usize, prepared: &PreparedQuery) -> f64 {
+        self.coverage_except(doc, prepared, &[])
+    }
+
+    /// [`LexicalIndex::coverage`] of the typed words other than `skip` (indices into
+    /// [`PreparedQuery::typed`]); 0 when no word is left.
+    pub fn coverage_except(&self, doc: usize, prepared: &PreparedQuery, skip: &[usize]) -> f64 {
         let mut held = 0.0;
         let mut all = 0.0;
         for (c, typed) in prepared.typed.iter().enumerate() {
+            if skip.contains(&c) {
+                continue;
+            }
             let idf = self.idf(typed);
             all += idf;
             let best = prepared

@@ -9,7 +9,8 @@
 //! - [`bm25`]: the reference ranking of a query ([`Catalog::search`], [`Catalog::explain`]).
 //! - [`hybrid`]: the default ranking ([`Catalog::hybrid_search`]): [`lexical`] (BM25F over
 //!   [`split`] words with the [`vocabulary`]'s expansions) fused with [`semantic`] (sentence
-//!   embeddings, computed in the background and cached on disk), and the "nothing fits" decision.
+//!   embeddings, computed in the background and cached on disk), and the "nothing fits" decision,
+//!   which also weighs the [`services`] a query names.
 //! - [`explain`]: the rankings explained for people (`troupe tools search --explain`).
 //! - [`listing`]: the listing forms and [`listing::short_desc`].
 //! - [`assemble`](mod@assemble): tiers and the model-visible tool list.
@@ -24,6 +25,7 @@ pub mod hybrid;
 pub mod lexical;
 pub mod listing;
 pub mod semantic;
+pub mod services;
 pub mod split;
 pub mod tokenize;
 pub mod vocabulary;
