@@ -19,49 +19,17 @@ use troupe_kanban::dispatcher::{DispatcherConfig, DispatcherHandle, ListenWake};
 use troupe_kanban::hooks::DispatcherHooks;
 use troupe_kanban::model::{BoardSlug, NewTask, TaskStatus};
 use troupe_kanban::profiles::{Profiles, WorkerProfile};
-use troupe_kanban::store::{PostgresStore, Store};
+use troupe_kanban::store::{PostgresStore, Store, test_cluster};
 use troupe_tools::Registry;
-
-const URL_VAR: &str = "TROUPE_TEST_POSTGRES_URL";
-
-fn url() -> Option<String> {
-    let url = std::env::var(URL_VAR).ok().filter(|u| !u.trim().is_empty());
-    if url.is_none() {
-        assert!(
-            std::env::var("TROUPE_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-            "TROUPE_REQUIRE_POSTGRES=1 but {URL_VAR} is not set"
-        );
-        eprintln!(
-            "\n*** SKIPPED: dispatcher on PostgreSQL (no {URL_VAR}). Run \
-             scripts/start-test-postgres.sh and export the URL it writes. ***\n"
-        );
-    }
-    url
-}
-
-/// A database of its own on the test cluster.
-async fn fresh_database(url: &str) -> tokio_postgres::Config {
-    let admin: tokio_postgres::Config = url.parse().unwrap();
-    let (client, conn) = admin.connect(tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let dbname = format!("troupe_dispatch_{}", uuid::Uuid::new_v4().simple());
-    client
-        .batch_execute(&format!("CREATE DATABASE {dbname}"))
-        .await
-        .unwrap();
-    let mut config = admin.clone();
-    config.dbname(&dbname);
-    config
-}
 
 #[actix_rt::test]
 async fn two_dispatchers_woken_by_notify_run_every_task_once() {
-    let Some(url) = url() else {
+    let Some(url) = test_cluster::cluster_url("dispatcher on PostgreSQL") else {
         return;
     };
-    let config = fresh_database(&url).await;
+    let config = test_cluster::fresh_database(&url, "troupe_dispatch")
+        .await
+        .config;
     let options = troupe_kanban::store::PostgresOptions::default();
     let first = PostgresStore::connect_with(config.clone(), options.clone())
         .await

@@ -18,42 +18,23 @@ use std::time::{Duration, Instant};
 
 use troupe_kanban::model::{BoardSlug, EventId, NewTask, TaskStatus, WorkerId};
 use troupe_kanban::store::suite::{SuiteBackend, assert_consistent};
+use troupe_kanban::store::test_cluster;
 use troupe_kanban::store::{
     ClaimSpec, PostgresOptions, PostgresStore, Store, StoreError, StoreFuture,
 };
 
-const URL_VAR: &str = "TROUPE_TEST_POSTGRES_URL";
-const REQUIRE_VAR: &str = "TROUPE_REQUIRE_POSTGRES";
-
 /// Whether a test cluster is configured; a loud skip (or a failure when required) if not.
 fn postgres_configured() -> bool {
-    if std::env::var(URL_VAR).is_ok_and(|u| !u.trim().is_empty()) {
-        return true;
-    }
-    if std::env::var(REQUIRE_VAR).is_ok_and(|v| v == "1") {
-        panic!(
-            "{REQUIRE_VAR}=1 but {URL_VAR} is not set: start a cluster with \
-             scripts/start-test-postgres.sh and export the URL it prints"
-        );
-    }
-    eprintln!(
-        "\n*** SKIPPED: PostgreSQL store test (no {URL_VAR}). Run scripts/start-test-postgres.sh \
-         and export the URL it prints to run it. ***\n"
-    );
-    false
+    test_cluster::cluster_url("PostgreSQL store test").is_some()
 }
 
-/// The cluster's admin URL, parsed.
+/// The cluster's admin connection settings.
 fn admin_config() -> tokio_postgres::Config {
-    std::env::var(URL_VAR).unwrap().parse().unwrap()
-}
-
-async fn admin_client(config: &tokio_postgres::Config) -> tokio_postgres::Client {
-    let (client, conn) = config.connect(tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    client
+    std::env::var(test_cluster::URL_VAR)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// A database of its own on the test cluster; every `open` is a new store with its own pool.
@@ -77,7 +58,7 @@ impl PgBackend {
     }
 
     async fn client(&self) -> tokio_postgres::Client {
-        admin_client(&self.config).await
+        test_cluster::connect(&self.config).await
     }
 }
 
@@ -92,16 +73,12 @@ impl SuiteBackend for PgBackend {
 }
 
 async fn fresh() -> PgBackend {
-    let admin = admin_config();
-    let dbname = format!("troupe_test_{}", uuid::Uuid::new_v4().simple());
-    admin_client(&admin)
-        .await
-        .batch_execute(&format!("CREATE DATABASE {dbname}"))
-        .await
-        .unwrap();
-    let mut config = admin.clone();
-    config.dbname(&dbname);
-    PgBackend { config, dbname }
+    let url = std::env::var(test_cluster::URL_VAR).unwrap();
+    let db = test_cluster::fresh_database(&url, "troupe_test").await;
+    PgBackend {
+        config: db.config,
+        dbname: db.name,
+    }
 }
 
 troupe_kanban::store_suite!(fresh, run_if = postgres_configured);
@@ -326,7 +303,7 @@ async fn killed_connections_give_transient_errors_and_reconnect() {
             break;
         }
     }
-    let admin = admin_client(&admin_config()).await;
+    let admin = test_cluster::connect(&admin_config()).await;
     let killed = admin
         .execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",

@@ -21,7 +21,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use troupe::http::{FeedWake, HttpState};
 use troupe::tools::Registry;
 use troupe::{Troupe, TroupeConfig};
-use troupe_kanban::store::PostgresStore;
+use troupe_kanban::store::{PostgresStore, test_cluster};
 use troupe_kanban::{BoardSlug, NewTask, SqliteStore, Store};
 
 const TOKEN: &str = "bench-token-0123456789abcdef";
@@ -120,24 +120,8 @@ async fn measure(label: &str, store: Arc<dyn Store>, wake: FeedWake) -> Figures 
 }
 
 async fn postgres_store(url: &str) -> Arc<PostgresStore> {
-    let config: tokio_postgres::Config = url.parse().unwrap();
-    let (client, connection) = config.connect(tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(connection);
-    let name = format!("troupe_feed_{}", uuid::Uuid::new_v4().simple());
-    client
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .unwrap();
-    let mut fresh = config.clone();
-    fresh.dbname(&name);
-    let user = fresh.get_user().unwrap_or("postgres").to_string();
-    let host = match fresh.get_hosts().first() {
-        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
-        _ => "127.0.0.1".to_string(),
-    };
-    let port = fresh.get_ports().first().copied().unwrap_or(5432);
-    let url = format!("postgres://{user}@{host}:{port}/{name}");
-    Arc::new(PostgresStore::connect(&url).await.unwrap())
+    let db = test_cluster::fresh_database(url, "troupe_feed").await;
+    Arc::new(PostgresStore::connect(&db.url).await.unwrap())
 }
 
 fn main() {

@@ -18,7 +18,9 @@ use anyhow::{Context, Result, anyhow, bail};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use troupe_kanban::model::{BoardSlug, EventId, EventKind, NewTask, TaskStatus, WorkerId};
-use troupe_kanban::store::{ClaimSpec, Completion, PostgresStore, SqliteStore, Store};
+use troupe_kanban::store::{
+    ClaimSpec, Completion, PostgresStore, SqliteStore, Store, test_cluster,
+};
 
 const PROFILE: &str = "scripted";
 const SCRIPT: &str = r#"when_exhausted: "Finished."
@@ -170,20 +172,9 @@ impl Cluster {
 
     /// A new empty database; returns its URL.
     async fn fresh_database(&self) -> Result<String> {
-        let config: tokio_postgres::Config = self.url.parse().context("parsing the cluster URL")?;
-        let (client, conn) = config
-            .connect(tokio_postgres::NoTls)
+        Ok(test_cluster::fresh_database(&self.url, "troupe_bench")
             .await
-            .context("connecting to the cluster")?;
-        let conn = tokio::spawn(conn);
-        let dbname = format!("troupe_bench_{}", uuid::Uuid::new_v4().simple());
-        client
-            .batch_execute(&format!("CREATE DATABASE {dbname}"))
-            .await
-            .context("creating a bench database")?;
-        drop(client);
-        let _ = conn.await;
-        Ok(with_dbname(&self.url, &dbname))
+            .url)
     }
 }
 
@@ -197,23 +188,6 @@ impl Drop for Cluster {
                 .stdout(Stdio::null())
                 .status();
         }
-    }
-}
-
-/// `url` with its database name replaced by `dbname`.
-fn with_dbname(url: &str, dbname: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let host_part = match base[scheme_end..].find('/') {
-        Some(i) => &base[..scheme_end + i],
-        None => base,
-    };
-    match query {
-        Some(q) => format!("{host_part}/{dbname}?{q}"),
-        None => format!("{host_part}/{dbname}"),
     }
 }
 

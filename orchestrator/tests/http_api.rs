@@ -29,7 +29,7 @@ use troupe::http::{FeedWake, HttpState, RunningServer};
 use troupe::tools::{CallContext, Registry, ToolDef, ToolHandler, ToolResult};
 use troupe::{Troupe, TroupeConfig};
 use troupe_kanban::model::WorkerId;
-use troupe_kanban::store::{ClaimSpec, PostgresStore};
+use troupe_kanban::store::{ClaimSpec, PostgresStore, test_cluster};
 use troupe_kanban::{BoardSlug, EventId, NewTask, SqliteStore, Store};
 
 const TOKEN: &str = "test-token-0123456789abcdef";
@@ -819,36 +819,11 @@ async fn the_websocket_feed_resumes_from_a_cursor_without_gaps_or_repeats() {
 /// the test says so and checks nothing, unless `TROUPE_REQUIRE_POSTGRES=1` makes that a failure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_websocket_feed_resumes_on_postgres_woken_by_notify() {
-    let Some(url) = std::env::var("TROUPE_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-    else {
-        assert!(
-            std::env::var("TROUPE_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-            "TROUPE_REQUIRE_POSTGRES=1 but TROUPE_TEST_POSTGRES_URL is not set"
-        );
-        eprintln!("skipped: TROUPE_TEST_POSTGRES_URL is not set");
+    let Some(url) = test_cluster::cluster_url("WebSocket feed on PostgreSQL") else {
         return;
     };
-    let config: tokio_postgres::Config = url.trim().parse().unwrap();
-    let (client, connection) = config.connect(tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(connection);
-    let name = format!("troupe_http_{}", uuid::Uuid::new_v4().simple());
-    client
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .unwrap();
-    let user = config.get_user().unwrap_or("postgres").to_string();
-    let host = match config.get_hosts().first() {
-        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
-        _ => "127.0.0.1".to_string(),
-    };
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    let pg = Arc::new(
-        PostgresStore::connect(&format!("postgres://{user}@{host}:{port}/{name}"))
-            .await
-            .unwrap(),
-    );
+    let db = test_cluster::fresh_database(&url, "troupe_http").await;
+    let pg = Arc::new(PostgresStore::connect(&db.url).await.unwrap());
     let store: Arc<dyn Store> = pg.clone();
     let server =
         Server::start_with(store, FeedWake::Postgres(pg), tempfile::tempdir().unwrap()).await;

@@ -25,6 +25,7 @@ use troupe_actors::model::{Script, ScriptedProvider};
 use troupe_kanban::dispatcher::DispatcherConfig;
 use troupe_kanban::model::{BoardSlug, EventId, EventKind, NewTask, TaskFilter, TaskStatus};
 use troupe_kanban::profiles::{Profiles, WorkerProfile};
+use troupe_kanban::store::test_cluster;
 use troupe_tools::Registry;
 
 const COMPLETING_SCRIPT: &str = "cursor: conversation\nturns:\n  - tool_calls:\n      - name: kanban_complete\n        arguments: {summary: \"done by the script\"}\n  - text: \"Finished.\"\n";
@@ -212,19 +213,7 @@ fn sigterm_hands_a_running_task_back_to_the_board() {
 }
 
 fn postgres_url() -> Option<String> {
-    match std::env::var("TROUPE_TEST_POSTGRES_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("TROUPE_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                "TROUPE_REQUIRE_POSTGRES=1 but TROUPE_TEST_POSTGRES_URL is not set"
-            );
-            eprintln!(
-                "SKIPPED: no TROUPE_TEST_POSTGRES_URL; start a cluster with scripts/start-test-postgres.sh"
-            );
-            None
-        }
-    }
+    test_cluster::cluster_url("kanban API on PostgreSQL")
 }
 
 #[test]

@@ -25,10 +25,9 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tempfile::TempDir;
 use troupe_kanban::model::{BoardSlug, NewTask, WorkerId};
+use troupe_kanban::store::test_cluster::{self, connect};
 use troupe_kanban::store::{PostgresStore, Store};
 
-const URL_VAR: &str = "TROUPE_TEST_POSTGRES_URL";
-const REQUIRE_VAR: &str = "TROUPE_REQUIRE_POSTGRES";
 /// The profile every task is assigned to; its model is the script below.
 const PROFILE: &str = "scripted";
 /// How long a board may go without a single completion before the test calls it stalled. A
@@ -47,28 +46,7 @@ turns:
 
 /// Whether a test cluster is configured; a loud skip (or a failure when required) if not.
 fn postgres_configured() -> bool {
-    if std::env::var(URL_VAR).is_ok_and(|u| !u.trim().is_empty()) {
-        return true;
-    }
-    if std::env::var(REQUIRE_VAR).is_ok_and(|v| v == "1") {
-        panic!(
-            "{REQUIRE_VAR}=1 but {URL_VAR} is not set: start a cluster with \
-             scripts/start-test-postgres.sh and export the URL it prints"
-        );
-    }
-    eprintln!(
-        "\n*** SKIPPED: multi-host kanban test (no {URL_VAR}). Run scripts/start-test-postgres.sh \
-         and export the URL it prints to run it. ***\n"
-    );
-    false
-}
-
-async fn connect(config: &tokio_postgres::Config) -> tokio_postgres::Client {
-    let (client, conn) = config.connect(tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    client
+    test_cluster::cluster_url("multi-host kanban test").is_some()
 }
 
 /// A fresh database on the test cluster, a directory with its `troupe.yaml`, and an admin
@@ -84,17 +62,11 @@ struct Board {
 
 impl Board {
     async fn fresh(lease_ttl: &str) -> Board {
-        let cluster: tokio_postgres::Config = std::env::var(URL_VAR).unwrap().parse().unwrap();
-        let dbname = format!("troupe_multihost_{}", uuid::Uuid::new_v4().simple());
-        connect(&cluster)
-            .await
-            .batch_execute(&format!("CREATE DATABASE {dbname}"))
-            .await
-            .unwrap();
-        let mut config = cluster.clone();
-        config.dbname(&dbname);
-        let admin = connect(&config).await;
-        let url = with_dbname(&std::env::var(URL_VAR).unwrap(), &dbname);
+        let cluster_url = std::env::var(test_cluster::URL_VAR).unwrap();
+        let cluster: tokio_postgres::Config = cluster_url.trim().parse().unwrap();
+        let db = test_cluster::fresh_database(&cluster_url, "troupe_multihost").await;
+        let admin = connect(&db.config).await;
+        let (url, dbname) = (db.url, db.name);
         let dir = tempfile::tempdir().unwrap();
         let script = dir.path().join("worker-script.yaml");
         std::fs::write(&script, SCRIPT).unwrap();
@@ -314,23 +286,6 @@ impl Drop for Board {
             let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap());
             eprintln!("worker logs kept in {}", dir.keep().display());
         }
-    }
-}
-
-/// `url` with its database name replaced by `dbname`.
-fn with_dbname(url: &str, dbname: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let host_part = match base[scheme_end..].find('/') {
-        Some(i) => &base[..scheme_end + i],
-        None => base,
-    };
-    match query {
-        Some(q) => format!("{host_part}/{dbname}?{q}"),
-        None => format!("{host_part}/{dbname}"),
     }
 }
 
@@ -724,19 +679,6 @@ async fn workers_survive_terminated_connections() {
         cut,
         audit.reclaimed.len()
     );
-}
-
-#[test]
-fn database_name_is_swapped_in_the_url() {
-    assert_eq!(
-        with_dbname("postgres://postgres@127.0.0.1:5432/postgres", "b"),
-        "postgres://postgres@127.0.0.1:5432/b"
-    );
-    assert_eq!(
-        with_dbname("postgres://u:p@h:1/postgres?sslmode=disable", "b"),
-        "postgres://u:p@h:1/b?sslmode=disable"
-    );
-    assert_eq!(with_dbname("postgres://h:1", "b"), "postgres://h:1/b");
 }
 
 /// The audit itself must catch what it is there to catch; these feed it made-up histories.

@@ -15,6 +15,8 @@ mod sqlite_schema;
 mod sqlite_tx;
 #[cfg(feature = "test-suite")]
 pub mod suite;
+#[cfg(feature = "test-suite")]
+pub mod test_cluster;
 
 use std::future::Future;
 use std::pin::Pin;
