@@ -1,4 +1,5 @@
-//! What misbehaving clients cost `troupe serve` (issue 18's figures), over real sockets on
+//! What misbehaving clients cost `troupe serve` (the hardening figures of docs/benchmarks.md),
+//! over real sockets on
 //! 127.0.0.1 against the server's own accept loop, with its default limits:
 //! - answer time of a client with the token while 2,000 idle connections without one are open;
 //! - CPU of the whole process while 1,000 idle WebSocket subscribers follow one board;

@@ -1,7 +1,7 @@
 //! In-process scoring of the hybrid ranking on a labelled retrieval set, for tuning the method
-//! without building the `troupe` binary: the same figures as the set's `eval.py` (recall@1/@5,
-//! MRR, empty answers per query style, absent precision), plus each miss with the evidence of
-//! the "nothing fits" decision.
+//! without building the `troupe` binary: recall@1/@5, MRR and empty answers per query style,
+//! and absent precision (the figures the set's own scoring script prints, when it has one), plus
+//! each miss with the evidence of the "nothing fits" decision.
 //!
 //! `cargo run -p troupe-tools --example retrieval_eval -- DIR [--verbose] [--lexical]`, where DIR
 //! holds `catalog.json` and `queries_dev.json` (`{query, expected: [names], style}` each).

@@ -267,7 +267,8 @@ async fn a_stop_ends_processes_that_left_the_group() {
     );
 }
 
-/// The bypasses of issue 18 as a model sends them: none runs without approval.
+/// Obfuscated destructive commands as a model sends them (split variables, substitutions,
+/// escapes, base64 through eval, busybox): none runs without approval.
 #[tokio::test]
 async fn obfuscated_commands_are_not_run_without_approval() {
     let f = Fixture::new();

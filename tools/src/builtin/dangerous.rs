@@ -1810,8 +1810,9 @@ mod tests {
         }
     }
 
-    /// The indirections of issue 18, written as the attack was: what can be read is read and
-    /// held to the hard floor, what cannot is judged dangerous with a reason saying so.
+    /// A destructive command hidden behind indirection (split variables, escapes, busybox, a
+    /// pipe into a shell, `env -S`, loops), written as an attacker would: what can be read is
+    /// read and held to the hard floor, what cannot is judged dangerous with a reason saying so.
     #[test]
     fn indirection_does_not_hide_a_command() {
         for cmd in [

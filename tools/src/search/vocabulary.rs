@@ -312,7 +312,8 @@ mod tests {
         assert!(vocabulary().expand(&stems("zebra quokka")).is_empty());
     }
 
-    /// The shipped vocabulary covers the verbs and nouns the issue names.
+    /// The shipped vocabulary covers the CRUD verbs' everyday synonyms and the common objects
+    /// (repo, ticket, pull request).
     #[test]
     fn shipped_groups_cover_the_core_actions_and_objects() {
         let v = vocabulary();
