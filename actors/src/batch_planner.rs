@@ -41,9 +41,6 @@ pub const BRIDGE_LOOKUPS: &[&str] = &["tool_search", "tool_describe"];
 /// Path-scoped tools that only read.
 pub const PATH_READERS: &[&str] = &["read_file", "search_files"];
 
-/// Path-scoped tools that write.
-pub const PATH_WRITERS: &[&str] = &["write_file", "patch"];
-
 /// Whether a segment's calls run together or one after another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SegmentKind {

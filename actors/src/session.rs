@@ -20,6 +20,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use troupe_tools::search::assemble;
+use troupe_tools::text::json_kind;
 use troupe_tools::{ToolResult, ToolSearchConfig, ToolsetView, bridge};
 
 use crate::batch_planner::BatchPlanner;
@@ -756,23 +757,12 @@ fn parse_arguments(raw: &str) -> Result<Map<String, Value>, ToolResult> {
         Ok(Value::Object(map)) => Ok(map),
         Ok(other) => Err(ToolResult::error_json(json!({
             "error": "Invalid tool arguments",
-            "message": format!("The arguments must be a JSON object, but this was {}. The tool was not run; send an object such as {{\"path\": \"README.md\"}}.", kind_of(&other)),
+            "message": format!("The arguments must be a JSON object, but this was {}. The tool was not run; send an object such as {{\"path\": \"README.md\"}}.", json_kind(&other)),
         }))),
         Err(error) => Err(ToolResult::error_json(json!({
             "error": "Invalid tool arguments",
             "message": format!("The arguments are not valid JSON ({error}). The tool was not run; send one JSON object."),
         }))),
-    }
-}
-
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

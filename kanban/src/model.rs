@@ -343,11 +343,6 @@ impl TaskStatus {
             TaskStatus::Archived => "archived",
         }
     }
-
-    /// Whether a child may start once this parent is in this status.
-    pub fn satisfies_children(self) -> bool {
-        matches!(self, TaskStatus::Done | TaskStatus::Archived)
-    }
 }
 
 impl fmt::Display for TaskStatus {

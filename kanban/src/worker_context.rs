@@ -1,7 +1,10 @@
 //! What a worker's model is told: the protocol guidance added to the profile's system prompt
 //! ([`system_prompt`]) and the first message built from the task ([`build_worker_context`]):
 //! its body, its parents' results, its attachments, its last comments and its prior attempts,
-//! each within the spec's size caps and all within a total cap. The [`Worker`](crate::worker::Worker) uses both.
+//! each within its own size cap (see the constants below) and all within [`TOTAL_CAP`]. The
+//! [`Worker`](crate::worker::Worker) uses both.
+
+use troupe_tools::text::byte_prefix;
 
 use crate::model::{BoardSlug, Run, Task};
 use crate::store::{Store, StoreError};
@@ -44,17 +47,13 @@ pub fn nudge(task: &Task, left: u32) -> String {
 
 /// Cuts `text` to at most `cap` bytes on a character boundary, saying how much was left out.
 pub fn clip(text: &str, cap: usize) -> String {
-    if text.len() <= cap {
+    let head = byte_prefix(text, cap);
+    if head.len() == text.len() {
         return text.to_string();
     }
-    let mut end = cap;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
     format!(
-        "{}\n[... {} more bytes not shown]",
-        &text[..end],
-        text.len() - end
+        "{head}\n[... {} more bytes not shown]",
+        text.len() - head.len()
     )
 }
 

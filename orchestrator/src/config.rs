@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 use troupe_tools::ToolSearchConfig;
+use troupe_tools::text::yaml_kind;
 
 /// Top-level keys troupe reads. Others are kept (a Hermes config may carry more) but logged.
 const KNOWN_TOP_LEVEL: &[&str] = &[
@@ -156,7 +157,7 @@ impl Config {
                     key: "(top level)".into(),
                     problem: format!(
                         "expected a mapping of sections (model, toolsets, tools, mcp_servers, ...), found {}",
-                        kind(other)
+                        yaml_kind(other)
                     ),
                 });
             }
@@ -202,7 +203,7 @@ fn section(root: &Map<String, Value>, name: &str) -> Result<Map<String, Value>, 
         Some(Value::Object(map)) => Ok(map.clone()),
         Some(other) => Err(ConfigError::Invalid {
             key: name.to_string(),
-            problem: format!("expected a mapping, found {}", kind(other)),
+            problem: format!("expected a mapping, found {}", yaml_kind(other)),
         }),
     }
 }
@@ -216,7 +217,7 @@ fn model_section(root: &Map<String, Value>) -> Result<ModelSection, ConfigError>
             Some(Value::String(_)) => Ok(None),
             Some(other) => Err(ConfigError::Invalid {
                 key: format!("model.{key}"),
-                problem: format!("expected a string, found {}", kind(other)),
+                problem: format!("expected a string, found {}", yaml_kind(other)),
             }),
         }
     };
@@ -261,13 +262,16 @@ fn toolsets_section(root: &Map<String, Value>) -> Result<ToolsetsSection, Config
                     Value::String(s) => Ok(s.trim().to_string()),
                     other => Err(ConfigError::Invalid {
                         key: key.to_string(),
-                        problem: format!("expected toolset names, found {}", kind(other)),
+                        problem: format!("expected toolset names, found {}", yaml_kind(other)),
                     }),
                 })
                 .collect(),
             other => Err(ConfigError::Invalid {
                 key: key.to_string(),
-                problem: format!("expected a list of toolset names, found {}", kind(other)),
+                problem: format!(
+                    "expected a list of toolset names, found {}",
+                    yaml_kind(other)
+                ),
             }),
         }
     };
@@ -318,21 +322,9 @@ fn toolsets_section(root: &Map<String, Value>) -> Result<ToolsetsSection, Config
             key: "toolsets".into(),
             problem: format!(
                 "expected a list of toolset names or a mapping with enabled/disabled, found {}",
-                kind(other)
+                yaml_kind(other)
             ),
         }),
-    }
-}
-
-/// A short name for a JSON value's kind, for messages.
-pub(crate) fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "nothing",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
     }
 }
 

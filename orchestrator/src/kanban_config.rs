@@ -19,9 +19,11 @@ use troupe_kanban::profiles::{Profiles, WorkerProfile};
 use troupe_kanban::store::{PostgresStore, SqliteStore, Store, StoreError};
 use troupe_tools::{Registry, ViewSpec};
 
-use crate::config::{Config, ConfigError, ModelSection, kind};
+use crate::config::{Config, ConfigError, ModelSection};
+use troupe_tools::text::yaml_kind;
 
-/// How often a dispatcher looks for work when nothing wakes it (the spec's 60 s).
+/// How often a dispatcher looks for work when nothing wakes it: a round a minute, the pace the
+/// reference's gateway keeps.
 pub const DEFAULT_DISPATCH_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Where a board store lives.
@@ -174,7 +176,7 @@ impl KanbanSettings {
             other => {
                 return Err(invalid(
                     "kanban",
-                    format!("expected a mapping, found {}", kind(other)),
+                    format!("expected a mapping, found {}", yaml_kind(other)),
                 ));
             }
         };
@@ -235,7 +237,7 @@ impl KanbanSettings {
                         &format!("kanban.{key}"),
                         format!(
                             "expected a mapping of profile name to a cap such as {{coder: 2}}, found {}",
-                            kind(other)
+                            yaml_kind(other)
                         ),
                     ));
                 }
@@ -434,7 +436,7 @@ fn profiles_section(value: &Value) -> Result<BTreeMap<String, ProfileSettings>, 
                 "profiles",
                 format!(
                     "expected a mapping of profile name to its settings (model, base_url, toolsets, system_prompt), found {}",
-                    kind(other)
+                    yaml_kind(other)
                 ),
             ));
         }
@@ -455,7 +457,7 @@ fn profiles_section(value: &Value) -> Result<BTreeMap<String, ProfileSettings>, 
             other => {
                 return Err(invalid(
                     &prefix,
-                    format!("expected a mapping of settings, found {}", kind(other)),
+                    format!("expected a mapping of settings, found {}", yaml_kind(other)),
                 ));
             }
         };
@@ -571,7 +573,7 @@ fn string(
         Some(Value::String(s)) => Ok(Some(s.trim().to_string())),
         Some(other) => Err(invalid(
             &format!("{prefix}.{key}"),
-            format!("expected a string, found {}", kind(other)),
+            format!("expected a string, found {}", yaml_kind(other)),
         )),
     }
 }
@@ -605,7 +607,7 @@ fn duration(map: &Map<String, Value>, key: &str) -> Result<Option<Duration>, Con
         Some(Value::String(s)) => parse_duration(s)
             .map(Some)
             .map_err(|_| problem(format!("{s:?}"))),
-        Some(other) => Err(problem(kind(other).to_string())),
+        Some(other) => Err(problem(yaml_kind(other).to_string())),
     }
 }
 
@@ -625,7 +627,7 @@ fn names(key: &str, value: &Value) -> Result<Vec<String>, ConfigError> {
             .collect(),
         other => Err(invalid(
             key,
-            format!("expected a list of names, found {}", kind(other)),
+            format!("expected a list of names, found {}", yaml_kind(other)),
         )),
     }
 }

@@ -31,6 +31,7 @@ pub mod mcp;
 pub mod registry;
 pub mod search;
 pub mod sync;
+pub mod text;
 pub mod tool;
 pub mod view;
 

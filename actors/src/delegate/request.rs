@@ -4,6 +4,7 @@
 //! Used by [`super::run`].
 
 use serde_json::{Map, Value};
+use troupe_tools::text::json_kind;
 
 use super::config::DelegationConfig;
 
@@ -146,7 +147,7 @@ fn parse_task(index: usize, item: &Value) -> Result<TaskSpec, String> {
     let Value::Object(task) = item else {
         return Err(format!(
             "Task {index} must be an object like {{\"goal\": \"...\"}}, not {}.",
-            kind_of(item)
+            json_kind(item)
         ));
     };
     let goal = match task.get("goal").and_then(Value::as_str).map(str::trim) {
@@ -175,7 +176,7 @@ fn parse_task(index: usize, item: &Value) -> Result<TaskSpec, String> {
         Some(other) => {
             return Err(format!(
                 "Task {index} has an output_schema that is {}, not a JSON Schema object such as {{\"type\": \"object\"}}.",
-                kind_of(other)
+                json_kind(other)
             ));
         }
     };
@@ -184,17 +185,6 @@ fn parse_task(index: usize, item: &Value) -> Result<TaskSpec, String> {
         context,
         output_schema,
     })
-}
-
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "text",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]

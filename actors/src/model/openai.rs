@@ -15,9 +15,10 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
+use troupe_tools::text::clip_bytes;
 
 use super::mode_memory::ModeMemory;
-use super::openai_wire::{Assembler, WireCompletion, clip, error_body_message, request_body};
+use super::openai_wire::{Assembler, WireCompletion, error_body_message, request_body};
 use super::retry::{backoff_delay, is_retryable_status, server_wait};
 use super::settings::{ProviderSettings, SessionModelState, ToolCallMode};
 use super::text_calls::{parse_reply, text_mode_messages};
@@ -703,13 +704,13 @@ impl Inner {
                 Ok(chunk) => chunk,
                 // Keep-alive notes and other non-JSON lines carry no answer.
                 Err(_) if !data.starts_with('{') => {
-                    tracing::debug!(data = %clip(data, 200), "skipping a non-JSON stream event");
+                    tracing::debug!(data = %clip_bytes(data, 200), "skipping a non-JSON stream event");
                     continue;
                 }
                 Err(e) => {
                     return Err(Next::Fail(ModelError::Protocol(format!(
                         "a streamed chunk is not a chat-completions chunk ({e}): {}",
-                        clip(data, 300)
+                        clip_bytes(data, 300)
                     ))));
                 }
             };
@@ -759,7 +760,7 @@ impl Inner {
                 "the answer from {} is not chat-completions JSON ({e}): {}; check that base_url \
                  points at an OpenAI-compatible API (it usually ends in /v1)",
                 self.endpoint,
-                clip(&String::from_utf8_lossy(&bytes), 300)
+                clip_bytes(&String::from_utf8_lossy(&bytes), 300)
             )))
         })?;
         let mut assembler = Assembler::default();
@@ -771,7 +772,7 @@ impl Inner {
             return Err(Next::Fail(ModelError::Protocol(format!(
                 "the answer from {} has no choices: {}",
                 self.endpoint,
-                clip(&String::from_utf8_lossy(&bytes), 300)
+                clip_bytes(&String::from_utf8_lossy(&bytes), 300)
             ))));
         }
         forward(sink, &mut deltas, forwarded);

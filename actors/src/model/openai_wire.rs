@@ -6,6 +6,7 @@
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use troupe_tools::text::clip_bytes;
 
 #[cfg(any(test, feature = "mock-server"))]
 use super::scripted::Said;
@@ -213,20 +214,8 @@ pub(crate) fn error_body_message(body: &str) -> String {
     if trimmed.is_empty() {
         "(empty body)".to_string()
     } else {
-        clip(trimmed, 500)
+        clip_bytes(trimmed, 500)
     }
-}
-
-/// At most `max` bytes of `text`, cut at a character boundary, with an ellipsis when cut.
-pub(crate) fn clip(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 /// A tool call being put together from deltas.
@@ -672,7 +661,6 @@ mod tests {
             error_body_message("<html>bad gateway</html>"),
             "<html>bad gateway</html>"
         );
-        assert_eq!(clip("ééé", 3), "é…");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use clap::Args;
 use serde_json::{Value, json};
 use troupe_tools::bridge::{resolve, tool_describe, tool_search};
 use troupe_tools::search::assemble::assemble;
+use troupe_tools::text::clip_chars;
 use troupe_tools::{Registry, ToolSearchConfig};
 
 use super::error::{CliError, EXIT_DONE, report};
@@ -151,7 +152,7 @@ fn walk_through(registry: &std::sync::Arc<Registry>, source: &str, args: &DemoAr
     if let Some(listing) = &assembly.listing {
         println!("listing, first lines:");
         for line in listing.lines().take(6) {
-            println!("  | {}", clip(line, 110));
+            println!("  | {}", clip_chars(line, 110));
         }
     }
 
@@ -203,7 +204,7 @@ fn walk_through(registry: &std::sync::Arc<Registry>, source: &str, args: &DemoAr
         .unwrap_or(Value::Null);
     println!(
         "tool_describe {name} ({took:.0} µs): parameters {}",
-        clip(&parameters.to_string(), 300)
+        clip_chars(&parameters.to_string(), 300)
     );
 
     // A model often sends numbers as strings and a single value where a list is expected; the
@@ -255,12 +256,4 @@ fn ms(started: Instant) -> f64 {
 
 fn us(started: Instant) -> f64 {
     started.elapsed().as_secs_f64() * 1e6
-}
-
-fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        text.to_string()
-    } else {
-        format!("{}…", text.chars().take(max).collect::<String>())
-    }
 }

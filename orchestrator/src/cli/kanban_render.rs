@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 
 use troupe_kanban::model::{Board, BoardStats, Event, Run, Task, TaskStatus, Timestamp};
+use troupe_tools::text::clip_chars;
 
 use super::visible::{visible, visible_line};
 use crate::kanban_api::TaskDetail;
@@ -312,18 +313,7 @@ fn age(now: Timestamp, then: Timestamp) -> String {
 /// Cuts text to `max` characters on one line, with an ellipsis; other control characters are
 /// shown as escapes.
 pub(crate) fn clip(text: &str, max: usize) -> String {
-    let one_line = visible_line(&text.replace(['\n', '\r'], " "));
-    if one_line.chars().count() <= max {
-        one_line
-    } else {
-        format!(
-            "{}…",
-            one_line
-                .chars()
-                .take(max.saturating_sub(1))
-                .collect::<String>()
-        )
-    }
+    clip_chars(&visible_line(&text.replace(['\n', '\r'], " ")), max)
 }
 
 #[cfg(test)]

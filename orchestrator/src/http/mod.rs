@@ -31,7 +31,8 @@ use troupe_actors::model::ModelProvider;
 use troupe_kanban::{BoardSlug, Store};
 
 use crate::api::{Troupe, TroupeError};
-use crate::config::{ConfigError, kind};
+use crate::config::ConfigError;
+use troupe_tools::text::yaml_kind;
 
 pub use boards::{DispatchPass, DispatcherPass, PromotePass, WorkerStop};
 pub use feed::FeedWake;
@@ -39,8 +40,6 @@ pub use listener::ServerLimits;
 
 /// The port `troupe serve` listens on when none is given.
 pub const DEFAULT_PORT: u16 = 8642;
-/// Prefix of the kanban dashboard routes, as the reference's dashboard calls them.
-pub const KANBAN_PREFIX: &str = "/api/plugins/kanban";
 /// Path of the WebSocket event feed.
 pub const FEED_PATH: &str = "/api/plugins/kanban/events";
 /// How often the feed looks for new events on a store that cannot wake it.
@@ -101,7 +100,7 @@ impl ServeConfig {
                     "serve",
                     format!(
                         "expected a mapping with bind, port, token, cors_origins; found {}",
-                        kind(other)
+                        yaml_kind(other)
                     ),
                 ));
             }
@@ -119,7 +118,7 @@ impl ServeConfig {
                     "serve.bind",
                     format!(
                         "expected an IP address such as 127.0.0.1, found {}",
-                        kind(value)
+                        yaml_kind(value)
                     ),
                 )
             })?;
@@ -145,7 +144,7 @@ impl ServeConfig {
             let text = value.as_str().ok_or_else(|| {
                 invalid(
                     "serve.token",
-                    format!("expected a string, found {}", kind(value)),
+                    format!("expected a string, found {}", yaml_kind(value)),
                 )
             })?;
             config.token = Some(text.to_string());
@@ -166,7 +165,7 @@ impl ServeConfig {
                             "serve.cors_origins",
                             format!(
                                 "expected origins such as https://dash.example, found {}",
-                                kind(item)
+                                yaml_kind(item)
                             ),
                         )
                     })?;
@@ -176,7 +175,7 @@ impl ServeConfig {
             Some(other) => {
                 return Err(invalid(
                     "serve.cors_origins",
-                    format!("expected a list of origins, found {}", kind(other)),
+                    format!("expected a list of origins, found {}", yaml_kind(other)),
                 ));
             }
         }

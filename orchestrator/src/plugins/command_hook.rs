@@ -82,7 +82,7 @@ pub fn run_command(
         Ok(Value::Object(map)) => Ok(Some(map)),
         Ok(other) => Err(HookFailure::Garbage(format!(
             "a JSON {} instead of an object",
-            super::manifest::kind(&other)
+            troupe_tools::text::yaml_kind(&other)
         ))),
         Err(e) => Err(HookFailure::Garbage(format!("not JSON: {e}"))),
     }

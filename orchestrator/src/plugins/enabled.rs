@@ -7,8 +7,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::manifest::kind;
 use crate::config::ConfigError;
+use troupe_tools::text::yaml_kind;
 
 /// Which plugins the config switches on and off. `disabled` wins over `enabled`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,7 +30,7 @@ impl Enablement {
                     key: "plugins".into(),
                     problem: format!(
                         "expected a mapping like `plugins: {{enabled: [disk-cleanup]}}`, found {}",
-                        kind(other)
+                        yaml_kind(other)
                     ),
                 });
             }
@@ -48,13 +48,13 @@ impl Enablement {
                         Value::String(s) => Ok(s.trim().to_string()),
                         other => Err(invalid(format!(
                             "every entry must be a plugin name, found {}",
-                            kind(other)
+                            yaml_kind(other)
                         ))),
                     })
                     .collect(),
                 Some(other) => Err(invalid(format!(
                     "expected a list of plugin names, found {}",
-                    kind(other)
+                    yaml_kind(other)
                 ))),
             }
         };
@@ -128,7 +128,7 @@ fn parse(text: &str) -> Result<Value, String> {
         Ok(value @ Value::Object(_)) => Ok(value),
         Ok(other) => Err(format!(
             "troupe.yaml must be a mapping of sections, found {}",
-            kind(&other)
+            yaml_kind(&other)
         )),
         Err(e) => Err(format!("troupe.yaml is not valid YAML: {e}")),
     }

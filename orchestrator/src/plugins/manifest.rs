@@ -20,8 +20,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+use troupe_tools::text::yaml_kind;
 
-/// The hook points a command may be attached to, named as the spec names them.
+/// The hook points a command may be attached to: the tool, model and session points, the
+/// subagent start and end, and a board task's claim, completion and block.
 pub const HOOK_POINTS: &[&str] = &[
     "pre_tool_call",
     "post_tool_call",
@@ -188,7 +190,7 @@ pub fn parse(
             "(file)",
             format!(
                 "must be a mapping of fields (name, version, hooks, ...), found {}",
-                kind(&raw)
+                yaml_kind(&raw)
             ),
         ));
     };
@@ -211,7 +213,7 @@ pub fn parse(
                 "name",
                 format!(
                     "must be the plugin's name as text, found {}; write `name: {folder_name}`",
-                    kind(other)
+                    yaml_kind(other)
                 ),
             ));
         }
@@ -231,7 +233,7 @@ pub fn parse(
         Some(other) => {
             return Err(err(
                 "version",
-                format!("must be text like `1.0.0`, found {}", kind(other)),
+                format!("must be text like `1.0.0`, found {}", yaml_kind(other)),
             ));
         }
     };
@@ -268,7 +270,7 @@ pub fn parse(
                 "requires_env",
                 format!(
                     "must be a list of variable names, found {}; write `requires_env: [API_KEY]`",
-                    kind(other)
+                    yaml_kind(other)
                 ),
             ));
         }
@@ -298,7 +300,7 @@ pub fn parse(
                 "commands",
                 format!(
                     "must map command names to commands, found {}; write `commands: {{hello: {{command: ./hello.sh}}}}`",
-                    kind(other)
+                    yaml_kind(other)
                 ),
             ));
         }
@@ -326,7 +328,7 @@ pub fn hook_table(
             prefix.to_string(),
             format!(
                 "must map hook points to commands, found {}; write `{prefix}: {{pre_tool_call: {{command: ./check.sh}}}}`",
-                kind(value)
+                yaml_kind(value)
             ),
         ));
     };
@@ -377,7 +379,7 @@ fn command_spec(value: &Value, field: &str, dir: &Path) -> Result<CommandSpec, (
                 "",
                 format!(
                     "must be a command or a mapping with `command`, found {}; write `{{command: ./hook.sh, timeout: 5s}}`",
-                    kind(other)
+                    yaml_kind(other)
                 ),
             );
         }
@@ -396,7 +398,7 @@ fn command_spec(value: &Value, field: &str, dir: &Path) -> Result<CommandSpec, (
         Some(other) => {
             return fail(
                 "command",
-                format!("must be a command line as text, found {}", kind(other)),
+                format!("must be a command line as text, found {}", yaml_kind(other)),
             );
         }
     };
@@ -423,7 +425,7 @@ fn command_spec(value: &Value, field: &str, dir: &Path) -> Result<CommandSpec, (
         Some(other) => {
             return fail(
                 "tools",
-                format!("must be a list of tool names, found {}", kind(other)),
+                format!("must be a list of tool names, found {}", yaml_kind(other)),
             );
         }
     };
@@ -446,7 +448,7 @@ fn mcp_server(value: &Value, dir: &Path) -> Result<McpServerSpec, (String, Strin
             "mcp_server".into(),
             format!(
                 "must be a mapping, found {}; write `mcp_server: {{command: python3, args: [server.py]}}`",
-                kind(value)
+                yaml_kind(value)
             ),
         ));
     };
@@ -470,7 +472,7 @@ fn mcp_server(value: &Value, dir: &Path) -> Result<McpServerSpec, (String, Strin
                     other => {
                         return Err((
                             format!("mcp_server.args[{i}]"),
-                            format!("must be text, found {}", kind(other)),
+                            format!("must be text, found {}", yaml_kind(other)),
                         ));
                     }
                 }
@@ -480,7 +482,7 @@ fn mcp_server(value: &Value, dir: &Path) -> Result<McpServerSpec, (String, Strin
         Some(other) => {
             return Err((
                 "mcp_server.args".into(),
-                format!("must be a list, found {}", kind(other)),
+                format!("must be a list, found {}", yaml_kind(other)),
             ));
         }
     };
@@ -496,7 +498,7 @@ fn mcp_server(value: &Value, dir: &Path) -> Result<McpServerSpec, (String, Strin
                     other => {
                         return Err((
                             format!("mcp_server.env.{k}"),
-                            format!("must be text, found {}", kind(other)),
+                            format!("must be text, found {}", yaml_kind(other)),
                         ));
                     }
                 };
@@ -507,7 +509,7 @@ fn mcp_server(value: &Value, dir: &Path) -> Result<McpServerSpec, (String, Strin
         Some(other) => {
             return Err((
                 "mcp_server.env".into(),
-                format!("must be a mapping of variables, found {}", kind(other)),
+                format!("must be a mapping of variables, found {}", yaml_kind(other)),
             ));
         }
     };
@@ -576,7 +578,7 @@ fn optional_text(map: &Map<String, Value>, key: &str) -> Result<Option<String>, 
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(format!("must be text, found {}", kind(other))),
+        Some(other) => Err(format!("must be text, found {}", yaml_kind(other))),
     }
 }
 
@@ -584,18 +586,6 @@ fn is_env_name(name: &str) -> bool {
     !name.is_empty()
         && !name.starts_with(|c: char| c.is_ascii_digit())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// A JSON value's kind, for messages.
-pub(crate) fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "nothing",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "text",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
-    }
 }
 
 #[cfg(test)]

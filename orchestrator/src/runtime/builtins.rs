@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use troupe_tools::builtin::{BuiltinConfig, CodeMode};
 
-use crate::config::{Config, ConfigError, kind};
+use crate::config::{Config, ConfigError};
+use troupe_tools::text::yaml_kind;
 
 const TERMINAL_KEYS: &[&str] = &[
     "backend",
@@ -157,7 +158,7 @@ fn mapping(value: &Value, key: &str) -> Result<Map<String, Value>, ConfigError> 
         Value::Object(map) => Ok(map.clone()),
         other => Err(invalid(
             key,
-            format!("expected a mapping, found {}", kind(other)),
+            format!("expected a mapping, found {}", yaml_kind(other)),
         )),
     }
 }
@@ -181,7 +182,7 @@ fn string(
         Some(Value::String(s)) => Ok(Some(s.trim().to_string())),
         Some(other) => Err(invalid(
             &format!("{section}.{key}"),
-            format!("expected a string, found {}", kind(other)),
+            format!("expected a string, found {}", yaml_kind(other)),
         )),
     }
 }
@@ -228,7 +229,7 @@ fn strings(value: &Value, key: &str) -> Result<Vec<String>, ConfigError> {
             .collect(),
         other => Err(invalid(
             key,
-            format!("expected a list of strings, found {}", kind(other)),
+            format!("expected a list of strings, found {}", yaml_kind(other)),
         )),
     }
 }

@@ -11,6 +11,7 @@ use super::validate::{ArgumentCheck, check_arguments};
 use crate::config::ToolSearchConfig;
 use crate::deferral::{is_bridge_name, is_core};
 use crate::lenient::{py_str, py_truthy};
+use crate::text::json_kind;
 use crate::tool::ToolDef;
 use crate::view::ToolsetView;
 
@@ -209,17 +210,6 @@ fn arguments_not_object(label: &str, value: &Value) -> String {
         "tool_call{label} 'arguments' is {}, but it must be an object mapping parameter names to values, for example {{\"title\": \"...\"}}.",
         json_kind(value)
     )
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// The refusal of a batch that holds a local tool, with the first entry echoed ready to send.

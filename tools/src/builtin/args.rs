@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 
 use crate::lenient::{py_int, py_truthy};
+use crate::text::json_kind;
 
 /// A required string argument.
 pub(crate) fn required_str<'a>(
@@ -18,7 +19,7 @@ pub(crate) fn required_str<'a>(
         )),
         Some(other) => Err(format!(
             "'{key}' must be a string, not {}. Send it as a string, for example {{\"{key}\": {example}}}.",
-            kind(other)
+            json_kind(other)
         )),
     }
 }
@@ -31,7 +32,10 @@ pub(crate) fn optional_str<'a>(
     match args.get(key) {
         Some(Value::String(s)) => Ok(Some(s)),
         Some(Value::Null) | None => Ok(None),
-        Some(other) => Err(format!("'{key}' must be a string, not {}.", kind(other))),
+        Some(other) => Err(format!(
+            "'{key}' must be a string, not {}.",
+            json_kind(other)
+        )),
     }
 }
 
@@ -56,17 +60,5 @@ pub(crate) fn flag(args: &Map<String, Value>, key: &str, default: bool) -> bool 
             "true" | "1" | "yes" | "on"
         ),
         Some(value) => py_truthy(value),
-    }
-}
-
-/// The JSON type of a value, for messages.
-pub(crate) fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }

@@ -16,7 +16,6 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
 use super::Builtins;
-use super::args::kind;
 use super::capture::{HeadTail, Utf8Stream, thousands};
 pub use super::code_rpc::ALLOWED_IN_SCRIPTS;
 use super::code_rpc::{RpcState, serve};
@@ -24,6 +23,7 @@ use super::code_stub::{MODULE_NAME, STUB_SOURCE};
 use super::process_group::{KillOnDrop, ProcessGroup, terminate};
 use super::redact::redact;
 use super::sandbox_env::code_env;
+use crate::text::json_kind;
 use crate::tool::{CallContext, ToolResult};
 
 /// Where scripts run and with which Python.
@@ -169,7 +169,7 @@ pub(crate) async fn call(
         Some(other) => {
             return refuse(format!(
                 "'code' must be Python source as a string, not {}. Send execute_code(code=\"...\").",
-                kind(other)
+                json_kind(other)
             ));
         }
     };

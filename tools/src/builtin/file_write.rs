@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::args::{kind, required_str};
+use super::args::required_str;
 use super::atomic_write::write_atomic;
 use super::{Builtins, PathAccess, authorize};
+use crate::text::json_kind;
 use crate::tool::{CallContext, ToolResult};
 
 /// Whether most lines look like `read_file`'s `N|text` display.
@@ -81,7 +82,7 @@ pub(crate) async fn call(
         }
         Some(other) => {
             return ToolResult::error_json(
-                json!({"error": format!("'content' must be a string, not {}. Send the file's text; JSON data must be serialised into a string first.", kind(other))}),
+                json!({"error": format!("'content' must be a string, not {}. Send the file's text; JSON data must be serialised into a string first.", json_kind(other))}),
             );
         }
     };

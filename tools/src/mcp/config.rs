@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use crate::text::yaml_kind;
+
 /// Per-call timeout when `timeout` is not set (Hermes's default).
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(300);
 /// Start-up timeout when `connect_timeout` is not set.
@@ -269,7 +271,7 @@ impl McpServers {
                     key: String::new(),
                     message: format!(
                         "expected a mapping from server names to server settings, found {}; write for example `mcp_servers: {{github: {{command: npx, args: [...]}}}}`",
-                        kind(other)
+                        yaml_kind(other)
                     ),
                 });
                 return out;
@@ -332,7 +334,7 @@ fn parse_entry(
                 "",
                 format!(
                     "expected the server's settings as a mapping, found {}; write `command:` (stdio) or `url:` (HTTP) under it",
-                    kind(other)
+                    yaml_kind(other)
                 ),
             ));
         }
@@ -405,7 +407,7 @@ fn parse_transport(
                 "transport",
                 format!(
                     "expected a string (`stdio` or `http`), found {}",
-                    kind(other)
+                    yaml_kind(other)
                 ),
             ));
         }
@@ -447,7 +449,7 @@ fn parse_transport(
                     for (i, item) in items.iter().enumerate() {
                         let key = format!("args[{i}]");
                         let text = scalar_text(item).ok_or_else(|| {
-                            ctx.error(key.as_str(), format!("expected a string, found {}; quote it", kind(item)))
+                            ctx.error(key.as_str(), format!("expected a string, found {}; quote it", yaml_kind(item)))
                         })?;
                         args.push(interpolate(ctx, &key, &text)?);
                     }
@@ -456,7 +458,7 @@ fn parse_transport(
                 Some(other) => {
                     return Err(ctx.error(
                         "args",
-                        format!("expected a list of strings, found {}; write `args: [\"--flag\", \"value\"]`", kind(other)),
+                        format!("expected a list of strings, found {}; write `args: [\"--flag\", \"value\"]`", yaml_kind(other)),
                     ));
                 }
             };
@@ -471,7 +473,7 @@ fn parse_transport(
                     })
                 }
                 Some(other) => {
-                    return Err(ctx.error("cwd", format!("expected a directory path as a string, found {}", kind(other))));
+                    return Err(ctx.error("cwd", format!("expected a directory path as a string, found {}", yaml_kind(other))));
                 }
             };
             Ok(McpTransport::Stdio { command, args, env, cwd })
@@ -530,7 +532,7 @@ fn parse_tool_filter(
         Some(other) => {
             return Err(ctx.error(
                 "tools",
-                format!("expected a mapping with `include` or `exclude`, found {}; write `tools: {{include: [name, ...]}}`", kind(other)),
+                format!("expected a mapping with `include` or `exclude`, found {}; write `tools: {{include: [name, ...]}}`", yaml_kind(other)),
             ));
         }
     };
@@ -564,7 +566,7 @@ fn parse_tool_filter(
                         format!("tools.{key}[{i}]"),
                         format!(
                             "expected a tool name or glob as a string, found {}",
-                            kind(other)
+                            yaml_kind(other)
                         ),
                     )),
                 })
@@ -575,7 +577,7 @@ fn parse_tool_filter(
                 format!("tools.{key}"),
                 format!(
                     "expected a list of tool names, found {}; write `{key}: [name, other_*]`",
-                    kind(other)
+                    yaml_kind(other)
                 ),
             )),
         }
@@ -599,7 +601,10 @@ fn string(
 ) -> Result<String, McpConfigError> {
     match map.get(key) {
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(ctx.error(key, format!("expected a string, found {}", kind(other)))),
+        Some(other) => Err(ctx.error(
+            key,
+            format!("expected a string, found {}", yaml_kind(other)),
+        )),
         None => Err(ctx.error(key, "is missing")),
     }
 }
@@ -620,7 +625,7 @@ fn string_map(
                         path.as_str(),
                         format!(
                             "expected a string, number or boolean, found {}",
-                            kind(value)
+                            yaml_kind(value)
                         ),
                     )
                 })?;
@@ -632,7 +637,7 @@ fn string_map(
             key,
             format!(
                 "expected a mapping of names to values, found {}; write `{key}: {{NAME: value}}`",
-                kind(other)
+                yaml_kind(other)
             ),
         )),
     }
@@ -722,23 +727,12 @@ fn scalar_text(value: &Value) -> Option<String> {
     }
 }
 
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "nothing (null)",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
-    }
-}
-
 fn describe(value: &Value) -> String {
     match value {
         Value::String(s) => format!("the string \"{s}\""),
         Value::Number(n) => format!("the number {n}"),
         Value::Bool(b) => format!("{b}"),
-        other => kind(other).to_string(),
+        other => yaml_kind(other).to_string(),
     }
 }
 

@@ -1,0 +1,95 @@
+//! Small text helpers shared by every crate's messages: the kind of a value a message complains
+//! about, and text cut to fit a line or a budget.
+
+use serde_json::Value;
+
+/// What kind of JSON value `value` is, in JSON's words ("a string", "an array"): for messages
+/// about what a model or a client sent.
+pub fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// What kind of value a configuration entry is, in YAML's words ("a list", "a mapping"): for
+/// messages about a file a person wrote.
+pub fn yaml_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "nothing (null)",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+/// The longest start of `text` of at most `max` bytes that ends on a character boundary.
+pub fn byte_prefix(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, with `…` after a cut: for budgets
+/// counted in bytes (wire payloads, logs).
+pub fn clip_bytes(text: &str, max: usize) -> String {
+    let head = byte_prefix(text, max);
+    if head.len() == text.len() {
+        text.to_string()
+    } else {
+        format!("{head}…")
+    }
+}
+
+/// `text` cut to at most `max` characters, the `…` that marks a cut included: for columns and
+/// lines a person reads.
+pub fn clip_chars(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn kinds_use_the_words_of_their_format() {
+        assert_eq!(json_kind(&json!([1])), "an array");
+        assert_eq!(json_kind(&json!(null)), "null");
+        assert_eq!(yaml_kind(&json!([1])), "a list");
+        assert_eq!(yaml_kind(&json!({})), "a mapping");
+    }
+
+    #[test]
+    fn byte_cuts_land_on_character_boundaries() {
+        assert_eq!(byte_prefix("héllo", 2), "h");
+        assert_eq!(byte_prefix("héllo", 3), "hé");
+        assert_eq!(clip_bytes("héllo", 2), "h…");
+        assert_eq!(clip_bytes("short", 10), "short");
+    }
+
+    #[test]
+    fn character_cuts_count_the_ellipsis() {
+        assert_eq!(clip_chars("abcdef", 4), "abc…");
+        assert_eq!(clip_chars("abcd", 4), "abcd");
+        assert_eq!(clip_chars("日本語テキスト", 3), "日本…");
+        assert_eq!(clip_chars("abc", 0), "…");
+    }
+}
