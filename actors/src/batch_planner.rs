@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use troupe_tools::builtin::resolve_path;
 use troupe_tools::{ToolHints, ToolKind, ToolsetView};
 
-use crate::messages::{CallEntry, CallTarget};
+use crate::call::{CallEntry, CallTarget};
 
 /// Tools that never share a run with anything (they talk to a person or change the catalog).
 pub const NEVER_PARALLEL: &[&str] = &["clarify", "manage_connections", "manage_catalog"];

@@ -10,7 +10,7 @@ use troupe_tools::sync::lock;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use crate::messages::CallStatus;
+use crate::call::CallStatus;
 
 /// One event, tagged with the session that produced it. Serialised flat: the kind's fields sit
 /// beside `session_id`, with `"type"` naming the kind.

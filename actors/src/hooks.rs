@@ -15,7 +15,7 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 use troupe_tools::ToolResult;
 
-use crate::messages::CallStatus;
+use crate::call::CallStatus;
 use crate::model::{ModelRequest, ModelResponse};
 
 /// What a hook sees of one tool call.

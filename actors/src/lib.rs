@@ -11,14 +11,15 @@
 //! - [`batch_planner`], [`tool_runner`]: planning and running a turn's calls.
 //! - [`supervisor`]: approvals, stops, the session tree.
 //! - [`delegate`]: `delegate_task`, subagent trees.
-//! - [`hooks`]: the hook points; [`events`]: what sessions report; [`messages`]: shared types.
+//! - [`hooks`]: the hook points; [`events`]: what sessions report; [`call`]: a call entry, how
+//!   a call ended, and ids.
 //! - [`model`]: the provider trait, the OpenAI-compatible and scripted providers.
 
 pub mod batch_planner;
+pub mod call;
 pub mod delegate;
 pub mod events;
 pub mod hooks;
-pub mod messages;
 pub mod model;
 pub mod repeats;
 pub mod session;

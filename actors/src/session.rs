@@ -24,13 +24,13 @@ use troupe_tools::text::json_kind;
 use troupe_tools::{ToolResult, ToolSearchConfig, ToolsetView, bridge};
 
 use crate::batch_planner::BatchPlanner;
+use crate::call::{CallEntry, CallOutcome, CallTarget, new_id};
 use crate::delegate::{
     DELEGATE_TASK, DelegateContext, DelegationConfig, DelegationFinished, SubagentTracker,
     run_delegate_task,
 };
 use crate::events::{EventKind, EventSink};
 use crate::hooks::HookRegistry;
-use crate::messages::{CallEntry, CallOutcome, CallTarget, new_id};
 use crate::model::{
     ChatMessage, ModelError, ModelNotice, ModelProvider, ModelRequest, ModelResponse,
     SessionModelState, StreamDelta, ToolCallRequest,
@@ -1056,7 +1056,7 @@ impl Handler<BatchFinished> for Session {
         let ok: Vec<bool> = msg
             .outcomes
             .iter()
-            .map(|o| o.status == crate::messages::CallStatus::Ok)
+            .map(|o| o.status == crate::call::CallStatus::Ok)
             .collect();
         let running = std::mem::take(&mut turn.running);
         turn.repeats.ran(&running, &ok);
@@ -1074,7 +1074,7 @@ impl Handler<BatchFinished> for Session {
                 "Stopped. {} tool call(s) of this turn got a result; the rest were cancelled.",
                 turn.calls
                     .iter()
-                    .filter(|c| c.status != crate::messages::CallStatus::Interrupted)
+                    .filter(|c| c.status != crate::call::CallStatus::Interrupted)
                     .count()
             );
             self.finish_turn(text, TurnStatus::Interrupted, None);

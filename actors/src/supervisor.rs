@@ -22,8 +22,8 @@ use troupe_tools::builtin::{
 };
 use troupe_tools::{ToolHints, ToolKind};
 
+use crate::call::new_id;
 use crate::events::{EventKind, EventSink};
-use crate::messages::new_id;
 
 /// Default wait for a person's answer before the request fails closed.
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);

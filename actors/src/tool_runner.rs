@@ -22,9 +22,9 @@ use troupe_tools::bridge::validate::check_arguments;
 use troupe_tools::{CallContext, Content, Dispatch, ToolHints, ToolKind, ToolResult, ToolsetView};
 
 use crate::batch_planner::{Plan, SegmentKind};
+use crate::call::{CallEntry, CallOutcome, CallStatus, CallTarget, LookupFn, TaskFn};
 use crate::events::{EventKind, EventSink};
 use crate::hooks::{HookRegistry, ToolCallInfo};
-use crate::messages::{CallEntry, CallOutcome, CallStatus, CallTarget, LookupFn, TaskFn};
 use crate::supervisor::{RequestApproval, Supervisor, Ticket, Verdict, WithdrawApproval};
 
 /// Most calls that run at once in a parallel segment.
@@ -667,7 +667,7 @@ impl Dispatch for RunnerDispatch {
         Box::pin(async move {
             let entry = CallEntry {
                 index: 0,
-                call_id: crate::messages::new_id(),
+                call_id: crate::call::new_id(),
                 model_call_id: call.call_id.clone(),
                 tool: tool.clone(),
                 target: CallTarget::Tool {

@@ -19,11 +19,11 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
+use troupe_actors::call::CallStatus;
 use troupe_actors::delegate::run::SUBAGENT_SYSTEM_PROMPT;
 use troupe_actors::delegate::{DelegationConfig, register_delegate_task};
 use troupe_actors::events::{EventKind, SessionEvent};
 use troupe_actors::hooks::{Hook, HookRegistry, ToolCallInfo};
-use troupe_actors::messages::CallStatus;
 use troupe_actors::model::{
     ChatMessage, FinishReason, ModelError, ModelProvider, ModelRequest, ModelResponse, Script,
     ScriptTurn, ScriptedProvider, ToolCallRequest, Usage,

@@ -16,9 +16,9 @@ use actix::{Actor, Addr};
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
+use troupe_actors::call::CallStatus;
 use troupe_actors::events::{EventKind, SessionEvent};
 use troupe_actors::hooks::{Hook, HookRegistry, PreToolDecision, ToolCallInfo};
-use troupe_actors::messages::CallStatus;
 use troupe_actors::model::{ChatMessage, Script, ScriptTurn, ScriptedProvider};
 use troupe_actors::session::{SessionConfig, SessionHandle, SessionParams, TurnStatus};
 use troupe_actors::supervisor::{

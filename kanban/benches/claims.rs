@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use troupe_kanban::model::{BoardSlug, NewTask, WorkerId};
+use troupe_kanban::domain::{BoardSlug, NewTask, WorkerId};
 use troupe_kanban::store::{ClaimSpec, SqliteStore, Store};
 
 const TASKS: usize = 400;

@@ -21,11 +21,11 @@ use serde::Serialize;
 use tokio::sync::{broadcast, oneshot};
 use troupe_actors::supervisor::Supervisor;
 
-use crate::hooks::DispatcherHooks;
-use crate::model::{
+use crate::domain::{
     BoardSlug, DEFAULT_CLAIM_TTL, Event, EventId, EventKind, RunId, TaskFilter, TaskId, TaskSort,
     TaskStatus, WorkerId,
 };
+use crate::hooks::DispatcherHooks;
 use crate::profiles::{Profiles, Unrunnable, WorkerProfile};
 use crate::store::{Claim, ClaimSpec, PostgresStore, Store, StoreError};
 use crate::worker::{TaskEnded, Worker, WorkerOutcome, WorkerParams, WorkerReport, WorkerStop};
@@ -1193,7 +1193,7 @@ async fn run_round(input: RoundInput) -> RoundOutput {
 /// The profile that would run `task` here, or why none would (noted in the report).
 fn runnable(
     input: &RoundInput,
-    task: &crate::model::Task,
+    task: &crate::domain::Task,
     report: &mut DispatchReport,
 ) -> Option<Arc<WorkerProfile>> {
     match input.profiles.resolve(task.assignee.as_deref()) {
@@ -1354,7 +1354,7 @@ async fn claim_ready(
 async fn claim_by_id(
     input: &RoundInput,
     mut budget: usize,
-    ready: Vec<crate::model::Task>,
+    ready: Vec<crate::domain::Task>,
     full_page: bool,
     output: &mut RoundOutput,
 ) -> Result<bool, Outage> {
@@ -1451,7 +1451,7 @@ async fn read_events(
 async fn claim_one(
     store: &dyn Store,
     board: &BoardSlug,
-    task: &crate::model::Task,
+    task: &crate::domain::Task,
     profile: &WorkerProfile,
     config: &DispatcherConfig,
 ) -> Result<Option<(Claim, WorkerId)>, StoreError> {

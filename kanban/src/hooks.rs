@@ -8,7 +8,7 @@ use std::sync::Arc;
 use troupe_actors::hooks::HookRegistry;
 
 use crate::dispatcher::DispatchReport;
-use crate::model::{BoardSlug, Run, Task, TaskId, WorkerId};
+use crate::domain::{BoardSlug, Run, Task, TaskId, WorkerId};
 use crate::worker::WorkerReport;
 
 /// Observer of the board runtime. Every method has an empty default, so an implementation

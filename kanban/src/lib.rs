@@ -7,7 +7,7 @@
 //! store behave the same.
 //!
 //! # Layout
-//! - [`model`]: boards, tasks, statuses, links, comments, events, runs, attachments, leases.
+//! - [`domain`]: the board's domain: boards, tasks, statuses, links, comments, events, runs, attachments, leases.
 //! - [`store`]: the [`Store`] trait and its transitions table, [`StoreError`], and
 //!   [`SqliteStore`] (one WAL-mode SQLite file per board). With the `test-suite` feature,
 //!   `store::suite` holds the behaviour suite every implementation must pass.
@@ -22,7 +22,7 @@
 //! # Example
 //!
 //! ```
-//! use troupe_kanban::model::{BoardSlug, NewTask, TaskStatus, WorkerId};
+//! use troupe_kanban::domain::{BoardSlug, NewTask, TaskStatus, WorkerId};
 //! use troupe_kanban::store::{ClaimSpec, Completion, SqliteStore, Store};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -47,8 +47,8 @@
 //! ```
 
 pub mod dispatcher;
+pub mod domain;
 pub mod hooks;
-pub mod model;
 pub mod profiles;
 pub mod store;
 pub mod worker;
@@ -57,7 +57,7 @@ pub mod worker_tools;
 pub mod workspace;
 
 pub use dispatcher::{DispatchReport, DispatcherConfig, DispatcherEvent, DispatcherHandle};
-pub use model::{
+pub use domain::{
     Board, BoardSlug, Event, EventId, EventKind, Lease, NewTask, Run, RunOutcome, Task, TaskId,
     TaskStatus, WorkerId,
 };

@@ -18,8 +18,8 @@ use troupe_actors::session::{SessionConfig, SessionHandle, SessionParams, TurnSt
 use troupe_actors::supervisor::Supervisor;
 
 use crate::dispatcher::{DispatcherConfig, WorkerFinished};
+use crate::domain::{BoardSlug, EventKind, RunId, TaskId, WorkerId};
 use crate::hooks::DispatcherHooks;
-use crate::model::{BoardSlug, EventKind, RunId, TaskId, WorkerId};
 use crate::profiles::WorkerProfile;
 use crate::store::{Claim, Failure, FailureKind, Store, StoreError};
 use crate::worker_context::{build_worker_context, nudge, system_prompt};
@@ -184,7 +184,7 @@ impl Worker {
             .lease
             .expires_at
             .millis()
-            .saturating_sub(crate::model::Timestamp::now().millis());
+            .saturating_sub(crate::domain::Timestamp::now().millis());
         let left =
             Duration::from_millis(u64::try_from(left_ms).unwrap_or(0)).min(params.config.lease_ttl);
         Worker {

@@ -6,7 +6,7 @@
 
 use troupe_tools::text::byte_prefix;
 
-use crate::model::{BoardSlug, Run, Task};
+use crate::domain::{BoardSlug, Run, Task};
 use crate::store::{Store, StoreError};
 
 /// Most bytes of the task body quoted.
@@ -165,7 +165,7 @@ pub async fn build_worker_context(
         let latest = runs
             .iter()
             .rev()
-            .find(|r| r.outcome == Some(crate::model::RunOutcome::Completed));
+            .find(|r| r.outcome == Some(crate::domain::RunOutcome::Completed));
         if let Some(summary) = latest.and_then(|r| r.summary.as_deref()) {
             entry.push_str(&format!("Summary: {}\n", clip(summary, FIELD_CAP)));
         }

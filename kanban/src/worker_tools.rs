@@ -17,7 +17,7 @@ use troupe_tools::{
     CallContext, Registry, ToolDef, ToolHandler, ToolHints, ToolKind, ToolResult, ToolsetView,
 };
 
-use crate::model::{BoardSlug, NewTask, Task, TaskId, WorkerId};
+use crate::domain::{BoardSlug, NewTask, Task, TaskId, WorkerId};
 use crate::store::{BlockRequest, Completion, Store, StoreError};
 
 /// The toolset name of the worker tools.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use troupe_actors::hooks::Hook;
 
-use crate::model::{BoardSlug, Task};
+use crate::domain::{BoardSlug, Task};
 
 /// The block kind of a task whose workspace could not be made ready.
 pub const WORKSPACE_BLOCK_KIND: &str = "workspace";

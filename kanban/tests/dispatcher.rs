@@ -23,8 +23,8 @@ use troupe_actors::model::{
 };
 use troupe_actors::supervisor::{ApprovalConfig, ApprovalMode, DefaultRules, Supervisor};
 use troupe_kanban::dispatcher::{DispatcherConfig, DispatcherEvent, DispatcherHandle};
+use troupe_kanban::domain::{BoardSlug, NewTask, RunOutcome, Task, TaskId, TaskStatus, WorkerId};
 use troupe_kanban::hooks::DispatcherHooks;
-use troupe_kanban::model::{BoardSlug, NewTask, RunOutcome, Task, TaskId, TaskStatus, WorkerId};
 use troupe_kanban::profiles::{Profiles, WorkerProfile};
 use troupe_kanban::store::{ClaimSpec, SqliteStore, Store};
 use troupe_kanban::worker::WorkerOutcome;
@@ -838,7 +838,7 @@ struct CountingHook {
 }
 
 impl troupe_kanban::hooks::KanbanHook for CountingHook {
-    fn task_claimed(&self, _: &BoardSlug, task: &Task, _: &troupe_kanban::model::Run) {
+    fn task_claimed(&self, _: &BoardSlug, task: &Task, _: &troupe_kanban::domain::Run) {
         assert_eq!(
             task.status,
             TaskStatus::Running,

@@ -22,12 +22,12 @@ use troupe_actors::model::{
 };
 use troupe_actors::supervisor::{ApprovalConfig, ApprovalMode, DefaultRules, Supervisor};
 use troupe_kanban::dispatcher::{DispatcherConfig, DispatcherEvent, DispatcherHandle};
-use troupe_kanban::hooks::DispatcherHooks;
-use troupe_kanban::model::{
+use troupe_kanban::domain::{
     Attachment, Board as BoardInfo, BoardSlug, BoardStats, Comment, Event, EventId, Lease,
     NewAttachment, NewBoard, NewTask, Run, RunId, RunOutcome, Task, TaskFilter, TaskId, TaskLinks,
     TaskPatch, TaskStatus, Timestamp, WorkerId,
 };
+use troupe_kanban::hooks::DispatcherHooks;
 use troupe_kanban::profiles::{Profiles, WorkerProfile};
 use troupe_kanban::store::{
     BlockRequest, Claim, ClaimSpec, Completion, Created, Failure, FailureOutcome, Reclaimed,

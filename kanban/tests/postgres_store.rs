@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use troupe_kanban::model::{BoardSlug, EventId, NewTask, TaskStatus, WorkerId};
+use troupe_kanban::domain::{BoardSlug, EventId, NewTask, TaskStatus, WorkerId};
 use troupe_kanban::store::suite::{SuiteBackend, assert_consistent};
 use troupe_kanban::store::test_cluster;
 use troupe_kanban::store::{
@@ -256,7 +256,7 @@ async fn listeners_wake_on_commits_from_other_stores() {
     // Another board's changes do not reach this board's subscriber.
     let other = BoardSlug::parse("other").unwrap();
     writer
-        .create_board(&troupe_kanban::model::NewBoard::new(other.clone()))
+        .create_board(&troupe_kanban::domain::NewBoard::new(other.clone()))
         .await
         .unwrap();
     while changes.try_recv().is_some() {}

@@ -15,7 +15,7 @@ use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use troupe_kanban::model::{BoardSlug, NewTask, TaskFilter, TaskStatus, WorkerId};
+use troupe_kanban::domain::{BoardSlug, NewTask, TaskFilter, TaskStatus, WorkerId};
 use troupe_kanban::store::suite::{SuiteBackend, assert_consistent};
 use troupe_kanban::store::{ClaimSpec, Completion, SqliteStore, Store, StoreFuture};
 
@@ -274,7 +274,7 @@ async fn boards_are_wal_files_with_a_schema_version() {
 
 #[tokio::test]
 async fn switching_boards_is_remembered_until_the_board_goes() {
-    use troupe_kanban::model::NewBoard;
+    use troupe_kanban::domain::NewBoard;
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path()).await.unwrap();
     assert_eq!(store.current_board().await.unwrap(), board());

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use troupe_kanban::model::{BoardSlug, EventId, EventKind, NewTask, TaskStatus, WorkerId};
+use troupe_kanban::domain::{BoardSlug, EventId, EventKind, NewTask, TaskStatus, WorkerId};
 use troupe_kanban::store::{
     ClaimSpec, Completion, PostgresStore, SqliteStore, Store, test_cluster,
 };

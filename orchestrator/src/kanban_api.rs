@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use troupe_kanban::dispatcher::{DispatcherConfig, DispatcherHandle, ListenWake};
-use troupe_kanban::model::{
+use troupe_kanban::domain::{
     Board, BoardSlug, BoardStats, Comment, Event, EventId, NewBoard, NewTask, Run, Task,
     TaskFilter, TaskId, TaskLinks,
 };

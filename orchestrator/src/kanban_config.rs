@@ -14,7 +14,7 @@ use troupe_actors::model::{
 };
 use troupe_actors::session::SessionConfig;
 use troupe_kanban::dispatcher::{DEFAULT_MAX_IN_PROGRESS, DispatcherConfig};
-use troupe_kanban::model::{DEFAULT_CLAIM_TTL, DEFAULT_FAILURE_LIMIT};
+use troupe_kanban::domain::{DEFAULT_CLAIM_TTL, DEFAULT_FAILURE_LIMIT};
 use troupe_kanban::profiles::{Profiles, WorkerProfile};
 use troupe_kanban::store::{PostgresStore, SqliteStore, Store, StoreError};
 use troupe_tools::{Registry, ViewSpec};

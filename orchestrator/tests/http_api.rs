@@ -28,7 +28,7 @@ use troupe::actors::supervisor::ApprovalConfig;
 use troupe::http::{FeedWake, HttpState, RunningServer};
 use troupe::tools::{CallContext, Registry, ToolDef, ToolHandler, ToolResult};
 use troupe::{Troupe, TroupeConfig};
-use troupe_kanban::model::WorkerId;
+use troupe_kanban::domain::WorkerId;
 use troupe_kanban::store::{ClaimSpec, PostgresStore, test_cluster};
 use troupe_kanban::{BoardSlug, EventId, NewTask, SqliteStore, Store};
 

@@ -23,7 +23,7 @@ use troupe::kanban_config::StoreLocation;
 use troupe::{Troupe, TroupeConfig};
 use troupe_actors::model::{Script, ScriptedProvider};
 use troupe_kanban::dispatcher::DispatcherConfig;
-use troupe_kanban::model::{BoardSlug, EventId, EventKind, NewTask, TaskFilter, TaskStatus};
+use troupe_kanban::domain::{BoardSlug, EventId, EventKind, NewTask, TaskFilter, TaskStatus};
 use troupe_kanban::profiles::{Profiles, WorkerProfile};
 use troupe_kanban::store::test_cluster;
 use troupe_tools::Registry;
@@ -310,7 +310,7 @@ async fn a_postgres_feed_wakes_on_notices_and_never_skips_or_repeats() {
     let slug = format!("feed-{}", uuid::Uuid::new_v4().simple());
     let board = BoardSlug::parse(&slug[..20]).unwrap();
     writer
-        .create_board(&troupe_kanban::model::NewBoard::new(board.clone()))
+        .create_board(&troupe_kanban::domain::NewBoard::new(board.clone()))
         .await
         .unwrap();
     let task = writer

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tempfile::TempDir;
-use troupe_kanban::model::{BoardSlug, NewTask, WorkerId};
+use troupe_kanban::domain::{BoardSlug, NewTask, WorkerId};
 use troupe_kanban::store::test_cluster::{self, connect};
 use troupe_kanban::store::{PostgresStore, Store};
 

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Map, Value, json};
+use troupe::actors::call::CallStatus;
 use troupe::actors::events::EventKind;
-use troupe::actors::messages::CallStatus;
 use troupe::actors::model::{Script, ScriptTurn, ScriptedProvider};
 use troupe::actors::session::TurnStatus;
 use troupe::actors::supervisor::{ApprovalChoice, ApprovalConfig};

@@ -3,7 +3,7 @@
 //! Messages name the board, the task and the transition, and say what would have been allowed,
 //! because they travel as-is to the CLI, the HTTP API and the models that drive workers.
 
-use crate::model::{BoardSlug, ModelError, TaskId, TaskStatus};
+use crate::domain::{BoardSlug, ModelError, TaskId, TaskStatus};
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -27,7 +27,7 @@ pub use postgres::{BoardChanged, BoardChanges, PostgresOptions, PostgresStore};
 pub use rules::effective_failure_limit;
 pub use sqlite::{SqliteOptions, SqliteStore};
 
-use crate::model::{
+use crate::domain::{
     Attachment, Board, BoardSlug, BoardStats, Comment, Event, EventId, Lease, NewAttachment,
     NewBoard, NewTask, Run, RunId, Task, TaskFilter, TaskId, TaskLinks, TaskPatch, Timestamp,
     WorkerId,
@@ -61,7 +61,7 @@ impl ClaimSpec {
     pub fn new(worker: WorkerId) -> ClaimSpec {
         ClaimSpec {
             worker,
-            ttl: crate::model::DEFAULT_CLAIM_TTL,
+            ttl: crate::domain::DEFAULT_CLAIM_TTL,
             assignees: None,
         }
     }
@@ -308,7 +308,7 @@ pub trait Store: Send + Sync + 'static {
     fn runs(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Run>>;
     /// One run.
     fn run(&self, board: &BoardSlug, id: RunId) -> StoreFuture<'_, Run>;
-    /// Stores a file with a task, up to [`ATTACHMENT_CAP_BYTES`](crate::model::ATTACHMENT_CAP_BYTES).
+    /// Stores a file with a task, up to [`ATTACHMENT_CAP_BYTES`](crate::domain::ATTACHMENT_CAP_BYTES).
     fn attach(
         &self,
         board: &BoardSlug,

@@ -11,7 +11,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod
 use tokio::sync::mpsc;
 use tokio_postgres::{AsyncMessage, NoTls};
 
-use crate::model::{
+use crate::domain::{
     Attachment, Board, BoardSlug, BoardStats, Comment, Event, EventId, Lease, ModelError,
     NewAttachment, NewBoard, NewTask, Run, RunId, Task, TaskFilter, TaskId, TaskLinks, TaskPatch,
     Timestamp, WorkerId,

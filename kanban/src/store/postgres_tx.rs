@@ -14,7 +14,7 @@ use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
-use crate::model::{
+use crate::domain::{
     ATTACHMENT_CAP_BYTES, Attachment, Board, BoardSlug, BoardStats, Comment, Event, EventId,
     EventKind, InitialStatus, Lease, ModelError, NewAttachment, NewTask, Run, RunId, RunOutcome,
     Task, TaskFilter, TaskId, TaskLinks, TaskPatch, TaskSort, TaskStatus, Timestamp, WorkerId,
@@ -1706,7 +1706,7 @@ impl PgTx<'_, '_> {
         let mut payload = json!({"reason": req.reason, "kind": d.kind, "recurrences": d.recurrences,
                                  "to": d.target.as_str()});
         if d.event == EventKind::BlockLoopDetected {
-            payload["limit"] = json!(crate::model::BLOCK_RECURRENCE_LIMIT);
+            payload["limit"] = json!(crate::domain::BLOCK_RECURRENCE_LIMIT);
         }
         self.event(Some(id), run, d.event, payload);
         Ok(Transitioned {

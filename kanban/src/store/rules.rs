@@ -2,7 +2,7 @@
 //! sends a task, when failures give a task up. Every store implementation asks these, so the
 //! rules (and their error texts) are the same whatever the database.
 
-use crate::model::{
+use crate::domain::{
     BLOCK_RECURRENCE_LIMIT, COMPLETED_SUMMARY_CHARS, DEFAULT_FAILURE_LIMIT, EventKind, ModelError,
     PROTOCOL_VIOLATION_LIMIT, Task, TaskStatus,
 };
@@ -193,7 +193,7 @@ pub(crate) struct FailureDecision {
     /// The event for the failure itself.
     pub(crate) event: EventKind,
     /// How the run ends.
-    pub(crate) outcome: crate::model::RunOutcome,
+    pub(crate) outcome: crate::domain::RunOutcome,
 }
 
 /// Counts a failure. Protocol violations have their own counter and limit; crashes, timeouts
@@ -203,7 +203,7 @@ pub(crate) fn decide_failure(
     kind: FailureKind,
     configured: Option<u32>,
 ) -> FailureDecision {
-    use crate::model::RunOutcome;
+    use crate::domain::RunOutcome;
     let (failures, (limit, limit_source), event, outcome) = match kind {
         FailureKind::ProtocolViolation => (
             task.protocol_violations.saturating_add(1),
@@ -261,7 +261,7 @@ pub(crate) fn is_open(status: TaskStatus) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{TaskId, Timestamp, Workspace};
+    use crate::domain::{TaskId, Timestamp, Workspace};
 
     fn task(status: TaskStatus) -> Task {
         Task {
@@ -337,7 +337,7 @@ mod tests {
         t.consecutive_failures = 1;
         let d = decide_failure(&t, FailureKind::TimedOut, None);
         assert!(d.gave_up);
-        assert_eq!(d.outcome, crate::model::RunOutcome::GaveUp);
+        assert_eq!(d.outcome, crate::domain::RunOutcome::GaveUp);
         let d = decide_failure(&t, FailureKind::ProtocolViolation, None);
         assert_eq!((d.failures, d.limit, d.gave_up), (1, 3, false));
     }

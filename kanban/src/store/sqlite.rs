@@ -13,7 +13,7 @@ use troupe_tools::sync::lock;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
-use crate::model::{
+use crate::domain::{
     Attachment, Board, BoardSlug, BoardStats, Comment, Event, EventId, Lease, NewAttachment,
     NewBoard, NewTask, Run, RunId, Task, TaskFilter, TaskId, TaskLinks, TaskPatch, Timestamp,
     WorkerId,

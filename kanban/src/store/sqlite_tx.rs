@@ -10,7 +10,7 @@ use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 use serde_json::{Value, json};
 
-use crate::model::{
+use crate::domain::{
     ATTACHMENT_CAP_BYTES, Attachment, Board, BoardSlug, BoardStats, Comment, Event, EventId,
     EventKind, InitialStatus, Lease, ModelError, NewAttachment, NewTask, Run, RunId, RunOutcome,
     Task, TaskFilter, TaskId, TaskLinks, TaskPatch, TaskSort, TaskStatus, Timestamp, WorkerId,
@@ -1359,7 +1359,7 @@ impl Tx<'_> {
         let mut payload = json!({"reason": req.reason, "kind": d.kind, "recurrences": d.recurrences,
                                  "to": d.target.as_str()});
         if d.event == EventKind::BlockLoopDetected {
-            payload["limit"] = json!(crate::model::BLOCK_RECURRENCE_LIMIT);
+            payload["limit"] = json!(crate::domain::BLOCK_RECURRENCE_LIMIT);
         }
         self.event(Some(id), run, d.event, payload)?;
         Ok(Transitioned {

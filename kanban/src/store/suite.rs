@@ -15,7 +15,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::model::{
+use crate::domain::{
     ATTACHMENT_CAP_BYTES, BoardSlug, EventId, EventKind, InitialStatus, NewAttachment, NewBoard,
     NewTask, RunOutcome, TaskFilter, TaskId, TaskPatch, TaskSort, TaskStatus, Timestamp, WorkerId,
 };
@@ -207,7 +207,7 @@ pub async fn assert_consistent(s: &dyn Store, board: &BoardSlug) {
     }
 }
 
-async fn all_events(s: &dyn Store, board: &BoardSlug) -> Vec<crate::model::Event> {
+async fn all_events(s: &dyn Store, board: &BoardSlug) -> Vec<crate::domain::Event> {
     let mut out = Vec::new();
     let mut cursor = EventId::START;
     loop {

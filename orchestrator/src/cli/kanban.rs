@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use serde_json::json;
 use troupe_kanban::dispatcher::{DispatchReport, DispatcherEvent, DispatcherHandle};
-use troupe_kanban::model::{
+use troupe_kanban::domain::{
     BoardSlug, EventId, EventKind, InitialStatus, NewBoard, NewTask, TaskFilter, TaskId, TaskSort,
     TaskStatus,
 };
@@ -914,7 +914,7 @@ async fn wait_for_claimed(
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), Failure> {
     use tokio::sync::broadcast::error::RecvError;
-    let mut waiting: Vec<(troupe_kanban::model::WorkerId, TaskId)> = report
+    let mut waiting: Vec<(troupe_kanban::domain::WorkerId, TaskId)> = report
         .claimed
         .iter()
         .filter_map(|c| c.worker.clone().map(|w| (w, c.task_id.clone())))

@@ -13,7 +13,7 @@ use std::time::Instant;
 use troupe_actors::model::ModelProvider;
 use troupe_actors::session::SessionConfig;
 use troupe_kanban::dispatcher::DispatcherConfig;
-use troupe_kanban::model::{
+use troupe_kanban::domain::{
     BoardSlug, Event, EventId, EventKind, NewTask, TaskFilter, TaskId, TaskStatus,
 };
 use troupe_kanban::profiles::{Profiles, WorkerProfile};

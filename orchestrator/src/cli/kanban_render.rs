@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use troupe_kanban::model::{Board, BoardStats, Event, Run, Task, TaskStatus, Timestamp};
+use troupe_kanban::domain::{Board, BoardStats, Event, Run, Task, TaskStatus, Timestamp};
 use troupe_tools::text::clip_chars;
 
 use super::visible::{visible, visible_line};
@@ -227,7 +227,7 @@ pub(crate) fn task_detail(detail: &TaskDetail) -> String {
             seconds(lease.expires_at.0 - Timestamp::now().0)
         );
     }
-    let ids = |ids: &[troupe_kanban::model::TaskId]| {
+    let ids = |ids: &[troupe_kanban::domain::TaskId]| {
         if ids.is_empty() {
             "-".to_string()
         } else {

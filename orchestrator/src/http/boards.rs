@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use troupe_kanban::dispatcher::DispatcherEvent;
-use troupe_kanban::model::{InitialStatus, RunId, TaskFilter, TaskPatch, TaskSort};
+use troupe_kanban::domain::{InitialStatus, RunId, TaskFilter, TaskPatch, TaskSort};
 use troupe_kanban::store::{BlockRequest, Completion};
 use troupe_kanban::{BoardSlug, DispatcherHandle, NewTask, Store, TaskId, TaskStatus};
 

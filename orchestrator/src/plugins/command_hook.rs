@@ -18,11 +18,11 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
+use troupe_actors::call::CallStatus;
 use troupe_actors::hooks::{Hook, PreToolDecision, SubagentInfo, ToolCallInfo};
-use troupe_actors::messages::CallStatus;
 use troupe_actors::model::{ModelRequest, ModelResponse};
+use troupe_kanban::domain::{BoardSlug, Run, Task};
 use troupe_kanban::hooks::KanbanHook;
-use troupe_kanban::model::{BoardSlug, Run, Task};
 use troupe_tools::ToolResult;
 
 use super::manifest::CommandSpec;

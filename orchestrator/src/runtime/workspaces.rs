@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use troupe_actors::hooks::Hook;
-use troupe_kanban::model::{BoardSlug, Task, Workspace};
+use troupe_kanban::domain::{BoardSlug, Task, Workspace};
 use troupe_kanban::workspace::Workspaces;
 use troupe_tools::builtin::Builtins;
 

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
+use troupe_actors::call::CallStatus;
 use troupe_actors::events::{EventKind, SessionEvent};
-use troupe_actors::messages::CallStatus;
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use super::super::visible::{visible, visible_line};

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde_json::{Map, Value};
+use troupe_actors::call::CallStatus;
 use troupe_actors::hooks::{Hook, PreToolDecision, ToolCallInfo};
-use troupe_actors::messages::CallStatus;
 use troupe_tools::ToolResult;
 use troupe_tools::sync::lock;
 

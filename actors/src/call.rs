@@ -1,6 +1,6 @@
-//! Types several actors share: a call entry as the session hands it to the planner and the
-//! runner ([`CallEntry`]), how a call ended ([`CallStatus`], [`CallOutcome`]), and id minting.
-//! Messages with a single receiver live in that receiver's file.
+//! A tool call as the session hands it to the planner and the runner ([`CallEntry`]), how a
+//! call ended ([`CallStatus`], [`CallOutcome`]), and id minting. The actors' messages live with
+//! the actor that receives them.
 
 use std::fmt;
 use std::time::Duration;
