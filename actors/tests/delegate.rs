@@ -34,29 +34,10 @@ use troupe_actors::supervisor::{
     SubscribeApprovals, Supervisor,
 };
 use troupe_actors::tool_runner::RunnerLimits;
-use troupe_tools::{CallContext, Registry, ToolDef, ToolHandler, ToolResult};
+use troupe_tools::{CallContext, Registry, ToolDef, ToolResult};
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures
-
-/// A tool whose behaviour is a closure.
-struct FnTool<F>(F);
-
-impl<F> ToolHandler for FnTool<F>
-where
-    F: Fn(Map<String, Value>, CallContext) -> BoxFuture<'static, ToolResult>
-        + Send
-        + Sync
-        + 'static,
-{
-    fn call(
-        &self,
-        arguments: Map<String, Value>,
-        ctx: CallContext,
-    ) -> BoxFuture<'static, ToolResult> {
-        (self.0)(arguments, ctx)
-    }
-}
 
 fn tool<F>(name: &str, toolset: &str, description: &str, f: F) -> ToolDef
 where
@@ -67,7 +48,7 @@ where
 {
     ToolDef::new(name, description, json!({"type": "object"}))
         .with_toolset(toolset)
-        .with_handler(Arc::new(FnTool(f)))
+        .with_fn(f)
 }
 
 fn fixed(name: &str, toolset: &str, description: &str, answer: &'static str) -> ToolDef {

@@ -26,26 +26,7 @@ use troupe_actors::supervisor::{
     RuleVerdict, SubscribeApprovals, Supervisor,
 };
 use troupe_actors::tool_runner::RunnerLimits;
-use troupe_tools::{CallContext, Registry, ToolDef, ToolHandler, ToolHints, ToolResult};
-
-/// A tool whose behaviour is a closure.
-struct FnTool<F>(F);
-
-impl<F> ToolHandler for FnTool<F>
-where
-    F: Fn(Map<String, Value>, CallContext) -> BoxFuture<'static, ToolResult>
-        + Send
-        + Sync
-        + 'static,
-{
-    fn call(
-        &self,
-        arguments: Map<String, Value>,
-        ctx: CallContext,
-    ) -> BoxFuture<'static, ToolResult> {
-        (self.0)(arguments, ctx)
-    }
-}
+use troupe_tools::{CallContext, Registry, ToolDef, ToolHints, ToolResult};
 
 fn tool<F>(name: &str, hints: ToolHints, f: F) -> ToolDef
 where
@@ -57,7 +38,7 @@ where
     ToolDef::new(name, format!("test tool {name}"), json!({"type": "object"}))
         .with_toolset("core")
         .with_hints(hints)
-        .with_handler(Arc::new(FnTool(f)))
+        .with_fn(f)
 }
 
 fn read_only() -> ToolHints {
@@ -710,13 +691,13 @@ async fn bridge_calls_are_searched_unwrapped_approved_and_hooked_as_the_underlyi
         )
         .with_toolset("mcp-github")
         .with_hints(destructive)
-        .with_handler(Arc::new(FnTool(move |args: Map<String, Value>, _ctx: CallContext| {
+        .with_fn(move |args: Map<String, Value>, _ctx: CallContext| {
             let r = Arc::clone(&r);
             Box::pin(async move {
                 r.fetch_add(1, Ordering::SeqCst);
                 ToolResult::text(format!("deleted {}", args["branch"].as_str().unwrap_or("?")))
             }) as BoxFuture<'static, ToolResult>
-        }))),
+        }),
         ToolDef::new("mcp_github_list_branches", "List the branches of a GitHub repository.", json!({"type": "object"}))
             .with_toolset("mcp-github"),
     ]);

@@ -20,13 +20,13 @@ use std::time::Duration;
 use eventsource_stream::Eventsource;
 use futures::{SinkExt, StreamExt};
 use reqwest::{Method, StatusCode};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use troupe::actors::delegate::DelegationConfig;
 use troupe::actors::session::SessionConfig;
 use troupe::actors::supervisor::ApprovalConfig;
 use troupe::http::{FeedWake, HttpState, RunningServer};
-use troupe::tools::{CallContext, Registry, ToolDef, ToolHandler, ToolResult};
+use troupe::tools::{Registry, ToolDef, ToolResult};
 use troupe::{Troupe, TroupeConfig};
 use troupe_kanban::domain::WorkerId;
 use troupe_kanban::store::{ClaimSpec, PostgresStore, test_cluster};
@@ -34,21 +34,11 @@ use troupe_kanban::{BoardSlug, EventId, NewTask, SqliteStore, Store};
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 
-type Reply = std::pin::Pin<Box<dyn std::future::Future<Output = ToolResult> + Send>>;
-
-struct Publish;
-
-impl ToolHandler for Publish {
-    fn call(&self, _arguments: Map<String, Value>, _ctx: CallContext) -> Reply {
-        Box::pin(async { ToolResult::text("published") })
-    }
-}
-
 fn test_registry() -> Arc<Registry> {
     Registry::with_tools([
         ToolDef::new("publish", "Publish the draft.", json!({"type": "object"}))
             .with_toolset("test")
-            .with_handler(Arc::new(Publish)),
+            .with_fn(|_, _| Box::pin(async { ToolResult::text("published") })),
     ])
 }
 

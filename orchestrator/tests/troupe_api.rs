@@ -35,14 +35,6 @@ impl ToolHandler for Hang {
     }
 }
 
-struct Publish;
-
-impl ToolHandler for Publish {
-    fn call(&self, _arguments: Map<String, Value>, _ctx: CallContext) -> Reply {
-        Box::pin(async { ToolResult::text("published") })
-    }
-}
-
 fn registry(inside: &Arc<AtomicUsize>) -> Arc<Registry> {
     let read_only = ToolHints {
         read_only: true,
@@ -55,7 +47,7 @@ fn registry(inside: &Arc<AtomicUsize>) -> Arc<Registry> {
             .with_handler(Arc::new(Hang(Arc::clone(inside)))),
         ToolDef::new("publish", "Publish.", json!({"type": "object"}))
             .with_toolset("test")
-            .with_handler(Arc::new(Publish)),
+            .with_fn(|_, _| Box::pin(async { ToolResult::text("published") })),
     ])
 }
 

@@ -121,6 +121,17 @@ impl ToolDef {
         self
     }
 
+    /// Sets the code to a closure ([`FnHandler`]): for tools written inline.
+    pub fn with_fn<F>(self, f: F) -> Self
+    where
+        F: Fn(Map<String, Value>, CallContext) -> BoxFuture<'static, ToolResult>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.with_handler(Arc::new(FnHandler(f)))
+    }
+
     /// The description, or `""` when the definition has none.
     pub fn description(&self) -> &str {
         self.description.as_deref().unwrap_or("")
@@ -341,4 +352,24 @@ pub trait ToolHandler: Send + Sync + 'static {
         arguments: Map<String, Value>,
         ctx: CallContext,
     ) -> BoxFuture<'static, ToolResult>;
+}
+
+/// A [`ToolHandler`] that is a closure, for tools written inline (tests, small programs); see
+/// [`ToolDef::with_fn`].
+pub struct FnHandler<F>(pub F);
+
+impl<F> ToolHandler for FnHandler<F>
+where
+    F: Fn(Map<String, Value>, CallContext) -> BoxFuture<'static, ToolResult>
+        + Send
+        + Sync
+        + 'static,
+{
+    fn call(
+        &self,
+        arguments: Map<String, Value>,
+        ctx: CallContext,
+    ) -> BoxFuture<'static, ToolResult> {
+        (self.0)(arguments, ctx)
+    }
 }
