@@ -2,9 +2,9 @@
 //! cloudflare_3300.json`): building the index, whole `tool_search` calls with one and seven
 //! queries against the cached catalog (reference ranking), assembling the tool list at a 200K
 //! context, and the hybrid ranking: building its lexical index and its index of the services the
-//! tools serve, its lexical legs on one and seven
-//! queries, a whole one-query call with the embeddings ready, embedding the 3,309 tools once, and
-//! loading their embeddings from the on-disk cache.
+//! tools serve, its lexical legs on one and seven queries, encoding one query with the sentence
+//! encoder, a whole one-query call with the embeddings ready, embedding the 3,309 tools once,
+//! and loading their embeddings from the on-disk cache.
 //! Run with `cargo bench -p troupe-tools --bench search`.
 
 use std::hint::black_box;
@@ -164,6 +164,10 @@ fn hybrid(c: &mut Criterion, view: &ToolsetView, one: &Value, seven: &Value) {
         .semantic_wait(Duration::from_secs(1800))
         .expect("the embeddings become ready");
     assert!(ready.vectors.is_ok());
+    let query = one_q[0].clone();
+    c.bench_function("tool_search/hybrid_encode_query", |b| {
+        b.iter(|| embedder.embed(std::slice::from_ref(black_box(&query))))
+    });
     c.bench_function("tool_search/hybrid_query_1", |b| {
         b.iter(|| tool_search(view, &config, black_box(one)))
     });

@@ -29,11 +29,11 @@ const LISTING_CACHE_CAPACITY: usize = 16;
 
 /// A hash map with a cheap multiply-rotate hash. The keys are words and names of the tools in
 /// scope, hashed ~100K times per build; SipHash's flood resistance buys nothing there.
-type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
+pub(super) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
 
 /// The multiply-rotate hash of rustc's FxHasher: eight bytes per step.
 #[derive(Default, Clone, Copy)]
-struct WordHasher {
+pub(super) struct WordHasher {
     hash: u64,
 }
 

@@ -44,6 +44,9 @@ use super::tokenize::{for_each_raw_word, stem};
 pub const RRF_K: f64 = 10.0;
 /// Candidates each leg brings to the fusion.
 pub const LEG_DEPTH: usize = 40;
+/// Lexical hits a query keeps: the fusion's share and, beyond it, where the tools of a named
+/// service are looked for when weighing its support.
+pub const LEXICAL_CANDIDATES: usize = 200;
 /// Weight of the lexical leg in the fusion.
 pub const LEXICAL_WEIGHT: f64 = 1.0;
 /// Weight of the semantic leg in the fusion.
@@ -113,21 +116,15 @@ fn named_services(
         docs.sort_unstable();
         // The service's own name is held by all its tools: the rest of the query decides. The
         // service's best candidates are its first lexical hits (a tool holding none of the
-        // query's words supports nothing); a service may be the whole catalog, so only the
-        // first LEG_DEPTH are weighed.
+        // query's words supports nothing); a service may be the whole catalog, so only its
+        // first LEG_DEPTH among the query's lexical candidates are weighed.
         let rest = prepared.typed.len() > skip.len();
         named.support = Some(
             lexical_hits
                 .iter()
                 .filter(|h| docs.binary_search(&(h.doc as u32)).is_ok())
                 .take(LEG_DEPTH)
-                .map(|h| {
-                    if rest {
-                        lexical.coverage_except(h.doc, prepared, &skip)
-                    } else {
-                        lexical.coverage(h.doc, prepared)
-                    }
-                })
+                .map(|h| lexical.hit_coverage(h, prepared, if rest { &skip } else { &[] }))
                 .fold(0.0, f64::max),
         );
     }
@@ -258,7 +255,7 @@ impl Catalog {
     ) -> HybridAnswer {
         let lexical = self.lexical();
         let prepared = lexical.prepare(query);
-        let lexical_hits = lexical.score(&prepared);
+        let lexical_hits = lexical.score_top(&prepared, LEXICAL_CANDIDATES);
         let sims = semantic.and_then(|s| semantic_scores(s, query));
         rank(
             self,
@@ -306,8 +303,14 @@ fn rank(
             .map(|&s| (f64::from(s) - mean).powi(2))
             .sum::<f64>()
             / n as f64;
+        // Only the leg's head is ranked; the rest of the catalog counts in the background.
+        let by_similarity = |a: &usize, b: &usize| sims[*b].total_cmp(&sims[*a]).then(a.cmp(b));
         let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by(|&a, &b| sims[b].total_cmp(&sims[a]).then(a.cmp(&b)));
+        if n > LEG_DEPTH {
+            order.select_nth_unstable_by(LEG_DEPTH, by_similarity);
+            order.truncate(LEG_DEPTH);
+        }
+        order.sort_unstable_by(by_similarity);
         let top = sims[order[0]];
         best_sim = Some(top);
         background = Some(mean as f32);
@@ -340,12 +343,20 @@ fn rank(
     fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
 
     let named = named_services(catalog, lexical, &prepared, lexical_hits, query);
+    // Support from the terms each lexical hit holds; a tool the lexical candidates left out is
+    // looked up in the postings.
+    let hit_of: std::collections::HashMap<usize, &super::lexical::LexicalHit> =
+        lexical_hits.iter().map(|h| (h.doc, h)).collect();
+    let support_of = |doc: usize| match hit_of.get(&doc) {
+        Some(hit) => lexical.hit_coverage(hit, &prepared, &[]),
+        None => lexical.coverage(doc, &prepared),
+    };
     let coverage = match named.support {
         Some(support) => support,
         None => fused
             .iter()
             .take(LEG_DEPTH)
-            .map(|&(doc, _)| lexical.coverage(doc, &prepared))
+            .map(|&(doc, _)| support_of(doc))
             .fold(0.0, f64::max),
     };
     let is_exact = !exact.is_empty();
@@ -371,7 +382,7 @@ fn rank(
             exact: exact.contains(&(doc as u32)),
             lexical: lex_of.get(&doc).copied(),
             semantic: sem_of.get(&doc).copied(),
-            coverage: lexical.coverage(doc, &prepared),
+            coverage: support_of(doc),
             matched: lexical
                 .matched(doc, &prepared)
                 .into_iter()

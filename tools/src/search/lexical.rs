@@ -14,11 +14,11 @@
 //! - two adjacent query words also try their concatenation ("sequential thinking" finds a tool
 //!   named `sequentialthinking`).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::catalog::FastMap;
 use super::split::for_each_split_word;
 use super::tokenize::stem;
 use super::vocabulary::{EXPANSION_WEIGHT, vocabulary};
@@ -117,11 +117,14 @@ pub struct LexicalHit {
     pub doc: usize,
     /// The BM25F score.
     pub score: f64,
+    /// Bit `i` is set when the tool holds `prepared.terms[i]` (for the first 64 terms): the
+    /// query's support is read from it without looking the terms up again.
+    pub held: u64,
 }
 
 /// The lexical leg's index: term -> (tool, precomputed BM25F impact), plus document frequencies.
 pub struct LexicalIndex {
-    vocab: HashMap<String, u32>,
+    vocab: FastMap<String, u32>,
     postings: Vec<Vec<(u32, f32)>>,
     n_docs: usize,
 }
@@ -157,9 +160,9 @@ fn for_each_field(def: &ToolDef, label: Option<&str>, mut each: impl FnMut(&str,
 impl LexicalIndex {
     /// Indexes `defs`; `labels[i]` is tool i's source label, `None` when it has no source.
     pub fn build(defs: &[Arc<ToolDef>], labels: &[Option<&str>]) -> LexicalIndex {
-        let mut vocab: HashMap<String, u32> = HashMap::new();
+        let mut vocab: FastMap<String, u32> = FastMap::default();
         // Lowercased word -> term id (`u32::MAX` for a stop word), so each word is stemmed once.
-        let mut seen: HashMap<String, u32> = HashMap::new();
+        let mut seen: FastMap<String, u32> = FastMap::default();
         let mut postings: Vec<Vec<(u32, f32)>> = Vec::new();
         let mut last_doc: Vec<u32> = Vec::new();
         let mut doc_len: Vec<f64> = Vec::with_capacity(defs.len());
@@ -325,8 +328,16 @@ impl LexicalIndex {
     /// score and its expansions' (weighted), summed over typed words. Best first; equal scores
     /// keep catalog order.
     pub fn score(&self, prepared: &PreparedQuery) -> Vec<LexicalHit> {
+        self.score_top(prepared, usize::MAX)
+    }
+
+    /// The best `k` of [`LexicalIndex::score`], in the same order, without sorting the rest: a
+    /// word that every tool holds (the server's name in a one-server catalog) makes thousands of
+    /// hits, and a query needs only the head.
+    pub fn score_top(&self, prepared: &PreparedQuery, k: usize) -> Vec<LexicalHit> {
         let mut total = vec![0f64; self.n_docs];
         let mut best = vec![0f64; self.n_docs];
+        let mut held = vec![0u64; self.n_docs];
         let mut touched: Vec<u32> = Vec::new();
         let mut any: Vec<u32> = Vec::new();
         for concept in 0..prepared.typed.len() {
@@ -336,11 +347,16 @@ impl LexicalIndex {
                 Some(&t) => super::bm25::idf(self.n_docs, self.postings[t as usize].len()),
                 None => f64::INFINITY,
             };
-            for t in prepared.terms.iter().filter(|t| t.concept == concept) {
+            for (i, t) in prepared.terms.iter().enumerate() {
+                if t.concept != concept {
+                    continue;
+                }
                 let Some(term) = t.term else { continue };
+                let bit = if i < 64 { 1u64 << i } else { 0 };
                 let list = &self.postings[term as usize];
                 let idf = super::bm25::idf(self.n_docs, list.len()).min(cap);
                 for &(doc, impact) in list {
+                    held[doc as usize] |= bit;
                     let s = t.weight * idf * f64::from(impact);
                     let slot = &mut best[doc as usize];
                     if *slot == 0.0 {
@@ -366,9 +382,16 @@ impl LexicalIndex {
             .map(|doc| LexicalHit {
                 doc: doc as usize,
                 score: total[doc as usize],
+                held: held[doc as usize],
             })
             .collect();
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc)));
+        let order =
+            |a: &LexicalHit, b: &LexicalHit| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc));
+        if hits.len() > k {
+            hits.select_nth_unstable_by(k, order);
+            hits.truncate(k);
+        }
+        hits.sort_unstable_by(order);
         hits
     }
 
@@ -391,6 +414,27 @@ impl LexicalIndex {
     /// [`LexicalIndex::coverage`] of the typed words other than `skip` (indices into
     /// [`PreparedQuery::typed`]); 0 when no word is left.
     pub fn coverage_except(&self, doc: usize, prepared: &PreparedQuery, skip: &[usize]) -> f64 {
+        self.support(prepared, skip, |_, t| self.holds(doc, &t.stem))
+    }
+
+    /// [`LexicalIndex::coverage_except`] of a scored hit, from the terms it holds
+    /// ([`LexicalHit::held`]) rather than from the postings.
+    pub fn hit_coverage(&self, hit: &LexicalHit, prepared: &PreparedQuery, skip: &[usize]) -> f64 {
+        if prepared.terms.len() > 64 {
+            return self.coverage_except(hit.doc, prepared, skip);
+        }
+        self.support(prepared, skip, |i, _| hit.held & (1u64 << i) != 0)
+    }
+
+    /// The idf-weighted share of the typed words other than `skip` that a tool holds, a word
+    /// held only through an expansion counting at the expansion's weight; `holds(i, term)` says
+    /// whether the tool holds `prepared.terms[i]`.
+    fn support(
+        &self,
+        prepared: &PreparedQuery,
+        skip: &[usize],
+        holds: impl Fn(usize, &QueryTerm) -> bool,
+    ) -> f64 {
         let mut held = 0.0;
         let mut all = 0.0;
         for (c, typed) in prepared.typed.iter().enumerate() {
@@ -402,8 +446,9 @@ impl LexicalIndex {
             let best = prepared
                 .terms
                 .iter()
-                .filter(|t| t.concept == c && self.holds(doc, &t.stem))
-                .map(|t| t.weight)
+                .enumerate()
+                .filter(|&(i, t)| t.concept == c && holds(i, t))
+                .map(|(_, t)| t.weight)
                 .fold(0.0, f64::max);
             held += idf * best;
         }

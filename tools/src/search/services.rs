@@ -186,6 +186,9 @@ struct Service {
 pub struct Services {
     services: Vec<Service>,
     by_first: HashMap<String, Vec<(usize, usize)>>,
+    /// The names' words lowercased but not stemmed, as tool names and labels write them, by
+    /// first word: `(service, words)`.
+    by_first_word: HashMap<String, Vec<(usize, Vec<String>)>>,
 }
 
 /// The shared list, stemmed on first use.
@@ -199,14 +202,6 @@ pub fn services() -> &'static Services {
 pub fn stems_of(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for_each_word(text, |w| out.push(stem(w)));
-    out
-}
-
-/// The stems of `text`'s words split at camelCase and digits, as tool names are indexed
-/// ("createJiraIssue" holds "jira").
-fn split_stems_of(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for_each_split_word(text, |w| out.push(stem(w)));
     out
 }
 
@@ -226,6 +221,7 @@ impl Services {
     pub fn new(entries: &[&str]) -> Services {
         let mut services = Vec::with_capacity(entries.len());
         let mut by_first: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
+        let mut by_first_word: HashMap<String, Vec<(usize, Vec<String>)>> = HashMap::new();
         for entry in entries {
             let (names_part, context_part) = match entry.split_once('~') {
                 Some((n, c)) => (n, Some(c)),
@@ -243,6 +239,16 @@ impl Services {
                 .map(|c| c.split('|').flat_map(stems_of).collect())
                 .unwrap_or_default();
             let s = services.len();
+            for raw in names_part.split('|') {
+                let mut words = Vec::new();
+                for_each_word(raw, |w| words.push(w.to_string()));
+                if let Some(first) = words.first() {
+                    by_first_word
+                        .entry(first.clone())
+                        .or_default()
+                        .push((s, words));
+                }
+            }
             for (n, name) in names.iter().enumerate() {
                 by_first.entry(name[0].clone()).or_default().push((s, n));
             }
@@ -257,7 +263,11 @@ impl Services {
                 context,
             });
         }
-        Services { services, by_first }
+        Services {
+            services,
+            by_first,
+            by_first_word,
+        }
     }
 
     /// The services named by `stems`, a query's words as [`stems_of`] gives them (stop words
@@ -298,16 +308,34 @@ impl Services {
         out
     }
 
-    /// Pushes onto `out` every service one of whose names is a run of `stems`, context or not:
-    /// a tool's name or label says what it serves without a sentence around it.
-    fn names_in(&self, stems: &[String], out: &mut Vec<usize>) {
-        for start in 0..stems.len() {
-            for &(s, n) in self.by_first.get(&stems[start]).into_iter().flatten() {
-                let name = &self.services[s].names[n];
-                if stems.get(start..start + name.len()) == Some(&name[..]) {
-                    out.push(s);
+    /// Pushes onto `out` every service one of whose names is a run of `words` (lowercased, not
+    /// stemmed), context or not: a tool's name or label says what it serves without a sentence
+    /// around it.
+    fn names_in(&self, words: &[&str], out: &mut Vec<usize>) {
+        for start in 0..words.len() {
+            for (s, name) in self.by_first_word.get(words[start]).into_iter().flatten() {
+                let run = words.get(start..start + name.len());
+                if run.is_some_and(|run| run.iter().zip(name).all(|(a, b)| *a == b)) {
+                    out.push(*s);
                 }
             }
+        }
+    }
+
+    /// Pushes onto `out` the services named in an identifier (a tool's name or label): its words
+    /// as written, and split at camelCase when it has capitals ("createJiraIssue").
+    fn names_of(&self, identifier: &str, out: &mut Vec<usize>) {
+        let lower = identifier.to_ascii_lowercase();
+        let words: Vec<&str> = lower
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect();
+        self.names_in(&words, out);
+        if identifier.bytes().any(|b| b.is_ascii_uppercase()) {
+            let mut split = Vec::new();
+            for_each_split_word(identifier, |w| split.push(w.to_string()));
+            let split: Vec<&str> = split.iter().map(String::as_str).collect();
+            self.names_in(&split, out);
         }
     }
 
@@ -339,13 +367,11 @@ impl ServedBy {
         let mut found: Vec<usize> = Vec::new();
         for (doc, def) in defs.iter().enumerate() {
             found.clear();
-            list.names_in(&stems_of(&def.name), &mut found);
-            list.names_in(&split_stems_of(&def.name), &mut found);
+            list.names_of(&def.name, &mut found);
             if let Some(label) = labels.get(doc).copied().flatten() {
                 let of_label = by_label.entry(label).or_insert_with(|| {
                     let mut v = Vec::new();
-                    list.names_in(&stems_of(label), &mut v);
-                    list.names_in(&split_stems_of(label), &mut v);
+                    list.names_of(label, &mut v);
                     v
                 });
                 found.extend_from_slice(of_label);
