@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use troupe_tools::catalog_file::parse_catalog;
+use troupe_tools::search::Verdict;
 use troupe_tools::{Registry, ToolSearchConfig};
 
 #[derive(Default)]
@@ -62,9 +63,7 @@ fn run() -> Result<(), String> {
         .and_then(|i| args.get(i + 1))
         .map(PathBuf::from);
     let sweep = args.iter().any(|a| a == "--sweep");
-    // Per query for the sweep: style, whether nothing is expected, the rank of the first
-    // expected tool in the ranking (whatever the verdict), and the verdict's evidence.
-    let mut evidence_rows: Vec<(String, bool, Option<usize>, bool, f64)> = Vec::new();
+    let mut sweep_rows: Vec<SweepRow> = Vec::new();
     let mut dump = Vec::new();
     let mut by: BTreeMap<String, Style> = BTreeMap::new();
     let mut misses = Vec::new();
@@ -85,21 +84,15 @@ fn run() -> Result<(), String> {
             .map(|m| catalog.defs()[m.doc].name.as_str())
             .collect();
         if sweep {
-            let v = &answer.verdict;
-            let rank = answer
-                .ranked
-                .iter()
-                .position(|m| expected.contains(&catalog.defs()[m.doc].name.as_str()));
-            let exact = answer.ranked.first().is_some_and(|m| m.exact);
-            let blocked = !exact && !v.absent_services.is_empty() && v.services.is_empty();
-            let evidence = if exact {
-                f64::INFINITY
-            } else if blocked {
-                f64::NEG_INFINITY
-            } else {
-                v.coverage * troupe_tools::search::hybrid::SUPPORT_WEIGHT + v.margin.unwrap_or(0.0)
-            };
-            evidence_rows.push((style.clone(), expected.is_empty(), rank, blocked, evidence));
+            sweep_rows.push(SweepRow {
+                style: style.clone(),
+                nothing_expected: expected.is_empty(),
+                rank: answer
+                    .ranked
+                    .iter()
+                    .position(|m| expected.contains(&catalog.defs()[m.doc].name.as_str())),
+                verdict: answer.verdict.clone(),
+            });
         }
         let s = by.entry(style.clone()).or_default();
         s.n += 1;
@@ -169,7 +162,7 @@ fn run() -> Result<(), String> {
         tot.rr += s.rr;
     }
     if sweep {
-        print_sweep(&evidence_rows);
+        print_sweep(&sweep_rows);
     }
     if let Some(path) = dump_path {
         let names: Vec<&str> = catalog.defs().iter().map(|d| d.name.as_str()).collect();
@@ -191,10 +184,23 @@ fn run() -> Result<(), String> {
     Ok(())
 }
 
+/// One query for the sweep: the rank of its first expected tool in the ranking, whatever the
+/// verdict, and the verdict's evidence.
+struct SweepRow {
+    style: String,
+    nothing_expected: bool,
+    rank: Option<usize>,
+    verdict: Verdict,
+}
+
 /// Recall@5 per style and absent precision for a range of evidence floors: how the "nothing
 /// fits" line trades answers for silence on this set.
-fn print_sweep(rows: &[(String, bool, Option<usize>, bool, f64)]) {
-    let mut styles: Vec<&str> = rows.iter().filter(|r| !r.1).map(|r| r.0.as_str()).collect();
+fn print_sweep(rows: &[SweepRow]) {
+    let mut styles: Vec<&str> = rows
+        .iter()
+        .filter(|r| !r.nothing_expected)
+        .map(|r| r.style.as_str())
+        .collect();
     styles.sort_unstable();
     styles.dedup();
     print!("floor ");
@@ -208,16 +214,19 @@ fn print_sweep(rows: &[(String, bool, Option<usize>, bool, f64)]) {
         let (mut hit_all, mut n_all) = (0, 0);
         for s in &styles {
             let (mut hit, mut n) = (0, 0);
-            for r in rows.iter().filter(|r| !r.1 && r.0 == *s) {
+            for r in rows.iter().filter(|r| !r.nothing_expected && r.style == *s) {
                 n += 1;
-                hit += usize::from(r.4 >= floor && r.2.is_some_and(|k| k < 5));
+                hit += usize::from(r.verdict.answered_at(floor) && r.rank.is_some_and(|k| k < 5));
             }
             hit_all += hit;
             n_all += n;
             print!("{:9.3}", hit as f64 / n.max(1) as f64);
         }
-        let absent: Vec<_> = rows.iter().filter(|r| r.1).collect();
-        let silent = absent.iter().filter(|r| r.4 < floor).count();
+        let absent: Vec<_> = rows.iter().filter(|r| r.nothing_expected).collect();
+        let silent = absent
+            .iter()
+            .filter(|r| !r.verdict.answered_at(floor))
+            .count();
         println!(
             "  {:7.3}  {:7.3}",
             hit_all as f64 / n_all.max(1) as f64,

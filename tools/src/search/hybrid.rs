@@ -134,9 +134,14 @@ fn named_services(
 /// The "nothing fits" decision from its evidence (see the module docs): `margin` is `None` when
 /// the semantic leg did not run.
 pub fn fits(exact: bool, support: f64, margin: Option<f64>) -> bool {
+    fits_at(exact, support, margin, EVIDENCE_FLOOR)
+}
+
+/// [`fits`] with `floor` in place of [`EVIDENCE_FLOOR`].
+fn fits_at(exact: bool, support: f64, margin: Option<f64>, floor: f64) -> bool {
     exact
         || match margin {
-            Some(margin) => support * SUPPORT_WEIGHT + margin >= EVIDENCE_FLOOR,
+            Some(margin) => support * SUPPORT_WEIGHT + margin >= floor,
             None => support >= COVERAGE_FLOOR,
         }
 }
@@ -165,6 +170,8 @@ pub struct HybridMatch {
 pub struct Verdict {
     /// Whether the query is answered.
     pub fits: bool,
+    /// Whether the query is a tool's name (always answered).
+    pub exact: bool,
     /// The lexical support: the best coverage among the candidates, or among the tools of the
     /// services the query names.
     pub coverage: f64,
@@ -180,6 +187,17 @@ pub struct Verdict {
     /// Services the query names that no tool serves: unless the query also names a served
     /// service or an exact tool name, nothing fits.
     pub absent_services: Vec<String>,
+}
+
+impl Verdict {
+    /// Whether the same evidence would answer the query with `floor` as the evidence floor: the
+    /// decision itself at [`EVIDENCE_FLOOR`], and what tuning a floor compares.
+    pub fn answered_at(&self, floor: f64) -> bool {
+        // An absent service decides only alone: beside a served one it is the topic ("a GitHub
+        // issue about the Telegram bot"), not where the work runs.
+        let elsewhere = !self.absent_services.is_empty() && self.services.is_empty();
+        self.exact || (!elsewhere && fits_at(false, self.coverage, self.margin, floor))
+    }
 }
 
 /// A hybrid answer: the matches (empty when nothing fits) and how it was decided.
@@ -359,13 +377,9 @@ fn rank(
             .map(|&(doc, _)| support_of(doc))
             .fold(0.0, f64::max),
     };
-    let is_exact = !exact.is_empty();
-    // An absent service decides only alone: beside a served one it is the topic ("a GitHub
-    // issue about the Telegram bot"), not where the work runs.
-    let elsewhere = !named.absent.is_empty() && named.present.is_empty();
-    let fits = is_exact || (!elsewhere && fits(false, coverage, margin));
-    let verdict = Verdict {
-        fits,
+    let mut verdict = Verdict {
+        fits: false,
+        exact: !exact.is_empty(),
         coverage,
         similarity: best_sim,
         background,
@@ -373,6 +387,7 @@ fn rank(
         services: named.present,
         absent_services: named.absent,
     };
+    verdict.fits = verdict.answered_at(EVIDENCE_FLOOR);
     let ranked = fused
         .into_iter()
         .take(limit)
