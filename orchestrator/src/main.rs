@@ -4,8 +4,23 @@ use std::sync::Mutex;
 
 use clap::Parser;
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    // SAFETY: the first thing the process does; no other thread exists yet.
+    unsafe { troupe_tools::search::semantic::settle_encoder_threads() };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("troupe: cannot start its async runtime: {err}");
+            std::process::exit(1);
+        }
+    };
+    std::process::exit(runtime.block_on(run()));
+}
+
+async fn run() -> i32 {
     let cli = troupe::cli::Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("TROUPE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
@@ -33,5 +48,5 @@ async fn main() {
     if let Err(err) = troupe_tools::builtin::privileges::make_non_dumpable() {
         tracing::warn!(%err, "could not make troupe's process non-dumpable");
     }
-    std::process::exit(troupe::cli::run(cli).await);
+    troupe::cli::run(cli).await
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use serde_json::{Value, json};
 use troupe_tools::bridge::tool_search;
 use troupe_tools::catalog_file::parse_catalog;
@@ -174,4 +174,10 @@ fn hybrid(c: &mut Criterion, view: &ToolsetView, one: &Value, seven: &Value) {
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn main() {
+    // SAFETY: first thing in the process, as in the `troupe` binary's main.
+    unsafe { troupe_tools::search::semantic::settle_encoder_threads() };
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

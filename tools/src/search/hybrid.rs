@@ -34,6 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Catalog;
+use super::catalog::FastMap;
 use super::lexical::{LexicalIndex, PreparedQuery, QueryTerm};
 use super::semantic::{SemanticReady, default_embedder, embedding_text, troupe_home};
 use super::services::{services, stems_of};
@@ -90,14 +91,16 @@ fn named_services(
         support: None,
     };
     let mut skip: Vec<usize> = Vec::new();
-    let mut docs: Vec<u32> = Vec::new();
+    // Each served service's tools, ascending: looked up, never merged (a service may be the
+    // whole catalog).
+    let mut lists: Vec<&[u32]> = Vec::new();
     for mention in services().mentions(&stems) {
         let tools = served.tools(mention.service);
         if tools.is_empty() {
             named.absent.push(mention.label);
         } else {
             named.present.push(mention.label);
-            docs.extend_from_slice(tools);
+            lists.push(tools);
         }
         // The typed words of the name, as the lexical leg split them ("GitHub": git, hub): a
         // served service's are held by all its tools, an absent one's beside a served one are
@@ -112,8 +115,12 @@ fn named_services(
             });
         }
     }
-    if !docs.is_empty() {
-        docs.sort_unstable();
+    if !lists.is_empty() {
+        let serves = |doc: usize| {
+            lists
+                .iter()
+                .any(|tools| tools.binary_search(&(doc as u32)).is_ok())
+        };
         // The service's own name is held by all its tools: the rest of the query decides. The
         // service's best candidates are its first lexical hits (a tool holding none of the
         // query's words supports nothing); a service may be the whole catalog, so only its
@@ -122,7 +129,7 @@ fn named_services(
         named.support = Some(
             lexical_hits
                 .iter()
-                .filter(|h| docs.binary_search(&(h.doc as u32)).is_ok())
+                .filter(|h| serves(h.doc))
                 .take(LEG_DEPTH)
                 .map(|h| lexical.hit_coverage(h, prepared, if rest { &skip } else { &[] }))
                 .fold(0.0, f64::max),
@@ -298,9 +305,9 @@ fn rank(
 ) -> HybridAnswer {
     let n = catalog.len();
     let mut fused: Vec<(usize, f64)> = Vec::new();
-    let mut slot_of = std::collections::HashMap::<usize, usize>::new();
-    let mut lex_of = std::collections::HashMap::<usize, (usize, f64)>::new();
-    let mut sem_of = std::collections::HashMap::<usize, (usize, f32)>::new();
+    let mut slot_of = FastMap::<usize, usize>::default();
+    let mut lex_of = FastMap::<usize, (usize, f64)>::default();
+    let mut sem_of = FastMap::<usize, (usize, f32)>::default();
     for (i, hit) in lexical_hits.iter().take(LEG_DEPTH).enumerate() {
         let rank = i + 1;
         lex_of.insert(hit.doc, (rank, hit.score));
@@ -363,7 +370,7 @@ fn rank(
     let named = named_services(catalog, lexical, &prepared, lexical_hits, query);
     // Support from the terms each lexical hit holds; a tool the lexical candidates left out is
     // looked up in the postings.
-    let hit_of: std::collections::HashMap<usize, &super::lexical::LexicalHit> =
+    let hit_of: FastMap<usize, &super::lexical::LexicalHit> =
         lexical_hits.iter().map(|h| (h.doc, h)).collect();
     let support_of = |doc: usize| match hit_of.get(&doc) {
         Some(hit) => lexical.hit_coverage(hit, &prepared, &[]),

@@ -108,6 +108,8 @@ pub struct PreparedQuery {
     pub typed: Vec<String>,
     /// Every term to score: the typed stems first, then expansions and joined words.
     pub terms: Vec<QueryTerm>,
+    /// The idf of each typed stem, read once per query rather than once per tool weighed.
+    typed_idf: Vec<f64>,
 }
 
 /// A tool the lexical leg found, with the evidence.
@@ -120,6 +122,23 @@ pub struct LexicalHit {
     /// Bit `i` is set when the tool holds `prepared.terms[i]` (for the first 64 terms): the
     /// query's support is read from it without looking the terms up again.
     pub held: u64,
+}
+
+/// One tool's running score while a query is scored.
+#[derive(Debug, Clone, Copy, Default)]
+struct Accumulator {
+    /// Sum over the typed words done so far.
+    total: f64,
+    /// The best score of the current typed word's terms.
+    best: f64,
+    /// Bits of the terms held ([`LexicalHit::held`]).
+    held: u64,
+}
+
+thread_local! {
+    /// Per-thread accumulators, one per tool, kept zeroed between queries so a query does not
+    /// allocate and clear a catalog-sized array.
+    static SCRATCH: std::cell::RefCell<Vec<Accumulator>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The lexical leg's index: term -> (tool, precomputed BM25F impact), plus document frequencies.
@@ -321,7 +340,12 @@ impl LexicalIndex {
                 push(&mut terms, s, EXPANSION_WEIGHT, concept, from.clone());
             }
         }
-        PreparedQuery { typed, terms }
+        let typed_idf = typed.iter().map(|t| self.idf(t)).collect();
+        PreparedQuery {
+            typed,
+            terms,
+            typed_idf,
+        }
     }
 
     /// Scores every tool holding a term of `prepared`: per typed word, the best of its own
@@ -335,56 +359,109 @@ impl LexicalIndex {
     /// word that every tool holds (the server's name in a one-server catalog) makes thousands of
     /// hits, and a query needs only the head.
     pub fn score_top(&self, prepared: &PreparedQuery, k: usize) -> Vec<LexicalHit> {
-        let mut total = vec![0f64; self.n_docs];
-        let mut best = vec![0f64; self.n_docs];
-        let mut held = vec![0u64; self.n_docs];
-        let mut touched: Vec<u32> = Vec::new();
-        let mut any: Vec<u32> = Vec::new();
-        for concept in 0..prepared.typed.len() {
-            // An expansion stands in for its typed word: it is never worth more than the typed
-            // word would be, however rare it is (unless the typed word is in no tool).
-            let cap = match self.vocab.get(&prepared.typed[concept]) {
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            scratch.resize(self.n_docs, Accumulator::default());
+            self.score_into(prepared, k, &mut scratch[..self.n_docs])
+        })
+    }
+
+    /// [`LexicalIndex::score_top`] on `acc`, one zeroed accumulator per tool, left zeroed.
+    fn score_into(
+        &self,
+        prepared: &PreparedQuery,
+        k: usize,
+        acc: &mut [Accumulator],
+    ) -> Vec<LexicalHit> {
+        // Each term's idf, an expansion's capped at its typed word's: an expansion stands in
+        // for the typed word and is never worth more than it would be, however rare it is
+        // (unless the typed word is in no tool).
+        let caps: Vec<f64> = prepared
+            .typed
+            .iter()
+            .map(|typed| match self.vocab.get(typed) {
                 Some(&t) => super::bm25::idf(self.n_docs, self.postings[t as usize].len()),
                 None => f64::INFINITY,
-            };
+            })
+            .collect();
+        let idf_of = |t: &QueryTerm, term: u32| {
+            super::bm25::idf(self.n_docs, self.postings[term as usize].len()).min(caps[t.concept])
+        };
+        // Typed words by the most they can add to a tool's score, largest first, and what the
+        // ones after each can still add together: once `k` tools score more than that, a tool
+        // none of the earlier words reached cannot make the head, and is left out.
+        let mut concepts: Vec<(usize, f64)> = (0..prepared.typed.len())
+            .map(|c| {
+                let most = prepared
+                    .terms
+                    .iter()
+                    .filter(|t| t.concept == c)
+                    .filter_map(|t| t.term.map(|term| t.weight * idf_of(t, term) * (K1 + 1.0)))
+                    .fold(0.0, f64::max);
+                (c, most)
+            })
+            .collect();
+        concepts.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut after = vec![0.0; concepts.len() + 1];
+        for i in (0..concepts.len()).rev() {
+            after[i] = after[i + 1] + concepts[i].1;
+        }
+
+        let mut touched: Vec<u32> = Vec::new();
+        let mut any: Vec<u32> = Vec::new();
+        let mut closed = false;
+        for (position, &(concept, _)) in concepts.iter().enumerate() {
+            if !closed && position > 0 && any.len() >= k {
+                let mut totals: Vec<f64> = any.iter().map(|&d| acc[d as usize].total).collect();
+                let (_, kth, _) = totals.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+                closed = *kth > after[position];
+            }
             for (i, t) in prepared.terms.iter().enumerate() {
                 if t.concept != concept {
                     continue;
                 }
                 let Some(term) = t.term else { continue };
                 let bit = if i < 64 { 1u64 << i } else { 0 };
-                let list = &self.postings[term as usize];
-                let idf = super::bm25::idf(self.n_docs, list.len()).min(cap);
-                for &(doc, impact) in list {
-                    held[doc as usize] |= bit;
-                    let s = t.weight * idf * f64::from(impact);
-                    let slot = &mut best[doc as usize];
-                    if *slot == 0.0 {
+                let factor = t.weight * idf_of(t, term);
+                for &(doc, impact) in &self.postings[term as usize] {
+                    let a = &mut acc[doc as usize];
+                    if closed && a.total == 0.0 {
+                        continue;
+                    }
+                    a.held |= bit;
+                    let s = factor * f64::from(impact);
+                    if a.best == 0.0 {
                         touched.push(doc);
                     }
-                    if s > *slot {
-                        *slot = s;
+                    if s > a.best {
+                        a.best = s;
                     }
                 }
             }
             for &doc in &touched {
-                let d = doc as usize;
-                if total[d] == 0.0 {
+                let a = &mut acc[doc as usize];
+                if a.total == 0.0 {
                     any.push(doc);
                 }
-                total[d] += best[d];
-                best[d] = 0.0;
+                a.total += a.best;
+                a.best = 0.0;
             }
             touched.clear();
         }
-        let mut hits: Vec<LexicalHit> = any
-            .into_iter()
-            .map(|doc| LexicalHit {
+        // Every tool a term reached is in `any` (once, unless its scores were all 0): taking its
+        // accumulator leaves the scratch zeroed for the next query.
+        let mut hits: Vec<LexicalHit> = Vec::with_capacity(any.len());
+        for &doc in &any {
+            let a = std::mem::take(&mut acc[doc as usize]);
+            if a.held == 0 && a.total == 0.0 && hits.iter().any(|h| h.doc == doc as usize) {
+                continue;
+            }
+            hits.push(LexicalHit {
                 doc: doc as usize,
-                score: total[doc as usize],
-                held: held[doc as usize],
-            })
-            .collect();
+                score: a.total,
+                held: a.held,
+            });
+        }
         let order =
             |a: &LexicalHit, b: &LexicalHit| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc));
         if hits.len() > k {
@@ -437,11 +514,10 @@ impl LexicalIndex {
     ) -> f64 {
         let mut held = 0.0;
         let mut all = 0.0;
-        for (c, typed) in prepared.typed.iter().enumerate() {
+        for (c, &idf) in prepared.typed_idf.iter().enumerate() {
             if skip.contains(&c) {
                 continue;
             }
-            let idf = self.idf(typed);
             all += idf;
             let best = prepared
                 .terms

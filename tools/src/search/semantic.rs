@@ -39,6 +39,24 @@ pub trait Embedder: Send + Sync {
     fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String>;
 }
 
+/// Fixes how many threads the bundled encoder's matrix kernels use, once, before any thread
+/// starts: all the cores the process may use, unless `RAYON_NUM_THREADS` already says.
+///
+/// Without it, candle asks for the physical core count before every matrix product, and on
+/// Linux that parses `/proc/cpuinfo` each time: encoding a query took twice as long (figures in
+/// docs/benchmarks.md). candle reads only the environment, so this sets `RAYON_NUM_THREADS`.
+///
+/// # Safety
+/// Call it while the process runs a single thread (first thing in `main`): it changes the
+/// environment, which another thread may be reading.
+pub unsafe fn settle_encoder_threads() {
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // SAFETY: the caller guarantees no other thread exists.
+        unsafe { std::env::set_var("RAYON_NUM_THREADS", cores.to_string()) };
+    }
+}
+
 /// The bundled encoder when the `semantic` feature is on and it loads; `None` otherwise (the
 /// hybrid ranking then runs on its lexical leg alone).
 pub fn default_embedder() -> Option<Arc<dyn Embedder>> {

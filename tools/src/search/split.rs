@@ -29,6 +29,11 @@ pub fn for_each_split_word(text: &str, mut each: impl FnMut(&str)) {
 }
 
 fn emit(word: &str, lowered: &mut String, each: &mut impl FnMut(&str)) {
+    // Most words are lowercase already: they go out as they are, without a copy.
+    if !word.bytes().any(|b| b.is_ascii_uppercase()) {
+        each(word);
+        return;
+    }
     lowered.clear();
     lowered.push_str(word);
     lowered.make_ascii_lowercase();
