@@ -1,5 +1,6 @@
 //! Figures for the actor runtime, as a plain bench program (`harness = false`):
-//! 1. the overhead of one no-op tool call through planner, supervisor, hooks and runner;
+//! 1. the overhead of one no-op tool call through planner, supervisor, hooks and runner, and
+//!    what planning a two-call batch costs in place and through the planner pool;
 //! 2. tool calls per second through one session on a scripted model;
 //! 3. 1,000 concurrent sessions on a scripted model: time to finish, memory per idle session.
 //!
@@ -15,7 +16,7 @@ use actix::Actor;
 use futures::future::{BoxFuture, join_all};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
-use troupe_actors::batch_planner::BatchPlanner;
+use troupe_actors::batch_planner::{BatchPlanner, Planners, claims_of};
 use troupe_actors::call::{CallEntry, CallStatus, CallTarget};
 use troupe_actors::events::EventSink;
 use troupe_actors::hooks::{Hook, HookRegistry, ToolCallInfo};
@@ -87,7 +88,7 @@ async fn one_call_overhead(iterations: usize) {
         token: CancellationToken::new(),
         drain: tokio_util::sync::CancellationToken::new(),
     };
-    let planner = BatchPlanner::for_current_dir();
+    let planner = Planners::of_system(std::env::temp_dir()).await;
     let runner = ToolRunner::new(RunnerLimits::default());
     let mut samples = Vec::with_capacity(iterations);
     for i in 0..iterations + 1000 {
@@ -102,7 +103,7 @@ async fn one_call_overhead(iterations: usize) {
                 arguments: Map::new(),
             },
         }];
-        let plan = planner.plan_entries(&entries, &view);
+        let plan = planner.plan(&entries, &view).await;
         let outcomes = runner.run_batch(&ctx, entries, &plan).await;
         let elapsed = started.elapsed();
         assert_eq!(outcomes[0].status, CallStatus::Ok);
@@ -119,6 +120,49 @@ async fn one_call_overhead(iterations: usize) {
     );
 }
 
+/// Planning two `read_file` calls: in place, as sessions did before the pool, and through the
+/// planner pool, as they do now.
+async fn two_call_plan(iterations: usize) {
+    let view = registry().view_all();
+    let dir = std::env::temp_dir();
+    let entries: Vec<CallEntry> = (0..2)
+        .map(|i| CallEntry {
+            index: i,
+            call_id: format!("c{i}"),
+            model_call_id: format!("m{i}"),
+            tool: "read_file".into(),
+            target: CallTarget::Tool {
+                name: "read_file".into(),
+                arguments: serde_json::json!({ "path": format!("f{i}.txt") })
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            },
+        })
+        .collect();
+    let inline = BatchPlanner::new(&dir);
+    let pool = Planners::of_system(&dir).await;
+    let mut in_place = Vec::with_capacity(iterations);
+    let mut pooled = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let started = Instant::now();
+        let a = inline.plan_claims(&claims_of(&entries, &view));
+        in_place.push(started.elapsed());
+        let started = Instant::now();
+        let b = pool.plan(&entries, &view).await;
+        pooled.push(started.elapsed());
+        assert_eq!(a, b);
+        assert!(a.fully_parallel());
+    }
+    in_place.sort();
+    pooled.sort();
+    println!(
+        "planning two read_file calls: in place median {:.1} µs, through the planner pool median {:.1} µs ({iterations} batches)",
+        percentile(&in_place, 0.5).as_secs_f64() * 1e6,
+        percentile(&pooled, 0.5).as_secs_f64() * 1e6,
+    );
+}
+
 fn session_config() -> SessionConfig {
     SessionConfig {
         max_iterations: 10_000,
@@ -130,10 +174,12 @@ async fn calls_per_second(rounds: usize, calls_per_round: usize) {
     let supervisor =
         Supervisor::new(ApprovalConfig::default(), Arc::new(DefaultRules::default())).start();
     let mut script = Script::new();
-    for _ in 0..rounds {
+    for round in 0..rounds {
         let mut turn = ScriptTurn::default();
+        // Distinct arguments each round: the session's repeat guard holds back a call the
+        // model already made with the same arguments.
         for n in 0..calls_per_round {
-            turn = turn.with_tool_call("noop", json!({ "n": n }));
+            turn = turn.with_tool_call("noop", json!({ "round": round, "n": n }));
         }
         script = script.turn(turn);
     }
@@ -219,6 +265,7 @@ fn main() {
     let system = actix_rt::System::with_tokio_rt(move || runtime);
     system.block_on(async {
         one_call_overhead(20_000).await;
+        two_call_plan(5_000).await;
         calls_per_second(100, 10).await;
         many_sessions(1000).await;
     });

@@ -3,8 +3,11 @@
 //! is unwrapped by the session before it gets here). Call order never changes: a call never
 //! starts before an earlier barrier has finished. The tool runner executes the plan.
 //!
-//! Planning is pure apart from resolving paths on disk, so the session runs it inline on the
-//! tokio pool; the actor form exists for callers that want it behind a mailbox.
+//! Planning is pure apart from resolving paths on disk (canonicalising them, following
+//! symlinks), which is blocking work. So a session reads on its own side what each call claims
+//! ([`Claim`]: a barrier, free, or the paths it reads or writes) and asks [`Planners`], a small
+//! pool of sync planner actors shared by every session of an actix `System`, to resolve the
+//! paths and cut the segments. A batch of one call has nothing to order and is planned in place.
 
 use std::path::{Path, PathBuf};
 
@@ -67,6 +70,20 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// `n` calls one after another, in order (how a single call always runs).
+    pub fn one_by_one(n: usize) -> Plan {
+        Plan {
+            segments: if n == 0 {
+                Vec::new()
+            } else {
+                vec![Segment {
+                    kind: SegmentKind::Sequential,
+                    calls: (0..n).collect(),
+                }]
+            },
+        }
+    }
+
     /// True when the whole batch is one parallel segment.
     pub fn fully_parallel(&self) -> bool {
         matches!(self.segments.as_slice(), [only] if only.kind == SegmentKind::Parallel)
@@ -94,6 +111,23 @@ pub struct PlanCall<'a> {
     pub kind: Option<ToolKind>,
 }
 
+/// What one call claims, read from its name, hints and arguments without touching the disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// Runs alone.
+    Barrier,
+    /// May run beside any other call that may.
+    Free,
+    /// Touches these paths, as written in its arguments; a writer excludes every overlapping
+    /// call, a reader only overlapping writers.
+    Paths {
+        /// The paths, unresolved.
+        raw: Vec<String>,
+        /// Whether it writes them.
+        writer: bool,
+    },
+}
+
 /// How one call may take part in a run.
 #[derive(Debug, Clone, PartialEq)]
 enum Admission {
@@ -116,16 +150,17 @@ impl BatchPlanner {
         BatchPlanner { cwd: cwd.into() }
     }
 
-    /// A planner for the process's current directory (`/` when it cannot be read).
-    pub fn for_current_dir() -> Self {
-        BatchPlanner::new(std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")))
-    }
-
     /// Plans calls described by [`PlanCall`]s.
     pub fn plan(&self, calls: &[PlanCall<'_>]) -> Plan {
+        let claims: Vec<Claim> = calls.iter().map(claim).collect();
+        self.plan_claims(&claims)
+    }
+
+    /// Plans calls by their claims: resolves their paths on disk and cuts the segments.
+    pub fn plan_claims(&self, claims: &[Claim]) -> Plan {
         let mut builder = Builder::default();
-        for (index, call) in calls.iter().enumerate() {
-            match self.admit(call) {
+        for (index, claim) in claims.iter().enumerate() {
+            match self.admit(claim) {
                 Admission::Barrier => builder.barrier(index),
                 Admission::Admitted { paths, writer } => builder.admit(index, paths, writer),
             }
@@ -133,50 +168,26 @@ impl BatchPlanner {
         builder.finish()
     }
 
-    /// Plans a session's call entries, looking tools up in `view`.
-    pub fn plan_entries(&self, entries: &[CallEntry], view: &ToolsetView) -> Plan {
-        let calls: Vec<PlanCall<'_>> = entries
-            .iter()
-            .map(|entry| {
-                let def = view.get(entry.underlying());
-                PlanCall {
-                    name: entry.underlying(),
-                    arguments: match &entry.target {
-                        CallTarget::Invalid { .. } => None,
-                        target => target.arguments(),
-                    },
-                    hints: def.map(|d| &d.hints),
-                    kind: def.map(|d| d.kind),
-                }
-            })
-            .collect();
-        self.plan(&calls)
-    }
-
-    fn admit(&self, call: &PlanCall<'_>) -> Admission {
-        if NEVER_PARALLEL.contains(&call.name) || call.hints.is_some_and(|h| h.interactive) {
-            return Admission::Barrier;
-        }
-        let Some(arguments) = call.arguments else {
-            return Admission::Barrier;
-        };
-        if let Some((raw_paths, writer)) = scoped_paths(call, arguments) {
-            let paths = self.canonical_all(&raw_paths);
-            return if paths.is_empty() {
-                Admission::Barrier
-            } else {
-                Admission::Admitted { paths, writer }
-            };
-        }
-        let hinted_safe = call.hints.is_some_and(|h| h.parallel_safe || h.read_only);
-        if PARALLEL_SAFE.contains(&call.name) || BRIDGE_LOOKUPS.contains(&call.name) || hinted_safe
-        {
-            return Admission::Admitted {
+    fn admit(&self, claim: &Claim) -> Admission {
+        match claim {
+            Claim::Barrier => Admission::Barrier,
+            Claim::Free => Admission::Admitted {
                 paths: Vec::new(),
                 writer: false,
-            };
+            },
+            Claim::Paths { raw, writer } => {
+                // A call whose paths are all empty cannot be placed: it runs alone.
+                let paths = self.canonical_all(raw);
+                if paths.is_empty() {
+                    Admission::Barrier
+                } else {
+                    Admission::Admitted {
+                        paths,
+                        writer: *writer,
+                    }
+                }
+            }
         }
-        Admission::Barrier
     }
 
     fn canonical_all(&self, raw: &[String]) -> Vec<PathBuf> {
@@ -198,6 +209,43 @@ impl BatchPlanner {
         let raw = raw.trim();
         (!raw.is_empty()).then(|| resolve_path(raw, &self.cwd))
     }
+}
+
+/// What `call` claims (see [`Claim`]).
+pub fn claim(call: &PlanCall<'_>) -> Claim {
+    if NEVER_PARALLEL.contains(&call.name) || call.hints.is_some_and(|h| h.interactive) {
+        return Claim::Barrier;
+    }
+    let Some(arguments) = call.arguments else {
+        return Claim::Barrier;
+    };
+    if let Some((raw, writer)) = scoped_paths(call, arguments) {
+        return Claim::Paths { raw, writer };
+    }
+    let hinted_safe = call.hints.is_some_and(|h| h.parallel_safe || h.read_only);
+    if PARALLEL_SAFE.contains(&call.name) || BRIDGE_LOOKUPS.contains(&call.name) || hinted_safe {
+        return Claim::Free;
+    }
+    Claim::Barrier
+}
+
+/// The claims of a session's call entries, judged by their underlying tools in `view`.
+pub fn claims_of(entries: &[CallEntry], view: &ToolsetView) -> Vec<Claim> {
+    entries
+        .iter()
+        .map(|entry| {
+            let def = view.get(entry.underlying());
+            claim(&PlanCall {
+                name: entry.underlying(),
+                arguments: match &entry.target {
+                    CallTarget::Invalid { .. } => None,
+                    target => target.arguments(),
+                },
+                hints: def.map(|d| &d.hints),
+                kind: def.map(|d| d.kind),
+            })
+        })
+        .collect()
 }
 
 /// The paths a path-scoped call touches, and whether it writes; `None` when the tool is not
@@ -335,48 +383,126 @@ impl Builder {
     }
 }
 
-/// One call as the planner actor receives it: owned, so it can cross a mailbox.
-#[derive(Debug, Clone)]
-pub struct OwnedPlanCall {
-    /// The underlying tool's name.
-    pub name: String,
-    /// The arguments, `None` when they did not parse as a JSON object.
-    pub arguments: Option<Map<String, Value>>,
-    /// The tool's hints, when known.
-    pub hints: Option<ToolHints>,
-    /// The tool's kind, when known.
-    pub kind: Option<ToolKind>,
+/// Sync planner actors per actix `System`: planning blocks on the disk, so it runs here, off
+/// the threads that drive sessions.
+pub const PLANNER_THREADS: usize = 2;
+
+/// One planner actor of the pool: it holds nothing; each request brings its working directory.
+pub struct PlannerWorker;
+
+impl Actor for PlannerWorker {
+    type Context = SyncContext<Self>;
 }
 
-impl OwnedPlanCall {
-    fn borrowed(&self) -> PlanCall<'_> {
-        PlanCall {
-            name: &self.name,
-            arguments: self.arguments.as_ref(),
-            hints: self.hints.as_ref(),
-            kind: self.kind,
-        }
-    }
-}
-
-/// Asks the planner actor for a plan. Sent by callers that keep the planner behind a mailbox.
+/// Asks a planner worker to plan a batch by its calls' claims.
 #[derive(Debug, Message)]
 #[rtype(result = "Plan")]
 pub struct PlanBatch {
-    /// One entry per call, in emission order.
-    pub calls: Vec<OwnedPlanCall>,
+    /// The directory relative paths are taken from.
+    pub cwd: PathBuf,
+    /// One claim per call, in emission order.
+    pub claims: Vec<Claim>,
 }
 
-impl Actor for BatchPlanner {
-    type Context = Context<Self>;
-}
-
-impl Handler<PlanBatch> for BatchPlanner {
+impl Handler<PlanBatch> for PlannerWorker {
     type Result = MessageResult<PlanBatch>;
 
     fn handle(&mut self, msg: PlanBatch, _ctx: &mut Self::Context) -> Self::Result {
-        let calls: Vec<PlanCall<'_>> = msg.calls.iter().map(OwnedPlanCall::borrowed).collect();
-        MessageResult(self.plan(&calls))
+        MessageResult(BatchPlanner::new(msg.cwd).plan_claims(&msg.claims))
+    }
+}
+
+/// Starts the planner workers once per `System` and hands their address to each session.
+#[derive(Default)]
+pub struct PlannerPool {
+    workers: Option<Addr<PlannerWorker>>,
+}
+
+impl Actor for PlannerPool {
+    type Context = Context<Self>;
+}
+
+impl Supervised for PlannerPool {}
+
+impl SystemService for PlannerPool {
+    fn service_started(&mut self, _ctx: &mut Context<Self>) {
+        self.workers = Some(SyncArbiter::start(PLANNER_THREADS, || PlannerWorker));
+    }
+}
+
+/// Asks the pool for its workers' address.
+#[derive(Debug, Message)]
+#[rtype(result = "Option<Addr<PlannerWorker>>")]
+struct Workers;
+
+impl Handler<Workers> for PlannerPool {
+    type Result = Option<Addr<PlannerWorker>>;
+
+    fn handle(&mut self, _msg: Workers, _ctx: &mut Self::Context) -> Self::Result {
+        self.workers.clone()
+    }
+}
+
+/// A session's way to its `System`'s planner pool, with the session's working directory.
+#[derive(Clone)]
+pub struct Planners {
+    workers: Option<Addr<PlannerWorker>>,
+    cwd: PathBuf,
+}
+
+impl std::fmt::Debug for Planners {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Planners")
+            .field("pool", &self.workers.is_some())
+            .field("cwd", &self.cwd)
+            .finish()
+    }
+}
+
+impl Planners {
+    /// The current `System`'s pool (started on first use), planning against `cwd`. Must run
+    /// inside a `System`.
+    pub async fn of_system(cwd: impl Into<PathBuf>) -> Planners {
+        let workers = match PlannerPool::from_registry().send(Workers).await {
+            Ok(workers) => workers,
+            Err(error) => {
+                tracing::warn!(%error, "the planner pool did not answer; batches will run one call at a time");
+                None
+            }
+        };
+        Planners {
+            workers,
+            cwd: cwd.into(),
+        }
+    }
+
+    /// Plans a session's call entries, judged by their underlying tools in `view`. The claims
+    /// are read now; the future only waits for the pool. Should the pool be gone (its `System`
+    /// stopping), every call runs alone: slower, never unsafe.
+    pub fn plan(
+        &self,
+        entries: &[CallEntry],
+        view: &ToolsetView,
+    ) -> impl Future<Output = Plan> + Send + 'static {
+        let n = entries.len();
+        // A batch of one has nothing to order.
+        let request = (n > 1).then(|| PlanBatch {
+            cwd: self.cwd.clone(),
+            claims: claims_of(entries, view),
+        });
+        let workers = self.workers.clone();
+        async move {
+            let (Some(request), Some(workers)) = (request, workers) else {
+                return Plan::one_by_one(n);
+            };
+            match workers.send(request).await {
+                Ok(plan) => plan,
+                Err(error) => {
+                    tracing::warn!(%error, "the planner pool did not answer; this batch runs one call at a time");
+                    Plan::one_by_one(n)
+                }
+            }
+        }
     }
 }
 
@@ -398,16 +524,18 @@ mod tests {
         dir: &Path,
         calls: &[(&str, Option<Value>, Option<ToolHints>)],
     ) -> Vec<(SegmentKind, Vec<usize>)> {
-        let owned: Vec<OwnedPlanCall> = calls
+        let arguments: Vec<Option<Map<String, Value>>> =
+            calls.iter().map(|(_, a, _)| a.clone().map(args)).collect();
+        let plan_calls: Vec<PlanCall<'_>> = calls
             .iter()
-            .map(|(n, a, h)| OwnedPlanCall {
-                name: n.to_string(),
-                arguments: a.clone().map(args),
-                hints: h.clone(),
+            .zip(&arguments)
+            .map(|((name, _, hints), arguments)| PlanCall {
+                name,
+                arguments: arguments.as_ref(),
+                hints: hints.as_ref(),
                 kind: None,
             })
             .collect();
-        let plan_calls: Vec<PlanCall<'_>> = owned.iter().map(OwnedPlanCall::borrowed).collect();
         BatchPlanner::new(dir).plan(&plan_calls).shape()
     }
 
@@ -608,26 +736,43 @@ mod tests {
     }
 
     #[actix_rt::test]
-    async fn the_actor_form_gives_the_same_plan() {
+    async fn the_pool_plans_a_batch_as_the_planner_does() {
         let dir = tempfile::tempdir().unwrap();
-        let planner = BatchPlanner::new(dir.path()).start();
-        let call = |name: &str, path: &str| OwnedPlanCall {
-            name: name.into(),
-            arguments: Some(args(json!({ "path": path }))),
-            hints: None,
-            kind: None,
+        let call = |name: &str, path: &str| Claim::Paths {
+            raw: vec![path.into()],
+            writer: name == "write_file",
         };
-        let plan = planner
+        let claims = vec![
+            call("read_file", "a"),
+            call("read_file", "b"),
+            call("write_file", "a"),
+            Claim::Free,
+            Claim::Barrier,
+        ];
+        let planners = Planners::of_system(dir.path()).await;
+        let workers = planners.workers.clone().expect("the pool starts");
+        let pooled = workers
             .send(PlanBatch {
-                calls: vec![
-                    call("read_file", "a"),
-                    call("read_file", "b"),
-                    call("write_file", "a"),
-                ],
+                cwd: dir.path().into(),
+                claims: claims.clone(),
             })
             .await
             .unwrap();
-        assert_eq!(plan.shape(), vec![(P, vec![0, 1]), (S, vec![2])]);
+        assert_eq!(pooled, BatchPlanner::new(dir.path()).plan_claims(&claims));
+        assert_eq!(
+            pooled.shape(),
+            vec![(P, vec![0, 1]), (P, vec![2, 3]), (S, vec![4])]
+        );
+        // Every session of the System shares one pool.
+        let again = Planners::of_system(dir.path()).await;
+        assert!(again.workers.is_some_and(|w| w == workers));
+    }
+
+    #[test]
+    fn a_single_call_needs_no_pool() {
+        assert_eq!(Plan::one_by_one(1).shape(), vec![(S, vec![0])]);
+        assert_eq!(Plan::one_by_one(3).shape(), vec![(S, vec![0, 1, 2])]);
+        assert!(Plan::one_by_one(0).segments.is_empty());
     }
 
     #[test]

@@ -23,7 +23,7 @@ use troupe_tools::search::assemble;
 use troupe_tools::text::json_kind;
 use troupe_tools::{ToolResult, ToolSearchConfig, ToolsetView, bridge};
 
-use crate::batch_planner::BatchPlanner;
+use crate::batch_planner::Planners;
 use crate::call::{CallEntry, CallOutcome, CallTarget, new_id};
 use crate::delegate::{
     DELEGATE_TASK, DelegateContext, DelegationConfig, DelegationFinished, SubagentTracker,
@@ -206,7 +206,7 @@ pub struct Session {
     /// The running turn, if any.
     turn: Option<Turn>,
     /// Plans tool batches.
-    planner: BatchPlanner,
+    planner: Planners,
     /// Runs tool batches.
     runner: ToolRunner,
     /// Fires when the session closes; parent of every turn token.
@@ -608,7 +608,7 @@ impl Session {
             tracing::info_span!("batch", session_id = %batch.session_id, turn_id = %batch.turn_id);
         tokio::spawn(
             async move {
-                let plan = planner.plan_entries(&entries, &batch.view);
+                let plan = planner.plan(&entries, &batch.view).await;
                 tracing::debug!(?plan, "batch planned");
                 let outcomes = runner.run_batch(&batch, entries, &plan).await;
                 addr.do_send(BatchFinished {
@@ -1280,7 +1280,7 @@ impl SessionHandle {
                 events: events.clone(),
             })
             .await??;
-        let planner = BatchPlanner::new(params.config.cwd.clone());
+        let planner = Planners::of_system(params.config.cwd.clone()).await;
         let lifetime = CancellationToken::new();
         let delegations = lifetime.child_token();
         let slots = Arc::new(tokio::sync::Semaphore::new(

@@ -238,6 +238,28 @@ async fn eight_read_only_calls_overlap() {
 }
 
 #[actix_rt::test]
+async fn every_round_of_parallel_calls_is_planned_and_run() {
+    let registry = Registry::with_tools([tool("quick_read", read_only(), |_args, _ctx| {
+        Box::pin(async { ToolResult::text("read") })
+    })]);
+    let mut script = Script::new();
+    for round in 0..3 {
+        let mut turn = ScriptTurn::default();
+        for i in 0..4 {
+            turn = turn.with_tool_call("quick_read", json!({ "round": round, "n": i }));
+        }
+        script = script.turn(turn);
+    }
+    let script = script.turn(ScriptTurn::text("done"));
+    let sup = supervisor(ApprovalConfig::default(), DefaultRules::default());
+    let session = open(&registry, script, &sup, None, HookRegistry::new()).await;
+    let outcome = session.send("read").await.unwrap();
+    assert_eq!(outcome.text, "done");
+    assert_eq!(outcome.calls.len(), 12);
+    assert!(outcome.calls.iter().all(|c| c.status == CallStatus::Ok));
+}
+
+#[actix_rt::test]
 async fn two_writers_to_one_file_run_in_order() {
     let timeline = Arc::new(Mutex::new(Vec::<(String, Instant, Instant)>::new()));
     let t = Arc::clone(&timeline);

@@ -22,7 +22,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 use troupe::plugins::command_hook::{CommandHooks, Observers};
 use troupe::plugins::manifest::CommandSpec;
-use troupe_actors::batch_planner::BatchPlanner;
+use troupe_actors::batch_planner::Planners;
 use troupe_actors::call::{CallEntry, CallStatus, CallTarget};
 use troupe_actors::events::EventSink;
 use troupe_actors::hooks::HookRegistry;
@@ -95,7 +95,7 @@ async fn per_call(
         token: CancellationToken::new(),
         drain: tokio_util::sync::CancellationToken::new(),
     };
-    let planner = BatchPlanner::for_current_dir();
+    let planner = Planners::of_system(std::env::temp_dir()).await;
     let runner = ToolRunner::new(RunnerLimits::default());
     let warm = iterations / 10;
     let mut samples = Vec::with_capacity(iterations);
@@ -111,7 +111,7 @@ async fn per_call(
                 arguments: Map::new(),
             },
         }];
-        let plan = planner.plan_entries(&entries, &view);
+        let plan = planner.plan(&entries, &view).await;
         let outcomes = runner.run_batch(&ctx, entries, &plan).await;
         let elapsed = started.elapsed();
         assert_eq!(outcomes[0].status, CallStatus::Ok);
