@@ -667,4 +667,45 @@ mod tests {
         // Nothing but stop words: nothing to cover.
         assert_eq!(idx.coverage(0, &idx.prepare("the of a")), 0.0);
     }
+
+    #[test]
+    fn the_head_is_exactly_that_of_a_full_scoring() {
+        // Every tool holds "acme" (as every tool of a one-server catalog holds its name), a few
+        // hold the rarer words: skipping tools that cannot reach the head must not change it.
+        let mut tools: Vec<(String, String)> = Vec::new();
+        for i in 0..120 {
+            let words = match i % 6 {
+                0 => "Create a dns record in the zone.",
+                1 => "List dns records.",
+                2 => "Update zone settings.",
+                3 => "Delete a worker script.",
+                4 => "Upload a worker script.",
+                _ => "Show the account.",
+            };
+            tools.push((format!("acme_tool_{i}"), format!("Acme: {words} Item {i}.")));
+        }
+        let spec: Vec<(&str, &str, &str)> = tools
+            .iter()
+            .map(|(n, d)| (n.as_str(), "acme", d.as_str()))
+            .collect();
+        let (_, idx) = index(&spec);
+        for query in [
+            "acme dns records list",
+            "create dns record",
+            "acme zone settings update",
+            "remove acme worker script",
+            "acme",
+            "acme telegram",
+        ] {
+            let prepared = idx.prepare(query);
+            let full = idx.score(&prepared);
+            for k in [1, 5, 17, 40, 119, 500] {
+                let head = idx.score_top(&prepared, k);
+                assert_eq!(head, full[..k.min(full.len())], "{query}, k = {k}");
+            }
+        }
+        // The scratch is left zeroed: the same query scores the same the second time.
+        let prepared = idx.prepare("acme dns records list");
+        assert_eq!(idx.score_top(&prepared, 5), idx.score_top(&prepared, 5));
+    }
 }
