@@ -166,14 +166,25 @@ fn for_each_field(def: &ToolDef, label: Option<&str>, mut each: impl FnMut(&str,
     if let Some(description) = &def.description {
         each(description, FIELD_WEIGHTS.description);
     }
-    if let Some(Value::Object(props)) = def.parameters.as_ref().and_then(|p| p.get("properties")) {
+    let props = def
+        .parameters
+        .as_ref()
+        .and_then(Value::as_object)
+        .and_then(|p| key(p, "properties"));
+    if let Some(Value::Object(props)) = props {
         for (name, schema) in props {
             each(name, FIELD_WEIGHTS.param_name);
-            if let Some(Value::String(d)) = schema.get("description") {
+            if let Some(Value::String(d)) = schema.as_object().and_then(|s| key(s, "description")) {
                 each(d, FIELD_WEIGHTS.param_description);
             }
         }
     }
+}
+
+/// `map[name]`: a schema object has a handful of keys, and comparing them costs less than
+/// hashing the name the way `Map::get` does.
+fn key<'a>(map: &'a serde_json::Map<String, Value>, name: &str) -> Option<&'a Value> {
+    map.iter().find_map(|(k, v)| (k == name).then_some(v))
 }
 
 impl LexicalIndex {
