@@ -18,6 +18,8 @@ use troupe::tools::search::assemble::assemble;
 use troupe::tools::{Registry, ToolDef, ToolSearchConfig, ViewSpec};
 
 fn main() -> anyhow::Result<()> {
+    // SAFETY: the first thing the program does, before any thread starts.
+    unsafe { troupe::tools::search::semantic::settle_encoder_threads() };
     let registry = Registry::with_tools([
         ToolDef::new(
             "mcp_github_create_issue",
