@@ -280,15 +280,21 @@ impl LexicalIndex {
     /// The typed content words of `query`, their vocabulary expansions, and the concatenations
     /// of adjacent typed words that some tool holds.
     pub fn prepare(&self, query: &str) -> PreparedQuery {
-        // All words, stop words included, for phrase matching ("turn off", "look up").
-        let mut words: Vec<(String, bool)> = Vec::new();
-        for_each_split_word(query, |w| words.push((stem(w), is_stop_word(w))));
-        let all_stems: Vec<String> = words.iter().map(|(s, _)| s.clone()).collect();
+        // All words, stop words included, for phrase matching ("turn off", "look up"): as
+        // written (lowercased), stemmed, and whether each is a stop word.
+        let mut raw: Vec<String> = Vec::new();
+        let mut all_stems: Vec<String> = Vec::new();
+        let mut stops: Vec<bool> = Vec::new();
+        for_each_split_word(query, |w| {
+            raw.push(w.to_string());
+            all_stems.push(stem(w));
+            stops.push(is_stop_word(w));
+        });
         let mut typed: Vec<String> = Vec::new();
         // Concept of each word position (None for stop words).
-        let mut concept_at: Vec<Option<usize>> = Vec::with_capacity(words.len());
-        for (s, stop) in &words {
-            if *stop {
+        let mut concept_at: Vec<Option<usize>> = Vec::with_capacity(raw.len());
+        for (s, &stop) in all_stems.iter().zip(&stops) {
+            if stop {
                 concept_at.push(None);
                 continue;
             }
@@ -312,33 +318,33 @@ impl LexicalIndex {
                 expands: None,
             })
             .collect();
-        let push =
-            |terms: &mut Vec<QueryTerm>, stem: &str, weight: f64, concept: usize, from: String| {
-                if terms.iter().any(|t| t.stem == stem && t.concept == concept) {
-                    return;
-                }
-                let Some(&term) = self.vocab.get(stem) else {
-                    return;
-                };
-                terms.push(QueryTerm {
-                    stem: stem.to_string(),
-                    term: Some(term),
-                    weight,
-                    concept,
-                    expands: Some(from),
-                });
+        // A stem joins the terms when some tool holds it and its concept lacks it; what it
+        // expands is written only then.
+        let push = |terms: &mut Vec<QueryTerm>,
+                    stem: &str,
+                    weight: f64,
+                    concept: usize,
+                    from: &dyn Fn() -> String| {
+            if terms.iter().any(|t| t.stem == stem && t.concept == concept) {
+                return;
+            }
+            let Some(&term) = self.vocab.get(stem) else {
+                return;
             };
-        // Adjacent content words written as one ("sequential thinking" -> sequentialthinking).
-        let raw: Vec<String> = {
-            let mut v = Vec::new();
-            for_each_split_word(query, |w| v.push(w.to_string()));
-            v
+            terms.push(QueryTerm {
+                stem: stem.to_string(),
+                term: Some(term),
+                weight,
+                concept,
+                expands: Some(from()),
+            });
         };
+        // Adjacent content words written as one ("sequential thinking" -> sequentialthinking).
         for i in 1..raw.len() {
             if let (Some(a), Some(_)) = (concept_at[i - 1], concept_at[i]) {
                 let joined = stem(&format!("{}{}", raw[i - 1], raw[i]));
-                let from = format!("{} {}", all_stems[i - 1], all_stems[i]);
-                push(&mut terms, &joined, 1.0, a, from);
+                let from = || format!("{} {}", all_stems[i - 1], all_stems[i]);
+                push(&mut terms, &joined, 1.0, a, &from);
             }
         }
         for expansion in vocabulary().expand(&all_stems) {
@@ -346,9 +352,9 @@ impl LexicalIndex {
             let Some(concept) = expansion.positions.clone().find_map(|p| concept_at[p]) else {
                 continue;
             };
-            let from = expansion.matched.join(" ");
+            let from = || expansion.matched.join(" ");
             for s in &expansion.stems {
-                push(&mut terms, s, EXPANSION_WEIGHT, concept, from.clone());
+                push(&mut terms, s, EXPANSION_WEIGHT, concept, &from);
             }
         }
         let typed_idf = typed.iter().map(|t| self.idf(t)).collect();
@@ -424,8 +430,12 @@ impl LexicalIndex {
         for (position, &(concept, _)) in concepts.iter().enumerate() {
             if !closed && position > 0 && any.len() >= k {
                 let mut totals: Vec<f64> = any.iter().map(|&d| acc[d as usize].total).collect();
-                let (_, kth, _) = totals.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
-                closed = *kth > after[position];
+                // The k-th best is at most the best: no need to find it when the best is short.
+                let best = totals.iter().copied().fold(0.0, f64::max);
+                if best > after[position] {
+                    let (_, kth, _) = totals.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+                    closed = *kth > after[position];
+                }
             }
             for (i, t) in prepared.terms.iter().enumerate() {
                 if t.concept != concept {
