@@ -444,19 +444,10 @@ impl Handler<Workers> for PlannerPool {
 }
 
 /// A session's way to its `System`'s planner pool, with the session's working directory.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Planners {
     workers: Option<Addr<PlannerWorker>>,
     cwd: PathBuf,
-}
-
-impl std::fmt::Debug for Planners {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Planners")
-            .field("pool", &self.workers.is_some())
-            .field("cwd", &self.cwd)
-            .finish()
-    }
 }
 
 impl Planners {

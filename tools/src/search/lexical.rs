@@ -390,30 +390,33 @@ impl LexicalIndex {
         k: usize,
         acc: &mut [Accumulator],
     ) -> Vec<LexicalHit> {
-        // Each term's idf, an expansion's capped at its typed word's: an expansion stands in
-        // for the typed word and is never worth more than it would be, however rare it is
-        // (unless the typed word is in no tool).
-        let caps: Vec<f64> = prepared
-            .typed
+        // Each held term's weight times its idf, an expansion's idf capped at its typed word's:
+        // an expansion stands in for the typed word and is never worth more than it would be,
+        // however rare it is. A typed word in no tool has the largest idf there is, so it caps
+        // nothing.
+        let caps = &prepared.typed_idf;
+        let factors: Vec<Option<f64>> = prepared
+            .terms
             .iter()
-            .map(|typed| match self.vocab.get(typed) {
-                Some(&t) => super::bm25::idf(self.n_docs, self.postings[t as usize].len()),
-                None => f64::INFINITY,
+            .map(|t| {
+                t.term.map(|term| {
+                    let idf = super::bm25::idf(self.n_docs, self.postings[term as usize].len());
+                    t.weight * idf.min(caps[t.concept])
+                })
             })
             .collect();
-        let idf_of = |t: &QueryTerm, term: u32| {
-            super::bm25::idf(self.n_docs, self.postings[term as usize].len()).min(caps[t.concept])
-        };
         // Typed words by the most they can add to a tool's score, largest first, and what the
         // ones after each can still add together: once `k` tools score more than that, a tool
         // none of the earlier words reached cannot make the head, and is left out.
         let mut concepts: Vec<(usize, f64)> = (0..prepared.typed.len())
             .map(|c| {
+                // No impact exceeds K1 + 1 (BM25's saturation).
                 let most = prepared
                     .terms
                     .iter()
-                    .filter(|t| t.concept == c)
-                    .filter_map(|t| t.term.map(|term| t.weight * idf_of(t, term) * (K1 + 1.0)))
+                    .zip(&factors)
+                    .filter(|(t, _)| t.concept == c)
+                    .filter_map(|(_, factor)| factor.map(|f| f * (K1 + 1.0)))
                     .fold(0.0, f64::max);
                 (c, most)
             })
@@ -441,9 +444,10 @@ impl LexicalIndex {
                 if t.concept != concept {
                     continue;
                 }
-                let Some(term) = t.term else { continue };
+                let (Some(term), Some(factor)) = (t.term, factors[i]) else {
+                    continue;
+                };
                 let bit = if i < 64 { 1u64 << i } else { 0 };
-                let factor = t.weight * idf_of(t, term);
                 for &(doc, impact) in &self.postings[term as usize] {
                     let a = &mut acc[doc as usize];
                     if closed && a.total == 0.0 {
