@@ -66,6 +66,10 @@ pub enum EventKind {
         input_tokens: u64,
         /// Tokens generated.
         output_tokens: u64,
+        /// Prompt tokens served from the server's cache (part of `input_tokens`).
+        cached_tokens: u64,
+        /// The request's dollars by the price table; `None` when its model has no price.
+        cost_usd: Option<f64>,
     },
     /// A model request failed and is being sent again (or the model's empty reply is answered
     /// with a nudge): the reason a turn takes longer.
@@ -166,8 +170,10 @@ pub enum EventKind {
         turn_id: String,
         /// The answer (or what went wrong).
         text: String,
-        /// `completed`, `interrupted`, `max_iterations` or `failed`.
+        /// `completed`, `interrupted`, `max_iterations`, `failed` or `budget_exceeded`.
         status: String,
+        /// What the turn spent, its subagents included.
+        usage: crate::usage::Spend,
     },
     /// `delegate_task` is about to start a subagent (emitted by the parent).
     SubagentSpawned {

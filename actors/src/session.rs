@@ -41,6 +41,7 @@ use crate::supervisor::{
     WatchDelegations,
 };
 use crate::tool_runner::{BatchContext, RunnerLimits, ToolRunner};
+use crate::usage::{Budget, Exhausted, Meter, PriceTable, Spend};
 
 /// Default tool rounds per user message.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 90;
@@ -76,6 +77,11 @@ pub struct SessionConfig {
     /// Emit the answer's text as it arrives (`TextDelta` events), for displays that show it
     /// live. Off by default: once text went out, a broken stream cannot be retried unseen.
     pub stream_text: bool,
+    /// What the session, with its subagents, may spend; a subagent also stays within what
+    /// each ancestor has left.
+    pub budget: Budget,
+    /// Prices by model name, for costs and `budget.max_cost_usd`.
+    pub prices: Arc<PriceTable>,
 }
 
 impl Default for SessionConfig {
@@ -92,6 +98,8 @@ impl Default for SessionConfig {
             delegation: DelegationConfig::default(),
             background_delegation: false,
             stream_text: false,
+            budget: Budget::default(),
+            prices: Arc::new(PriceTable::default()),
         }
     }
 }
@@ -108,6 +116,8 @@ pub enum TurnStatus {
     MaxIterations,
     /// The model could not be reached or failed.
     Failed,
+    /// A budget ran out; the answer is what the turn had so far.
+    BudgetExceeded,
 }
 
 impl TurnStatus {
@@ -118,6 +128,7 @@ impl TurnStatus {
             TurnStatus::Interrupted => "interrupted",
             TurnStatus::MaxIterations => "max_iterations",
             TurnStatus::Failed => "failed",
+            TurnStatus::BudgetExceeded => "budget_exceeded",
         }
     }
 }
@@ -135,8 +146,10 @@ pub struct TurnOutcome {
     pub model_requests: u32,
     /// Every tool call of the turn, in order.
     pub calls: Vec<CallOutcome>,
-    /// The model error, for a failed turn.
+    /// The model error, for a failed turn; for a turn stopped by its budget, which one ran out.
     pub error: Option<String>,
+    /// What the turn spent, its subagents' requests included.
+    pub spend: Spend,
 }
 
 /// Why a session could not do what was asked.
@@ -181,6 +194,10 @@ struct Turn {
     /// Fires on a drain: the running batch finishes (its unstarted calls never start), then
     /// the turn ends.
     drain: CancellationToken,
+    /// The session's spending when the turn began.
+    spent_before: Spend,
+    /// The budget that ran out while the turn worked (the time budget), if one did.
+    out_of_budget: Option<Exhausted>,
 }
 
 /// One conversation with one model. See the module doc.
@@ -232,6 +249,8 @@ pub struct Session {
     slots: Arc<tokio::sync::Semaphore>,
     /// What the provider remembers about this session (retry budget, text tool calls).
     model_state: Arc<SessionModelState>,
+    /// What the session and its subagents spent, against its budget and its ancestors'.
+    meter: Arc<Meter>,
 }
 
 /// What it takes to open a session.
@@ -448,6 +467,7 @@ impl Session {
             lifetime: self.delegations.clone(),
             slots: Arc::clone(&self.slots),
             background,
+            meter: Arc::clone(&self.meter),
         };
         CallTarget::Task {
             name,
@@ -625,6 +645,8 @@ impl Session {
         let Some(mut turn) = self.turn.take() else {
             return;
         };
+        self.meter.stop_work();
+        let spend = self.meter.spent().since(&turn.spent_before);
         self.supervisor.do_send(EndTurn {
             session_id: self.id.clone(),
             turn_id: turn.id.clone(),
@@ -635,6 +657,7 @@ impl Session {
                 turn_id: turn.id.clone(),
                 text: text.clone(),
                 status: status.as_str().to_string(),
+                usage: spend,
             },
         );
         if let Some(reply) = turn.reply.take() {
@@ -645,6 +668,7 @@ impl Session {
                 model_requests: turn.requests,
                 calls: turn.calls,
                 error,
+                spend,
             });
         }
         if self.delegations.is_cancelled() {
@@ -700,6 +724,7 @@ impl Session {
                 .push(ChatMessage::User { content: waiting });
         }
         self.conversation.push(ChatMessage::User { content: text });
+        self.meter.start_work();
         self.turn = Some(Turn {
             id: turn_id,
             token,
@@ -711,9 +736,70 @@ impl Session {
             running: Vec::new(),
             wrap_up: false,
             drain: CancellationToken::new(),
+            spent_before: self.meter.spent(),
+            out_of_budget: None,
         });
         self.model_state.begin_turn();
+        if let Some(spent) = self.meter.exhausted() {
+            let text = format!("Nothing was done: {spent}. Raise the budget to go on.");
+            self.finish_turn(text, TurnStatus::BudgetExceeded, Some(spent.to_string()));
+            return;
+        }
+        if let Some(left) = self.meter.wall_left() {
+            let turn_id = self.turn.as_ref().map(|t| t.id.clone()).unwrap_or_default();
+            ctx.run_later(left, move |session, _ctx| session.out_of_time(&turn_id));
+        }
         self.request_model(ctx, self.config.max_iterations == 0);
+    }
+
+    /// The time budget ran out during the turn `turn_id`: it ends gently, as on a drain (the
+    /// running calls finish, nothing new starts), with status `budget_exceeded`.
+    fn out_of_time(&mut self, turn_id: &str) {
+        if !self.is_current(turn_id) {
+            return;
+        }
+        let Some(spent) = self.meter.exhausted() else {
+            return;
+        };
+        let Some(turn) = self.turn.as_mut() else {
+            return;
+        };
+        tracing::info!(session_id = %self.id, %spent, "budget spent; the turn ends");
+        turn.out_of_budget = Some(spent);
+        if turn.running.is_empty() {
+            turn.token.cancel();
+        } else {
+            turn.drain.cancel();
+        }
+    }
+
+    /// Ends the turn because `spent` ran out, answering with what the turn has: the model's
+    /// latest text of this turn, if it wrote any.
+    fn finish_over_budget(&mut self, spent: Exhausted) {
+        let Some(turn) = self.turn.as_ref() else {
+            return;
+        };
+        let got = turn.calls.len();
+        let said = self
+            .conversation
+            .iter()
+            .rev()
+            .take_while(|m| !matches!(m, ChatMessage::User { .. }))
+            .find_map(|m| match m {
+                ChatMessage::Assistant {
+                    content: Some(text),
+                    ..
+                } if !text.trim().is_empty() => Some(text.trim().to_string()),
+                _ => None,
+            });
+        let note = format!(
+            "Stopped: {spent}. {got} tool call(s) of this turn got a result; nothing further was started."
+        );
+        let text = match said {
+            Some(said) => format!("{said}\n\n{note}"),
+            None => note,
+        };
+        self.finish_turn(text, TurnStatus::BudgetExceeded, Some(spent.to_string()));
     }
 
     fn is_current(&self, turn_id: &str) -> bool {
@@ -901,6 +987,10 @@ impl Handler<ModelAnswered> for Session {
         if !self.is_current(&msg.turn_id) {
             return;
         }
+        if let Some(spent) = self.turn.as_mut().and_then(|t| t.out_of_budget.take()) {
+            self.finish_over_budget(spent);
+            return;
+        }
         if self.turn_stopped() {
             self.finish_turn(
                 "The turn was stopped before the model answered.".into(),
@@ -918,12 +1008,22 @@ impl Handler<ModelAnswered> for Session {
             }
         };
         self.hooks.post_llm_call(&self.id, &response);
+        let cost_usd = self
+            .config
+            .model
+            .clone()
+            .or_else(|| self.provider.model())
+            .and_then(|model| self.config.prices.lookup(&model))
+            .map(|price| price.cost(response.usage));
+        self.meter.record(response.usage, cost_usd);
         self.events.send(
             &self.id,
             EventKind::ModelUsage {
                 turn_id: msg.turn_id.clone(),
                 input_tokens: response.usage.prompt_tokens,
                 output_tokens: response.usage.completion_tokens,
+                cached_tokens: response.usage.cached_tokens,
+                cost_usd,
             },
         );
         let empty = response.tool_calls.is_empty()
@@ -976,6 +1076,17 @@ impl Handler<ModelAnswered> for Session {
                 TurnStatus::Completed
             };
             self.finish_turn(text, status, None);
+            return;
+        }
+        if let Some(spent) = self.meter.exhausted() {
+            // More work was asked for and there is no budget for it: the calls are not run,
+            // and the conversation keeps only the text (a call with no result would be
+            // refused by the server at the next request).
+            self.conversation.push(ChatMessage::Assistant {
+                content: response.content.clone(),
+                tool_calls: Vec::new(),
+            });
+            self.finish_over_budget(spent);
             return;
         }
         self.conversation.push(ChatMessage::Assistant {
@@ -1061,6 +1172,10 @@ impl Handler<BatchFinished> for Session {
         let running = std::mem::take(&mut turn.running);
         turn.repeats.ran(&running, &ok);
         turn.calls.extend(msg.outcomes);
+        if let Some(spent) = turn.out_of_budget.take().or_else(|| self.meter.exhausted()) {
+            self.finish_over_budget(spent);
+            return;
+        }
         if drained {
             let text = format!(
                 "Stopped after the running calls finished ({} tool call(s) of this turn got a result); nothing new was started.",
@@ -1245,6 +1360,8 @@ pub struct SessionHandle {
     events: EventSink,
     /// The running subagents of the session's tree, for steering them from outside.
     subagents: Arc<SubagentTracker>,
+    /// The session's spending.
+    meter: Arc<Meter>,
 }
 
 impl std::fmt::Debug for SessionHandle {
@@ -1259,13 +1376,15 @@ impl std::fmt::Debug for SessionHandle {
 impl SessionHandle {
     /// Registers and starts a session. Must run on an actix arbiter (inside a `System`).
     pub async fn open(params: SessionParams) -> Result<SessionHandle, SessionError> {
-        Self::open_in_tree(params, SubagentTracker::new()).await
+        Self::open_in_tree(params, SubagentTracker::new(), None).await
     }
 
-    /// Opens a subagent sharing its tree's record of running subagents.
+    /// Opens a subagent sharing its tree's record of running subagents; its spending counts
+    /// against `parent_meter` (and that meter's ancestors) too.
     pub(crate) async fn open_in_tree(
         params: SessionParams,
         subagents: Arc<SubagentTracker>,
+        parent_meter: Option<Arc<Meter>>,
     ) -> Result<SessionHandle, SessionError> {
         let id = new_id();
         let events = match params.upstream_events {
@@ -1291,6 +1410,10 @@ impl SessionHandle {
                 .clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
         ));
         let runner = ToolRunner::new(params.config.runner);
+        let meter = match &parent_meter {
+            Some(parent) => Meter::child(parent, params.config.budget),
+            None => Meter::root(params.config.budget),
+        };
         let session = Session {
             id: id.clone(),
             path: path.clone(),
@@ -1314,6 +1437,7 @@ impl SessionHandle {
             held: Vec::new(),
             slots,
             model_state: Arc::new(SessionModelState::new()),
+            meter: Arc::clone(&meter),
         };
         let addr = session.start();
         Ok(SessionHandle {
@@ -1323,6 +1447,7 @@ impl SessionHandle {
             supervisor: params.supervisor,
             events,
             subagents,
+            meter,
         })
     }
 
@@ -1356,6 +1481,16 @@ impl SessionHandle {
     /// Session ids from the root down to this one.
     pub fn agent_path(&self) -> &[String] {
         &self.path
+    }
+
+    /// What the session and its subagents have spent so far.
+    pub fn spent(&self) -> Spend {
+        self.meter.spent()
+    }
+
+    /// The session's own budget.
+    pub fn budget(&self) -> Budget {
+        self.meter.budget()
     }
 
     /// Sends a user message and waits for the turn's outcome.

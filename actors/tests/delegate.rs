@@ -34,6 +34,7 @@ use troupe_actors::supervisor::{
     SubscribeApprovals, Supervisor,
 };
 use troupe_actors::tool_runner::RunnerLimits;
+use troupe_actors::usage::Budget;
 use troupe_tools::{CallContext, Registry, ToolDef, ToolResult};
 
 // ---------------------------------------------------------------------------------------------
@@ -317,6 +318,65 @@ async fn a_fan_out_of_ten_returns_every_result_in_task_order() {
         })
         .count();
     assert_eq!(completed, 10);
+}
+
+#[actix_rt::test]
+async fn a_child_spends_from_its_parents_budget_and_stops_when_it_is_gone() {
+    let worked = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&worked);
+    let registry = Registry::with_tools([tool("work", "core", "does work", move |args, _| {
+        let count = Arc::clone(&count);
+        Box::pin(async move {
+            count.fetch_add(1, Ordering::SeqCst);
+            ToolResult::text(format!("worked-{}", args["n"]))
+        })
+    })]);
+    // The parent may spend 1,000 tokens; the child has no budget of its own. The parent's
+    // request takes 100, each of the child's 500: after the child's second request the
+    // parent's budget is gone, so the child stops there, and the parent with it.
+    let provider = scripted(vec![
+        delegate(json!([{"goal": "SPEND-CHILD"}]))
+            .when_input_contains("BUDGET-GO")
+            .with_usage(100, 0),
+        ScriptTurn::tool_call("work", json!({"n": 1}))
+            .when_input_contains("SPEND-CHILD")
+            .with_usage(500, 0),
+        ScriptTurn::tool_call("work", json!({"n": 2}))
+            .with_text("CHILD-PARTIAL")
+            .when_input_contains("worked-1")
+            .with_usage(500, 0),
+        ScriptTurn::text("CHILD-NEVER").when_input_contains("worked-2"),
+        ScriptTurn::text("PARENT-NEVER").when_input_contains("budget"),
+    ]);
+    let config = SessionConfig {
+        budget: Budget {
+            max_tokens: Some(1_000),
+            ..Budget::default()
+        },
+        ..session_config(DelegationConfig::default())
+    };
+    let rig = rig(&registry, provider, config, AllowAll).await;
+
+    let outcome = rig.root.send("BUDGET-GO").await.unwrap();
+    assert_eq!(outcome.status, TurnStatus::BudgetExceeded, "{outcome:?}");
+    assert_eq!(
+        worked.load(Ordering::SeqCst),
+        1,
+        "the child's second call never ran"
+    );
+    let result = call_json(&outcome, 0);
+    let child = &result["results"][0];
+    assert_eq!(child["status"], "budget_exceeded", "{result}");
+    let summary = child["summary"].as_str().unwrap();
+    assert!(summary.starts_with("CHILD-PARTIAL"), "{summary}");
+    assert!(
+        summary.contains("the parent session's token budget"),
+        "{summary}"
+    );
+    // The subtree's requests are the parent's: one of its own and two of the child's.
+    assert_eq!(outcome.spend.requests, 3);
+    assert_eq!(outcome.spend.tokens(), 1_100);
+    assert_eq!(rig.root.spent().tokens(), 1_100);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ use troupe_actors::supervisor::{
     RuleVerdict, SubscribeApprovals, Supervisor,
 };
 use troupe_actors::tool_runner::RunnerLimits;
+use troupe_actors::usage::{Budget, Price, PriceTable};
 use troupe_tools::{CallContext, Registry, ToolDef, ToolHints, ToolResult};
 
 fn tool<F>(name: &str, hints: ToolHints, f: F) -> ToolDef
@@ -1136,4 +1137,169 @@ async fn streamed_text_arrives_as_deltas_when_asked_for() {
         .position(|e| matches!(e.kind, EventKind::Final { .. }))
         .unwrap();
     assert!(deltas < last, "text arrived after the final event");
+}
+
+/// A session on `script` with `budget`, priced as `test-model` at $1 in / $2 out per million.
+async fn open_with_budget(
+    registry: &Arc<Registry>,
+    script: Script,
+    budget: Budget,
+) -> SessionHandle {
+    let mut prices = PriceTable::empty();
+    prices.set(
+        "test-model",
+        Price {
+            input: 1.0,
+            output: 2.0,
+            cached_input: 0.5,
+        },
+    );
+    let config = SessionConfig {
+        model: Some("test-model".into()),
+        budget,
+        prices: Arc::new(prices),
+        ..SessionConfig::default()
+    };
+    let sup = supervisor(ApprovalConfig::default(), DefaultRules::default());
+    SessionHandle::open(SessionParams {
+        provider: Arc::new(ScriptedProvider::new(script)),
+        view: registry.view_all(),
+        config,
+        hooks: HookRegistry::new(),
+        supervisor: sup,
+        parent: None,
+        upstream_events: None,
+    })
+    .await
+    .unwrap()
+}
+
+fn counting_step(ran: &Arc<AtomicUsize>) -> ToolDef {
+    let ran = Arc::clone(ran);
+    tool("step", read_only(), move |_args, _ctx| {
+        let ran = Arc::clone(&ran);
+        Box::pin(async move {
+            ran.fetch_add(1, Ordering::SeqCst);
+            ToolResult::text("stepped")
+        })
+    })
+}
+
+#[actix_rt::test]
+async fn a_spent_token_budget_ends_the_turn_with_what_it_had() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let registry = Registry::with_tools([counting_step(&ran)]);
+    // 600 tokens a request against a budget of 1,000: the first round runs, the second answer
+    // asks for more work that there is no budget for.
+    let script = Script::new()
+        .turn(ScriptTurn::tool_call("step", json!({"n": 1})).with_usage(500, 100))
+        .turn(
+            ScriptTurn::tool_call("step", json!({"n": 2}))
+                .with_text("Half way: step one is done.")
+                .with_usage(500, 100),
+        )
+        .turn(ScriptTurn::text("never reached"));
+    let budget = Budget {
+        max_tokens: Some(1_000),
+        ..Budget::default()
+    };
+    let session = open_with_budget(&registry, script, budget).await;
+    let mut events = session.events();
+
+    let outcome = session.send("do the steps").await.unwrap();
+    assert_eq!(outcome.status, TurnStatus::BudgetExceeded, "{outcome:?}");
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "the second round never ran");
+    assert_eq!(outcome.calls.len(), 1);
+    assert!(
+        outcome.text.starts_with("Half way: step one is done."),
+        "{}",
+        outcome.text
+    );
+    assert!(
+        outcome.text.contains("token budget is spent (1200 of 1000"),
+        "{}",
+        outcome.text
+    );
+    assert_eq!(outcome.spend.requests, 2);
+    assert_eq!(outcome.spend.tokens(), 1_200);
+    // 1,000 prompt tokens at $1 and 200 generated at $2 per million.
+    assert!(
+        (outcome.spend.cost_usd - 0.0014).abs() < 1e-12,
+        "{:?}",
+        outcome.spend
+    );
+    assert_eq!(session.spent().tokens(), 1_200);
+
+    let seen = drain(&mut events);
+    let costs: Vec<Option<f64>> = seen
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ModelUsage { cost_usd, .. } => Some(*cost_usd),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(costs.len(), 2);
+    assert!(
+        costs
+            .iter()
+            .all(|c| c.is_some_and(|c| (c - 0.0007).abs() < 1e-12))
+    );
+    let last = serde_json::to_value(seen.last().unwrap()).unwrap();
+    assert_eq!(last["type"], "final");
+    assert_eq!(last["status"], "budget_exceeded");
+    assert_eq!(last["usage"]["requests"], 2);
+
+    // The conversation stays one a server accepts: no call is left without a result.
+    let conversation = session.conversation().await.unwrap();
+    assert!(matches!(
+        conversation.last(),
+        Some(ChatMessage::Assistant { tool_calls, .. }) if tool_calls.is_empty()
+    ));
+
+    // With the budget spent, the next message does nothing.
+    let next = session.send("go on").await.unwrap();
+    assert_eq!(next.status, TurnStatus::BudgetExceeded);
+    assert_eq!(next.model_requests, 0);
+    assert!(next.text.starts_with("Nothing was done"), "{}", next.text);
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+}
+
+#[actix_rt::test]
+async fn a_spent_time_budget_lets_the_running_call_finish_and_starts_nothing_more() {
+    let finished = Arc::new(AtomicUsize::new(0));
+    let done = Arc::clone(&finished);
+    let registry = Registry::with_tools([tool("slow", read_only(), move |_args, _ctx| {
+        let done = Arc::clone(&done);
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(800)).await;
+            done.fetch_add(1, Ordering::SeqCst);
+            ToolResult::text("slow work done")
+        })
+    })]);
+    let script = Script::new()
+        .turn(ScriptTurn::tool_call("slow", json!({})))
+        .turn(ScriptTurn::text("never reached"));
+    let budget = Budget {
+        max_wall_seconds: Some(0.2),
+        ..Budget::default()
+    };
+    let session = open_with_budget(&registry, script, budget).await;
+    let outcome = session.send("work slowly").await.unwrap();
+    assert_eq!(outcome.status, TurnStatus::BudgetExceeded, "{outcome:?}");
+    assert_eq!(
+        finished.load(Ordering::SeqCst),
+        1,
+        "the running call finished"
+    );
+    assert_eq!(outcome.calls.len(), 1);
+    assert_eq!(outcome.calls[0].status, CallStatus::Ok);
+    assert_eq!(
+        outcome.model_requests, 1,
+        "no request after the budget ran out"
+    );
+    assert!(
+        outcome.text.contains("time budget is spent"),
+        "{}",
+        outcome.text
+    );
 }

@@ -530,7 +530,7 @@ impl EventId {
 }
 
 /// A task as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Task {
     /// Its id.
     pub id: TaskId,
@@ -584,6 +584,9 @@ pub struct Task {
     pub last_heartbeat_at: Option<Timestamp>,
     /// While `scheduled`: when it becomes dispatchable.
     pub scheduled_until: Option<Timestamp>,
+    /// What one run may spend; the profile's budget still holds (the tighter of the two).
+    #[serde(default)]
+    pub budget: Option<troupe_actors::usage::Budget>,
 }
 
 /// The status a new task starts in.
@@ -600,7 +603,7 @@ pub enum InitialStatus {
 }
 
 /// What a new task is made from. Build it with [`NewTask::new`] and the `with_*` methods.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NewTask {
     /// One-line title; must not be empty.
     pub title: String,
@@ -624,6 +627,8 @@ pub struct NewTask {
     pub max_runtime_seconds: Option<u64>,
     /// Failures allowed before it is given up.
     pub max_retries: Option<u32>,
+    /// What one run may spend, within the profile's budget.
+    pub budget: Option<troupe_actors::usage::Budget>,
     /// The status to start in.
     pub initial: InitialStatus,
 }
@@ -643,6 +648,7 @@ impl NewTask {
             workspace: Workspace::Scratch,
             max_runtime_seconds: None,
             max_retries: None,
+            budget: None,
             initial: InitialStatus::Auto,
         }
     }
@@ -1057,6 +1063,10 @@ pub struct Run {
     pub metadata: Option<serde_json::Value>,
     /// The error, for failed runs.
     pub error: Option<String>,
+    /// What the run's model requests used and cost (tokens, dollars, working seconds), as
+    /// the worker recorded it when the run ended; `None` for runs no worker drove.
+    #[serde(default)]
+    pub usage: Option<serde_json::Value>,
 }
 
 /// A file kept with a task.

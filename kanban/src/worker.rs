@@ -16,6 +16,7 @@ use actix::prelude::*;
 use serde::Serialize;
 use troupe_actors::session::{SessionConfig, SessionHandle, SessionParams, TurnStatus};
 use troupe_actors::supervisor::Supervisor;
+use troupe_actors::usage::Spend;
 
 use crate::dispatcher::{DispatcherConfig, WorkerFinished};
 use crate::domain::{BoardSlug, EventKind, RunId, TaskId, WorkerId};
@@ -355,8 +356,9 @@ enum Ending {
     /// The database was out of reach (or busy) before the model was asked anything: not the
     /// task's fault.
     Unavailable(String),
-    /// The task's workspace could not be made ready: the task is blocked with the reason.
-    NoWorkspace(String),
+    /// Something a person must settle (a workspace that could not be made ready, a budget
+    /// that ran out): the task is blocked with this kind and reason.
+    MustBlock(&'static str, String),
 }
 
 /// Runs the session to its end and settles the run with the store.
@@ -366,7 +368,7 @@ async fn run_task(
     shared: Arc<Shared>,
 ) -> WorkerReport {
     let task = &params.claim.task;
-    let ending = drive_session(&params, &binding, &shared).await;
+    let (ending, spent) = drive_session(&params, &binding, &shared).await;
     let ending = match (ending, binding.terminal()) {
         // A terminal call made before a stop still counts as the end.
         (_, terminal @ (TerminalCall::Completed(_) | TerminalCall::Blocked(..))) => {
@@ -458,15 +460,11 @@ async fn run_task(
             report.detail = Some(why);
             None
         }
-        Ending::NoWorkspace(reason) => {
-            // Something a person must fix (a missing directory, a branch in the way): blocked
-            // with the reason, and no failure of the worker.
-            let reason = format!("the task's workspace could not be made ready: {reason}");
-            let request = crate::store::BlockRequest::new(
-                crate::workspace::WORKSPACE_BLOCK_KIND,
-                reason.clone(),
-            )
-            .by_worker(params.worker.clone());
+        Ending::MustBlock(kind, reason) => {
+            // Something a person must fix (a missing directory, a spent budget): blocked with
+            // the reason, and no failure of the worker.
+            let request = crate::store::BlockRequest::new(kind, reason.clone())
+                .by_worker(params.worker.clone());
             match store.block(board, &task.id, &request).await {
                 Ok(done) => {
                     params
@@ -475,7 +473,7 @@ async fn run_task(
                     report.outcome = WorkerOutcome::Blocked;
                 }
                 Err(error) => {
-                    tracing::warn!(task = %task.id, %error, "could not block a task without a workspace");
+                    tracing::warn!(task = %task.id, %error, kind, "could not block the task");
                     report.outcome = WorkerOutcome::Released;
                     release(store, board, &task.id, &params.worker).await;
                 }
@@ -489,6 +487,17 @@ async fn run_task(
             None
         }
     };
+    if let Some(spent) = spent {
+        // After the run settled: a run ended by the session's own kanban_complete is closed
+        // by then too, and its usage belongs with it all the same.
+        let usage = serde_json::to_value(spent).unwrap_or_default();
+        if let Err(error) = store
+            .record_run_usage(board, params.claim.run.id, &usage)
+            .await
+        {
+            tracing::warn!(task = %task.id, %error, "could not record what the run spent");
+        }
+    }
     if let Some(failure) = recorded {
         report.detail = Some(failure.error.clone());
         match store.record_failure(board, &task.id, &failure).await {
@@ -544,17 +553,23 @@ async fn ready_profile_view(
     view.refreshed().unwrap_or_else(|_| view.clone())
 }
 
-/// Opens the session and talks to it until the run ends one way or another.
+/// Opens the session and talks to it until the run ends one way or another; with what the
+/// session spent, when one was opened.
 async fn drive_session(
     params: &WorkerParams,
     binding: &Arc<TaskBinding>,
     shared: &Shared,
-) -> Ending {
+) -> (Ending, Option<Spend>) {
     let profile_view = ready_profile_view(&params.profile.view, shared).await;
     let view = task_view(&profile_view, task_tools(binding));
     let profile_config = &params.profile.session;
     let mut config = SessionConfig {
         system_prompt: Some(system_prompt(profile_config.system_prompt.as_deref())),
+        // A task's own budget narrows the profile's and never widens it: whoever wrote the
+        // task (a model, through kanban_create) cannot raise what a run may spend.
+        budget: profile_config
+            .budget
+            .tighter(params.claim.task.budget.unwrap_or_default()),
         ..profile_config.clone()
     };
     let mut hooks = params.hooks.session.clone();
@@ -564,7 +579,13 @@ async fn drive_session(
                 hooks = hooks.with(workspaces.session_hook(&dir));
                 config.cwd = dir;
             }
-            Err(reason) => return Ending::NoWorkspace(reason),
+            Err(reason) => {
+                let ending = Ending::MustBlock(
+                    crate::workspace::WORKSPACE_BLOCK_KIND,
+                    format!("the task's workspace could not be made ready: {reason}"),
+                );
+                return (ending, None);
+            }
         }
     }
     let opened = SessionHandle::open(SessionParams {
@@ -579,15 +600,21 @@ async fn drive_session(
     .await;
     let session = match opened {
         Ok(session) => session,
-        Err(error) => return Ending::SpawnFailed(format!("the session could not start: {error}")),
+        Err(error) => {
+            let ending = Ending::SpawnFailed(format!("the session could not start: {error}"));
+            return (ending, None);
+        }
     };
     if let Ok(mut slot) = shared.session.lock() {
         *slot = Some(session.clone());
     }
     let ending = converse(params, binding, shared, &session).await;
     let _ = session.close().await;
-    ending
+    (ending, Some(session.spent()))
 }
+
+/// The block kind of a task whose run spent its budget.
+pub const BUDGET_BLOCK_KIND: &str = "budget";
 
 async fn converse(
     params: &WorkerParams,
@@ -635,6 +662,15 @@ async fn converse(
             }
             TurnStatus::Interrupted => {
                 return Ending::Crash("the run was interrupted by a stop".to_string());
+            }
+            TurnStatus::BudgetExceeded => {
+                let why = outcome.error.unwrap_or(outcome.text);
+                return Ending::MustBlock(
+                    BUDGET_BLOCK_KIND,
+                    format!(
+                        "the run's budget ran out ({why}); raise the profile's budget or split the task, then unblock it"
+                    ),
+                );
             }
             TurnStatus::Completed | TurnStatus::MaxIterations => {
                 if nudges_left == 0 {

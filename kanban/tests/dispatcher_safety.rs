@@ -178,6 +178,10 @@ impl Store for Flaky {
         self.wrap(board, self.inner.run(board, id))
     }
 
+    fn record_run_usage(&self, board: &BoardSlug, id: RunId, usage: &Value) -> StoreFuture<'_, ()> {
+        self.wrap(board, self.inner.record_run_usage(board, id, usage))
+    }
+
     fn attach(
         &self,
         board: &BoardSlug,

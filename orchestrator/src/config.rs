@@ -4,7 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
+use troupe_actors::usage::{Budget, PriceTable};
 use troupe_tools::ToolSearchConfig;
 use troupe_tools::text::yaml_kind;
 
@@ -25,6 +28,8 @@ const KNOWN_TOP_LEVEL: &[&str] = &[
     "plugins",
     "hooks",
     "code_execution",
+    "budget",
+    "pricing",
 ];
 
 /// What went wrong reading a config file.
@@ -100,6 +105,10 @@ pub struct Config {
     pub tool_search: ToolSearchConfig,
     /// `mcp_servers`, as written: the MCP layer parses it (one bad server never stops the rest).
     pub mcp_servers: Value,
+    /// `budget`: what each session (with its subagents) may spend; no limit by default.
+    pub budget: Budget,
+    /// List prices with `pricing` laid over them.
+    pub prices: Arc<PriceTable>,
     /// The whole document as written, for sections other layers read.
     pub raw: Value,
 }
@@ -176,6 +185,12 @@ impl Config {
             toolsets: toolsets_section(&root)?,
             tool_search,
             mcp_servers: root.get("mcp_servers").cloned().unwrap_or(Value::Null),
+            budget: Budget::from_value("budget", root.get("budget").unwrap_or(&Value::Null))
+                .map_err(|m| keyed_error("budget", m))?,
+            prices: Arc::new(
+                PriceTable::from_value(root.get("pricing").unwrap_or(&Value::Null))
+                    .map_err(|m| keyed_error("pricing", m))?,
+            ),
             raw,
         })
     }
@@ -195,6 +210,21 @@ fn parse_document(text: &str) -> Result<Value, ConfigError> {
         path: PathBuf::new(),
         reason: e.to_string(),
     })
+}
+
+/// A config error from another layer's parser, whose message starts with the key path
+/// (`budget.max_tokens: ...`); `section` when it does not.
+pub(crate) fn keyed_error(section: &str, message: String) -> ConfigError {
+    match message.split_once(": ") {
+        Some((key, problem)) if key.starts_with(section) => ConfigError::Invalid {
+            key: key.to_string(),
+            problem: problem.to_string(),
+        },
+        _ => ConfigError::Invalid {
+            key: section.to_string(),
+            problem: message,
+        },
+    }
 }
 
 fn section(root: &Map<String, Value>, name: &str) -> Result<Map<String, Value>, ConfigError> {

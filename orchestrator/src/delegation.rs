@@ -13,19 +13,9 @@ use crate::config::{Config, ConfigError};
 /// Reads the `delegation:` section (defaults when absent). A bad value is an error naming the
 /// key and what to write.
 pub fn delegation_config(config: &Config) -> Result<DelegationConfig, ConfigError> {
-    DelegationConfig::from_value(config.section("delegation")).map_err(|message| {
-        // The actors crate says `delegation.key: problem`; keep the key apart for the error.
-        match message.split_once(": ") {
-            Some((key, problem)) if key.starts_with("delegation") => ConfigError::Invalid {
-                key: key.to_string(),
-                problem: problem.to_string(),
-            },
-            _ => ConfigError::Invalid {
-                key: "delegation".into(),
-                problem: message,
-            },
-        }
-    })
+    // The actors crate says `delegation.key: problem`; the key is kept apart for the error.
+    DelegationConfig::from_value(config.section("delegation"))
+        .map_err(|message| crate::config::keyed_error("delegation", message))
 }
 
 /// Makes `delegate_task` available: registers it in `registry` (toolset `delegation`) and

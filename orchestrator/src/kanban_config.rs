@@ -13,6 +13,7 @@ use troupe_actors::model::{
     DEFAULT_MODEL, ModelProvider, OpenAiConfig, OpenAiProvider, ScriptedProvider,
 };
 use troupe_actors::session::SessionConfig;
+use troupe_actors::usage::Budget;
 use troupe_kanban::dispatcher::{DEFAULT_MAX_IN_PROGRESS, DispatcherConfig};
 use troupe_kanban::domain::{DEFAULT_CLAIM_TTL, DEFAULT_FAILURE_LIMIT};
 use troupe_kanban::profiles::{Profiles, WorkerProfile};
@@ -96,7 +97,7 @@ impl StoreLocation {
 }
 
 /// A named agent configuration that tasks are assigned to.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProfileSettings {
     /// The profile's name (what `--assignee` names).
     pub name: String,
@@ -116,10 +117,34 @@ pub struct ProfileSettings {
     pub max_iterations: Option<u32>,
     /// Provider settings it writes (`tool_calls`, ...), over the `model:` section's.
     pub provider: troupe_actors::model::ProviderOverrides,
+    /// What one run of a task may spend; each limit it sets replaces the top-level
+    /// `budget:`'s. A run that spends it blocks its task with kind `budget`.
+    pub budget: Budget,
+}
+
+impl ProfileSettings {
+    /// `base` with this profile's system prompt, tool rounds, model name and budget.
+    pub fn session_config(&self, base: &SessionConfig) -> SessionConfig {
+        let mut config = base.clone();
+        config.system_prompt = self.system_prompt.clone();
+        if let Some(max) = self.max_iterations {
+            config.max_iterations = max;
+        }
+        if let Some(model) = &self.model {
+            config.model = Some(model.clone());
+        }
+        let own = self.budget;
+        config.budget = Budget {
+            max_tokens: own.max_tokens.or(base.budget.max_tokens),
+            max_cost_usd: own.max_cost_usd.or(base.budget.max_cost_usd),
+            max_wall_seconds: own.max_wall_seconds.or(base.budget.max_wall_seconds),
+        };
+        config
+    }
 }
 
 /// The checked `kanban:` section with its `profiles:`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct KanbanSettings {
     /// Where the boards live.
     pub store: StoreLocation,
@@ -330,14 +355,7 @@ impl KanbanSettings {
                     .view(ViewSpec::toolsets(p.toolsets.iter().cloned()))
                     .map_err(|e| format!("profiles.{name}.toolsets: {e}"))?
             };
-            let mut config = session.clone();
-            config.system_prompt = p.system_prompt.clone();
-            if let Some(max) = p.max_iterations {
-                config.max_iterations = max;
-            }
-            if let Some(m) = &p.model {
-                config.model = Some(m.clone());
-            }
+            let config = p.session_config(session);
             profiles.insert(
                 WorkerProfile::new(name.clone(), provider, view).with_session_config(config),
             );
@@ -481,6 +499,11 @@ fn profiles_section(value: &Value) -> Result<BTreeMap<String, ProfileSettings>, 
                 max_iterations,
                 provider: troupe_actors::model::ProviderOverrides::from_fields(fields, &prefix)
                     .map_err(|problem| invalid(&prefix, problem))?,
+                budget: Budget::from_value(
+                    &format!("{prefix}.budget"),
+                    fields.get("budget").unwrap_or(&Value::Null),
+                )
+                .map_err(|m| crate::config::keyed_error(&prefix, m))?,
             },
         );
     }

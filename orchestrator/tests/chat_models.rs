@@ -502,3 +502,64 @@ async fn retries_and_the_switch_to_text_are_events_in_the_http_stream() {
     assert_eq!(last["status"], "completed", "{last}");
     assert_eq!(last["text"], "The file says hello.");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_and_cost_reach_the_json_and_a_cost_budget_stops_the_turn() {
+    // Prices that make each request visible: 200 prompt tokens at $1,000 and 50 generated at
+    // $2,000 per million is $0.30. The budget of $0.50 holds one round, not two.
+    let script = Script::new()
+        .turn(
+            ScriptTurn::text("Reading it.")
+                .with_tool_call("read_file", json!({"path": "notes.txt"}))
+                .with_usage(200, 50),
+        )
+        .turn(
+            ScriptTurn::text("It says hello; reading it once more to be sure.")
+                .with_tool_call("read_file", json!({"path": "notes.txt", "offset": 1}))
+                .with_usage(200, 50),
+        )
+        .turn(ScriptTurn::text("never reached"));
+    let server = MockServer::start(script).await.unwrap();
+    let dir = workspace();
+    let extra =
+        "pricing:\n  local-model: {input: 1000, output: 2000}\nbudget:\n  max_cost_usd: 0.5\n";
+    let run = chat(dir.path(), &server, extra, "what does notes.txt say?").await;
+    assert_eq!(
+        run.code,
+        Some(3),
+        "a spent budget has its own exit code; {}",
+        run.stderr
+    );
+    let last = run.last();
+    assert_eq!(last["type"], "final");
+    assert_eq!(last["status"], "budget_exceeded");
+    let text = last["text"].as_str().unwrap();
+    assert!(text.starts_with("It says hello"), "{text}");
+    assert!(text.contains("cost budget is spent"), "{text}");
+    assert_eq!(last["usage"]["requests"], 2);
+    assert_eq!(last["usage"]["input_tokens"], 400);
+    assert_eq!(last["usage"]["output_tokens"], 100);
+    let cost = last["usage"]["cost_usd"].as_f64().unwrap();
+    assert!((cost - 0.6).abs() < 1e-9, "{cost}");
+    assert_eq!(last["session_usage"]["requests"], 2);
+    read_file_ran(&run);
+    let usage = run.of_type("model_usage");
+    assert_eq!(usage.len(), 2);
+    assert!((usage[0]["cost_usd"].as_f64().unwrap() - 0.3).abs() < 1e-9);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cost_budget_on_a_model_with_no_price_is_refused_before_anything_runs() {
+    let server = MockServer::start(read_then_answer()).await.unwrap();
+    let dir = workspace();
+    let run = chat(dir.path(), &server, "budget:\n  max_cost_usd: 1\n", "hi").await;
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("budget.max_cost_usd"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("local-model has no price"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("pricing"), "{}", run.stderr);
+    assert_eq!(server.requests().len(), 0, "no model request was made");
+}

@@ -276,6 +276,15 @@ async fn a_session_is_driven_over_http_with_its_approval_answered_over_http() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(shown["busy"], false);
     assert_eq!(shown["last_outcome"]["status"], "completed");
+    // What the session spent: the one turn's requests, also in the final event.
+    let requests = shown["usage"]["requests"].as_u64().unwrap();
+    assert!(requests >= 2, "{shown}");
+    assert_eq!(shown["last_outcome"]["usage"]["requests"], requests);
+    assert_eq!(final_event["usage"]["requests"], requests);
+    assert!(
+        shown["usage"]["input_tokens"].as_u64().unwrap() > 0,
+        "{shown}"
+    );
 
     // Stops: soft with an empty body, hard by name, nonsense refused.
     let response = server
@@ -1717,6 +1726,32 @@ async fn a_refused_patch_changes_nothing_and_a_zero_runtime_is_refused() {
             .contains("send 1 to"),
         "{body}"
     );
+    // A budget is checked as the config's is, and kept with the task.
+    let (status, body) = server
+        .call(
+            Method::POST,
+            tasks,
+            Some(json!({"title": "costly", "budget": {"max_dollars": 5}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(error_code(&body), "bad_budget");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("budget.max_dollars: not a budget limit"),
+        "{body}"
+    );
+    let (status, body) = server
+        .call(
+            Method::POST,
+            tasks,
+            Some(json!({"title": "costly", "budget": {"max_cost_usd": 0.5}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["task"]["budget"]["max_cost_usd"], 0.5, "{body}");
     let (status, created) = server
         .call(
             Method::POST,

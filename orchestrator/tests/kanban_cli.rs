@@ -413,6 +413,69 @@ fn dispatch_runs_ready_tasks_with_a_scripted_profile() {
 }
 
 #[test]
+fn a_run_that_spends_its_profiles_budget_blocks_its_task() {
+    let b = Board::new();
+    let script = b.dir.path().join("costly.yaml");
+    // The first answer alone takes 610 tokens against the profile's 500: its call (which
+    // would complete the task) is never run, and the task is blocked for a person.
+    std::fs::write(
+        &script,
+        "turns:\n  - text: \"Starting.\"\n    usage: {prompt_tokens: 600, completion_tokens: 10}\n    tool_calls:\n      - name: kanban_complete\n        arguments: {summary: \"should not happen\"}\n",
+    )
+    .unwrap();
+    let config = |budget: &str| {
+        std::fs::write(
+            b.dir.path().join("troupe.yaml"),
+            format!(
+                "kanban:\n  default_assignee: coder\nprofiles:\n  coder:\n    script: {}\n    budget: {budget}\n",
+                script.display()
+            ),
+        )
+        .unwrap();
+    };
+    config("{max_tokens: -1}");
+    b.fails(
+        &["dispatch"],
+        2,
+        "`profiles.coder.budget.max_tokens`: expected a whole number of tokens above 0",
+    );
+    config("{max_tokens: 500}");
+    let id = b.create(&["costly job"]);
+    b.json(&["dispatch", "--json"]);
+    let task = b.json(&["show", &id, "--json"])["task"].clone();
+    assert_eq!(task["status"], "blocked", "{task}");
+    assert_eq!(task["block_kind"], "budget", "{task}");
+    let reason = task["block_reason"].as_str().unwrap();
+    assert!(
+        reason.contains("token budget is spent (610 of 500"),
+        "{reason}"
+    );
+    assert!(reason.contains("raise the profile's budget"), "{reason}");
+    // What the run spent is kept with it, and shown.
+    let runs = b.json(&["runs", &id, "--json"]);
+    assert_eq!(runs[0]["usage"]["input_tokens"], 600, "{runs}");
+    assert_eq!(runs[0]["usage"]["requests"], 1, "{runs}");
+    assert!(b.ok(&["runs", &id]).contains("610 tok"));
+    assert!(b.ok(&["show", &id]).contains("spent 610 tok over 1 run(s)"));
+
+    // A task's own budget narrows a looser profile's.
+    config("{max_tokens: 100000}");
+    b.fails(
+        &["create", "x", "--max-cost-usd", "0"],
+        2,
+        "--max-cost-usd: expected a number above 0",
+    );
+    let narrow = b.create(&["narrow job", "--max-tokens", "300"]);
+    let loose = b.json(&["show", &narrow, "--json"])["task"]["budget"].clone();
+    assert_eq!(loose["max_tokens"], 300, "{loose}");
+    b.json(&["dispatch", "--json"]);
+    let task = b.json(&["show", &narrow, "--json"])["task"].clone();
+    assert_eq!(task["block_kind"], "budget", "{task}");
+    let reason = task["block_reason"].as_str().unwrap();
+    assert!(reason.contains("(610 of 300"), "{reason}");
+}
+
+#[test]
 fn worker_process_drains_the_board_and_exits_when_idle() {
     let b = Board::new();
     scripted_profile(b.dir.path());

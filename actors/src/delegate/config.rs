@@ -35,6 +35,9 @@ pub struct DelegationConfig {
     pub default_toolsets: Option<Vec<String>>,
     /// Whether a narrowed child keeps the parent's MCP toolsets.
     pub inherit_mcp_toolsets: bool,
+    /// What each child may spend at most (`delegation.budget`); whatever it says, a child
+    /// stops when its parent's budget is spent.
+    pub budget: crate::usage::Budget,
 }
 
 impl Default for DelegationConfig {
@@ -47,6 +50,7 @@ impl Default for DelegationConfig {
             child_timeout: None,
             default_toolsets: None,
             inherit_mcp_toolsets: true,
+            budget: crate::usage::Budget::default(),
         }
     }
 }
@@ -104,6 +108,10 @@ impl DelegationConfig {
             config.child_timeout = (seconds > 0.0)
                 .then(|| Duration::from_secs_f64(seconds.min(31_536_000.0)).max(MIN_CHILD_TIMEOUT));
         }
+        config.budget = crate::usage::Budget::from_value(
+            "delegation.budget",
+            map.get("budget").unwrap_or(&Value::Null),
+        )?;
         config.orchestrator_enabled = flag(map, "orchestrator_enabled", true)?;
         config.inherit_mcp_toolsets = flag(map, "inherit_mcp_toolsets", true)?;
         match map.get("default_toolsets") {
@@ -155,6 +163,7 @@ const KNOWN_KEYS: &[&str] = &[
     "child_timeout_seconds",
     "default_toolsets",
     "inherit_mcp_toolsets",
+    "budget",
 ];
 
 /// A whole number under `key`, if present.

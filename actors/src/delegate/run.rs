@@ -86,6 +86,9 @@ pub struct DelegateContext {
     pub slots: Arc<Semaphore>,
     /// Where background results go; `None` when the parent cannot take a later message.
     pub background: Option<Recipient<DelegationFinished>>,
+    /// The parent's spending: a child's requests count against it, and a child stops when the
+    /// parent's budget (or any ancestor's) is spent.
+    pub meter: Arc<crate::usage::Meter>,
 }
 
 impl DelegateContext {
@@ -149,6 +152,10 @@ struct CountingProvider {
 impl ModelProvider for CountingProvider {
     fn describe(&self) -> String {
         self.inner.describe()
+    }
+
+    fn model(&self) -> Option<String> {
+        self.inner.model()
     }
 
     fn complete(
@@ -584,6 +591,7 @@ async fn open_child(
     let config = SessionConfig {
         system_prompt: Some(SUBAGENT_SYSTEM_PROMPT.to_string()),
         max_iterations: limits.max_iterations,
+        budget: limits.budget,
         background_delegation: false,
         // Only the root's answer is shown as it streams.
         stream_text: false,
@@ -602,11 +610,13 @@ async fn open_child(
         upstream_events: Some(ctx.events.clone()),
     };
     let tracker = Arc::clone(&ctx.tracker);
+    let meter = Some(Arc::clone(&ctx.meter));
     let (tx, rx) = oneshot::channel();
     let sent = ctx.arbiter.spawn(async move {
         // Nobody is waiting when the call was abandoned mid-open: close the child here, or
         // it would stay registered with nobody to drive or close it.
-        if let Err(Ok(orphan)) = tx.send(SessionHandle::open_in_tree(params, tracker).await) {
+        if let Err(Ok(orphan)) = tx.send(SessionHandle::open_in_tree(params, tracker, meter).await)
+        {
             orphan.addr().do_send(CloseSession);
         }
     });
@@ -835,6 +845,12 @@ impl Report {
                         self.error = outcome.error.clone().or_else(|| Some(outcome.text.clone()));
                         self.summary = String::new();
                     }
+                    // The summary is what the child had when its budget (or an ancestor's)
+                    // ran out.
+                    TurnStatus::BudgetExceeded => {
+                        self.status("budget_exceeded", "budget_exceeded");
+                        self.error = outcome.error.clone();
+                    }
                 }
             }
             Driven::Interrupted(partial) => {
@@ -1044,6 +1060,7 @@ mod tests {
             lifetime: CancellationToken::new(),
             slots: Arc::new(Semaphore::new(1)),
             background: None,
+            meter: crate::usage::Meter::root(crate::usage::Budget::default()),
         };
         // Start opening (the open is handed to the arbiter), then drop the call mid-way.
         let mut opening = Box::pin(open_child(

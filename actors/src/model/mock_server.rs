@@ -441,6 +441,8 @@ struct Answer {
     calls: Vec<(String, String, String)>,
     delay: Duration,
     prompt_tokens: u64,
+    /// The script's token counts, when it gives them.
+    usage: Option<crate::model::Usage>,
 }
 
 impl Shared {
@@ -467,6 +469,7 @@ impl Shared {
                 calls: Vec::new(),
                 delay: Duration::ZERO,
                 prompt_tokens,
+                usage: None,
             });
         };
         let turn = &self.script.turns[index];
@@ -480,6 +483,7 @@ impl Shared {
                 .collect(),
             delay: Duration::from_millis(turn.delay_ms),
             prompt_tokens,
+            usage: turn.usage,
         })
     }
 }
@@ -520,6 +524,14 @@ impl Answer {
     }
 
     fn usage(&self) -> Value {
+        if let Some(usage) = self.usage {
+            return json!({
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+            });
+        }
         let chars = self.text.as_deref().map_or(0, str::len)
             + self
                 .calls

@@ -168,6 +168,9 @@ pub struct Usage {
     pub prompt_tokens: u64,
     /// Tokens generated.
     pub completion_tokens: u64,
+    /// Prompt tokens the server served from its cache (part of `prompt_tokens`).
+    #[serde(default)]
+    pub cached_tokens: u64,
 }
 
 /// Why the model stopped.
@@ -244,6 +247,11 @@ pub enum ModelError {
 pub trait ModelProvider: Send + Sync + 'static {
     /// A short description for logs and the CLI ("openai-compatible at URL, model M").
     fn describe(&self) -> String;
+
+    /// The model requests go to when they name none, for pricing; `None` when unknown.
+    fn model(&self) -> Option<String> {
+        None
+    }
 
     /// Sends one request and waits for the whole answer.
     fn complete(

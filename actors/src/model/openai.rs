@@ -352,6 +352,10 @@ impl ModelProvider for OpenAiProvider {
         )
     }
 
+    fn model(&self) -> Option<String> {
+        Some(self.inner.config.model.clone())
+    }
+
     fn complete(
         &self,
         request: ModelRequest,

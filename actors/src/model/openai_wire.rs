@@ -174,6 +174,11 @@ struct WireUsage {
     /// The names some servers use instead.
     input_tokens: Option<Value>,
     output_tokens: Option<Value>,
+    /// Cached prompt tokens: OpenAI's `prompt_tokens_details.cached_tokens`, the Responses
+    /// form `input_tokens_details.cached_tokens`, Anthropic-style `cache_read_input_tokens`.
+    prompt_tokens_details: Option<Value>,
+    input_tokens_details: Option<Value>,
+    cache_read_input_tokens: Option<Value>,
 }
 
 impl WireCompletion {
@@ -278,6 +283,15 @@ impl Assembler {
             }
             if let Some(n) = count(usage.completion_tokens, usage.output_tokens) {
                 self.usage.completion_tokens = n;
+            }
+            let details = [usage.prompt_tokens_details, usage.input_tokens_details];
+            let cached = details
+                .iter()
+                .flatten()
+                .find_map(|d| d.get("cached_tokens").and_then(token_count))
+                .or_else(|| usage.cache_read_input_tokens.as_ref().and_then(token_count));
+            if let Some(n) = cached {
+                self.usage.cached_tokens = n;
             }
         }
         for choice in chunk.choices.unwrap_or_default() {
@@ -484,7 +498,7 @@ mod tests {
             r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"th\": \"a\"}"}}]},"finish_reason":null}]}"#,
             r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{\"pattern\":\"x\"}"}}]},"finish_reason":null}]}"#,
             r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}],"usage":null}"#,
-            r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19}}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19,"prompt_tokens_details":{"cached_tokens":8}}}"#,
         ]);
         assert_eq!(response.content, None);
         assert_eq!(response.finish_reason, FinishReason::ToolCalls);
@@ -492,7 +506,8 @@ mod tests {
             response.usage,
             Usage {
                 prompt_tokens: 12,
-                completion_tokens: 7
+                completion_tokens: 7,
+                cached_tokens: 8,
             }
         );
         assert_eq!(
@@ -582,7 +597,8 @@ mod tests {
             response.usage,
             Usage {
                 prompt_tokens: 30,
-                completion_tokens: 4
+                completion_tokens: 4,
+                cached_tokens: 0,
             }
         );
     }
@@ -620,7 +636,8 @@ mod tests {
             response.usage,
             Usage {
                 prompt_tokens: 5,
-                completion_tokens: 2
+                completion_tokens: 2,
+                cached_tokens: 0,
             }
         );
     }

@@ -93,6 +93,10 @@ pub struct ScriptTurn {
     /// Milliseconds to wait before answering (a cancel ends the wait).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub delay_ms: u64,
+    /// The token counts to report, as a server would (`prompt_tokens`, `completion_tokens`,
+    /// `cached_tokens`); estimated from the text when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 /// One scripted tool call.
@@ -402,6 +406,16 @@ impl ScriptTurn {
         self
     }
 
+    /// Reports these token counts (prompt, generated) instead of an estimate.
+    pub fn with_usage(mut self, prompt_tokens: u64, completion_tokens: u64) -> Self {
+        self.usage = Some(Usage {
+            prompt_tokens,
+            completion_tokens,
+            cached_tokens: 0,
+        });
+        self
+    }
+
     /// Waits this long before answering.
     pub fn with_delay(mut self, delay: Duration) -> Self {
         self.delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
@@ -527,6 +541,7 @@ impl ScriptedProvider {
                         usage: Usage {
                             prompt_tokens,
                             completion_tokens: estimate_tokens(text.len()),
+                            cached_tokens: 0,
                         },
                     })
                 }
@@ -562,10 +577,11 @@ impl ScriptedProvider {
                 FinishReason::ToolCalls
             },
             tool_calls,
-            usage: Usage {
+            usage: turn.usage.unwrap_or(Usage {
                 prompt_tokens,
                 completion_tokens: estimate_tokens(completion_chars),
-            },
+                cached_tokens: 0,
+            }),
         })
     }
 }

@@ -37,7 +37,7 @@ use crate::domain::{
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
 /// The answer to [`Store::create_task`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Created {
     /// The task: the new one, or the existing one with the same idempotency key.
     pub task: Task,
@@ -162,7 +162,7 @@ pub struct Failure {
 }
 
 /// The answer to [`Store::record_failure`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FailureOutcome {
     /// The task after the failure (`ready`, or `blocked` when given up).
     pub task: Task,
@@ -177,7 +177,7 @@ pub struct FailureOutcome {
 }
 
 /// The answer to a transition that may end a live lease ([`Store::block`], [`Store::archive`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Transitioned {
     /// The task after the change.
     pub task: Task,
@@ -186,7 +186,7 @@ pub struct Transitioned {
 }
 
 /// One claim taken back by [`Store::reclaim_expired`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Reclaimed {
     /// The task, back in its source status.
     pub task: Task,
@@ -308,6 +308,13 @@ pub trait Store: Send + Sync + 'static {
     fn runs(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Run>>;
     /// One run.
     fn run(&self, board: &BoardSlug, id: RunId) -> StoreFuture<'_, Run>;
+    /// Records what a run spent (its model requests' tokens and cost), open or ended.
+    fn record_run_usage(
+        &self,
+        board: &BoardSlug,
+        id: RunId,
+        usage: &serde_json::Value,
+    ) -> StoreFuture<'_, ()>;
     /// Stores a file with a task, up to [`ATTACHMENT_CAP_BYTES`](crate::domain::ATTACHMENT_CAP_BYTES).
     fn attach(
         &self,
@@ -396,4 +403,11 @@ pub trait Store: Send + Sync + 'static {
         worker: Option<&WorkerId>,
         error: &str,
     ) -> StoreFuture<'_, Task>;
+}
+
+/// A task's budget as stored: JSON, or `NULL` for none (or one that limits nothing).
+pub(crate) fn budget_text(budget: Option<&troupe_actors::usage::Budget>) -> Option<String> {
+    budget
+        .filter(|b| b.is_limited())
+        .and_then(|b| serde_json::to_string(b).ok())
 }

@@ -488,6 +488,16 @@ impl Store for PostgresStore {
         in_tx!(self, board, |t| t.run(id))
     }
 
+    fn record_run_usage(
+        &self,
+        board: &BoardSlug,
+        id: RunId,
+        usage: &serde_json::Value,
+    ) -> StoreFuture<'_, ()> {
+        let usage = usage.clone();
+        in_tx!(self, board, |t| t.record_run_usage(id, &usage))
+    }
+
     fn attach(
         &self,
         board: &BoardSlug,

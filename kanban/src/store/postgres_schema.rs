@@ -121,6 +121,10 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX kanban_task_attachments_task ON kanban_task_attachments(board, task_id);
     "#,
+    // 2: what each run spent.
+    "ALTER TABLE kanban_task_runs ADD COLUMN usage TEXT;",
+    // 3: what a task's runs may spend.
+    "ALTER TABLE kanban_tasks ADD COLUMN budget TEXT;",
 ];
 
 /// The schema version this build writes.

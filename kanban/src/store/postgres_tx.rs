@@ -133,10 +133,11 @@ const TASK_COLS: &str = "id, title, body, assignee, status, priority, tenant, id
     created_by, created_at, updated_at, started_at, completed_at, workspace_kind, workspace_path, \
     max_runtime_seconds, max_retries, result, consecutive_failures, protocol_violations, \
     last_failure_error, block_kind, block_reason, block_recurrences, claim_lock, claim_expires, \
-    current_run_id, last_heartbeat_at, scheduled_until";
+    current_run_id, last_heartbeat_at, scheduled_until, budget";
 
 const RUN_COLS: &str = "id, task_id, profile, source_status, claim_lock, claim_expires, \
-    max_runtime_seconds, last_heartbeat_at, started_at, ended_at, outcome, summary, metadata, error";
+    max_runtime_seconds, last_heartbeat_at, started_at, ended_at, outcome, summary, metadata, error, \
+    usage";
 
 const EVENT_COLS: &str = "id, task_id, run_id, kind, payload, created_at";
 
@@ -239,6 +240,10 @@ impl<'r> Reader<'r> {
             lease,
             last_heartbeat_at: self.opt_ts(27)?,
             scheduled_until: self.opt_ts(28)?,
+            budget: self
+                .get::<Option<&str>>(29)?
+                .map(|b| serde_json::from_str(b).map_err(|e| self.corrupt(29, e)))
+                .transpose()?,
         })
     }
 
@@ -257,6 +262,10 @@ impl<'r> Reader<'r> {
             .get::<Option<&str>>(12)?
             .map(|m| serde_json::from_str(m).map_err(|e| self.corrupt(12, e)))
             .transpose()?;
+        let usage = self
+            .get::<Option<&str>>(14)?
+            .map(|u| serde_json::from_str(u).map_err(|e| self.corrupt(14, e)))
+            .transpose()?;
         Ok(Run {
             id: RunId(self.get(0)?),
             task_id: self.task_id(1)?,
@@ -272,6 +281,7 @@ impl<'r> Reader<'r> {
             summary: self.get(11)?,
             metadata,
             error: self.get(13)?,
+            usage,
         })
     }
 
@@ -843,8 +853,8 @@ impl PgTx<'_, '_> {
         self.exec(
             "INSERT INTO kanban_tasks (board, id, title, body, assignee, status, priority, tenant, \
              idempotency_key, created_by, created_at, updated_at, workspace_kind, workspace_path, \
-             max_runtime_seconds, max_retries) \
-             VALUES ($15, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, $14)",
+             max_runtime_seconds, max_retries, budget) \
+             VALUES ($15, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, $14, $16)",
             &[
                 &id.as_str(),
                 &new.title.trim(),
@@ -861,6 +871,7 @@ impl PgTx<'_, '_> {
                 &new.max_runtime_seconds.map(sql_int),
                 &new.max_retries.map(i64::from),
                 &self.board.as_str(),
+                &super::budget_text(new.budget.as_ref()),
             ],
         )
         .await?;
@@ -1274,6 +1285,23 @@ impl PgTx<'_, '_> {
                 id: id.0,
             })?;
         self.reader(&row).run()
+    }
+
+    pub(crate) async fn record_run_usage(&self, id: RunId, usage: &Value) -> TxResult<()> {
+        let changed = self
+            .exec(
+                "UPDATE kanban_task_runs SET usage = $1 WHERE board = $2 AND id = $3",
+                &[&usage.to_string(), &self.board.as_str(), &id.0],
+            )
+            .await?;
+        if changed == 0 {
+            return Err(StoreError::RunNotFound {
+                board: self.board.clone(),
+                id: id.0,
+            }
+            .into());
+        }
+        Ok(())
     }
 
     pub(crate) async fn attach(&self, id: &TaskId, file: &NewAttachment) -> TxResult<Attachment> {

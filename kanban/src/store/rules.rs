@@ -291,6 +291,7 @@ mod tests {
             lease: None,
             last_heartbeat_at: None,
             scheduled_until: None,
+            budget: None,
         }
     }
 

@@ -557,6 +557,16 @@ impl Store for SqliteStore {
         self.read(board, move |t| t.run(id))
     }
 
+    fn record_run_usage(
+        &self,
+        board: &BoardSlug,
+        id: RunId,
+        usage: &serde_json::Value,
+    ) -> StoreFuture<'_, ()> {
+        let usage = usage.clone();
+        self.write(board, move |t| t.record_run_usage(id, &usage))
+    }
+
     fn attach(
         &self,
         board: &BoardSlug,

@@ -108,6 +108,10 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX task_attachments_task ON task_attachments(task_id);
     "#,
+    // 2: what each run spent.
+    "ALTER TABLE task_runs ADD COLUMN usage TEXT;",
+    // 3: what a task's runs may spend.
+    "ALTER TABLE tasks ADD COLUMN budget TEXT;",
 ];
 
 /// The schema version this build writes.
@@ -153,6 +157,29 @@ mod tests {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
         assert_eq!(v, SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_first_version_board_keeps_its_rows_through_the_upgrade() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.execute_batch("PRAGMA user_version = 1").unwrap();
+        conn.execute_batch(
+            "INSERT INTO task_runs (task_id, source_status, started_at) VALUES ('t_1', 'ready', 5);",
+        )
+        .unwrap();
+        assert_eq!(migrate(&mut conn).unwrap(), MigrateOutcome::Current);
+        let (task, usage): (String, Option<String>) = conn
+            .query_row("SELECT task_id, usage FROM task_runs", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!((task.as_str(), usage), ("t_1", None));
+        // The new column is there (no task has one yet).
+        let budgets: i64 = conn
+            .query_row("SELECT COUNT(budget) FROM tasks", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(budgets, 0);
     }
 
     #[test]

@@ -86,10 +86,11 @@ const TASK_COLS: &str = "id, title, body, assignee, status, priority, tenant, id
     created_by, created_at, updated_at, started_at, completed_at, workspace_kind, workspace_path, \
     max_runtime_seconds, max_retries, result, consecutive_failures, protocol_violations, \
     last_failure_error, block_kind, block_reason, block_recurrences, claim_lock, claim_expires, \
-    current_run_id, last_heartbeat_at, scheduled_until";
+    current_run_id, last_heartbeat_at, scheduled_until, budget";
 
 const RUN_COLS: &str = "id, task_id, profile, source_status, claim_lock, claim_expires, \
-    max_runtime_seconds, last_heartbeat_at, started_at, ended_at, outcome, summary, metadata, error";
+    max_runtime_seconds, last_heartbeat_at, started_at, ended_at, outcome, summary, metadata, error, \
+    usage";
 
 const EVENT_COLS: &str = "id, task_id, run_id, kind, payload, created_at";
 
@@ -185,6 +186,10 @@ fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
         lease,
         last_heartbeat_at: opt_ts(r, 27)?,
         scheduled_until: opt_ts(r, 28)?,
+        budget: r
+            .get::<_, Option<String>>(29)?
+            .map(|b| serde_json::from_str(&b).map_err(|e| bad_value(29, e)))
+            .transpose()?,
     })
 }
 
@@ -201,6 +206,10 @@ fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
         .get::<_, Option<String>>(12)?
         .map(|m| serde_json::from_str(&m).map_err(|e| bad_value(12, e)))
         .transpose()?;
+    let usage = r
+        .get::<_, Option<String>>(14)?
+        .map(|u| serde_json::from_str(&u).map_err(|e| bad_value(14, e)))
+        .transpose()?;
     Ok(Run {
         id: RunId(r.get(0)?),
         task_id: task_id(r, 1)?,
@@ -216,6 +225,7 @@ fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
         summary: r.get(11)?,
         metadata,
         error: r.get(13)?,
+        usage,
     })
 }
 
@@ -597,8 +607,8 @@ impl Tx<'_> {
         self.c.execute(
             "INSERT INTO tasks (id, title, body, assignee, status, priority, tenant, \
              idempotency_key, created_by, created_at, updated_at, workspace_kind, workspace_path, \
-             max_runtime_seconds, max_retries) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12, ?13, ?14)",
+             max_runtime_seconds, max_retries, budget) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12, ?13, ?14, ?15)",
             params![
                 id.as_str(),
                 new.title.trim(),
@@ -614,6 +624,7 @@ impl Tx<'_> {
                 new.workspace.path(),
                 new.max_runtime_seconds.map(sql_int),
                 new.max_retries,
+                super::budget_text(new.budget.as_ref()),
             ],
         )?;
         for p in &parents {
@@ -977,6 +988,21 @@ impl Tx<'_> {
                 }
                 .into()
             })
+    }
+
+    pub(crate) fn record_run_usage(&self, id: RunId, usage: &Value) -> TxResult<()> {
+        let changed = self.c.execute(
+            "UPDATE task_runs SET usage = ?1 WHERE id = ?2",
+            params![usage.to_string(), id.0],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::RunNotFound {
+                board: self.board.clone(),
+                id: id.0,
+            }
+            .into());
+        }
+        Ok(())
     }
 
     pub(crate) fn attach(&self, id: &TaskId, file: &NewAttachment) -> TxResult<Attachment> {

@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use crate::domain::{
     ATTACHMENT_CAP_BYTES, BoardSlug, EventId, EventKind, InitialStatus, NewAttachment, NewBoard,
-    NewTask, RunOutcome, TaskFilter, TaskId, TaskPatch, TaskSort, TaskStatus, Timestamp, WorkerId,
+    NewTask, RunId, RunOutcome, TaskFilter, TaskId, TaskPatch, TaskSort, TaskStatus, Timestamp,
+    WorkerId,
 };
 use crate::store::{
     BlockRequest, ClaimSpec, Completion, Failure, FailureKind, Store, StoreError, StoreFuture,
@@ -624,6 +625,36 @@ pub async fn claims_open_a_lease_and_a_run(b: &dyn SuiteBackend) {
     let run = s.run(&board, claim.run.id).await.unwrap();
     assert_eq!(run.outcome, Some(RunOutcome::Completed));
     assert_eq!(run.metadata, Some(serde_json::json!({"files": 2})));
+    assert_eq!(run.usage, None);
+    // What the run spent is written after it ended, and read back as written.
+    let usage = serde_json::json!({"requests": 2, "input_tokens": 30, "cost_usd": 0.25});
+    s.record_run_usage(&board, claim.run.id, &usage)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.run(&board, claim.run.id).await.unwrap().usage,
+        Some(usage.clone())
+    );
+    let err = s
+        .record_run_usage(&board, RunId(i64::MAX), &usage)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::RunNotFound { .. }), "{err}");
+    // A task's budget is kept as written.
+    let budget = troupe_actors::usage::Budget {
+        max_tokens: Some(5_000),
+        max_cost_usd: Some(0.25),
+        max_wall_seconds: None,
+    };
+    // In triage, so it stays out of the claims below.
+    let mut budgeted = NewTask::new("budgeted").with_initial(InitialStatus::Triage);
+    budgeted.budget = Some(budget);
+    let created = s.create_task(&board, &budgeted).await.unwrap().task;
+    assert_eq!(created.budget, Some(budget));
+    assert_eq!(
+        s.task(&board, &created.id).await.unwrap().budget,
+        Some(budget)
+    );
     let completed = s
         .task_events(&board, &high)
         .await

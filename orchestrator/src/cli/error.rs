@@ -1,5 +1,5 @@
 //! The one error type of the command line, and its exit codes, in one place: 0 done, 1 refused
-//! or failed, 2 bad input or config (130 when a person interrupted the run). Every subcommand
+//! or failed, 2 bad input or config, 3 a budget ran out (130 when a person interrupted the run). Every subcommand
 //! returns [`CliError`] for what went wrong; [`report`] prints it the same way everywhere.
 
 use troupe_kanban::store::StoreError;
@@ -13,6 +13,8 @@ pub const EXIT_DONE: i32 = 0;
 pub const EXIT_FAILED: i32 = 1;
 /// The command line, a file or the config was wrong; the message says what to write instead.
 pub const EXIT_BAD_INPUT: i32 = 2;
+/// A budget ran out: what was printed is what the work had when it stopped.
+pub const EXIT_BUDGET: i32 = 3;
 /// A person stopped the run (Ctrl-C).
 pub const EXIT_INTERRUPTED: i32 = 130;
 

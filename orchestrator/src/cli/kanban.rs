@@ -211,6 +211,15 @@ pub struct CreateArgs {
     /// Failed runs before it is given up (default: kanban.failure_limit).
     #[arg(long)]
     pub max_retries: Option<u32>,
+    /// Most tokens one run may use (within its profile's budget).
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// Most dollars one run may spend (within its profile's budget).
+    #[arg(long, value_name = "USD")]
+    pub max_cost_usd: Option<f64>,
+    /// Most seconds one run may work (within its profile's budget).
+    #[arg(long, value_name = "SECONDS")]
+    pub max_wall_seconds: Option<f64>,
     /// Start in `triage` (needs specifying first).
     #[arg(long)]
     pub triage: bool,
@@ -617,6 +626,14 @@ async fn create(ctx: &Ctx, a: CreateArgs) -> Outcome {
     if let Some(n) = a.max_retries {
         new = new.with_max_retries(n);
     }
+    let budget = serde_json::json!({
+        "max_tokens": a.max_tokens,
+        "max_cost_usd": a.max_cost_usd,
+        "max_wall_seconds": a.max_wall_seconds,
+    });
+    let budget = troupe_actors::usage::Budget::from_value("--max", &budget)
+        .map_err(|e| Failure::usage(e.replace("--max.max_", "--max-").replace('_', "-")))?;
+    new.budget = budget.is_limited().then_some(budget);
     if a.triage {
         new = new.with_initial(InitialStatus::Triage);
     }

@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use troupe_kanban::domain::{Board, BoardStats, Event, Run, Task, TaskStatus, Timestamp};
 use troupe_tools::text::clip_chars;
 
+use super::chat::display::thousands;
 use super::visible::{visible, visible_line};
 use crate::kanban_api::TaskDetail;
 
@@ -154,6 +155,7 @@ pub(crate) fn run_table(runs: &[Run]) -> String {
         "FROM",
         "OUTCOME",
         "TOOK",
+        "SPENT",
         "WORKER",
         "SUMMARY / ERROR",
     ]);
@@ -168,6 +170,7 @@ pub(crate) fn run_table(runs: &[Run]) -> String {
             run.source_status.to_string(),
             run.outcome.map_or_else(|| "-".into(), |o| o.to_string()),
             took,
+            spent(run.usage.as_ref()),
             run.worker
                 .as_ref()
                 .map_or_else(|| "-".into(), |w| format!("{}:{}", w.host, w.pid)),
@@ -251,6 +254,25 @@ pub(crate) fn task_detail(detail: &TaskDetail) -> String {
             let _ = writeln!(out, "  [{}] {}: {}", c.id, c.author, c.body.trim_end());
         }
     }
+    let used: Vec<&serde_json::Value> = detail
+        .runs
+        .iter()
+        .filter_map(|r| r.usage.as_ref())
+        .collect();
+    if !used.is_empty() {
+        let sum = |key: &str| used.iter().filter_map(|u| u[key].as_f64()).sum::<f64>();
+        let total = serde_json::json!({
+            "input_tokens": sum("input_tokens"),
+            "output_tokens": sum("output_tokens"),
+            "cost_usd": sum("cost_usd"),
+        });
+        let _ = writeln!(
+            out,
+            "spent {} over {} run(s)",
+            spent(Some(&total)),
+            used.len()
+        );
+    }
     if !detail.runs.is_empty() {
         let _ = writeln!(out, "\nruns:");
         for line in run_table(&detail.runs).lines() {
@@ -262,6 +284,22 @@ pub(crate) fn task_detail(detail: &TaskDetail) -> String {
         let _ = writeln!(out, "  {}", event_line(e));
     }
     visible(&out)
+}
+
+/// What a run spent, from its recorded usage: `1,234 tok $0.0120`, or `-`.
+fn spent(usage: Option<&serde_json::Value>) -> String {
+    let Some(usage) = usage else {
+        return "-".into();
+    };
+    let tokens = ["input_tokens", "output_tokens"]
+        .iter()
+        .filter_map(|k| usage[*k].as_f64())
+        .sum::<f64>();
+    let mut text = format!("{} tok", thousands(tokens as u64));
+    if let Some(cost) = usage["cost_usd"].as_f64().filter(|c| *c > 0.0) {
+        let _ = write!(text, " ${cost:.4}");
+    }
+    text
 }
 
 /// One event for `watch` and `show`: `#id kind task payload`.

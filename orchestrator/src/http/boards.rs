@@ -540,6 +540,10 @@ pub struct CreateTask {
     /// `worktree:<path>`.
     #[serde(default)]
     pub workspace: Option<String>,
+    /// What one run may spend (`max_tokens`, `max_cost_usd`, `max_wall_seconds`), within the
+    /// profile's budget.
+    #[serde(default)]
+    pub budget: Option<Value>,
 }
 
 /// Longest `max_runtime_seconds` a task may ask for: a year. 0 would time every run out at
@@ -590,6 +594,11 @@ pub async fn create_task(
     }
     task.max_runtime_seconds = body.max_runtime_seconds;
     task.max_retries = body.max_retries;
+    if let Some(raw) = &body.budget {
+        let budget = troupe_actors::usage::Budget::from_value("budget", raw)
+            .map_err(|e| ApiError::bad_request("bad_budget", e))?;
+        task.budget = budget.is_limited().then_some(budget);
+    }
     if let Some(raw) = &body.workspace {
         let workspace = crate::runtime::workspaces::parse_workspace(raw)
             .map_err(|e| ApiError::bad_request("bad_workspace", e))?;

@@ -185,7 +185,7 @@ pub fn document() -> Value {
                         "title": {"type": "string"}, "body": {"type": "string"}, "assignee": {"type": "string"},
                         "priority": {"type": "integer"}, "tenant": {"type": "string"}, "idempotency_key": {"type": "string"},
                         "parents": {"type": "array", "items": {"type": "string"}}, "triage": {"type": "boolean"},
-                        "created_by": {"type": "string"}, "max_runtime_seconds": {"type": "integer", "minimum": 1, "maximum": 31536000}, "max_retries": {"type": "integer"},
+                        "created_by": {"type": "string"}, "max_runtime_seconds": {"type": "integer", "minimum": 1, "maximum": 31536000}, "max_retries": {"type": "integer"}, "budget": {"type": "object", "additionalProperties": false, "properties": {"max_tokens": {"type": "integer", "minimum": 1}, "max_cost_usd": {"type": "number", "exclusiveMinimum": 0}, "max_wall_seconds": {"type": "number", "exclusiveMinimum": 0}}},
                         "workspace": {"type": "string", "description": "scratch (default), dir:/abs/path, worktree or worktree:<path>."}
                     },
                     "additionalProperties": false

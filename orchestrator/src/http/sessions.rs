@@ -478,6 +478,8 @@ fn describe(entry: &SessionEntry) -> Value {
         "busy": entry.busy.load(Ordering::SeqCst),
         "events": entry.log.len(),
         "last_outcome": lock(&entry.last_outcome).clone(),
+        "usage": entry.handle.spent(),
+        "budget": entry.handle.budget(),
     })
 }
 
@@ -642,6 +644,7 @@ fn record_failure(entry: &SessionEntry, error: &str) {
             turn_id: String::new(),
             text: format!("the message was not handled: {error}"),
             status: "failed".into(),
+            usage: Default::default(),
         },
     });
 }
@@ -653,6 +656,7 @@ fn outcome_json(outcome: &TurnOutcome) -> Value {
         "status": outcome.status.as_str(),
         "model_requests": outcome.model_requests,
         "error": outcome.error,
+        "usage": outcome.spend,
         "calls": outcome.calls.iter().map(|call| json!({
             "call_id": call.call_id,
             "tool": call.tool,

@@ -274,6 +274,7 @@ impl Runtime {
             None => builtin_config(&config)?,
         };
         let default_provider = model_provider(&config.model)?;
+        check_cost_budgets(&config, &delegation, &kanban, default_provider.as_deref())?;
         let builtins = Builtins::start(builtin_settings)
             .map_err(|e| RuntimeError::Start(format!("the built-in tools could not start: {e}")))?;
         let registry = Registry::with_tools(core_tools(&builtins));
@@ -338,6 +339,8 @@ impl Runtime {
             tool_search: config.tool_search.clone(),
             context_length: config.model.context_length,
             cwd: builtins.config().default_cwd.clone(),
+            budget: config.budget,
+            prices: Arc::clone(&config.prices),
             ..SessionConfig::default()
         };
         crate::delegation::enable_delegation(
@@ -557,7 +560,7 @@ impl Runtime {
             let view = profile_view(self.registry(), p)?;
             profiles.insert(
                 WorkerProfile::new(name.clone(), provider, view)
-                    .with_session_config(profile_session(&self.inner.worker_session, p)),
+                    .with_session_config(p.session_config(&self.inner.worker_session)),
             );
         }
         if let Some(default) = &kanban.default_assignee {
@@ -627,11 +630,63 @@ fn session_profiles(
             SessionProfile {
                 provider: profile_provider(p, model),
                 view: profile_view(registry, p)?,
-                session: profile_session(session, p),
+                session: p.session_config(session),
             },
         );
     }
     Ok(profiles)
+}
+
+/// Refuses a cost budget on a model with no price: its spending could not be counted, and a
+/// budget that never runs out is worse than none.
+fn check_cost_budgets(
+    config: &Config,
+    delegation: &troupe_actors::delegate::DelegationConfig,
+    kanban: &KanbanSettings,
+    provider: Option<&dyn ModelProvider>,
+) -> Result<(), RuntimeError> {
+    let default_model = config
+        .model
+        .model
+        .clone()
+        .or_else(|| provider.and_then(ModelProvider::model));
+    let mut budgets = vec![
+        ("budget", config.budget, default_model.clone()),
+        (
+            "delegation.budget",
+            delegation.budget,
+            default_model.clone(),
+        ),
+    ];
+    let keys: Vec<String> = kanban
+        .profiles
+        .keys()
+        .map(|name| format!("profiles.{name}.budget"))
+        .collect();
+    for (p, key) in kanban.profiles.values().zip(&keys) {
+        budgets.push((key, p.budget, p.model.clone().or(default_model.clone())));
+    }
+    for (key, budget, model) in budgets {
+        if budget.max_cost_usd.is_none() {
+            continue;
+        }
+        let Some(model) = model else {
+            tracing::warn!(
+                key,
+                "a cost budget is set but the model is not named, so its price is unknown and only its other limits hold"
+            );
+            continue;
+        };
+        if config.prices.lookup(&model).is_none() {
+            return Err(invalid(
+                &format!("{key}.max_cost_usd"),
+                format!(
+                    "the model {model} has no price, so what it costs cannot be counted; add it under pricing (pricing: {{{model}: {{input: 0.5, output: 1.5}}}}, dollars per million tokens), or limit max_tokens instead"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn invalid(key: &str, problem: String) -> RuntimeError {
@@ -696,19 +751,6 @@ fn profile_view(
     registry
         .view(ViewSpec::toolsets(p.toolsets.iter().cloned()))
         .map_err(|e| invalid(&format!("profiles.{}.toolsets", p.name), e.to_string()))
-}
-
-/// `base` with a profile's system prompt, iterations and model name.
-fn profile_session(base: &SessionConfig, p: &ProfileSettings) -> SessionConfig {
-    let mut config = base.clone();
-    config.system_prompt = p.system_prompt.clone();
-    if let Some(max) = p.max_iterations {
-        config.max_iterations = max;
-    }
-    if let Some(model) = &p.model {
-        config.model = Some(model.clone());
-    }
-    config
 }
 
 /// Where `tool_calls: auto` remembers, under the troupe home, the servers and models that

@@ -259,11 +259,12 @@ impl Conversation<'_> {
     fn usage(&self) -> String {
         let total = self.display.total();
         format!(
-            "{} model request{} · {} tokens in, {} out · {} tool call{}",
+            "{} model request{} · {} tokens in, {} out · {} · {} tool call{}",
             total.model_requests,
             plural(total.model_requests),
             thousands(total.input_tokens),
             thousands(total.output_tokens),
+            super::display::dollars(total.cost_usd),
             total.tool_calls,
             plural(total.tool_calls)
         )

@@ -85,6 +85,8 @@ pub(crate) struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub tool_calls: u64,
+    /// Dollars of the requests whose model has a price.
+    pub cost_usd: f64,
 }
 
 impl Usage {
@@ -93,6 +95,7 @@ impl Usage {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
         self.tool_calls += other.tool_calls;
+        self.cost_usd += other.cost_usd;
     }
 }
 
@@ -185,11 +188,13 @@ impl Display {
             EventKind::ModelUsage {
                 input_tokens,
                 output_tokens,
+                cost_usd,
                 ..
             } => {
                 self.turn.model_requests += 1;
                 self.turn.input_tokens += input_tokens;
                 self.turn.output_tokens += output_tokens;
+                self.turn.cost_usd += cost_usd.unwrap_or(0.0);
             }
             EventKind::ToolCallStarted {
                 call_id,
@@ -319,6 +324,9 @@ impl Display {
                 thousands(turn.input_tokens),
                 thousands(turn.output_tokens)
             ));
+        }
+        if turn.cost_usd > 0.0 {
+            parts.push(dollars(turn.cost_usd));
         }
         if turn.tool_calls > 0 {
             parts.push(format!(
@@ -569,6 +577,15 @@ fn terminal_width() -> Option<usize> {
 
 /// How long the spinner waits between frames.
 pub(crate) const TICK: Duration = Duration::from_millis(120);
+
+/// Dollars as a person reads them: cents, or more places below a cent.
+pub(crate) fn dollars(usd: f64) -> String {
+    if usd >= 0.01 {
+        format!("${usd:.2}")
+    } else {
+        format!("${usd:.4}")
+    }
+}
 
 #[cfg(test)]
 mod tests {

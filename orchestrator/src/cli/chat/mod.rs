@@ -9,7 +9,7 @@
 
 mod commands;
 mod conversation;
-mod display;
+pub(crate) mod display;
 mod input;
 
 use std::io::{BufRead, IsTerminal, Write};
@@ -24,7 +24,7 @@ use troupe_actors::model::{ModelProvider, Script, ScriptedProvider};
 use troupe_actors::session::TurnStatus;
 use troupe_actors::supervisor::{ApprovalChoice, PendingApproval};
 
-use super::error::{CliError, EXIT_BAD_INPUT, EXIT_DONE, EXIT_INTERRUPTED, report};
+use super::error::{CliError, EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_DONE, EXIT_INTERRUPTED, report};
 use crate::api::SessionOptions;
 use crate::config::Config;
 use crate::plugins::Plugins;
@@ -251,7 +251,7 @@ async fn converse(
     if args.json {
         println!(
             "{}",
-            json!({"type": "final", "text": outcome.text, "status": outcome.status.as_str()})
+            json!({"type": "final", "text": outcome.text, "status": outcome.status.as_str(), "usage": outcome.spend, "session_usage": session.spent()})
         );
     } else if outcome.status != TurnStatus::Failed {
         println!("{}", super::visible::visible(&outcome.text));
@@ -260,6 +260,8 @@ async fn converse(
     runtime.builtins().end_session(session.id()).await;
     match outcome.status {
         TurnStatus::Completed | TurnStatus::MaxIterations => Ok(EXIT_DONE),
+        // The answer is what the turn had; the exit code says it is not a whole one.
+        TurnStatus::BudgetExceeded => Ok(EXIT_BUDGET),
         TurnStatus::Interrupted => Ok(EXIT_INTERRUPTED),
         TurnStatus::Failed => Err(CliError::failed(
             outcome
