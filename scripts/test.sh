@@ -23,6 +23,10 @@ trap 'bash scripts/stop-test-postgres.sh' EXIT
 set -a; . target/test-postgres.env; set +a
 export TROUPE_REQUIRE_POSTGRES=1
 
+# A run from a clean checkout gains nothing from incremental caches; they only take disk (GBs).
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+df -h . | tail -n 1 | awk '{print "test.sh: " $4 " free on the disk of the build"}'
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked
