@@ -87,6 +87,7 @@ async fn one_call_overhead(iterations: usize) {
         events: EventSink::new(),
         token: CancellationToken::new(),
         drain: tokio_util::sync::CancellationToken::new(),
+        trace: Default::default(),
     };
     let planner = Planners::of_system(std::env::temp_dir()).await;
     let runner = ToolRunner::new(RunnerLimits::default());

@@ -14,7 +14,7 @@
 //! - [`hooks`]: the hook points; [`events`]: what sessions report; [`call`]: a call entry, how
 //!   a call ended, and ids.
 //! - [`model`]: the provider trait, the OpenAI-compatible and scripted providers.
-//! - [`usage`]: token counts, prices, budgets.
+//! - [`usage`]: token counts, prices, budgets; [`trace`]: OpenTelemetry spans.
 
 pub mod batch_planner;
 pub mod call;
@@ -26,4 +26,5 @@ pub mod repeats;
 pub mod session;
 pub mod supervisor;
 pub mod tool_runner;
+pub mod trace;
 pub mod usage;

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use actix::WeakAddr;
 use actix::prelude::*;
 use actix_rt::ArbiterHandle;
+use opentelemetry::KeyValue;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
@@ -41,6 +42,7 @@ use crate::supervisor::{
     WatchDelegations,
 };
 use crate::tool_runner::{BatchContext, RunnerLimits, ToolRunner};
+use crate::trace::TraceSpan;
 use crate::usage::{Budget, Exhausted, Meter, PriceTable, Spend};
 
 /// Default tool rounds per user message.
@@ -82,6 +84,9 @@ pub struct SessionConfig {
     pub budget: Budget,
     /// Prices by model name, for costs and `budget.max_cost_usd`.
     pub prices: Arc<PriceTable>,
+    /// The span the session's own span goes under: the `delegate_task` call of a subagent, a
+    /// board task's creator, an HTTP request's `traceparent`; a new trace when empty.
+    pub trace_parent: TraceSpan,
 }
 
 impl Default for SessionConfig {
@@ -100,6 +105,7 @@ impl Default for SessionConfig {
             stream_text: false,
             budget: Budget::default(),
             prices: Arc::new(PriceTable::default()),
+            trace_parent: TraceSpan::default(),
         }
     }
 }
@@ -198,6 +204,8 @@ struct Turn {
     spent_before: Spend,
     /// The budget that ran out while the turn worked (the time budget), if one did.
     out_of_budget: Option<Exhausted>,
+    /// The turn's span.
+    trace: TraceSpan,
 }
 
 /// One conversation with one model. See the module doc.
@@ -251,6 +259,8 @@ pub struct Session {
     model_state: Arc<SessionModelState>,
     /// What the session and its subagents spent, against its budget and its ancestors'.
     meter: Arc<Meter>,
+    /// The session's span, ended when the session stops.
+    trace: TraceSpan,
 }
 
 /// What it takes to open a session.
@@ -359,6 +369,24 @@ impl Session {
             state: Some(Arc::clone(&self.model_state)),
         };
         self.hooks.pre_llm_call(&self.id, &mut request);
+        let model_name = request
+            .model
+            .clone()
+            .or_else(|| self.provider.model())
+            .unwrap_or_default();
+        let model_span = TraceSpan::start(
+            format!("chat {model_name}"),
+            self.turn.as_ref().map_or(&self.trace, |t| &t.trace),
+            opentelemetry::trace::SpanKind::Client,
+            || {
+                vec![
+                    KeyValue::new("gen_ai.operation.name", "chat"),
+                    KeyValue::new("gen_ai.request.model", model_name.clone()),
+                    KeyValue::new("troupe.iteration", i64::from(requests)),
+                    KeyValue::new("troupe.tools_offered", request.tools.len() as i64),
+                ]
+            },
+        );
         self.events.send(
             &self.id,
             EventKind::ModelRequest {
@@ -408,6 +436,7 @@ impl Session {
                     turn_id,
                     final_round,
                     result,
+                    span: model_span,
                 });
             }
             .instrument(span),
@@ -620,6 +649,7 @@ impl Session {
             events: self.events.clone(),
             token: turn.token.clone(),
             drain: turn.drain.clone(),
+            trace: turn.trace.clone(),
         };
         let planner = self.planner.clone();
         let runner = self.runner;
@@ -647,6 +677,19 @@ impl Session {
         };
         self.meter.stop_work();
         let spend = self.meter.spent().since(&turn.spent_before);
+        turn.trace.set(|| {
+            vec![
+                KeyValue::new("troupe.turn.status", status.as_str()),
+                KeyValue::new("troupe.model_requests", i64::from(turn.requests)),
+                KeyValue::new("gen_ai.usage.input_tokens", spend.input_tokens as i64),
+                KeyValue::new("gen_ai.usage.output_tokens", spend.output_tokens as i64),
+                KeyValue::new("troupe.cost_usd", spend.cost_usd),
+            ]
+        });
+        if status == TurnStatus::Failed {
+            turn.trace.fail(error.clone().unwrap_or_else(|| text.clone()));
+        }
+        turn.trace.end();
         self.supervisor.do_send(EndTurn {
             session_id: self.id.clone(),
             turn_id: turn.id.clone(),
@@ -725,6 +768,12 @@ impl Session {
         }
         self.conversation.push(ChatMessage::User { content: text });
         self.meter.start_work();
+        let trace = TraceSpan::start(
+            "turn",
+            &self.trace,
+            opentelemetry::trace::SpanKind::Internal,
+            || vec![KeyValue::new("troupe.turn.id", turn_id.clone())],
+        );
         self.turn = Some(Turn {
             id: turn_id,
             token,
@@ -738,6 +787,7 @@ impl Session {
             drain: CancellationToken::new(),
             spent_before: self.meter.spent(),
             out_of_budget: None,
+            trace,
         });
         self.model_state.begin_turn();
         if let Some(spent) = self.meter.exhausted() {
@@ -802,12 +852,33 @@ impl Session {
         self.finish_turn(text, TurnStatus::BudgetExceeded, Some(spent.to_string()));
     }
 
+    /// The dollars of a request's usage by the price table; `None` when its model has none.
+    fn cost_of(&self, usage: crate::model::Usage) -> Option<f64> {
+        self.config
+            .model
+            .clone()
+            .or_else(|| self.provider.model())
+            .and_then(|model| self.config.prices.lookup(&model))
+            .map(|price| price.cost(usage))
+    }
+
     fn is_current(&self, turn_id: &str) -> bool {
         self.turn.as_ref().is_some_and(|t| t.id == turn_id)
     }
 
     fn turn_stopped(&self) -> bool {
         self.turn.as_ref().is_some_and(|t| t.token.is_cancelled())
+    }
+}
+
+/// A finish reason as the GenAI conventions write it.
+fn finish_reason_name(reason: &crate::model::FinishReason) -> opentelemetry::StringValue {
+    use crate::model::FinishReason;
+    match reason {
+        FinishReason::Stop => "stop".into(),
+        FinishReason::ToolCalls => "tool_calls".into(),
+        FinishReason::Length => "length".into(),
+        FinishReason::Other(other) => other.clone().into(),
     }
 }
 
@@ -924,6 +995,7 @@ impl Actor for Session {
             session_id: self.id.clone(),
         });
         self.hooks.on_session_end(&self.id, &self.path, "closed");
+        self.trace.end();
         self.events.send(
             &self.id,
             EventKind::SessionEnded {
@@ -978,12 +1050,31 @@ struct ModelAnswered {
     turn_id: String,
     final_round: bool,
     result: Result<ModelResponse, ModelError>,
+    /// The request's span, ended here with what came back.
+    span: TraceSpan,
 }
 
 impl Handler<ModelAnswered> for Session {
     type Result = ();
 
     fn handle(&mut self, msg: ModelAnswered, ctx: &mut Self::Context) {
+        match &msg.result {
+            Ok(response) => msg.span.set(|| {
+                vec![
+                    KeyValue::new("gen_ai.usage.input_tokens", response.usage.prompt_tokens as i64),
+                    KeyValue::new("gen_ai.usage.output_tokens", response.usage.completion_tokens as i64),
+                    KeyValue::new("gen_ai.usage.cache_read.input_tokens", response.usage.cached_tokens as i64),
+                    KeyValue::new(
+                        "gen_ai.response.finish_reasons",
+                        opentelemetry::Value::Array(vec![finish_reason_name(&response.finish_reason)].into()),
+                    ),
+                    KeyValue::new("troupe.tool_calls", response.tool_calls.len() as i64),
+                    KeyValue::new("troupe.cost_usd", self.cost_of(response.usage).unwrap_or(0.0)),
+                ]
+            }),
+            Err(error) => msg.span.fail(error.to_string()),
+        }
+        msg.span.end();
         if !self.is_current(&msg.turn_id) {
             return;
         }
@@ -1008,13 +1099,7 @@ impl Handler<ModelAnswered> for Session {
             }
         };
         self.hooks.post_llm_call(&self.id, &response);
-        let cost_usd = self
-            .config
-            .model
-            .clone()
-            .or_else(|| self.provider.model())
-            .and_then(|model| self.config.prices.lookup(&model))
-            .map(|price| price.cost(response.usage));
+        let cost_usd = self.cost_of(response.usage);
         self.meter.record(response.usage, cost_usd);
         self.events.send(
             &self.id,
@@ -1414,6 +1499,18 @@ impl SessionHandle {
             Some(parent) => Meter::child(parent, params.config.budget),
             None => Meter::root(params.config.budget),
         };
+        let trace = TraceSpan::start(
+            "session",
+            &params.config.trace_parent,
+            opentelemetry::trace::SpanKind::Internal,
+            || {
+                vec![
+                    KeyValue::new("session.id", path.first().cloned().unwrap_or_default()),
+                    KeyValue::new("troupe.session.id", id.clone()),
+                    KeyValue::new("troupe.agent.depth", path.len() as i64 - 1),
+                ]
+            },
+        );
         let session = Session {
             id: id.clone(),
             path: path.clone(),
@@ -1438,6 +1535,7 @@ impl SessionHandle {
             slots,
             model_state: Arc::new(SessionModelState::new()),
             meter: Arc::clone(&meter),
+            trace,
         };
         let addr = session.start();
         Ok(SessionHandle {

@@ -13,6 +13,9 @@ use troupe_tools::sync::lock;
 
 use actix::Addr;
 use futures::future::join_all;
+use opentelemetry::KeyValue;
+use opentelemetry::context::FutureExt as _;
+use opentelemetry::trace::SpanKind;
 use serde_json::{Map, Value};
 use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
@@ -26,6 +29,7 @@ use crate::call::{CallEntry, CallOutcome, CallStatus, CallTarget, LookupFn, Task
 use crate::events::{EventKind, EventSink};
 use crate::hooks::{HookRegistry, ToolCallInfo};
 use crate::supervisor::{RequestApproval, Supervisor, Ticket, Verdict, WithdrawApproval};
+use crate::trace::TraceSpan;
 
 /// Most calls that run at once in a parallel segment.
 pub const MAX_PARALLEL_CALLS: usize = 8;
@@ -78,6 +82,8 @@ pub struct BatchContext {
     pub token: CancellationToken,
     /// Fires on a drain: calls that have not started never do; running ones go on.
     pub drain: CancellationToken,
+    /// The span the calls' spans go under (the turn's, or a script's call).
+    pub trace: TraceSpan,
 }
 
 impl BatchContext {
@@ -105,6 +111,8 @@ struct Meta {
     /// Notes hooks asked to add to the result.
     notes: Vec<String>,
     started: Instant,
+    /// The call's span, named after the underlying tool.
+    span: TraceSpan,
 }
 
 /// What runs once approval is settled.
@@ -333,13 +341,19 @@ impl ToolRunner {
                 verdict,
             } => {
                 let _waiting = deadline.human_wait();
-                tokio::select! {
+                let wait = TraceSpan::start("approval_wait", &meta.span, SpanKind::Internal, || {
+                    vec![KeyValue::new("troupe.approval.request_id", request_id.clone())]
+                });
+                let answer = tokio::select! {
                     answer = verdict => answer.unwrap_or(Verdict::Interrupted),
                     _ = ctx.token.cancelled() => {
                         ctx.supervisor.do_send(WithdrawApproval { request_id });
                         Verdict::Interrupted
                     }
-                }
+                };
+                wait.set(|| vec![KeyValue::new("troupe.approval.verdict", verdict_name(&answer))]);
+                wait.end();
+                answer
             }
         };
         let approved = match verdict {
@@ -380,7 +394,13 @@ impl ToolRunner {
         .with_approval(approved)
         // A tool that calls tools (execute_code's scripts) goes through this same runner: the
         // session's view, hooks and approvals, never around them.
-        .with_dispatch(RunnerDispatch::new(*self, ctx.clone()));
+        .with_dispatch(RunnerDispatch::new(
+            *self,
+            BatchContext {
+                trace: meta.span.clone(),
+                ..ctx.clone()
+            },
+        ));
         let arguments = meta.arguments.clone();
         // Subagents have their own inactivity limit; the batch deadline would cut healthy ones.
         let bounded = !matches!(runnable, Runnable::Task { .. });
@@ -400,7 +420,12 @@ impl ToolRunner {
             Runnable::Task { run } => {
                 let span =
                     tracing::info_span!("call", call_id = %meta.call_id, tool = %meta.underlying);
-                tokio::spawn(run(arguments, call_token.clone()).instrument(span))
+                // Work the task starts (a subagent's session) goes under this call's span.
+                let task = run(arguments, call_token.clone()).instrument(span);
+                match meta.span.context() {
+                    Some(cx) => tokio::spawn(task.with_context(cx.clone())),
+                    None => tokio::spawn(task),
+                }
             }
         };
         let stopped = tokio::select! {
@@ -487,6 +512,20 @@ fn start(ctx: &BatchContext, entry: &CallEntry) -> Meta {
         arguments: Map::new(),
         notes: Vec::new(),
         started: Instant::now(),
+        span: TraceSpan::start(
+            format!("execute_tool {}", entry.underlying()),
+            &ctx.trace,
+            SpanKind::Internal,
+            || {
+                vec![
+                    KeyValue::new("gen_ai.operation.name", "execute_tool"),
+                    KeyValue::new("gen_ai.tool.name", entry.underlying().to_string()),
+                    KeyValue::new("gen_ai.tool.call.id", entry.model_call_id.clone()),
+                    KeyValue::new("troupe.call.id", entry.call_id.clone()),
+                    KeyValue::new("troupe.call.tool", entry.tool.clone()),
+                ]
+            },
+        ),
     };
     ctx.events.send(
         &ctx.session_id,
@@ -527,6 +566,15 @@ fn finish(
     };
     ctx.hooks.post_tool_call(&info, status, &result);
     let duration = meta.started.elapsed();
+    let status_name = serde_json::to_value(status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    meta.span.set(|| vec![KeyValue::new("troupe.call.status", status_name.clone())]);
+    if status != CallStatus::Ok {
+        meta.span.fail(status_name);
+    }
+    meta.span.end();
     ctx.events.send(
         &ctx.session_id,
         EventKind::ToolCallFinished {
@@ -679,5 +727,16 @@ impl Dispatch for RunnerDispatch {
             let prepared = runner.prepare(&ctx, entry).await;
             runner.execute(&ctx, prepared, &deadline, None).await.result
         })
+    }
+}
+
+/// The word for an approval's answer on its span.
+fn verdict_name(verdict: &Verdict) -> &'static str {
+    match verdict {
+        Verdict::Allowed => "allowed",
+        Verdict::Approved => "approved",
+        Verdict::Denied(_) => "denied",
+        Verdict::TimedOut(_) => "timeout",
+        Verdict::Interrupted => "interrupted",
     }
 }

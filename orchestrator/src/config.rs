@@ -30,6 +30,7 @@ const KNOWN_TOP_LEVEL: &[&str] = &[
     "code_execution",
     "budget",
     "pricing",
+    "observability",
 ];
 
 /// What went wrong reading a config file.

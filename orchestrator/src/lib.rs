@@ -32,6 +32,7 @@ pub mod http;
 pub mod kanban_api;
 pub mod kanban_config;
 pub mod kanban_demo_model;
+pub mod observability;
 pub mod plugins;
 pub mod runtime;
 pub mod tool_fn;

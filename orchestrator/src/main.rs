@@ -17,7 +17,10 @@ fn main() {
             std::process::exit(1);
         }
     };
-    std::process::exit(runtime.block_on(run()));
+    let code = runtime.block_on(run());
+    // What was traced goes out before the process ends (a stuck collector waits a moment only).
+    troupe::observability::shutdown();
+    std::process::exit(code);
 }
 
 async fn run() -> i32 {

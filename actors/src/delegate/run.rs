@@ -592,6 +592,8 @@ async fn open_child(
         system_prompt: Some(SUBAGENT_SYSTEM_PROMPT.to_string()),
         max_iterations: limits.max_iterations,
         budget: limits.budget,
+        // Opened inside the `delegate_task` call, so its session goes under the call's span.
+        trace_parent: crate::trace::TraceSpan::current(),
         background_delegation: false,
         // Only the root's answer is shown as it streams.
         stream_text: false,

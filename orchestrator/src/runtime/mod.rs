@@ -260,6 +260,9 @@ impl Runtime {
     /// runtime (the built-in tools' process registry lives there).
     pub async fn start(config: Config, options: RuntimeOptions) -> Result<Runtime, RuntimeError> {
         let (options, plugins, plugin_notices) = extend_from_config(&config, options)?;
+        crate::observability::install(
+            &crate::observability::ObservabilitySettings::from_config(&config)?,
+        )?;
         let approvals =
             ApprovalConfig::from_value(config.section("approvals")).map_err(|problem| {
                 ConfigError::Invalid {

@@ -1,0 +1,212 @@
+//! OpenTelemetry spans of troupe's work: a session, its turns, each model request (after the
+//! GenAI semantic conventions) and each tool call, named after the underlying tool (also through
+//! `tool_call` or from an `execute_code` script), with a subagent's session under the
+//! `delegate_task` call that started it.
+//!
+//! This crate only makes spans, through the global tracer; whoever installs a tracer provider
+//! (the `troupe` orchestrator, from `observability:` or `OTEL_EXPORTER_OTLP_*`) calls
+//! [`enable`]. Until then every function here returns at once, so tracing that is off costs a
+//! relaxed atomic load per span.
+//!
+//! A span crosses processes as a W3C `traceparent` ([`TraceSpan::traceparent`],
+//! [`TraceSpan::from_traceparent`]): a board task carries its creator's, so a worker on another
+//! host continues the same trace.
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use opentelemetry::trace::{
+    SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceState, Tracer as _,
+};
+use opentelemetry::{Context, KeyValue, SpanId, TraceId, global};
+
+/// The instrumentation scope of troupe's spans.
+pub const TRACER_NAME: &str = "troupe";
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Spans are made from now on (a tracer provider is installed).
+pub fn enable() {
+    ENABLED.store(true, Ordering::Relaxed);
+}
+
+/// Whether spans are made.
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// A span in progress (or the parent of spans to come); empty while tracing is off. Cloning
+/// shares the span; it ends at [`TraceSpan::end`] (or when its last clone is dropped).
+#[derive(Debug, Clone, Default)]
+pub struct TraceSpan {
+    cx: Option<Context>,
+}
+
+impl TraceSpan {
+    /// Starts a span named `name` under `parent` (a new trace when `parent` is empty), with
+    /// the attributes `attributes` gives (called only when tracing is on).
+    pub fn start(
+        name: impl Into<Cow<'static, str>>,
+        parent: &TraceSpan,
+        kind: SpanKind,
+        attributes: impl FnOnce() -> Vec<KeyValue>,
+    ) -> TraceSpan {
+        if !enabled() {
+            return TraceSpan::default();
+        }
+        let tracer = global::tracer(TRACER_NAME);
+        let parent_cx = parent.cx.clone().unwrap_or_default();
+        let span = tracer
+            .span_builder(name)
+            .with_kind(kind)
+            .with_attributes(attributes())
+            .start_with_context(&tracer, &parent_cx);
+        TraceSpan {
+            cx: Some(parent_cx.with_span(span)),
+        }
+    }
+
+    /// The span of the running task's OpenTelemetry context, if it has one (a tool call's, for
+    /// work started inside it).
+    pub fn current() -> TraceSpan {
+        if !enabled() {
+            return TraceSpan::default();
+        }
+        let cx = Context::current();
+        if cx.span().span_context().is_valid() {
+            TraceSpan { cx: Some(cx) }
+        } else {
+            TraceSpan::default()
+        }
+    }
+
+    /// The parent a W3C `traceparent` header names (`00-<trace id>-<span id>-<flags>`); empty
+    /// when tracing is off or the value is not one (a bad header starts a new trace, never
+    /// fails a request).
+    pub fn from_traceparent(header: &str) -> TraceSpan {
+        if !enabled() {
+            return TraceSpan::default();
+        }
+        let mut parts = header.trim().split('-');
+        let (Some(version), Some(trace), Some(span), Some(flags), None) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
+            return TraceSpan::default();
+        };
+        let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+        if version != "00" || !hex(trace, 32) || !hex(span, 16) || !hex(flags, 2) {
+            return TraceSpan::default();
+        }
+        let (Ok(trace_id), Ok(span_id), Ok(flags)) = (
+            TraceId::from_hex(trace),
+            SpanId::from_hex(span),
+            u8::from_str_radix(flags, 16),
+        ) else {
+            return TraceSpan::default();
+        };
+        let context = SpanContext::new(
+            trace_id,
+            span_id,
+            TraceFlags::new(flags),
+            true,
+            TraceState::default(),
+        );
+        if !context.is_valid() {
+            return TraceSpan::default();
+        }
+        TraceSpan {
+            cx: Some(Context::new().with_remote_span_context(context)),
+        }
+    }
+
+    /// This span as a W3C `traceparent`, for work that continues elsewhere.
+    pub fn traceparent(&self) -> Option<String> {
+        let cx = self.cx.as_ref()?;
+        let span = cx.span();
+        let sc = span.span_context();
+        sc.is_valid().then(|| {
+            format!(
+                "00-{}-{}-{:02x}",
+                sc.trace_id(),
+                sc.span_id(),
+                sc.trace_flags().to_u8()
+            )
+        })
+    }
+
+    /// The span's OpenTelemetry context, to run work under it.
+    pub fn context(&self) -> Option<&Context> {
+        self.cx.as_ref()
+    }
+
+    /// Whether this is a real span (tracing on).
+    pub fn is_recording(&self) -> bool {
+        self.cx.is_some()
+    }
+
+    /// Adds attributes.
+    pub fn set(&self, attributes: impl FnOnce() -> Vec<KeyValue>) {
+        if let Some(cx) = &self.cx {
+            let span = cx.span();
+            for attribute in attributes() {
+                span.set_attribute(attribute);
+            }
+        }
+    }
+
+    /// Marks the span failed with `message`.
+    pub fn fail(&self, message: impl Into<Cow<'static, str>>) {
+        if let Some(cx) = &self.cx {
+            cx.span().set_status(Status::error(message));
+        }
+    }
+
+    /// Ends the span (later calls do nothing).
+    pub fn end(&self) {
+        if let Some(cx) = &self.cx {
+            cx.span().end();
+        }
+    }
+}
+
+/// Text of a span attribute, at most `max` characters (cut on a character boundary).
+pub fn capped(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…[{} more characters]", &text[..cut], text[cut..].chars().count()),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traceparents_are_read_strictly() {
+        enable();
+        let good = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let span = TraceSpan::from_traceparent(good);
+        assert_eq!(span.traceparent().as_deref(), Some(good));
+        for bad in [
+            "",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",
+            "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "00-00000000000000000000000000000000-b7ad6b7169203331-01",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra",
+            "00-0af7651916cd43dd8448eb211c8031zz-b7ad6b7169203331-01",
+            "00-+af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        ] {
+            assert!(TraceSpan::from_traceparent(bad).traceparent().is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn attributes_are_capped_on_character_boundaries() {
+        assert_eq!(capped("héllo", 10), "héllo");
+        assert_eq!(capped("héllo wörld", 4), "héll…[7 more characters]");
+    }
+}

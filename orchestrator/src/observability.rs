@@ -1,0 +1,314 @@
+//! Trace export: when `observability:` in troupe.yaml or the standard `OTEL_EXPORTER_OTLP_*`
+//! variables name a collector, troupe's spans (see [`troupe_actors::trace`]) are batched and sent
+//! over OTLP (HTTP/protobuf). Off by default.
+//!
+//! Export never slows or fails work: spans queue in a bounded buffer that a background thread
+//! drains; a collector that refuses or hangs costs that thread its timeout, and spans that find
+//! the buffer full are dropped. Failed exports are counted and logged once. The process installs
+//! one exporter, the first time a runtime starts with tracing asked for; [`shutdown`] sends what
+//! is left (waiting at most [`SHUTDOWN_WAIT`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
+use serde_json::Value;
+
+use crate::config::{Config, ConfigError};
+
+/// Longest a process waits at exit for its last spans to go out.
+pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
+
+/// How long one export may take before it counts as failed.
+pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The checked `observability:` section.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ObservabilitySettings {
+    /// The collector's base URL (`/v1/traces` is added) from `observability.otlp_endpoint`.
+    pub endpoint: Option<String>,
+    /// Extra request headers (an API key, a tenant).
+    pub headers: Vec<(String, String)>,
+    /// The `service.name` of the spans; `troupe` by default.
+    pub service_name: Option<String>,
+    /// Share of traces kept, 0 to 1 (1 by default).
+    pub sample_rate: Option<f64>,
+    /// Whether tracing is off even though the environment names a collector.
+    pub disabled: bool,
+}
+
+impl ObservabilitySettings {
+    /// Reads `observability:`; errors name the key and what to write.
+    pub fn from_config(config: &Config) -> Result<Self, ConfigError> {
+        let invalid = |key: &str, problem: String| ConfigError::Invalid {
+            key: format!("observability.{key}"),
+            problem,
+        };
+        let map = match config.section("observability") {
+            Value::Null => return Ok(Self::default()),
+            Value::Object(map) => map,
+            other => {
+                return Err(ConfigError::Invalid {
+                    key: "observability".into(),
+                    problem: format!(
+                        "expected a mapping such as {{otlp_endpoint: http://127.0.0.1:4318}}, found {other}"
+                    ),
+                });
+            }
+        };
+        const KEYS: &[&str] = &[
+            "otlp_endpoint",
+            "headers",
+            "service_name",
+            "sample_rate",
+            "enabled",
+        ];
+        if let Some(unknown) = map.keys().find(|k| !KEYS.contains(&k.as_str())) {
+            return Err(invalid(
+                unknown,
+                format!("not a setting here; the settings are {}", KEYS.join(", ")),
+            ));
+        }
+        let text = |key: &str| -> Result<Option<String>, ConfigError> {
+            match map.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.trim().to_string())),
+                Some(other) => Err(invalid(key, format!("expected text, found {other}"))),
+            }
+        };
+        let endpoint = text("otlp_endpoint")?;
+        if let Some(url) = &endpoint
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(invalid(
+                "otlp_endpoint",
+                format!(
+                    "expected the collector's http(s) URL, such as http://127.0.0.1:4318, found {url}"
+                ),
+            ));
+        }
+        let headers = match map.get("headers") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Object(headers)) => {
+                let mut out = Vec::new();
+                for (name, value) in headers {
+                    let Some(value) = value.as_str() else {
+                        return Err(invalid(
+                            &format!("headers.{name}"),
+                            format!("expected text, found {value}"),
+                        ));
+                    };
+                    out.push((name.clone(), value.to_string()));
+                }
+                out
+            }
+            Some(other) => {
+                return Err(invalid(
+                    "headers",
+                    format!("expected a mapping of header name to value, found {other}"),
+                ));
+            }
+        };
+        let sample_rate = match map.get("sample_rate") {
+            None | Some(Value::Null) => None,
+            Some(value) => Some(
+                value
+                    .as_f64()
+                    .filter(|r| (0.0..=1.0).contains(r))
+                    .ok_or_else(|| {
+                        invalid(
+                            "sample_rate",
+                            format!("expected a share from 0 to 1, such as 0.25, found {value}"),
+                        )
+                    })?,
+            ),
+        };
+        let disabled = match map.get("enabled") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(on)) => !on,
+            Some(other) => {
+                return Err(invalid(
+                    "enabled",
+                    format!("expected true or false, found {other}"),
+                ));
+            }
+        };
+        Ok(ObservabilitySettings {
+            endpoint,
+            headers,
+            service_name: text("service_name")?,
+            sample_rate,
+            disabled,
+        })
+    }
+
+    /// Whether spans are to be exported: a collector is named here or in the environment.
+    fn wanted(&self) -> bool {
+        let env_named = |name: &str| std::env::var(name).is_ok_and(|v| !v.trim().is_empty());
+        let sdk_off = std::env::var("OTEL_SDK_DISABLED").is_ok_and(|v| v.trim() == "true");
+        !self.disabled
+            && !sdk_off
+            && (self.endpoint.is_some()
+                || env_named("OTEL_EXPORTER_OTLP_ENDPOINT")
+                || env_named("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+    }
+}
+
+/// The process's exporter, once installed.
+static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
+
+/// Exports that failed (a collector down, slow or refusing).
+static FAILED_EXPORTS: AtomicU64 = AtomicU64::new(0);
+
+/// How many exports have failed in this process.
+pub fn failed_exports() -> u64 {
+    FAILED_EXPORTS.load(Ordering::Relaxed)
+}
+
+/// Installs the exporter the settings ask for, once per process; does nothing when tracing is
+/// not asked for or is already installed. A collector URL that cannot be used is a config error.
+pub fn install(settings: &ObservabilitySettings) -> Result<(), ConfigError> {
+    if !settings.wanted() || PROVIDER.get().is_some() {
+        return Ok(());
+    }
+    let settings = settings.clone();
+    // The HTTP client blocks on its own runtime, which must not be made inside tokio's.
+    let built = std::thread::spawn(move || build_provider(&settings))
+        .join()
+        .map_err(|_| ConfigError::Invalid {
+            key: "observability".into(),
+            problem: "the trace exporter could not be built".into(),
+        })??;
+    if PROVIDER.set(built.clone()).is_ok() {
+        opentelemetry::global::set_tracer_provider(built);
+        troupe_actors::trace::enable();
+        tracing::info!("traces are exported over OTLP");
+    }
+    Ok(())
+}
+
+/// Sends the spans still queued and stops the exporter, waiting at most [`SHUTDOWN_WAIT`].
+pub fn shutdown() {
+    if let Some(provider) = PROVIDER.get() {
+        if let Err(error) = provider.shutdown_with_timeout(SHUTDOWN_WAIT) {
+            tracing::debug!(%error, "the last spans were not all sent");
+        }
+        let failed = failed_exports();
+        if failed > 0 {
+            tracing::warn!(failed, "some trace exports failed; their spans were dropped");
+        }
+    }
+}
+
+fn build_provider(settings: &ObservabilitySettings) -> Result<SdkTracerProvider, ConfigError> {
+    let mut builder = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+        .with_timeout(EXPORT_TIMEOUT);
+    if let Some(base) = &settings.endpoint {
+        let base = base.trim_end_matches('/');
+        let url = if base.ends_with("/v1/traces") {
+            base.to_string()
+        } else {
+            format!("{base}/v1/traces")
+        };
+        builder = builder.with_endpoint(url);
+    }
+    if !settings.headers.is_empty() {
+        builder = builder.with_headers(settings.headers.iter().cloned().collect());
+    }
+    let exporter = builder.build().map_err(|error| ConfigError::Invalid {
+        key: "observability.otlp_endpoint".into(),
+        problem: format!("the OTLP exporter could not be set up: {error}"),
+    })?;
+    let resource = opentelemetry_sdk::Resource::builder()
+        .with_service_name(
+            settings
+                .service_name
+                .clone()
+                .unwrap_or_else(|| "troupe".into()),
+        )
+        .build();
+    let sampler = match settings.sample_rate {
+        Some(rate) if rate < 1.0 => opentelemetry_sdk::trace::Sampler::ParentBased(Box::new(
+            opentelemetry_sdk::trace::Sampler::TraceIdRatioBased(rate),
+        )),
+        _ => opentelemetry_sdk::trace::Sampler::AlwaysOn,
+    };
+    let provider = SdkTracerProvider::builder()
+        .with_batch_exporter(Counted {
+            inner: exporter,
+            warned: Arc::new(std::sync::Once::new()),
+        })
+        .with_sampler(sampler)
+        .with_resource(resource)
+        .build();
+    // Made once here, so the first span of a turn does not pay for it.
+    let _ = provider.tracer(troupe_actors::trace::TRACER_NAME);
+    Ok(provider)
+}
+
+/// The OTLP exporter, counting failures and logging the first.
+#[derive(Debug)]
+struct Counted {
+    inner: opentelemetry_otlp::SpanExporter,
+    warned: Arc<std::sync::Once>,
+}
+
+impl SpanExporter for Counted {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let result = self.inner.export(batch).await;
+        if let Err(error) = &result {
+            FAILED_EXPORTS.fetch_add(1, Ordering::Relaxed);
+            self.warned.call_once(|| {
+                tracing::warn!(%error, "the trace collector did not take spans; work goes on, and spans that cannot be sent are dropped");
+            });
+        }
+        result
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_are_checked_with_clear_errors() {
+        let config = Config::parse(
+            "observability: {otlp_endpoint: 'http://127.0.0.1:4318', sample_rate: 0.5, headers: {x-key: abc}}",
+        )
+        .unwrap();
+        let settings = ObservabilitySettings::from_config(&config).unwrap();
+        assert_eq!(settings.endpoint.as_deref(), Some("http://127.0.0.1:4318"));
+        assert_eq!(settings.sample_rate, Some(0.5));
+        assert_eq!(settings.headers, vec![("x-key".to_string(), "abc".to_string())]);
+        for (yaml, says) in [
+            ("observability: {otlp_endpoint: collector:4318}", "http(s) URL"),
+            ("observability: {sample_rate: 2}", "share from 0 to 1"),
+            ("observability: {endpoint: x}", "observability.endpoint"),
+            ("observability: 5", "expected a mapping"),
+        ] {
+            let config = Config::parse(yaml).unwrap();
+            let error = ObservabilitySettings::from_config(&config)
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(says), "{yaml}: {error}");
+        }
+    }
+}

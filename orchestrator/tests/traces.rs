@@ -1,0 +1,241 @@
+//! Traces as a user gets them: the real `troupe` binary with `OTEL_EXPORTER_OTLP_ENDPOINT`
+//! pointing at an OTLP receiver in the test (a real HTTP server decoding the protobuf the
+//! exporter sent). A `troupe chat` turn that calls a bridged MCP tool through `tool_call` and
+//! delegates to a child comes back as one trace: session → turn → model requests and tool
+//! calls (named after the underlying tool) → the child's session under the `delegate_task`
+//! call. A collector that refuses connections, or takes them and never answers, changes
+//! nothing for the turn.
+//!
+//! Needs the MCP test servers (`scripts/install-test-deps.sh`).
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is the test failing"
+)]
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::post;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message;
+use serde_json::Value;
+use troupe_actors::model::Script;
+use troupe_actors::model::mock_server::MockServer;
+
+#[path = "support/mcp_servers.rs"]
+mod mcp_servers;
+use mcp_servers::{everything_bin, servers_available};
+
+/// An OTLP/HTTP trace receiver: every span of every request, decoded.
+#[derive(Clone, Default)]
+struct Receiver {
+    spans: Arc<Mutex<Vec<Span>>>,
+    services: Arc<Mutex<Vec<String>>>,
+}
+
+impl Receiver {
+    async fn start() -> (Receiver, String) {
+        let receiver = Receiver::default();
+        let app = axum::Router::new()
+            .route("/v1/traces", post(take))
+            .with_state(receiver.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (receiver, url)
+    }
+
+    fn spans(&self) -> Vec<Span> {
+        self.spans.lock().unwrap().clone()
+    }
+}
+
+async fn take(State(receiver): State<Receiver>, body: Bytes) -> Vec<u8> {
+    let request = ExportTraceServiceRequest::decode(body).unwrap();
+    for resource in request.resource_spans {
+        if let Some(resource) = &resource.resource {
+            for attribute in &resource.attributes {
+                if attribute.key == "service.name"
+                    && let Some(AnyValue::StringValue(name)) =
+                        attribute.value.as_ref().and_then(|v| v.value.clone())
+                {
+                    receiver.services.lock().unwrap().push(name);
+                }
+            }
+        }
+        for scope in resource.scope_spans {
+            receiver.spans.lock().unwrap().extend(scope.spans);
+        }
+    }
+    Vec::new()
+}
+
+fn attribute(span: &Span, key: &str) -> Option<AnyValue> {
+    span.attributes
+        .iter()
+        .find(|a| a.key == key)
+        .and_then(|a| a.value.as_ref())
+        .and_then(|v| v.value.clone())
+}
+
+fn text(span: &Span, key: &str) -> Option<String> {
+    match attribute(span, key) {
+        Some(AnyValue::StringValue(s)) => Some(s),
+        _ => None,
+    }
+}
+
+fn number(span: &Span, key: &str) -> Option<i64> {
+    match attribute(span, key) {
+        Some(AnyValue::IntValue(n)) => Some(n),
+        _ => None,
+    }
+}
+
+/// The parent finds the echo tool's result through `tool_call`, then delegates; the child
+/// answers; the parent answers.
+const SCRIPT: &str = "cursor: conversation\nturns:\n  - match: TRACE-ME\n    tool_calls:\n      - name: tool_call\n        arguments: {calls: [{name: mcp_everything_echo, arguments: {message: traced}}]}\n  - match: 'Echo: traced'\n    tool_calls:\n      - name: delegate_task\n        arguments: {tasks: [{goal: CHILD-GOAL say done}]}\n  - match: CHILD-GOAL\n    text: CHILD-DONE\n  - text: All done.\n";
+
+/// Runs `troupe chat -q TRACE-ME --json` in `dir` with the collector at `collector`.
+async fn chat(dir: &Path, model: &MockServer, collector: &str) -> (i32, String, String) {
+    let yaml = format!(
+        "model: {{base_url: '{}', model: mock-model}}\ntools: {{tool_search: {{enabled: true}}}}\nmcp_servers:\n  everything: {{command: '{}', args: [stdio]}}\n",
+        model.url(),
+        everything_bin().display()
+    );
+    std::fs::write(dir.join("troupe.yaml"), yaml).unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .current_dir(dir)
+        .env("TROUPE_HOME", dir.join("home"))
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector)
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env_remove("OTEL_SDK_DISABLED")
+        .env_remove("TROUPE_BASE_URL")
+        .args(["chat", "-q", "TRACE-ME", "--json"])
+        .output()
+        .await
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn final_line(out: &str) -> Value {
+    serde_json::from_str(out.lines().last().unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_turn_with_a_bridged_call_and_a_child_is_one_trace() {
+    if !servers_available("a_chat_turn_with_a_bridged_call_and_a_child_is_one_trace") {
+        return;
+    }
+    let model = MockServer::start(Script::from_yaml_str(SCRIPT).unwrap())
+        .await
+        .unwrap();
+    let (receiver, url) = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = chat(dir.path(), &model, &url).await;
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert_eq!(final_line(&out)["text"], "All done.");
+
+    // The exporter flushed before the process ended.
+    let spans = receiver.spans();
+    assert!(!spans.is_empty(), "no spans arrived; stderr: {err}");
+    assert_eq!(receiver.services.lock().unwrap()[0], "troupe");
+    let trace = &spans[0].trace_id;
+    assert!(spans.iter().all(|s| &s.trace_id == trace), "one trace");
+    let by_id: HashMap<&[u8], &Span> = spans.iter().map(|s| (s.span_id.as_slice(), s)).collect();
+    let parent = |span: &Span| -> Option<&Span> { by_id.get(span.parent_span_id.as_slice()).copied() };
+    let named = |name: &str| -> Vec<&Span> { spans.iter().filter(|s| s.name == name).collect() };
+
+    let sessions = named("session");
+    assert_eq!(sessions.len(), 2, "{:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>());
+    let root = sessions
+        .iter()
+        .find(|s| number(s, "troupe.agent.depth") == Some(0))
+        .unwrap();
+    assert!(root.parent_span_id.is_empty(), "the root session starts the trace");
+    let child = sessions
+        .iter()
+        .find(|s| number(s, "troupe.agent.depth") == Some(1))
+        .unwrap();
+
+    // The bridged call is named after the MCP tool, under the parent's turn.
+    let echo = named("execute_tool mcp_everything_echo");
+    assert_eq!(echo.len(), 1);
+    assert_eq!(text(echo[0], "gen_ai.tool.name").as_deref(), Some("mcp_everything_echo"));
+    assert_eq!(text(echo[0], "troupe.call.tool").as_deref(), Some("tool_call"));
+    assert_eq!(text(echo[0], "troupe.call.status").as_deref(), Some("ok"));
+    let turn = parent(echo[0]).unwrap();
+    assert_eq!(turn.name, "turn");
+    assert_eq!(parent(turn).unwrap().span_id, root.span_id);
+
+    // The child's session hangs under the delegate_task call of the same turn.
+    let delegate = named("execute_tool delegate_task");
+    assert_eq!(delegate.len(), 1);
+    assert_eq!(parent(delegate[0]).unwrap().span_id, turn.span_id);
+    assert_eq!(parent(child).unwrap().span_id, delegate[0].span_id);
+
+    // Every model request is a GenAI span under a turn, with its token counts.
+    let requests = named("chat mock-model");
+    assert_eq!(requests.len(), 4, "three for the parent, one for the child");
+    for request in &requests {
+        assert_eq!(parent(request).unwrap().name, "turn");
+        assert_eq!(text(request, "gen_ai.operation.name").as_deref(), Some("chat"));
+        assert!(number(request, "gen_ai.usage.input_tokens").unwrap() > 0);
+        assert!(number(request, "gen_ai.usage.output_tokens").is_some());
+    }
+    let child_turn = named("turn")
+        .into_iter()
+        .find(|t| parent(t).unwrap().span_id == child.span_id)
+        .unwrap();
+    assert!(requests.iter().any(|r| r.parent_span_id == child_turn.span_id));
+    // The root turn's totals include the child's request (the subtree's usage).
+    let sum: i64 = requests
+        .iter()
+        .map(|r| number(r, "gen_ai.usage.input_tokens").unwrap())
+        .sum();
+    assert_eq!(number(turn, "gen_ai.usage.input_tokens"), Some(sum));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_refuses_or_hangs_changes_nothing_for_the_turn() {
+    if !servers_available("a_collector_that_refuses_or_hangs_changes_nothing_for_the_turn") {
+        return;
+    }
+    // Refuses: a port nothing listens on.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    // Hangs: takes connections and never answers.
+    let hanging = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hanging_url = format!("http://{}", hanging.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = hanging.accept().await {
+            held.push(socket);
+        }
+    });
+    for collector in [format!("http://{closed}"), hanging_url] {
+        let model = MockServer::start(Script::from_yaml_str(SCRIPT).unwrap())
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (code, out, err) = chat(dir.path(), &model, &collector).await;
+        assert_eq!(code, 0, "{collector}: {err}\n{out}");
+        assert_eq!(final_line(&out)["status"], "completed", "{collector}");
+        assert!(
+            err.matches("the trace collector did not take spans").count() <= 1,
+            "a failing collector is reported once at most: {err}"
+        );
+    }
+}
