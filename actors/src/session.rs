@@ -687,7 +687,8 @@ impl Session {
             ]
         });
         if status == TurnStatus::Failed {
-            turn.trace.fail(error.clone().unwrap_or_else(|| text.clone()));
+            turn.trace
+                .fail(error.clone().unwrap_or_else(|| text.clone()));
         }
         turn.trace.end();
         self.supervisor.do_send(EndTurn {
@@ -1061,15 +1062,29 @@ impl Handler<ModelAnswered> for Session {
         match &msg.result {
             Ok(response) => msg.span.set(|| {
                 vec![
-                    KeyValue::new("gen_ai.usage.input_tokens", response.usage.prompt_tokens as i64),
-                    KeyValue::new("gen_ai.usage.output_tokens", response.usage.completion_tokens as i64),
-                    KeyValue::new("gen_ai.usage.cache_read.input_tokens", response.usage.cached_tokens as i64),
+                    KeyValue::new(
+                        "gen_ai.usage.input_tokens",
+                        response.usage.prompt_tokens as i64,
+                    ),
+                    KeyValue::new(
+                        "gen_ai.usage.output_tokens",
+                        response.usage.completion_tokens as i64,
+                    ),
+                    KeyValue::new(
+                        "gen_ai.usage.cache_read.input_tokens",
+                        response.usage.cached_tokens as i64,
+                    ),
                     KeyValue::new(
                         "gen_ai.response.finish_reasons",
-                        opentelemetry::Value::Array(vec![finish_reason_name(&response.finish_reason)].into()),
+                        opentelemetry::Value::Array(
+                            vec![finish_reason_name(&response.finish_reason)].into(),
+                        ),
                     ),
                     KeyValue::new("troupe.tool_calls", response.tool_calls.len() as i64),
-                    KeyValue::new("troupe.cost_usd", self.cost_of(response.usage).unwrap_or(0.0)),
+                    KeyValue::new(
+                        "troupe.cost_usd",
+                        self.cost_of(response.usage).unwrap_or(0.0),
+                    ),
                 ]
             }),
             Err(error) => msg.span.fail(error.to_string()),

@@ -341,9 +341,13 @@ impl ToolRunner {
                 verdict,
             } => {
                 let _waiting = deadline.human_wait();
-                let wait = TraceSpan::start("approval_wait", &meta.span, SpanKind::Internal, || {
-                    vec![KeyValue::new("troupe.approval.request_id", request_id.clone())]
-                });
+                let wait =
+                    TraceSpan::start("approval_wait", &meta.span, SpanKind::Internal, || {
+                        vec![KeyValue::new(
+                            "troupe.approval.request_id",
+                            request_id.clone(),
+                        )]
+                    });
                 let answer = tokio::select! {
                     answer = verdict => answer.unwrap_or(Verdict::Interrupted),
                     _ = ctx.token.cancelled() => {
@@ -351,7 +355,12 @@ impl ToolRunner {
                         Verdict::Interrupted
                     }
                 };
-                wait.set(|| vec![KeyValue::new("troupe.approval.verdict", verdict_name(&answer))]);
+                wait.set(|| {
+                    vec![KeyValue::new(
+                        "troupe.approval.verdict",
+                        verdict_name(&answer),
+                    )]
+                });
                 wait.end();
                 answer
             }
@@ -408,7 +417,8 @@ impl ToolRunner {
             Runnable::Tool { name } => {
                 let view = ctx.view.clone();
                 let span = tracing::info_span!("call", call_id = %meta.call_id, tool = %name);
-                tokio::spawn(
+                spawn_under(
+                    &meta.span,
                     async move { view.call(&name, arguments, call_ctx).await }.instrument(span),
                 )
             }
@@ -420,12 +430,10 @@ impl ToolRunner {
             Runnable::Task { run } => {
                 let span =
                     tracing::info_span!("call", call_id = %meta.call_id, tool = %meta.underlying);
-                // Work the task starts (a subagent's session) goes under this call's span.
-                let task = run(arguments, call_token.clone()).instrument(span);
-                match meta.span.context() {
-                    Some(cx) => tokio::spawn(task.with_context(cx.clone())),
-                    None => tokio::spawn(task),
-                }
+                spawn_under(
+                    &meta.span,
+                    run(arguments, call_token.clone()).instrument(span),
+                )
             }
         };
         let stopped = tokio::select! {
@@ -570,7 +578,8 @@ fn finish(
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default();
-    meta.span.set(|| vec![KeyValue::new("troupe.call.status", status_name.clone())]);
+    meta.span
+        .set(|| vec![KeyValue::new("troupe.call.status", status_name.clone())]);
     if status != CallStatus::Ok {
         meta.span.fail(status_name);
     }
@@ -727,6 +736,19 @@ impl Dispatch for RunnerDispatch {
             let prepared = runner.prepare(&ctx, entry).await;
             runner.execute(&ctx, prepared, &deadline, None).await.result
         })
+    }
+}
+
+/// Runs a call's work on the pool with the call's span as its current span, so what the work
+/// starts (a subagent's session, a board task) goes under the call.
+fn spawn_under<F>(span: &TraceSpan, work: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match span.context() {
+        Some(cx) => tokio::spawn(work.with_context(cx.clone())),
+        None => tokio::spawn(work),
     }
 }
 

@@ -87,39 +87,11 @@ impl TraceSpan {
         if !enabled() {
             return TraceSpan::default();
         }
-        let mut parts = header.trim().split('-');
-        let (Some(version), Some(trace), Some(span), Some(flags), None) = (
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-        ) else {
-            return TraceSpan::default();
-        };
-        let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
-        if version != "00" || !hex(trace, 32) || !hex(span, 16) || !hex(flags, 2) {
-            return TraceSpan::default();
-        }
-        let (Ok(trace_id), Ok(span_id), Ok(flags)) = (
-            TraceId::from_hex(trace),
-            SpanId::from_hex(span),
-            u8::from_str_radix(flags, 16),
-        ) else {
-            return TraceSpan::default();
-        };
-        let context = SpanContext::new(
-            trace_id,
-            span_id,
-            TraceFlags::new(flags),
-            true,
-            TraceState::default(),
-        );
-        if !context.is_valid() {
-            return TraceSpan::default();
-        }
-        TraceSpan {
-            cx: Some(Context::new().with_remote_span_context(context)),
+        match parse_traceparent(header) {
+            Some(context) => TraceSpan {
+                cx: Some(Context::new().with_remote_span_context(context)),
+            },
+            None => TraceSpan::default(),
         }
     }
 
@@ -173,12 +145,42 @@ impl TraceSpan {
     }
 }
 
-/// Text of a span attribute, at most `max` characters (cut on a character boundary).
-pub fn capped(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…[{} more characters]", &text[..cut], text[cut..].chars().count()),
-        None => text.to_string(),
+/// The span context a W3C `traceparent` names, if it is a well-formed, valid one.
+fn parse_traceparent(header: &str) -> Option<SpanContext> {
+    let mut parts = header.trim().split('-');
+    let (Some(version), Some(trace), Some(span), Some(flags), None) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return None;
+    };
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    if version != "00" || !hex(trace, 32) || !hex(span, 16) || !hex(flags, 2) {
+        return None;
     }
+    let (Ok(trace_id), Ok(span_id), Ok(flags)) = (
+        TraceId::from_hex(trace),
+        SpanId::from_hex(span),
+        u8::from_str_radix(flags, 16),
+    ) else {
+        return None;
+    };
+    let context = SpanContext::new(
+        trace_id,
+        span_id,
+        TraceFlags::new(flags),
+        true,
+        TraceState::default(),
+    );
+    context.is_valid().then_some(context)
+}
+
+/// Whether `header` is a well-formed W3C `traceparent` (worth keeping with a task).
+pub fn is_traceparent(header: &str) -> bool {
+    parse_traceparent(header).is_some()
 }
 
 #[cfg(test)]
@@ -200,13 +202,10 @@ mod tests {
             "00-0af7651916cd43dd8448eb211c8031zz-b7ad6b7169203331-01",
             "00-+af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
         ] {
-            assert!(TraceSpan::from_traceparent(bad).traceparent().is_none(), "{bad}");
+            assert!(
+                TraceSpan::from_traceparent(bad).traceparent().is_none(),
+                "{bad}"
+            );
         }
-    }
-
-    #[test]
-    fn attributes_are_capped_on_character_boundaries() {
-        assert_eq!(capped("héllo", 10), "héllo");
-        assert_eq!(capped("héllo wörld", 4), "héll…[7 more characters]");
     }
 }

@@ -587,6 +587,9 @@ pub struct Task {
     /// What one run may spend; the profile's budget still holds (the tighter of the two).
     #[serde(default)]
     pub budget: Option<troupe_actors::usage::Budget>,
+    /// The W3C `traceparent` of whoever created it: its runs continue that trace, on any host.
+    #[serde(default)]
+    pub traceparent: Option<String>,
 }
 
 /// The status a new task starts in.
@@ -629,6 +632,8 @@ pub struct NewTask {
     pub max_retries: Option<u32>,
     /// What one run may spend, within the profile's budget.
     pub budget: Option<troupe_actors::usage::Budget>,
+    /// The creator's W3C `traceparent`; kept only when well-formed.
+    pub traceparent: Option<String>,
     /// The status to start in.
     pub initial: InitialStatus,
 }
@@ -649,6 +654,7 @@ impl NewTask {
             max_runtime_seconds: None,
             max_retries: None,
             budget: None,
+            traceparent: None,
             initial: InitialStatus::Auto,
         }
     }

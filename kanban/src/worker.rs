@@ -13,9 +13,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 use serde::Serialize;
 use troupe_actors::session::{SessionConfig, SessionHandle, SessionParams, TurnStatus};
 use troupe_actors::supervisor::Supervisor;
+use troupe_actors::trace::TraceSpan;
 use troupe_actors::usage::Spend;
 
 use crate::dispatcher::{DispatcherConfig, WorkerFinished};
@@ -368,7 +371,17 @@ async fn run_task(
     shared: Arc<Shared>,
 ) -> WorkerReport {
     let task = &params.claim.task;
-    let (ending, spent) = drive_session(&params, &binding, &shared).await;
+    let creator = TraceSpan::from_traceparent(task.traceparent.as_deref().unwrap_or_default());
+    let trace = TraceSpan::start("kanban task run", &creator, SpanKind::Consumer, || {
+        vec![
+            KeyValue::new("troupe.task.id", task.id.to_string()),
+            KeyValue::new("troupe.board", params.board.to_string()),
+            KeyValue::new("troupe.run.id", params.claim.run.id.0),
+            KeyValue::new("troupe.worker", params.worker.to_string()),
+            KeyValue::new("troupe.profile", params.profile.name.clone()),
+        ]
+    });
+    let (ending, spent) = drive_session(&params, &binding, &shared, &trace).await;
     let ending = match (ending, binding.terminal()) {
         // A terminal call made before a stop still counts as the end.
         (_, terminal @ (TerminalCall::Completed(_) | TerminalCall::Blocked(..))) => {
@@ -507,6 +520,11 @@ async fn run_task(
             }
         }
     }
+    trace.set(|| vec![KeyValue::new("troupe.run.outcome", report.outcome.as_str())]);
+    if !matches!(report.outcome, WorkerOutcome::Completed) {
+        trace.fail(report.outcome.as_str());
+    }
+    trace.end();
     tracing::debug!(task = %task.id, outcome = report.outcome.as_str(), "worker finished");
     report
 }
@@ -559,6 +577,7 @@ async fn drive_session(
     params: &WorkerParams,
     binding: &Arc<TaskBinding>,
     shared: &Shared,
+    trace: &TraceSpan,
 ) -> (Ending, Option<Spend>) {
     let profile_view = ready_profile_view(&params.profile.view, shared).await;
     let view = task_view(&profile_view, task_tools(binding));
@@ -570,6 +589,7 @@ async fn drive_session(
         budget: profile_config
             .budget
             .tighter(params.claim.task.budget.unwrap_or_default()),
+        trace_parent: trace.clone(),
         ..profile_config.clone()
     };
     let mut hooks = params.hooks.session.clone();

@@ -500,6 +500,8 @@ async fn create(b: &TaskBinding, args: &Map<String, Value>) -> Result<ToolResult
         .with_priority(priority)
         .with_parent(b.task.clone())
         .with_created_by(b.author.clone());
+    // The child's runs continue this run's trace (the call's span is current here).
+    new.traceparent = troupe_actors::trace::TraceSpan::current().traceparent();
     if let Some(assignee) = assignee {
         new = new.with_assignee(assignee);
     }

@@ -37,6 +37,10 @@ use mcp_servers::{everything_bin, servers_available};
 struct Receiver {
     spans: Arc<Mutex<Vec<Span>>>,
     services: Arc<Mutex<Vec<String>>>,
+    /// (path, Authorization header) of each request.
+    requests: Arc<Mutex<Vec<(String, String)>>>,
+    /// Resource attributes seen, as text.
+    resource: Arc<Mutex<Vec<(String, String)>>>,
 }
 
 impl Receiver {
@@ -44,6 +48,7 @@ impl Receiver {
         let receiver = Receiver::default();
         let app = axum::Router::new()
             .route("/v1/traces", post(take))
+            .route("/api/public/otel/v1/traces", post(take))
             .with_state(receiver.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -56,11 +61,35 @@ impl Receiver {
     }
 }
 
-async fn take(State(receiver): State<Receiver>, body: Bytes) -> Vec<u8> {
+async fn take(
+    State(receiver): State<Receiver>,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Vec<u8> {
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    receiver
+        .requests
+        .lock()
+        .unwrap()
+        .push((uri.path().to_string(), auth));
     let request = ExportTraceServiceRequest::decode(body).unwrap();
     for resource in request.resource_spans {
         if let Some(resource) = &resource.resource {
             for attribute in &resource.attributes {
+                if let Some(AnyValue::StringValue(value)) =
+                    attribute.value.as_ref().and_then(|v| v.value.clone())
+                {
+                    receiver
+                        .resource
+                        .lock()
+                        .unwrap()
+                        .push((attribute.key.clone(), value));
+                }
                 if attribute.key == "service.name"
                     && let Some(AnyValue::StringValue(name)) =
                         attribute.value.as_ref().and_then(|v| v.value.clone())
@@ -153,16 +182,25 @@ async fn a_chat_turn_with_a_bridged_call_and_a_child_is_one_trace() {
     let trace = &spans[0].trace_id;
     assert!(spans.iter().all(|s| &s.trace_id == trace), "one trace");
     let by_id: HashMap<&[u8], &Span> = spans.iter().map(|s| (s.span_id.as_slice(), s)).collect();
-    let parent = |span: &Span| -> Option<&Span> { by_id.get(span.parent_span_id.as_slice()).copied() };
+    let parent =
+        |span: &Span| -> Option<&Span> { by_id.get(span.parent_span_id.as_slice()).copied() };
     let named = |name: &str| -> Vec<&Span> { spans.iter().filter(|s| s.name == name).collect() };
 
     let sessions = named("session");
-    assert_eq!(sessions.len(), 2, "{:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>());
+    assert_eq!(
+        sessions.len(),
+        2,
+        "{:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
     let root = sessions
         .iter()
         .find(|s| number(s, "troupe.agent.depth") == Some(0))
         .unwrap();
-    assert!(root.parent_span_id.is_empty(), "the root session starts the trace");
+    assert!(
+        root.parent_span_id.is_empty(),
+        "the root session starts the trace"
+    );
     let child = sessions
         .iter()
         .find(|s| number(s, "troupe.agent.depth") == Some(1))
@@ -171,8 +209,14 @@ async fn a_chat_turn_with_a_bridged_call_and_a_child_is_one_trace() {
     // The bridged call is named after the MCP tool, under the parent's turn.
     let echo = named("execute_tool mcp_everything_echo");
     assert_eq!(echo.len(), 1);
-    assert_eq!(text(echo[0], "gen_ai.tool.name").as_deref(), Some("mcp_everything_echo"));
-    assert_eq!(text(echo[0], "troupe.call.tool").as_deref(), Some("tool_call"));
+    assert_eq!(
+        text(echo[0], "gen_ai.tool.name").as_deref(),
+        Some("mcp_everything_echo")
+    );
+    assert_eq!(
+        text(echo[0], "troupe.call.tool").as_deref(),
+        Some("tool_call")
+    );
     assert_eq!(text(echo[0], "troupe.call.status").as_deref(), Some("ok"));
     let turn = parent(echo[0]).unwrap();
     assert_eq!(turn.name, "turn");
@@ -189,7 +233,10 @@ async fn a_chat_turn_with_a_bridged_call_and_a_child_is_one_trace() {
     assert_eq!(requests.len(), 4, "three for the parent, one for the child");
     for request in &requests {
         assert_eq!(parent(request).unwrap().name, "turn");
-        assert_eq!(text(request, "gen_ai.operation.name").as_deref(), Some("chat"));
+        assert_eq!(
+            text(request, "gen_ai.operation.name").as_deref(),
+            Some("chat")
+        );
         assert!(number(request, "gen_ai.usage.input_tokens").unwrap() > 0);
         assert!(number(request, "gen_ai.usage.output_tokens").is_some());
     }
@@ -197,7 +244,11 @@ async fn a_chat_turn_with_a_bridged_call_and_a_child_is_one_trace() {
         .into_iter()
         .find(|t| parent(t).unwrap().span_id == child.span_id)
         .unwrap();
-    assert!(requests.iter().any(|r| r.parent_span_id == child_turn.span_id));
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.parent_span_id == child_turn.span_id)
+    );
     // The root turn's totals include the child's request (the subtree's usage).
     let sum: i64 = requests
         .iter()
@@ -234,8 +285,188 @@ async fn a_collector_that_refuses_or_hangs_changes_nothing_for_the_turn() {
         assert_eq!(code, 0, "{collector}: {err}\n{out}");
         assert_eq!(final_line(&out)["status"], "completed", "{collector}");
         assert!(
-            err.matches("the trace collector did not take spans").count() <= 1,
+            err.matches("the trace collector did not take spans")
+                .count()
+                <= 1,
             "a failing collector is reported once at most: {err}"
         );
     }
+}
+
+/// A worker's script: complete the task at once.
+const COMPLETING: &str = "cursor: conversation\nturns:\n  - tool_calls:\n      - name: kanban_complete\n        arguments: {summary: done in the trace}\n  - text: Finished.\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_made_inside_a_trace_is_run_in_it_by_a_worker_process_on_postgres() {
+    let Some(url) =
+        troupe_kanban::store::test_cluster::cluster_url("traces across hosts on PostgreSQL")
+    else {
+        return;
+    };
+    let (receiver, collector) = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("coder.yaml"), COMPLETING).unwrap();
+    std::fs::write(
+        dir.path().join("troupe.yaml"),
+        format!(
+            "kanban:\n  default_assignee: coder\nprofiles:\n  coder:\n    script: {}\n",
+            dir.path().join("coder.yaml").display()
+        ),
+    )
+    .unwrap();
+    let slug = format!("trace-{}", uuid::Uuid::new_v4().simple());
+    let slug = &slug[..20];
+    let kanban = |args: &[&str], traced: bool| {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
+        command
+            .current_dir(dir.path())
+            .env("TROUPE_HOME", dir.path().join("home"))
+            .env_remove("TRACEPARENT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .args(["kanban", "--store", &url, "--board", slug])
+            .args(args);
+        if traced {
+            command.env("OTEL_EXPORTER_OTLP_ENDPOINT", &collector);
+        } else {
+            command.env_remove("OTEL_EXPORTER_OTLP_ENDPOINT");
+        }
+        command.output()
+    };
+    // The creator (one host) is inside a trace; it exports nothing itself.
+    let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let parent_id = "00f067aa0ba902b7";
+    let traceparent = format!("00-{trace_id}-{parent_id}-01");
+    let out = kanban(&["boards", "create", slug], false).await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bad = kanban(&["create", "job", "--traceparent", "00-zz-1-01"], false)
+        .await
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a W3C trace context"));
+    let out = kanban(
+        &["create", "job", "--traceparent", &traceparent, "--json"],
+        false,
+    )
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let created: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(created["task"]["traceparent"], traceparent.as_str());
+
+    // A worker process (another host) runs it, exporting.
+    let out = kanban(&["worker", "--profiles", "coder", "--until-idle"], true)
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let spans = receiver.spans();
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    assert!(!spans.is_empty(), "no spans arrived");
+    assert!(
+        spans.iter().all(|s| hex(&s.trace_id) == trace_id),
+        "one trace, the creator's"
+    );
+    let run = spans.iter().find(|s| s.name == "kanban task run").unwrap();
+    assert_eq!(
+        hex(&run.parent_span_id),
+        parent_id,
+        "the run continues the creator's span"
+    );
+    assert_eq!(text(run, "troupe.board").as_deref(), Some(slug));
+    assert_eq!(
+        text(run, "troupe.run.outcome").as_deref(),
+        Some("completed")
+    );
+    let session = spans.iter().find(|s| s.name == "session").unwrap();
+    assert_eq!(session.parent_span_id, run.span_id);
+    assert!(
+        spans
+            .iter()
+            .any(|s| s.name == "execute_tool kanban_complete")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_langfuse_plugin_sends_the_same_spans_with_its_keys_or_says_once_what_it_needs() {
+    let (receiver, base) = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        "turns:\n  - text: Hello from the script.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("troupe.yaml"),
+        "plugins:\n  enabled: [observability/langfuse]\n",
+    )
+    .unwrap();
+    let run = |keys: bool| {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
+        command
+            .current_dir(dir.path())
+            .env("TROUPE_HOME", dir.path().join("home"))
+            .env("TROUPE_LANGFUSE_BASE_URL", &base)
+            .env("LANGFUSE_TRACING_ENVIRONMENT", "staging")
+            .env("TROUPE_LANGFUSE_RELEASE", "v9")
+            .env_remove("LANGFUSE_PUBLIC_KEY")
+            .env_remove("LANGFUSE_SECRET_KEY")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .args(["chat", "-q", "hi", "--json", "--script", "script.yaml"]);
+        if keys {
+            command
+                .env("TROUPE_LANGFUSE_PUBLIC_KEY", "pk-lf-1")
+                .env("TROUPE_LANGFUSE_SECRET_KEY", "sk-lf-2");
+        } else {
+            command
+                .env_remove("TROUPE_LANGFUSE_PUBLIC_KEY")
+                .env_remove("TROUPE_LANGFUSE_SECRET_KEY");
+        }
+        command.output()
+    };
+
+    // Without keys: one notice, the turn as always, nothing sent.
+    let out = run(false).await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(
+        err.matches("observability/langfuse").count(),
+        1,
+        "one notice naming the plugin: {err}"
+    );
+    assert!(err.contains("TROUPE_LANGFUSE_PUBLIC_KEY"), "{err}");
+    assert!(receiver.spans().is_empty());
+
+    // With keys: Langfuse's OTLP path, its keys as basic auth, grouped by session.
+    let out = run(true).await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = receiver.requests.lock().unwrap().clone();
+    assert!(!requests.is_empty());
+    for (path, auth) in &requests {
+        assert_eq!(path, "/api/public/otel/v1/traces");
+        // base64("pk-lf-1:sk-lf-2")
+        assert_eq!(auth, "Basic cGstbGYtMTpzay1sZi0y");
+    }
+    let spans = receiver.spans();
+    let root = spans.iter().find(|s| s.name == "session").unwrap();
+    assert_eq!(text(root, "session.id"), text(root, "troupe.session.id"));
+    let resource = receiver.resource.lock().unwrap().clone();
+    assert!(resource.contains(&("deployment.environment.name".into(), "staging".into())));
+    assert!(resource.contains(&("service.version".into(), "v9".into())));
 }

@@ -411,3 +411,12 @@ pub(crate) fn budget_text(budget: Option<&troupe_actors::usage::Budget>) -> Opti
         .filter(|b| b.is_limited())
         .and_then(|b| serde_json::to_string(b).ok())
 }
+
+/// A creator's `traceparent` as stored: only a well-formed one (it comes from clients and
+/// models, and is handed to every run).
+pub(crate) fn kept_traceparent(traceparent: Option<&str>) -> Option<String> {
+    traceparent
+        .map(str::trim)
+        .filter(|t| troupe_actors::trace::is_traceparent(t))
+        .map(str::to_string)
+}

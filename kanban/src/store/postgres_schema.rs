@@ -123,8 +123,9 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 2: what each run spent.
     "ALTER TABLE kanban_task_runs ADD COLUMN usage TEXT;",
-    // 3: what a task's runs may spend.
-    "ALTER TABLE kanban_tasks ADD COLUMN budget TEXT;",
+    // 3: what a task's runs may spend, and the trace they continue.
+    "ALTER TABLE kanban_tasks ADD COLUMN budget TEXT; \
+     ALTER TABLE kanban_tasks ADD COLUMN traceparent TEXT;",
 ];
 
 /// The schema version this build writes.

@@ -133,7 +133,7 @@ const TASK_COLS: &str = "id, title, body, assignee, status, priority, tenant, id
     created_by, created_at, updated_at, started_at, completed_at, workspace_kind, workspace_path, \
     max_runtime_seconds, max_retries, result, consecutive_failures, protocol_violations, \
     last_failure_error, block_kind, block_reason, block_recurrences, claim_lock, claim_expires, \
-    current_run_id, last_heartbeat_at, scheduled_until, budget";
+    current_run_id, last_heartbeat_at, scheduled_until, budget, traceparent";
 
 const RUN_COLS: &str = "id, task_id, profile, source_status, claim_lock, claim_expires, \
     max_runtime_seconds, last_heartbeat_at, started_at, ended_at, outcome, summary, metadata, error, \
@@ -244,6 +244,7 @@ impl<'r> Reader<'r> {
                 .get::<Option<&str>>(29)?
                 .map(|b| serde_json::from_str(b).map_err(|e| self.corrupt(29, e)))
                 .transpose()?,
+            traceparent: self.get(30)?,
         })
     }
 
@@ -853,8 +854,8 @@ impl PgTx<'_, '_> {
         self.exec(
             "INSERT INTO kanban_tasks (board, id, title, body, assignee, status, priority, tenant, \
              idempotency_key, created_by, created_at, updated_at, workspace_kind, workspace_path, \
-             max_runtime_seconds, max_retries, budget) \
-             VALUES ($15, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, $14, $16)",
+             max_runtime_seconds, max_retries, budget, traceparent) \
+             VALUES ($15, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, $14, $16, $17)",
             &[
                 &id.as_str(),
                 &new.title.trim(),
@@ -872,6 +873,7 @@ impl PgTx<'_, '_> {
                 &new.max_retries.map(i64::from),
                 &self.board.as_str(),
                 &super::budget_text(new.budget.as_ref()),
+                &super::kept_traceparent(new.traceparent.as_deref()),
             ],
         )
         .await?;

@@ -292,6 +292,7 @@ mod tests {
             last_heartbeat_at: None,
             scheduled_until: None,
             budget: None,
+            traceparent: None,
         }
     }
 

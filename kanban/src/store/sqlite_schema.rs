@@ -110,8 +110,8 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 2: what each run spent.
     "ALTER TABLE task_runs ADD COLUMN usage TEXT;",
-    // 3: what a task's runs may spend.
-    "ALTER TABLE tasks ADD COLUMN budget TEXT;",
+    // 3: what a task's runs may spend, and the trace they continue.
+    "ALTER TABLE tasks ADD COLUMN budget TEXT; ALTER TABLE tasks ADD COLUMN traceparent TEXT;",
 ];
 
 /// The schema version this build writes.

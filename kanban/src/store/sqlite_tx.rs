@@ -86,7 +86,7 @@ const TASK_COLS: &str = "id, title, body, assignee, status, priority, tenant, id
     created_by, created_at, updated_at, started_at, completed_at, workspace_kind, workspace_path, \
     max_runtime_seconds, max_retries, result, consecutive_failures, protocol_violations, \
     last_failure_error, block_kind, block_reason, block_recurrences, claim_lock, claim_expires, \
-    current_run_id, last_heartbeat_at, scheduled_until, budget";
+    current_run_id, last_heartbeat_at, scheduled_until, budget, traceparent";
 
 const RUN_COLS: &str = "id, task_id, profile, source_status, claim_lock, claim_expires, \
     max_runtime_seconds, last_heartbeat_at, started_at, ended_at, outcome, summary, metadata, error, \
@@ -190,6 +190,7 @@ fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
             .get::<_, Option<String>>(29)?
             .map(|b| serde_json::from_str(&b).map_err(|e| bad_value(29, e)))
             .transpose()?,
+        traceparent: r.get(30)?,
     })
 }
 
@@ -607,8 +608,8 @@ impl Tx<'_> {
         self.c.execute(
             "INSERT INTO tasks (id, title, body, assignee, status, priority, tenant, \
              idempotency_key, created_by, created_at, updated_at, workspace_kind, workspace_path, \
-             max_runtime_seconds, max_retries, budget) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12, ?13, ?14, ?15)",
+             max_runtime_seconds, max_retries, budget, traceparent) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
             params![
                 id.as_str(),
                 new.title.trim(),
@@ -625,6 +626,7 @@ impl Tx<'_> {
                 new.max_runtime_seconds.map(sql_int),
                 new.max_retries,
                 super::budget_text(new.budget.as_ref()),
+                super::kept_traceparent(new.traceparent.as_deref()),
             ],
         )?;
         for p in &parents {

@@ -220,6 +220,10 @@ pub struct CreateArgs {
     /// Most seconds one run may work (within its profile's budget).
     #[arg(long, value_name = "SECONDS")]
     pub max_wall_seconds: Option<f64>,
+    /// The W3C trace context its runs continue (00-<trace id>-<span id>-<flags>), for a task
+    /// made inside traced work; else a well-formed TRACEPARENT from the environment.
+    #[arg(long, value_name = "TRACEPARENT")]
+    pub traceparent: Option<String>,
     /// Start in `triage` (needs specifying first).
     #[arg(long)]
     pub triage: bool,
@@ -634,6 +638,17 @@ async fn create(ctx: &Ctx, a: CreateArgs) -> Outcome {
     let budget = troupe_actors::usage::Budget::from_value("--max", &budget)
         .map_err(|e| Failure::usage(e.replace("--max.max_", "--max-").replace('_', "-")))?;
     new.budget = budget.is_limited().then_some(budget);
+    if let Some(traceparent) = a.traceparent.as_deref().map(str::trim) {
+        if !troupe_actors::trace::is_traceparent(traceparent) {
+            return Err(Failure::usage(format!(
+                "--traceparent {traceparent:?} is not a W3C trace context; write 00-<32 hex trace id>-<16 hex span id>-<2 hex flags>, or leave it out"
+            )));
+        }
+        new.traceparent = Some(traceparent.to_string());
+    } else if let Ok(inherited) = std::env::var("TRACEPARENT") {
+        // From the environment it is a hint, not an instruction: a malformed one is dropped.
+        new.traceparent = Some(inherited).filter(|t| troupe_actors::trace::is_traceparent(t));
+    }
     if a.triage {
         new = new.with_initial(InitialStatus::Triage);
     }

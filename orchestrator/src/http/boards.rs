@@ -555,6 +555,7 @@ pub const MAX_RUNTIME_SECONDS: u64 = 365 * 24 * 60 * 60;
 pub async fn create_task(
     State(state): State<HttpState>,
     ApiQuery(query): ApiQuery<BoardQuery>,
+    headers: axum::http::HeaderMap,
     ApiJson(body): ApiJson<CreateTask>,
 ) -> Result<Response, ApiError> {
     let slug = board_of(&state, query.board.as_deref())?;
@@ -594,6 +595,8 @@ pub async fn create_task(
     }
     task.max_runtime_seconds = body.max_runtime_seconds;
     task.max_retries = body.max_retries;
+    // The caller's trace continues in the task's runs; a malformed header is ignored (W3C).
+    task.traceparent = super::traceparent(&headers);
     if let Some(raw) = &body.budget {
         let budget = troupe_actors::usage::Budget::from_value("budget", raw)
             .map_err(|e| ApiError::bad_request("bad_budget", e))?;

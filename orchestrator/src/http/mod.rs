@@ -566,6 +566,16 @@ pub async fn serve_with_limits(
     })
 }
 
+/// A request's well-formed W3C `traceparent` header, if it has one.
+pub(crate) fn traceparent(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|t| troupe_actors::trace::is_traceparent(t))
+        .map(str::to_string)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -336,8 +336,11 @@ pub struct CreateSession {
 /// Handler of `POST /api/sessions`.
 pub async fn create(
     State(state): State<HttpState>,
+    headers: axum::http::HeaderMap,
     ApiJson(request): ApiJson<CreateSession>,
 ) -> Result<Response, ApiError> {
+    // The caller's trace: the session's span goes under it.
+    let trace_parent = super::traceparent(&headers);
     let profile = match request.profile.as_deref().map(str::trim) {
         None => None,
         Some(name) => Some(state.troupe.profile(name).ok_or_else(|| {
@@ -413,11 +416,15 @@ pub async fn create(
             .map_err(|e| ApiError::bad_request("bad_toolsets", e.to_string()))?;
         options = options.with_view(view);
     }
-    if request.system_prompt.is_some() || request.max_iterations.is_some() {
+    if request.system_prompt.is_some() || request.max_iterations.is_some() || trace_parent.is_some()
+    {
         let mut config: SessionConfig = match profile {
             Some(profile) => profile.session.clone(),
             None => state.troupe.session_defaults(),
         };
+        if let Some(header) = &trace_parent {
+            config.trace_parent = troupe_actors::trace::TraceSpan::from_traceparent(header);
+        }
         if let Some(prompt) = request.system_prompt {
             config.system_prompt = Some(prompt);
         }

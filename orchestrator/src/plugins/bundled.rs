@@ -8,11 +8,13 @@ use super::manifest::Manifest;
 pub enum Builtin {
     /// Tracks and removes scratch files tools create ([`super::disk_cleanup`]).
     DiskCleanup,
+    /// Sends troupe's traces to Langfuse ([`crate::observability::langfuse`]).
+    Langfuse,
 }
 
 /// Every compiled-in plugin.
 pub fn all() -> Vec<Builtin> {
-    vec![Builtin::DiskCleanup]
+    vec![Builtin::DiskCleanup, Builtin::Langfuse]
 }
 
 impl Builtin {
@@ -20,6 +22,7 @@ impl Builtin {
     pub fn name(self) -> &'static str {
         match self {
             Builtin::DiskCleanup => super::disk_cleanup::NAME,
+            Builtin::Langfuse => crate::observability::langfuse::NAME,
         }
     }
 
@@ -34,6 +37,25 @@ impl Builtin {
                 ),
                 ..Manifest::default()
             },
+            Builtin::Langfuse => Manifest {
+                name: self.name().to_string(),
+                version: Some("1.0.0".into()),
+                description: Some(
+                    "Sends the traces of sessions, turns, model requests and tool calls to Langfuse over OTLP, grouped by troupe's session id".into(),
+                ),
+                ..Manifest::default()
+            },
+        }
+    }
+
+    /// What keeps it from loading in this environment (missing keys), if anything.
+    pub fn problems(self) -> Vec<String> {
+        match self {
+            Builtin::DiskCleanup => Vec::new(),
+            Builtin::Langfuse => crate::observability::langfuse::target()
+                .err()
+                .into_iter()
+                .collect(),
         }
     }
 
@@ -44,6 +66,7 @@ impl Builtin {
                 "hooks: pre_tool_call, post_tool_call, on_session_end".into(),
                 "commands: /disk-cleanup".into(),
             ],
+            Builtin::Langfuse => vec!["traces: OTLP to Langfuse".into()],
         }
     }
 }

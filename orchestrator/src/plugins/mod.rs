@@ -100,7 +100,7 @@ impl PluginCatalog {
         let plugins: Vec<PluginInfo> = discovery::discover(&roots)
             .into_iter()
             .map(|found| {
-                let mut problems = Vec::new();
+                let mut problems = found.builtin.map(Builtin::problems).unwrap_or_default();
                 match &found.manifest {
                     Ok(manifest) => {
                         let missing = manifest.missing_env();
@@ -172,6 +172,8 @@ pub struct Plugins {
     commands: SlashCommands,
     observers: Observers,
     servers: Vec<McpServerConfig>,
+    /// Where the Langfuse plugin sends traces, when it is active.
+    traces: Option<crate::observability::ExportTarget>,
 }
 
 impl std::fmt::Debug for Plugins {
@@ -204,6 +206,7 @@ impl Plugins {
             commands: SlashCommands::default(),
             observers: Observers::new(),
             servers: Vec::new(),
+            traces: None,
         }
     }
 
@@ -238,6 +241,7 @@ impl Plugins {
         let mut kanban: Vec<Arc<dyn KanbanHook>> = Vec::new();
         let mut commands: Vec<(String, SlashCommand)> = Vec::new();
         let mut servers = Vec::new();
+        let mut traces = None;
         if !config_hooks.is_empty() {
             let config = Arc::new(CommandHooks::new(
                 CONFIG_HOOKS_OWNER,
@@ -263,6 +267,7 @@ impl Plugins {
                             },
                         ));
                     }
+                    Builtin::Langfuse => traces = crate::observability::langfuse::target().ok(),
                 }
                 continue;
             }
@@ -311,6 +316,7 @@ impl Plugins {
             commands: SlashCommands::new(commands),
             observers,
             servers,
+            traces,
         }
     }
 
@@ -373,5 +379,10 @@ impl Plugins {
     /// The plugins' MCP servers.
     pub fn mcp_servers(&self) -> &[McpServerConfig] {
         &self.servers
+    }
+
+    /// Where an active plugin sends traces (the bundled Langfuse plugin).
+    pub fn trace_target(&self) -> Option<&crate::observability::ExportTarget> {
+        self.traces.as_ref()
     }
 }

@@ -215,6 +215,10 @@ pub struct StartupNotice {
 
 impl std::fmt::Display for StartupNotice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.source.is_empty() {
+            // The reason says it all (a plugin's warning names the plugin).
+            return f.write_str(&self.reason);
+        }
         write!(
             f,
             "{} is not available, so troupe runs without it: {}",
@@ -262,6 +266,7 @@ impl Runtime {
         let (options, plugins, plugin_notices) = extend_from_config(&config, options)?;
         crate::observability::install(
             &crate::observability::ObservabilitySettings::from_config(&config)?,
+            plugins.trace_target(),
         )?;
         let approvals =
             ApprovalConfig::from_value(config.section("approvals")).map_err(|problem| {
@@ -331,8 +336,9 @@ impl Runtime {
                 }),
             }
         }
+        // Every command prints them once (`report_notices`); programs read `notices()`.
         for notice in &notices {
-            tracing::warn!("{notice}");
+            tracing::info!("{notice}");
         }
 
         for (name, includes) in &config.toolsets.composites {
@@ -604,7 +610,7 @@ fn extend_from_config(
         .warnings()
         .into_iter()
         .map(|reason| StartupNotice {
-            source: "plugins".into(),
+            source: String::new(),
             reason,
         })
         .collect();

@@ -6,7 +6,10 @@
 //! drains; a collector that refuses or hangs costs that thread its timeout, and spans that find
 //! the buffer full are dropped. Failed exports are counted and logged once. The process installs
 //! one exporter, the first time a runtime starts with tracing asked for; [`shutdown`] sends what
-//! is left (waiting at most [`SHUTDOWN_WAIT`]).
+//! is left (waiting at most [`SHUTDOWN_WAIT`]). The bundled `observability/langfuse` plugin
+//! ([`langfuse`]) adds Langfuse as a second destination of the same spans.
+
+pub mod langfuse;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -158,6 +161,34 @@ impl ObservabilitySettings {
     }
 }
 
+/// One destination of spans: an OTLP/HTTP traces URL and the headers it needs.
+#[derive(Clone, PartialEq)]
+pub struct ExportTarget {
+    /// The full traces URL (`.../v1/traces`).
+    pub url: String,
+    /// Request headers (credentials).
+    pub headers: Vec<(String, String)>,
+    /// Resource attributes this destination asks for (environment, release).
+    pub resource: Vec<(String, String)>,
+    /// Share of traces kept, 0 to 1.
+    pub sample_rate: Option<f64>,
+}
+
+impl std::fmt::Debug for ExportTarget {
+    // Headers carry credentials: only their names are shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExportTarget")
+            .field("url", &self.url)
+            .field(
+                "headers",
+                &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
+            .field("resource", &self.resource)
+            .field("sample_rate", &self.sample_rate)
+            .finish()
+    }
+}
+
 /// The process's exporter, once installed.
 static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 
@@ -169,15 +200,20 @@ pub fn failed_exports() -> u64 {
     FAILED_EXPORTS.load(Ordering::Relaxed)
 }
 
-/// Installs the exporter the settings ask for, once per process; does nothing when tracing is
-/// not asked for or is already installed. A collector URL that cannot be used is a config error.
-pub fn install(settings: &ObservabilitySettings) -> Result<(), ConfigError> {
-    if !settings.wanted() || PROVIDER.get().is_some() {
+/// Installs the exporter the settings (and a plugin's `extra` destination) ask for, once per
+/// process; does nothing when no destination is named or one is already installed. A
+/// collector URL that cannot be used is a config error.
+pub fn install(
+    settings: &ObservabilitySettings,
+    extra: Option<&ExportTarget>,
+) -> Result<(), ConfigError> {
+    if !(settings.wanted() || extra.is_some()) || PROVIDER.get().is_some() {
         return Ok(());
     }
     let settings = settings.clone();
+    let extra = extra.cloned();
     // The HTTP client blocks on its own runtime, which must not be made inside tokio's.
-    let built = std::thread::spawn(move || build_provider(&settings))
+    let built = std::thread::spawn(move || build_provider(&settings, extra))
         .join()
         .map_err(|_| ConfigError::Invalid {
             key: "observability".into(),
@@ -199,53 +235,87 @@ pub fn shutdown() {
         }
         let failed = failed_exports();
         if failed > 0 {
-            tracing::warn!(failed, "some trace exports failed; their spans were dropped");
+            tracing::warn!(
+                failed,
+                "some trace exports failed; their spans were dropped"
+            );
         }
     }
 }
 
-fn build_provider(settings: &ObservabilitySettings) -> Result<SdkTracerProvider, ConfigError> {
+/// An OTLP/HTTP span exporter for `url` (`None`: the `OTEL_EXPORTER_OTLP_*` variables).
+fn exporter(
+    url: Option<String>,
+    headers: &[(String, String)],
+    key: &str,
+) -> Result<Counted, ConfigError> {
     let mut builder = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
         .with_timeout(EXPORT_TIMEOUT);
-    if let Some(base) = &settings.endpoint {
-        let base = base.trim_end_matches('/');
-        let url = if base.ends_with("/v1/traces") {
-            base.to_string()
-        } else {
-            format!("{base}/v1/traces")
-        };
+    if let Some(url) = url {
         builder = builder.with_endpoint(url);
     }
-    if !settings.headers.is_empty() {
-        builder = builder.with_headers(settings.headers.iter().cloned().collect());
+    if !headers.is_empty() {
+        builder = builder.with_headers(headers.iter().cloned().collect());
     }
-    let exporter = builder.build().map_err(|error| ConfigError::Invalid {
-        key: "observability.otlp_endpoint".into(),
+    let inner = builder.build().map_err(|error| ConfigError::Invalid {
+        key: key.into(),
         problem: format!("the OTLP exporter could not be set up: {error}"),
     })?;
-    let resource = opentelemetry_sdk::Resource::builder()
-        .with_service_name(
-            settings
-                .service_name
-                .clone()
-                .unwrap_or_else(|| "troupe".into()),
-        )
-        .build();
-    let sampler = match settings.sample_rate {
+    Ok(Counted {
+        inner,
+        warned: Arc::new(std::sync::Once::new()),
+    })
+}
+
+fn build_provider(
+    settings: &ObservabilitySettings,
+    extra: Option<ExportTarget>,
+) -> Result<SdkTracerProvider, ConfigError> {
+    let mut builder = SdkTracerProvider::builder();
+    if settings.wanted() {
+        let url = settings.endpoint.as_deref().map(|base| {
+            let base = base.trim_end_matches('/');
+            if base.ends_with("/v1/traces") {
+                base.to_string()
+            } else {
+                format!("{base}/v1/traces")
+            }
+        });
+        builder = builder.with_batch_exporter(exporter(
+            url,
+            &settings.headers,
+            "observability.otlp_endpoint",
+        )?);
+    }
+    let mut resource = opentelemetry_sdk::Resource::builder().with_service_name(
+        settings
+            .service_name
+            .clone()
+            .unwrap_or_else(|| "troupe".into()),
+    );
+    let mut sample_rate = settings.sample_rate;
+    if let Some(target) = extra {
+        builder = builder.with_batch_exporter(exporter(
+            Some(target.url.clone()),
+            &target.headers,
+            langfuse::NAME,
+        )?);
+        for (key, value) in target.resource {
+            resource = resource.with_attribute(opentelemetry::KeyValue::new(key, value));
+        }
+        sample_rate = sample_rate.or(target.sample_rate);
+    }
+    let sampler = match sample_rate {
         Some(rate) if rate < 1.0 => opentelemetry_sdk::trace::Sampler::ParentBased(Box::new(
             opentelemetry_sdk::trace::Sampler::TraceIdRatioBased(rate),
         )),
         _ => opentelemetry_sdk::trace::Sampler::AlwaysOn,
     };
-    let provider = SdkTracerProvider::builder()
-        .with_batch_exporter(Counted {
-            inner: exporter,
-            warned: Arc::new(std::sync::Once::new()),
-        })
+    let provider = builder
         .with_sampler(sampler)
-        .with_resource(resource)
+        .with_resource(resource.build())
         .build();
     // Made once here, so the first span of a turn does not pay for it.
     let _ = provider.tracer(troupe_actors::trace::TRACER_NAME);
@@ -297,9 +367,15 @@ mod tests {
         let settings = ObservabilitySettings::from_config(&config).unwrap();
         assert_eq!(settings.endpoint.as_deref(), Some("http://127.0.0.1:4318"));
         assert_eq!(settings.sample_rate, Some(0.5));
-        assert_eq!(settings.headers, vec![("x-key".to_string(), "abc".to_string())]);
+        assert_eq!(
+            settings.headers,
+            vec![("x-key".to_string(), "abc".to_string())]
+        );
         for (yaml, says) in [
-            ("observability: {otlp_endpoint: collector:4318}", "http(s) URL"),
+            (
+                "observability: {otlp_endpoint: collector:4318}",
+                "http(s) URL",
+            ),
             ("observability: {sample_rate: 2}", "share from 0 to 1"),
             ("observability: {endpoint: x}", "observability.endpoint"),
             ("observability: 5", "expected a mapping"),
