@@ -1059,36 +1059,42 @@ impl Handler<ModelAnswered> for Session {
     type Result = ();
 
     fn handle(&mut self, msg: ModelAnswered, ctx: &mut Self::Context) {
-        match &msg.result {
-            Ok(response) => msg.span.set(|| {
-                vec![
-                    KeyValue::new(
-                        "gen_ai.usage.input_tokens",
-                        response.usage.prompt_tokens as i64,
-                    ),
-                    KeyValue::new(
-                        "gen_ai.usage.output_tokens",
-                        response.usage.completion_tokens as i64,
-                    ),
-                    KeyValue::new(
-                        "gen_ai.usage.cache_read.input_tokens",
-                        response.usage.cached_tokens as i64,
-                    ),
-                    KeyValue::new(
-                        "gen_ai.response.finish_reasons",
-                        opentelemetry::Value::Array(
-                            vec![finish_reason_name(&response.finish_reason)].into(),
+        // What was spent counts even when the turn has moved on (stopped, superseded).
+        let cost_usd = match &msg.result {
+            Ok(response) => {
+                let cost = self.cost_of(response.usage);
+                self.meter.record(response.usage, cost);
+                msg.span.set(|| {
+                    vec![
+                        KeyValue::new(
+                            "gen_ai.usage.input_tokens",
+                            response.usage.prompt_tokens as i64,
                         ),
-                    ),
-                    KeyValue::new("troupe.tool_calls", response.tool_calls.len() as i64),
-                    KeyValue::new(
-                        "troupe.cost_usd",
-                        self.cost_of(response.usage).unwrap_or(0.0),
-                    ),
-                ]
-            }),
-            Err(error) => msg.span.fail(error.to_string()),
-        }
+                        KeyValue::new(
+                            "gen_ai.usage.output_tokens",
+                            response.usage.completion_tokens as i64,
+                        ),
+                        KeyValue::new(
+                            "gen_ai.usage.cache_read.input_tokens",
+                            response.usage.cached_tokens as i64,
+                        ),
+                        KeyValue::new(
+                            "gen_ai.response.finish_reasons",
+                            opentelemetry::Value::Array(
+                                vec![finish_reason_name(&response.finish_reason)].into(),
+                            ),
+                        ),
+                        KeyValue::new("troupe.tool_calls", response.tool_calls.len() as i64),
+                        KeyValue::new("troupe.cost_usd", cost.unwrap_or(0.0)),
+                    ]
+                });
+                cost
+            }
+            Err(error) => {
+                msg.span.fail(error.to_string());
+                None
+            }
+        };
         msg.span.end();
         if !self.is_current(&msg.turn_id) {
             return;
@@ -1114,8 +1120,6 @@ impl Handler<ModelAnswered> for Session {
             }
         };
         self.hooks.post_llm_call(&self.id, &response);
-        let cost_usd = self.cost_of(response.usage);
-        self.meter.record(response.usage, cost_usd);
         self.events.send(
             &self.id,
             EventKind::ModelUsage {
