@@ -578,8 +578,20 @@ fn finish(
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default();
-    meta.span
-        .set(|| vec![KeyValue::new("troupe.call.status", status_name.clone())]);
+    meta.span.set(|| {
+        let arguments = Value::Object(meta.arguments.clone()).to_string();
+        vec![
+            KeyValue::new("troupe.call.status", status_name.clone()),
+            KeyValue::new(
+                "troupe.call.arguments",
+                crate::trace::shown(&arguments, &meta.underlying),
+            ),
+            KeyValue::new(
+                "troupe.call.result",
+                crate::trace::shown(&result.to_model_text(), &meta.underlying),
+            ),
+        ]
+    });
     if status != CallStatus::Ok {
         meta.span.fail(status_name);
     }

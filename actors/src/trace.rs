@@ -13,7 +13,7 @@
 //! host continues the same trace.
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use opentelemetry::trace::{
     SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceState, Tracer as _,
@@ -24,6 +24,60 @@ use opentelemetry::{Context, KeyValue, SpanId, TraceId, global};
 pub const TRACER_NAME: &str = "troupe";
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Default longest text (in characters) of an argument or result put on a span.
+pub const DEFAULT_MAX_CHARS: usize = 12_000;
+
+static MAX_CHARS: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_CHARS);
+
+/// Sets the longest text put on a span (`observability.max_chars`).
+pub fn set_max_chars(max: usize) {
+    MAX_CHARS.store(max, Ordering::Relaxed);
+}
+
+/// A tool call's arguments or result as a span shows it: secrets masked by the receipts'
+/// rules, then cut to the configured length. A `read_file` result is summarised first (its
+/// head and tail, with how many lines were left out).
+pub fn shown(text: &str, tool: &str) -> String {
+    let text = if tool == "read_file" {
+        summarised(text)
+    } else {
+        Cow::Borrowed(text)
+    };
+    capped(
+        &troupe_tools::builtin::redact::redact(&text),
+        MAX_CHARS.load(Ordering::Relaxed),
+    )
+}
+
+/// Lines kept from the start and the end of a file's text on a span.
+const HEAD_LINES: usize = 20;
+const TAIL_LINES: usize = 10;
+
+fn summarised(text: &str) -> Cow<'_, str> {
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.len() <= HEAD_LINES + TAIL_LINES {
+        return Cow::Borrowed(text);
+    }
+    let left_out = lines.len() - HEAD_LINES - TAIL_LINES;
+    Cow::Owned(format!(
+        "{}\n[... {left_out} lines left out ...]\n{}",
+        lines[..HEAD_LINES].join("\n"),
+        lines[lines.len() - TAIL_LINES..].join("\n")
+    ))
+}
+
+/// `text` cut to at most `max` characters (on a character boundary), saying how much is gone.
+fn capped(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!(
+            "{}[... {} more characters]",
+            &text[..cut],
+            text[cut..].chars().count()
+        ),
+        None => text.to_string(),
+    }
+}
 
 /// Spans are made from now on (a tracer provider is installed).
 pub fn enable() {
@@ -207,5 +261,18 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn span_text_is_redacted_then_capped_and_files_are_summarised() {
+        let key = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD";
+        let shown_args = shown(&format!("{{\"key\": \"{key}\"}}"), "terminal");
+        assert!(!shown_args.contains(key), "{shown_args}");
+        assert_eq!(capped("héllo wörld", 4), "héll[... 7 more characters]");
+        let file: String = (1..=100).map(|n| format!("line {n}\n")).collect();
+        let summary = shown(&file, "read_file");
+        assert!(summary.starts_with("line 1\n"), "{summary}");
+        assert!(summary.contains("[... 70 lines left out ...]"), "{summary}");
+        assert!(summary.ends_with("line 100"), "{summary}");
     }
 }

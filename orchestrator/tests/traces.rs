@@ -129,7 +129,7 @@ fn number(span: &Span, key: &str) -> Option<i64> {
 
 /// The parent finds the echo tool's result through `tool_call`, then delegates; the child
 /// answers; the parent answers.
-const SCRIPT: &str = "cursor: conversation\nturns:\n  - match: TRACE-ME\n    tool_calls:\n      - name: tool_call\n        arguments: {calls: [{name: mcp_everything_echo, arguments: {message: traced}}]}\n  - match: 'Echo: traced'\n    tool_calls:\n      - name: delegate_task\n        arguments: {tasks: [{goal: CHILD-GOAL say done}]}\n  - match: CHILD-GOAL\n    text: CHILD-DONE\n  - text: All done.\n";
+const SCRIPT: &str = "cursor: conversation\nturns:\n  - match: TRACE-ME\n    tool_calls:\n      - name: tool_call\n        arguments: {calls: [{name: mcp_everything_echo, arguments: {message: traced sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD}}]}\n  - match: 'Echo: traced'\n    tool_calls:\n      - name: delegate_task\n        arguments: {tasks: [{goal: CHILD-GOAL say done}]}\n  - match: CHILD-GOAL\n    text: CHILD-DONE\n  - text: All done.\n";
 
 /// Runs `troupe chat -q TRACE-ME --json` in `dir` with the collector at `collector`.
 async fn chat(dir: &Path, model: &MockServer, collector: &str) -> (i32, String, String) {
@@ -218,6 +218,18 @@ async fn a_chat_turn_with_a_bridged_call_and_a_child_is_one_trace() {
         Some("tool_call")
     );
     assert_eq!(text(echo[0], "troupe.call.status").as_deref(), Some("ok"));
+    // Its arguments and result are there, with the key in them masked.
+    let key = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD";
+    let arguments = text(echo[0], "troupe.call.arguments").unwrap();
+    let result = text(echo[0], "troupe.call.result").unwrap();
+    assert!(
+        arguments.contains("traced") && !arguments.contains(key),
+        "{arguments}"
+    );
+    assert!(
+        result.contains("Echo: traced") && !result.contains(key),
+        "{result}"
+    );
     let turn = parent(echo[0]).unwrap();
     assert_eq!(turn.name, "turn");
     assert_eq!(parent(turn).unwrap().span_id, root.span_id);

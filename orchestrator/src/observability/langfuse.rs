@@ -5,8 +5,9 @@
 //! Settings come from the environment, each under troupe's name first and Langfuse's standard
 //! one second: `TROUPE_LANGFUSE_PUBLIC_KEY` / `LANGFUSE_PUBLIC_KEY`, `..._SECRET_KEY`,
 //! `..._BASE_URL` (also `LANGFUSE_HOST`; Langfuse Cloud by default), `..._ENVIRONMENT`,
-//! `..._RELEASE`, `..._SAMPLE_RATE`. Langfuse groups traces into sessions by the spans'
-//! `session.id`, which troupe sets to the root session's id.
+//! `..._RELEASE`, `..._SAMPLE_RATE`, `..._MAX_CHARS` (the longest argument or result on a
+//! span). Langfuse groups traces into sessions by the spans' `session.id`, which troupe sets to
+//! the root session's id.
 
 use super::ExportTarget;
 
@@ -58,6 +59,12 @@ pub fn target() -> Result<ExportTarget, String> {
                 })?,
         ),
     };
+    let max_chars = match var(&["TROUPE_LANGFUSE_MAX_CHARS", "LANGFUSE_MAX_CHARS"]) {
+        None => None,
+        Some(raw) => Some(raw.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+            format!("TROUPE_LANGFUSE_MAX_CHARS is {raw:?}; set a number of characters, such as 12000")
+        })?),
+    };
     let mut resource = Vec::new();
     if let Some(environment) = var(&[
         "TROUPE_LANGFUSE_ENVIRONMENT",
@@ -76,6 +83,7 @@ pub fn target() -> Result<ExportTarget, String> {
         )],
         resource,
         sample_rate,
+        max_chars,
     })
 }
 

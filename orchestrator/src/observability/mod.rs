@@ -42,6 +42,8 @@ pub struct ObservabilitySettings {
     pub sample_rate: Option<f64>,
     /// Whether tracing is off even though the environment names a collector.
     pub disabled: bool,
+    /// Longest argument or result text on a span (12,000 characters by default).
+    pub max_chars: Option<usize>,
 }
 
 impl ObservabilitySettings {
@@ -69,6 +71,7 @@ impl ObservabilitySettings {
             "service_name",
             "sample_rate",
             "enabled",
+            "max_chars",
         ];
         if let Some(unknown) = map.keys().find(|k| !KEYS.contains(&k.as_str())) {
             return Err(invalid(
@@ -140,7 +143,23 @@ impl ObservabilitySettings {
                 ));
             }
         };
+        let max_chars = match map.get("max_chars") {
+            None | Some(Value::Null) => None,
+            Some(value) => Some(
+                value
+                    .as_u64()
+                    .filter(|n| *n > 0)
+                    .and_then(|n| usize::try_from(n).ok())
+                    .ok_or_else(|| {
+                        invalid(
+                            "max_chars",
+                            format!("expected a number of characters above 0, such as 12000, found {value}"),
+                        )
+                    })?,
+            ),
+        };
         Ok(ObservabilitySettings {
+            max_chars,
             endpoint,
             headers,
             service_name: text("service_name")?,
@@ -172,6 +191,8 @@ pub struct ExportTarget {
     pub resource: Vec<(String, String)>,
     /// Share of traces kept, 0 to 1.
     pub sample_rate: Option<f64>,
+    /// Longest argument or result text on a span.
+    pub max_chars: Option<usize>,
 }
 
 impl std::fmt::Debug for ExportTarget {
@@ -185,6 +206,7 @@ impl std::fmt::Debug for ExportTarget {
             )
             .field("resource", &self.resource)
             .field("sample_rate", &self.sample_rate)
+            .field("max_chars", &self.max_chars)
             .finish()
     }
 }
@@ -210,6 +232,9 @@ pub fn install(
     if !(settings.wanted() || extra.is_some()) || PROVIDER.get().is_some() {
         return Ok(());
     }
+    let settings_max_chars = settings
+        .max_chars
+        .or(extra.and_then(|target| target.max_chars));
     let settings = settings.clone();
     let extra = extra.cloned();
     // The HTTP client blocks on its own runtime, which must not be made inside tokio's.
@@ -219,6 +244,9 @@ pub fn install(
             key: "observability".into(),
             problem: "the trace exporter could not be built".into(),
         })??;
+    if let Some(max) = settings_max_chars {
+        troupe_actors::trace::set_max_chars(max);
+    }
     if PROVIDER.set(built.clone()).is_ok() {
         opentelemetry::global::set_tracer_provider(built);
         troupe_actors::trace::enable();
