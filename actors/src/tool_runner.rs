@@ -574,14 +574,10 @@ fn finish(
     };
     ctx.hooks.post_tool_call(&info, status, &result);
     let duration = meta.started.elapsed();
-    let status_name = serde_json::to_value(status)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
     meta.span.set(|| {
         let arguments = Value::Object(meta.arguments.clone()).to_string();
         vec![
-            KeyValue::new("troupe.call.status", status_name.clone()),
+            KeyValue::new("troupe.call.status", status.as_str()),
             KeyValue::new(
                 "troupe.call.arguments",
                 crate::trace::shown(&arguments, &meta.underlying),
@@ -593,7 +589,7 @@ fn finish(
         ]
     });
     if status != CallStatus::Ok {
-        meta.span.fail(status_name);
+        meta.span.fail(status.as_str());
     }
     meta.span.end();
     ctx.events.send(

@@ -81,7 +81,17 @@ fn capped(text: &str, max: usize) -> String {
 
 /// Spans are made from now on (a tracer provider is installed).
 pub fn enable() {
+    // Looked up once: the global lookup takes a lock and boxes a tracer each time.
+    TRACER.get_or_init(|| global::tracer(TRACER_NAME));
     ENABLED.store(true, Ordering::Relaxed);
+}
+
+/// The tracer of the provider installed before [`enable`].
+static TRACER: std::sync::OnceLock<global::BoxedTracer> = std::sync::OnceLock::new();
+
+/// No spans are made from now on (spans already started still end and are exported).
+pub fn disable() {
+    ENABLED.store(false, Ordering::Relaxed);
 }
 
 /// Whether spans are made.
@@ -108,13 +118,15 @@ impl TraceSpan {
         if !enabled() {
             return TraceSpan::default();
         }
-        let tracer = global::tracer(TRACER_NAME);
+        let Some(tracer) = TRACER.get() else {
+            return TraceSpan::default();
+        };
         let parent_cx = parent.cx.clone().unwrap_or_default();
         let span = tracer
             .span_builder(name)
             .with_kind(kind)
             .with_attributes(attributes())
-            .start_with_context(&tracer, &parent_cx);
+            .start_with_context(tracer, &parent_cx);
         TraceSpan {
             cx: Some(parent_cx.with_span(span)),
         }
