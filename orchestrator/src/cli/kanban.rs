@@ -220,7 +220,7 @@ pub struct CreateArgs {
     /// Most seconds one run may work (within its profile's budget).
     #[arg(long, value_name = "SECONDS")]
     pub max_wall_seconds: Option<f64>,
-    /// The W3C trace context its runs continue (00-<trace id>-<span id>-<flags>), for a task
+    /// The W3C trace context its runs continue (00-TRACEID-SPANID-FLAGS, in hex), for a task
     /// made inside traced work; else a well-formed TRACEPARENT from the environment.
     #[arg(long, value_name = "TRACEPARENT")]
     pub traceparent: Option<String>,
