@@ -482,3 +482,54 @@ async fn the_langfuse_plugin_sends_the_same_spans_with_its_keys_or_says_once_wha
     assert!(resource.contains(&("deployment.environment.name".into(), "staging".into())));
     assert!(resource.contains(&("service.version".into(), "v9".into())));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scripts_tool_calls_hang_under_the_execute_code_call() {
+    let (receiver, collector) = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let code = serde_json::to_string(
+        "from troupe_tools import terminal\nprint(terminal('echo from-the-script'))\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        format!(
+            "cursor: conversation\nturns:\n  - tool_calls:\n      - name: execute_code\n        arguments: {{code: {code}}}\n  - text: The script ran.\n"
+        ),
+    )
+    .unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .current_dir(dir.path())
+        .env("TROUPE_HOME", dir.path().join("home"))
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &collector)
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .args(["chat", "-q", "run it", "--json", "--script", "script.yaml"])
+        .output()
+        .await
+        .unwrap();
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(final_line(&out)["text"], "The script ran.");
+    let spans = receiver.spans();
+    let script = spans
+        .iter()
+        .find(|s| s.name == "execute_tool execute_code")
+        .unwrap_or_else(|| panic!("{:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>()));
+    let inner = spans
+        .iter()
+        .find(|s| s.name == "execute_tool terminal")
+        .unwrap();
+    assert_eq!(
+        inner.parent_span_id, script.span_id,
+        "the script's call is under the script"
+    );
+    assert!(
+        text(inner, "troupe.call.result")
+            .unwrap()
+            .contains("from-the-script")
+    );
+}
