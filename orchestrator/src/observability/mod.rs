@@ -30,7 +30,7 @@ pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
 pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The checked `observability:` section.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Clone, Default, PartialEq)]
 pub struct ObservabilitySettings {
     /// The collector's base URL (`/v1/traces` is added) from `observability.otlp_endpoint`.
     pub endpoint: Option<String>,
@@ -44,6 +44,23 @@ pub struct ObservabilitySettings {
     pub disabled: bool,
     /// Longest argument or result text on a span (12,000 characters by default).
     pub max_chars: Option<usize>,
+}
+
+impl std::fmt::Debug for ObservabilitySettings {
+    // Headers carry credentials: only their names are shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObservabilitySettings")
+            .field("endpoint", &self.endpoint)
+            .field(
+                "headers",
+                &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
+            .field("service_name", &self.service_name)
+            .field("sample_rate", &self.sample_rate)
+            .field("disabled", &self.disabled)
+            .field("max_chars", &self.max_chars)
+            .finish()
+    }
 }
 
 impl ObservabilitySettings {
