@@ -521,7 +521,14 @@ async fn run_task(
         }
     }
     trace.set(|| vec![KeyValue::new("troupe.run.outcome", report.outcome.as_str())]);
-    if !matches!(report.outcome, WorkerOutcome::Completed) {
+    // A run that failed is an error; one that blocked, was stopped or handed back is not.
+    if matches!(
+        report.outcome,
+        WorkerOutcome::ProtocolViolation
+            | WorkerOutcome::Crashed
+            | WorkerOutcome::TimedOut
+            | WorkerOutcome::SpawnFailed
+    ) {
         trace.fail(report.outcome.as_str());
     }
     trace.end();
