@@ -369,11 +369,16 @@ impl Session {
             state: Some(Arc::clone(&self.model_state)),
         };
         self.hooks.pre_llm_call(&self.id, &mut request);
-        let model_name = request
-            .model
-            .clone()
-            .or_else(|| self.provider.model())
-            .unwrap_or_default();
+        // The span's name needs the model's; worked out only when spans are made.
+        let model_name = if crate::trace::enabled() {
+            request
+                .model
+                .clone()
+                .or_else(|| self.provider.model())
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
         let model_span = TraceSpan::start(
             format!("chat {model_name}"),
             self.turn.as_ref().map_or(&self.trace, |t| &t.trace),
@@ -855,12 +860,14 @@ impl Session {
 
     /// The dollars of a request's usage by the price table; `None` when its model has none.
     fn cost_of(&self, usage: crate::model::Usage) -> Option<f64> {
-        self.config
-            .model
-            .clone()
-            .or_else(|| self.provider.model())
-            .and_then(|model| self.config.prices.lookup(&model))
-            .map(|price| price.cost(usage))
+        let price = match self.config.model.as_deref() {
+            Some(model) => self.config.prices.lookup(model),
+            None => self
+                .provider
+                .model()
+                .and_then(|model| self.config.prices.lookup(&model)),
+        };
+        price.map(|price| price.cost(usage))
     }
 
     fn is_current(&self, turn_id: &str) -> bool {

@@ -181,11 +181,6 @@ impl TraceSpan {
         self.cx.as_ref()
     }
 
-    /// Whether this is a real span (tracing on).
-    pub fn is_recording(&self) -> bool {
-        self.cx.is_some()
-    }
-
     /// Adds attributes.
     pub fn set(&self, attributes: impl FnOnce() -> Vec<KeyValue>) {
         if let Some(cx) = &self.cx {

@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
@@ -47,14 +46,10 @@ pub struct ObservabilitySettings {
 }
 
 impl std::fmt::Debug for ObservabilitySettings {
-    // Headers carry credentials: only their names are shown.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ObservabilitySettings")
             .field("endpoint", &self.endpoint)
-            .field(
-                "headers",
-                &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
-            )
+            .field("headers", &header_names(&self.headers))
             .field("service_name", &self.service_name)
             .field("sample_rate", &self.sample_rate)
             .field("disabled", &self.disabled)
@@ -213,19 +208,20 @@ pub struct ExportTarget {
 }
 
 impl std::fmt::Debug for ExportTarget {
-    // Headers carry credentials: only their names are shown.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ExportTarget")
             .field("url", &self.url)
-            .field(
-                "headers",
-                &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
-            )
+            .field("headers", &header_names(&self.headers))
             .field("resource", &self.resource)
             .field("sample_rate", &self.sample_rate)
             .field("max_chars", &self.max_chars)
             .finish()
     }
+}
+
+/// Headers as debug output shows them: names only, since values carry credentials.
+fn header_names(headers: &[(String, String)]) -> Vec<&str> {
+    headers.iter().map(|(name, _)| name.as_str()).collect()
 }
 
 /// The process's exporter, once installed.
@@ -362,8 +358,6 @@ fn build_provider(
         .with_sampler(sampler)
         .with_resource(resource.build())
         .build();
-    // Made once here, so the first span of a turn does not pay for it.
-    let _ = provider.tracer(troupe_actors::trace::TRACER_NAME);
     Ok(provider)
 }
 
