@@ -88,6 +88,7 @@ async fn one_call_overhead(iterations: usize) {
         token: CancellationToken::new(),
         drain: tokio_util::sync::CancellationToken::new(),
         trace: Default::default(),
+        journal: None,
     };
     let planner = Planners::of_system(std::env::temp_dir()).await;
     let runner = ToolRunner::new(RunnerLimits::default());

@@ -14,6 +14,7 @@
 //! - [`hooks`]: the hook points; [`events`]: what sessions report; [`call`]: a call entry, how
 //!   a call ended, and ids.
 //! - [`model`]: the provider trait, the OpenAI-compatible and scripted providers.
+//! - [`journal`]: durable sessions (what a session writes, what it reopens from).
 //! - [`usage`]: token counts, prices, budgets; [`trace`]: OpenTelemetry spans.
 
 pub mod batch_planner;
@@ -21,6 +22,7 @@ pub mod call;
 pub mod delegate;
 pub mod events;
 pub mod hooks;
+pub mod journal;
 pub mod model;
 pub mod repeats;
 pub mod session;

@@ -32,6 +32,7 @@ use crate::delegate::{
 };
 use crate::events::{EventKind, EventSink};
 use crate::hooks::HookRegistry;
+use crate::journal::{Durable, OpenedSession, Persist, Restore};
 use crate::model::{
     ChatMessage, ModelError, ModelNotice, ModelProvider, ModelRequest, ModelResponse,
     SessionModelState, StreamDelta, ToolCallRequest,
@@ -87,6 +88,9 @@ pub struct SessionConfig {
     /// The span the session's own span goes under: the `delegate_task` call of a subagent, a
     /// board task's creator, an HTTP request's `traceparent`; a new trace when empty.
     pub trace_parent: TraceSpan,
+    /// Where the session's steps are written, so it survives its process; `None` keeps it in
+    /// memory only. Subagents write to their parent's journal.
+    pub persist: Option<Persist>,
 }
 
 impl Default for SessionConfig {
@@ -106,6 +110,7 @@ impl Default for SessionConfig {
             budget: Budget::default(),
             prices: Arc::new(PriceTable::default()),
             trace_parent: TraceSpan::default(),
+            persist: None,
         }
     }
 }
@@ -261,6 +266,12 @@ pub struct Session {
     meter: Arc<Meter>,
     /// The session's span, ended when the session stops.
     trace: TraceSpan,
+    /// How many messages of `conversation` the journal has.
+    persisted: usize,
+    /// The latest step's write, awaited before the calls it names run.
+    written: Option<Durable>,
+    /// A reopened session that stopped inside a turn: the calls to ask approval for again.
+    resume: Option<Vec<ToolCallRequest>>,
 }
 
 /// What it takes to open a session.
@@ -308,6 +319,25 @@ impl Session {
         }
     }
 
+    /// Hands the journal the messages added since the last step, with the spending so far.
+    fn persist(&mut self) {
+        let Some(persist) = &self.config.persist else {
+            return;
+        };
+        let first = self.persisted.min(self.conversation.len());
+        if first == self.conversation.len() && self.written.is_some() {
+            return;
+        }
+        let written = persist.journal.step(
+            &self.id,
+            first,
+            self.conversation[first..].to_vec(),
+            self.meter.spent(),
+        );
+        self.persisted = self.conversation.len();
+        self.written = Some(written);
+    }
+
     /// Sends the next request of the running turn to the model, on the pool.
     fn request_model(&mut self, ctx: &mut Context<Self>, final_round: bool) {
         self.refresh_view();
@@ -316,6 +346,7 @@ impl Session {
                 content: format!("[Note from the agent that gave you this task] {note}"),
             });
         }
+        self.persist();
         let (turn_id, requests, token) = match self.turn.as_mut() {
             Some(turn) => {
                 turn.requests += 1;
@@ -640,6 +671,12 @@ impl Session {
 
     /// Plans the batch on the current view and runs it on the pool.
     fn plan_and_run(&mut self, ctx: &mut Context<Self>, calls: Vec<ToolCallRequest>) {
+        if self.turn.is_none() {
+            return;
+        }
+        // The model's message naming these calls is durable before any of them runs.
+        self.persist();
+        let written = self.written.take();
         let Some(turn) = self.turn.as_ref() else {
             return;
         };
@@ -655,6 +692,7 @@ impl Session {
             token: turn.token.clone(),
             drain: turn.drain.clone(),
             trace: turn.trace.clone(),
+            journal: self.config.persist.as_ref().map(|p| Arc::clone(&p.journal)),
         };
         let planner = self.planner.clone();
         let runner = self.runner;
@@ -663,6 +701,9 @@ impl Session {
             tracing::info_span!("batch", session_id = %batch.session_id, turn_id = %batch.turn_id);
         tokio::spawn(
             async move {
+                if let Some(written) = written {
+                    written.await;
+                }
                 let plan = planner.plan(&entries, &batch.view).await;
                 tracing::debug!(?plan, "batch planned");
                 let outcomes = runner.run_batch(&batch, entries, &plan).await;
@@ -681,6 +722,8 @@ impl Session {
             return;
         };
         self.meter.stop_work();
+        self.written = None;
+        self.persist();
         let spend = self.meter.spent().since(&turn.spent_before);
         turn.trace.set(|| {
             vec![
@@ -754,6 +797,25 @@ impl Session {
         text: String,
         reply: Option<oneshot::Sender<TurnOutcome>>,
     ) {
+        self.resume = None;
+        let waiting: Vec<String> = self.held.drain(..).chain(self.inbox.drain(..)).collect();
+        for waiting in waiting {
+            self.conversation
+                .push(ChatMessage::User { content: waiting });
+        }
+        self.conversation.push(ChatMessage::User { content: text });
+        if self.open_turn(ctx, reply) {
+            self.request_model(ctx, self.config.max_iterations == 0);
+        }
+    }
+
+    /// Opens a turn on the conversation as it is; false when its budget is already spent (the
+    /// turn then ended at once).
+    fn open_turn(
+        &mut self,
+        ctx: &mut Context<Self>,
+        reply: Option<oneshot::Sender<TurnOutcome>>,
+    ) -> bool {
         let turn_id = new_id();
         let token = self.lifetime.child_token();
         self.supervisor.do_send(BeginTurn {
@@ -767,12 +829,6 @@ impl Session {
                 turn_id: turn_id.clone(),
             },
         );
-        let waiting: Vec<String> = self.held.drain(..).chain(self.inbox.drain(..)).collect();
-        for waiting in waiting {
-            self.conversation
-                .push(ChatMessage::User { content: waiting });
-        }
-        self.conversation.push(ChatMessage::User { content: text });
         self.meter.start_work();
         let trace = TraceSpan::start(
             "turn",
@@ -799,13 +855,13 @@ impl Session {
         if let Some(spent) = self.meter.exhausted() {
             let text = format!("Nothing was done: {spent}. Raise the budget to go on.");
             self.finish_turn(text, TurnStatus::BudgetExceeded, Some(spent.to_string()));
-            return;
+            return false;
         }
         if let Some(left) = self.meter.wall_left() {
             let turn_id = self.turn.as_ref().map(|t| t.id.clone()).unwrap_or_default();
             ctx.run_later(left, move |session, _ctx| session.out_of_time(&turn_id));
         }
-        self.request_model(ctx, self.config.max_iterations == 0);
+        true
     }
 
     /// The time budget ran out during the turn `turn_id`: it ends gently, as on a drain (the
@@ -877,6 +933,35 @@ impl Session {
     fn turn_stopped(&self) -> bool {
         self.turn.as_ref().is_some_and(|t| t.token.is_cancelled())
     }
+}
+
+/// A reopened conversation's calls with no result: each gets its note, except those to ask
+/// approval for again, which are returned (with `Some` whenever the conversation stopped inside
+/// a turn).
+fn settle_unanswered(
+    mut conversation: Vec<ChatMessage>,
+    restore: &Restore,
+) -> (Vec<ChatMessage>, Option<Vec<ToolCallRequest>>) {
+    let inside = crate::journal::ends_inside_turn(&conversation);
+    let mut again = Vec::new();
+    for call in crate::journal::unanswered_calls(&conversation) {
+        let waiting = restore.awaiting_approval.contains(&call.id);
+        if waiting && restore.ask_again {
+            again.push(call);
+            continue;
+        }
+        let content = if waiting {
+            crate::journal::not_run_note(&call.name)
+        } else {
+            crate::journal::interrupted_note(&call.name)
+        };
+        conversation.push(ChatMessage::Tool {
+            tool_call_id: call.id,
+            name: call.name,
+            content,
+        });
+    }
+    (conversation, inside.then_some(again))
 }
 
 /// A finish reason as the GenAI conventions write it.
@@ -980,6 +1065,19 @@ impl Actor for Session {
         self.arbiter = actix_rt::Arbiter::try_current();
         self.me = Some(ctx.address().downgrade());
         self.watch_delegations();
+        if let Some(persist) = &self.config.persist {
+            persist.journal.opened(OpenedSession {
+                id: self.id.clone(),
+                agent_path: self.path.clone(),
+                model: self
+                    .config
+                    .model
+                    .clone()
+                    .or_else(|| self.provider.model())
+                    .unwrap_or_default(),
+                origin: persist.origin.clone(),
+            });
+        }
         self.hooks.on_session_start(&self.id, &self.path);
         self.events.send(
             &self.id,
@@ -1457,7 +1555,49 @@ impl Handler<LoadConversation> for Session {
             return false;
         }
         self.conversation = msg.0;
+        self.persisted = 0;
+        self.written = None;
+        self.persist();
         true
+    }
+}
+
+/// Goes on with the turn a reopened session stopped inside: the calls that were waiting for
+/// approval are asked again and the turn continues as if it never stopped; with none, the
+/// turn ends as interrupted. Replies `None` when there is no such turn.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<Option<TurnOutcome>, SessionError>")]
+pub struct ResumeTurn;
+
+impl Handler<ResumeTurn> for Session {
+    type Result = ResponseFuture<Result<Option<TurnOutcome>, SessionError>>;
+
+    fn handle(&mut self, _msg: ResumeTurn, ctx: &mut Self::Context) -> Self::Result {
+        if self.turn.is_some() {
+            let id = self.id.clone();
+            return Box::pin(async move { Err(SessionError::Busy(id)) });
+        }
+        let Some(calls) = self.resume.take() else {
+            return Box::pin(async { Ok(None) });
+        };
+        let (reply, answer) = oneshot::channel();
+        if self.open_turn(ctx, Some(reply)) {
+            if calls.is_empty() {
+                self.finish_turn(
+                    "troupe stopped while this turn was working, and it did not finish. Send the message again to go on.".into(),
+                    TurnStatus::Interrupted,
+                    None,
+                );
+            } else {
+                let keys: Vec<CallKey> = calls.iter().map(|call| self.call_key(call)).collect();
+                if let Some(turn) = self.turn.as_mut() {
+                    turn.running = keys;
+                }
+                self.run_batch(ctx, calls);
+            }
+        }
+        let id = self.id.clone();
+        Box::pin(async move { answer.await.map(Some).map_err(|_| SessionError::Closed(id)) })
     }
 }
 
@@ -1487,7 +1627,18 @@ impl std::fmt::Debug for SessionHandle {
 impl SessionHandle {
     /// Registers and starts a session. Must run on an actix arbiter (inside a `System`).
     pub async fn open(params: SessionParams) -> Result<SessionHandle, SessionError> {
-        Self::open_in_tree(params, SubagentTracker::new(), None).await
+        Self::open_in_tree(params, SubagentTracker::new(), None, None).await
+    }
+
+    /// Reopens a stored session with its id, conversation and spending. A call it had asked for
+    /// and that has no result gets a note instead (its effect is unknown, or it never ran), except
+    /// calls waiting for approval when `restore.ask_again`: [`SessionHandle::resume_turn`] asks
+    /// for those again and goes on with the turn.
+    pub async fn reopen(
+        params: SessionParams,
+        restore: Restore,
+    ) -> Result<SessionHandle, SessionError> {
+        Self::open_in_tree(params, SubagentTracker::new(), None, Some(restore)).await
     }
 
     /// Opens a subagent sharing its tree's record of running subagents; its spending counts
@@ -1496,8 +1647,17 @@ impl SessionHandle {
         params: SessionParams,
         subagents: Arc<SubagentTracker>,
         parent_meter: Option<Arc<Meter>>,
+        restore: Option<Restore>,
     ) -> Result<SessionHandle, SessionError> {
-        let id = new_id();
+        let (id, conversation, persisted, resume, spent) = match restore {
+            Some(mut restore) => {
+                let stored = restore.conversation.len();
+                let conversation = std::mem::take(&mut restore.conversation);
+                let (conversation, resume) = settle_unanswered(conversation, &restore);
+                (restore.id, conversation, stored, resume, restore.spent)
+            }
+            None => (new_id(), Vec::new(), 0, None, Spend::default()),
+        };
         let events = match params.upstream_events {
             Some(upstream) => EventSink::forwarding_to(upstream),
             None => EventSink::new(),
@@ -1525,6 +1685,7 @@ impl SessionHandle {
             Some(parent) => Meter::child(parent, params.config.budget),
             None => Meter::root(params.config.budget),
         };
+        meter.restore(&spent);
         let trace = TraceSpan::start(
             "session",
             &params.config.trace_parent,
@@ -1546,7 +1707,7 @@ impl SessionHandle {
             hooks: params.hooks,
             supervisor: params.supervisor.clone(),
             events: events.clone(),
-            conversation: Vec::new(),
+            conversation,
             turn: None,
             planner,
             runner,
@@ -1562,6 +1723,9 @@ impl SessionHandle {
             model_state: Arc::new(SessionModelState::new()),
             meter: Arc::clone(&meter),
             trace,
+            persisted,
+            written: None,
+            resume,
         };
         let addr = session.start();
         Ok(SessionHandle {
@@ -1637,6 +1801,12 @@ impl SessionHandle {
                 hard,
             })
             .await?)
+    }
+
+    /// Goes on with the turn a reopened session stopped inside (see [`ResumeTurn`]); `None`
+    /// when it stopped between turns.
+    pub async fn resume_turn(&self) -> Result<Option<TurnOutcome>, SessionError> {
+        self.addr.send(ResumeTurn).await?
     }
 
     /// Ends the running turn gently (see [`Drain`]); false when no turn is running.

@@ -28,7 +28,10 @@ use crate::batch_planner::{Plan, SegmentKind};
 use crate::call::{CallEntry, CallOutcome, CallStatus, CallTarget, LookupFn, TaskFn};
 use crate::events::{EventKind, EventSink};
 use crate::hooks::{HookRegistry, ToolCallInfo};
-use crate::supervisor::{RequestApproval, Supervisor, Ticket, Verdict, WithdrawApproval};
+use crate::journal::CallPhase;
+use crate::supervisor::{
+    RecordWait, RequestApproval, Supervisor, Ticket, Verdict, WithdrawApproval,
+};
 use crate::trace::TraceSpan;
 
 /// Most calls that run at once in a parallel segment.
@@ -84,6 +87,9 @@ pub struct BatchContext {
     pub drain: CancellationToken,
     /// The span the calls' spans go under (the turn's, or a script's call).
     pub trace: TraceSpan,
+    /// The session's journal: a call waiting for a person, and an approved one before it runs,
+    /// are recorded there first.
+    pub journal: Option<Arc<dyn crate::journal::Journal>>,
 }
 
 impl BatchContext {
@@ -309,6 +315,13 @@ impl ToolRunner {
                     kind: Some(kind),
                     hints,
                     arguments: meta.arguments.clone(),
+                    record: ctx.journal.as_ref().map(|journal| {
+                        let journal = Arc::clone(journal);
+                        let (session, call) = (ctx.session_id.clone(), meta.model_call_id.clone());
+                        Box::new(move || {
+                            journal.call_phase(&session, &call, CallPhase::AwaitingApproval)
+                        }) as RecordWait
+                    }),
                 };
                 match ctx.supervisor.send(request).await {
                     Ok(ticket) => ticket,
@@ -334,6 +347,7 @@ impl ToolRunner {
             Prepared::Done(meta, status, result) => return finish(ctx, meta, status, result),
             Prepared::Ready(meta, runnable, ticket) => (meta, runnable, ticket),
         };
+        let asked_person = matches!(ticket, Ticket::Pending { .. });
         let verdict = match ticket {
             Ticket::Settled(verdict) => verdict,
             Ticket::Pending {
@@ -365,6 +379,15 @@ impl ToolRunner {
                 answer
             }
         };
+        if asked_person
+            && matches!(verdict, Verdict::Approved)
+            && let Some(journal) = &ctx.journal
+        {
+            // Durable before it runs: reopened after a crash, it is never asked for again.
+            journal
+                .call_phase(&ctx.session_id, &meta.model_call_id, CallPhase::Approved)
+                .await;
+        }
         let approved = match verdict {
             Verdict::Allowed => false,
             Verdict::Approved => true,

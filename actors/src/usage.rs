@@ -355,7 +355,8 @@ impl std::fmt::Display for Exhausted {
 }
 
 /// What a session (with its subtree) has spent.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Spend {
     /// Model requests answered.
     pub requests: u64,
@@ -465,6 +466,24 @@ impl Meter {
             };
             meter = m.parent.as_deref();
         }
+    }
+
+    /// Adds what a reopened session had spent before (its own totals, which already hold its
+    /// subtree's); the ancestors' totals are their own to restore.
+    pub fn restore(&self, spent: &Spend) {
+        self.requests.fetch_add(spent.requests, Ordering::Relaxed);
+        self.input_tokens
+            .fetch_add(spent.input_tokens, Ordering::Relaxed);
+        self.output_tokens
+            .fetch_add(spent.output_tokens, Ordering::Relaxed);
+        self.cached_tokens
+            .fetch_add(spent.cached_tokens, Ordering::Relaxed);
+        let nanos = (spent.cost_usd.max(0.0) * NANOS_PER_USD).round() as u64;
+        self.cost_nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.unpriced
+            .fetch_add(spent.unpriced_requests, Ordering::Relaxed);
+        let ms = (spent.wall_seconds.max(0.0) * 1000.0).round() as u64;
+        self.busy_ms.fetch_add(ms, Ordering::Relaxed);
     }
 
     /// A turn begins: working time counts from now.

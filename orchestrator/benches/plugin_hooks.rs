@@ -95,6 +95,7 @@ async fn per_call(
         token: CancellationToken::new(),
         drain: tokio_util::sync::CancellationToken::new(),
         trace: Default::default(),
+        journal: None,
     };
     let planner = Planners::of_system(std::env::temp_dir()).await;
     let runner = ToolRunner::new(RunnerLimits::default());

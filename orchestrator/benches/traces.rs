@@ -152,6 +152,7 @@ fn main() {
             token: CancellationToken::new(),
             drain: CancellationToken::new(),
             trace: TraceSpan::default(),
+            journal: None,
         };
         // The same calls under a live turn span: each makes its own span, exported.
         let turn = TraceSpan::start("turn", &TraceSpan::default(), SpanKind::Internal, Vec::new);

@@ -20,12 +20,14 @@ use actix::{Actor, Addr};
 use futures::future::BoxFuture;
 use troupe_actors::events::{EventSink, SessionEvent};
 use troupe_actors::hooks::HookRegistry;
+use troupe_actors::journal::{Origin, Persist, Restore};
 use troupe_actors::model::ModelProvider;
 use troupe_actors::session::{SessionConfig, SessionError, SessionHandle, SessionParams};
 use troupe_actors::supervisor::{
     AnswerApproval, ApprovalChoice, ApprovalConfig, ApprovalRules, DefaultRules, ListPending,
     PendingApproval, Stop, SubscribeApprovals, Supervisor,
 };
+use troupe_tools::ViewSpec;
 use troupe_tools::{Registry, ToolsetView};
 
 /// How long [`Troupe::close`] waits for the actor system to wind down.
@@ -107,6 +109,8 @@ pub struct TroupeConfig {
     pub on_close: Vec<CloseHook>,
     /// Makes task workspaces ready for the workers of dispatchers started on this troupe.
     pub workspaces: Option<Arc<dyn troupe_kanban::workspace::Workspaces>>,
+    /// Where sessions are written so they outlive the process; in memory only when `None`.
+    pub sessions: Option<crate::sessions::SessionStore>,
 }
 
 impl TroupeConfig {
@@ -125,6 +129,7 @@ impl TroupeConfig {
             kanban_hooks: Vec::new(),
             on_close: Vec::new(),
             workspaces: None,
+            sessions: None,
         }
     }
 
@@ -184,6 +189,10 @@ pub struct SessionOptions {
     pub config: Option<SessionConfig>,
     /// The parent session, for a subagent.
     pub parent: Option<String>,
+    /// Where it comes from, written with it (`api` when `None`).
+    pub origin: Option<Origin>,
+    /// A stored session to reopen instead of a new one.
+    pub restore: Option<Restore>,
 }
 
 impl SessionOptions {
@@ -203,6 +212,8 @@ impl SessionOptions {
             view: None,
             config: None,
             parent: None,
+            origin: None,
+            restore: None,
         }
     }
 
@@ -238,6 +249,18 @@ impl SessionOptions {
     /// Makes the session a child of `parent`.
     pub fn with_parent(mut self, parent: impl Into<String>) -> Self {
         self.parent = Some(parent.into());
+        self
+    }
+
+    /// Says where the session comes from, so it can be reopened the same way.
+    pub fn with_origin(mut self, origin: Origin) -> Self {
+        self.origin = Some(origin);
+        self
+    }
+
+    /// Reopens a stored session (see [`crate::sessions::StoredSession::restore`]).
+    pub fn resuming(mut self, restore: Restore) -> Self {
+        self.restore = Some(restore);
         self
     }
 }
@@ -402,6 +425,11 @@ impl Troupe {
         self.inner.config.profiles.get(name)
     }
 
+    /// Where this troupe's sessions are written, when they are.
+    pub fn session_store(&self) -> Option<&crate::sessions::SessionStore> {
+        self.inner.config.sessions.as_ref()
+    }
+
     /// The model sessions get when they name none, if the troupe has one.
     pub fn default_provider(&self) -> Option<Arc<dyn ModelProvider>> {
         self.inner.config.default_provider.clone()
@@ -457,24 +485,40 @@ impl Troupe {
                 )
             })?,
         };
+        let mut config = options.config.unwrap_or_else(|| match profile {
+            Some(profile) => profile.session.clone(),
+            None => inner.config.session.clone(),
+        });
+        if let Some(store) = &inner.config.sessions {
+            config.persist = Some(Persist {
+                journal: Arc::new(store.clone()),
+                origin: options.origin.unwrap_or_else(|| Origin::new("api")),
+            });
+        }
         let params = SessionParams {
             provider,
             view: options.view.unwrap_or_else(|| match profile {
                 Some(profile) => profile.view.clone(),
-                None => inner.config.registry.view_all(),
+                // Reading past conversations is opted into by naming `session_search`.
+                None => inner
+                    .config
+                    .registry
+                    .view(ViewSpec::all().without_toolsets([crate::sessions::SESSION_SEARCH]))
+                    .unwrap_or_else(|_| inner.config.registry.view_all()),
             }),
-            config: options.config.unwrap_or_else(|| match profile {
-                Some(profile) => profile.session.clone(),
-                None => inner.config.session.clone(),
-            }),
+            config,
             hooks: inner.config.hooks.clone(),
             supervisor: inner.supervisor.clone(),
             parent: options.parent,
             upstream_events: Some(inner.events.clone()),
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
+        let restore = options.restore;
         let spawned = inner.arbiter.spawn(async move {
-            let _ = tx.send(SessionHandle::open(params).await);
+            let _ = tx.send(match restore {
+                Some(restore) => SessionHandle::reopen(params, restore).await,
+                None => SessionHandle::open(params).await,
+            });
         });
         if !spawned {
             return Err(TroupeError::Closed);
@@ -553,7 +597,12 @@ impl Troupe {
     pub async fn close_session(&self, session_id: &str) -> Result<(), TroupeError> {
         let handle = lock(&self.inner.sessions).remove(session_id);
         match handle {
-            Some(handle) => Ok(handle.close().await?),
+            Some(handle) => {
+                if let Some(store) = &self.inner.config.sessions {
+                    store.mark_closed(session_id);
+                }
+                Ok(handle.close().await?)
+            }
             None => Err(TroupeError::UnknownSession(session_id.to_string())),
         }
     }
@@ -578,6 +627,12 @@ impl Troupe {
         };
         let drained = tokio::time::timeout(timeout, work).await.is_ok();
         self.inner.system.stop();
+        if let Some(store) = &self.inner.config.sessions {
+            // Every step queued so far is on disk before the process may exit.
+            if tokio::time::timeout(timeout, store.flush()).await.is_err() {
+                tracing::warn!("the session store did not finish writing in time");
+            }
+        }
         let exited = lock(&self.inner.exited).take();
         let stopped = match exited {
             Some(rx) => tokio::time::timeout(timeout, rx).await.is_ok(),

@@ -31,6 +31,7 @@ const KNOWN_TOP_LEVEL: &[&str] = &[
     "budget",
     "pricing",
     "observability",
+    "sessions",
 ];
 
 /// What went wrong reading a config file.

@@ -35,6 +35,7 @@ pub mod kanban_demo_model;
 pub mod observability;
 pub mod plugins;
 pub mod runtime;
+pub mod sessions;
 pub mod tool_fn;
 
 /// Derives the JSON Schemas of typed tool arguments ([`tool_fn`]).

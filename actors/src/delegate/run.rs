@@ -597,6 +597,15 @@ async fn open_child(
         background_delegation: false,
         // Only the root's answer is shown as it streams.
         stream_text: false,
+        // Its transcript is kept under its parent's, in the same journal.
+        persist: ctx
+            .config
+            .persist
+            .as_ref()
+            .map(|p| crate::journal::Persist {
+                journal: std::sync::Arc::clone(&p.journal),
+                origin: crate::journal::Origin::new("subagent"),
+            }),
         ..ctx.config.clone()
     };
     let params = SessionParams {
@@ -617,7 +626,8 @@ async fn open_child(
     let sent = ctx.arbiter.spawn(async move {
         // Nobody is waiting when the call was abandoned mid-open: close the child here, or
         // it would stay registered with nobody to drive or close it.
-        if let Err(Ok(orphan)) = tx.send(SessionHandle::open_in_tree(params, tracker, meter).await)
+        if let Err(Ok(orphan)) =
+            tx.send(SessionHandle::open_in_tree(params, tracker, meter, None).await)
         {
             orphan.addr().do_send(CloseSession);
         }

@@ -478,7 +478,7 @@ impl Handler<EndTurn> for Supervisor {
 
 /// Asks whether a call may run. Sent by the tool runner, in call order, before the call starts;
 /// the reply is immediate (a [`Ticket`]), and a pending ticket's verdict arrives later.
-#[derive(Debug, Message)]
+#[derive(Message)]
 #[rtype(result = "Ticket")]
 pub struct RequestApproval {
     /// The session making the call.
@@ -493,6 +493,23 @@ pub struct RequestApproval {
     pub hints: ToolHints,
     /// Its arguments (after hooks).
     pub arguments: Map<String, Value>,
+    /// Records that the call waits for a person; a new request is shown only once that is
+    /// durable, so a person can never answer a wait the session's store does not know of.
+    pub record: Option<RecordWait>,
+}
+
+/// Starts writing that a call waits for approval; resolves once it is durable.
+pub type RecordWait = Box<dyn FnOnce() -> crate::journal::Durable + Send>;
+
+impl std::fmt::Debug for RequestApproval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestApproval")
+            .field("session_id", &self.session_id)
+            .field("call_id", &self.call_id)
+            .field("tool", &self.tool)
+            .field("recorded", &self.record.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Handler<RequestApproval> for Supervisor {
@@ -547,6 +564,10 @@ impl Handler<RequestApproval> for Supervisor {
         );
         if let Some(entry) = self.pending.values_mut().find(|e| e.share_key == share_key) {
             entry.waiters.push(tx);
+            if let Some(record) = msg.record {
+                // This call waits on a prompt already shown; its own record follows it.
+                actix::spawn(record());
+            }
             return MessageResult(Ticket::Pending {
                 request_id: entry.request.request_id.clone(),
                 verdict: rx,
@@ -568,7 +589,17 @@ impl Handler<RequestApproval> for Supervisor {
             key,
         };
         let request_id = request.request_id.clone();
-        self.enqueue(ctx, request, share_key, vec![tx]);
+        match msg.record {
+            Some(record) => {
+                // The supervisor takes no other message until the wait is recorded: a few
+                // milliseconds, and only for calls that wait for a person anyway.
+                let durable = actix::fut::wrap_future::<_, Self>(record());
+                ctx.wait(durable.map(move |(), supervisor, ctx| {
+                    supervisor.enqueue(ctx, request, share_key, vec![tx]);
+                }));
+            }
+            None => self.enqueue(ctx, request, share_key, vec![tx]),
+        }
         MessageResult(Ticket::Pending {
             request_id,
             verdict: rx,

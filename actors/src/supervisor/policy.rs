@@ -243,18 +243,21 @@ impl ApprovalRules for DefaultRules {
     fn check(&self, input: &RuleInput<'_>) -> RuleVerdict {
         let arg = |key: &str| input.arguments.get(key).and_then(Value::as_str);
         match input.tool {
-            "terminal" => {
-                return match check_command(arg("command").unwrap_or("")) {
-                    CommandVerdict::Allowed => RuleVerdict::Allow,
-                    CommandVerdict::NeedsApproval { key, reason } => RuleVerdict::Ask {
+            "terminal" => match check_command(arg("command").unwrap_or("")) {
+                // A harmless command still waits when the config lists `terminal`.
+                CommandVerdict::Allowed => {}
+                CommandVerdict::NeedsApproval { key, reason } => {
+                    return RuleVerdict::Ask {
                         key: format!("terminal:{key}"),
                         reason: reason.to_string(),
-                    },
-                    CommandVerdict::Forbidden { reason, .. } => RuleVerdict::Forbid {
+                    };
+                }
+                CommandVerdict::Forbidden { reason, .. } => {
+                    return RuleVerdict::Forbid {
                         reason: reason.to_string(),
-                    },
-                };
-            }
+                    };
+                }
+            },
             "read_file" | "search_files" | "write_file" | "patch" => {
                 let access = if matches!(input.tool, "write_file" | "patch") {
                     PathAccess::Write

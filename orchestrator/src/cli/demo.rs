@@ -102,6 +102,8 @@ async fn run_session() -> i32 {
         script: None,
         max_iterations: Some(4),
         script_text: endpoint.is_none().then(|| DEMO_SCRIPT.to_string()),
+        resume: None,
+        continue_latest: false,
     };
     super::chat::run(args).await
 }

@@ -10,6 +10,7 @@ mod kanban_render;
 pub mod mcp;
 pub mod plugins;
 pub mod serve;
+pub mod sessions;
 pub mod tools;
 mod visible;
 
@@ -43,6 +44,8 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// Plugins: list what was found, show one, enable or disable one in troupe.yaml.
     Plugins(plugins::PluginsArgs),
+    /// Stored sessions: list, show (with subagents), search, remove, prune.
+    Sessions(sessions::SessionsArgs),
 }
 
 impl Cli {
@@ -71,5 +74,6 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Kanban(args) => kanban::run(args).await,
         Command::Serve(args) => serve::run(args).await,
         Command::Plugins(args) => plugins::run(args).await,
+        Command::Sessions(args) => sessions::run(args).await,
     }
 }

@@ -203,6 +203,8 @@ async fn serve_with(
     if let Some(provider) = troupe.default_provider() {
         state = state.with_provider(provider);
     }
+    // Sessions a previous run left open come back before the first request.
+    let reopened = crate::http::sessions::reopen_stored(&state).await;
     let server = crate::http::serve_with_limits(state, serve.addr(), serve.limits)
         .await
         .map_err(|e| failed(format!("cannot listen on {}: {e}", serve.addr())))?;
@@ -211,6 +213,12 @@ async fn serve_with(
         "troupe serve: listening on http://{addr} ({})",
         settings.store.describe()
     );
+    if let Some(sessions) = troupe.session_store() {
+        eprintln!(
+            "troupe serve: sessions kept in the {}; {reopened} reopened",
+            sessions.describe()
+        );
+    }
     match source {
         TokenSource::Config => eprintln!("troupe serve: token from serve.token in the config"),
         TokenSource::Environment => eprintln!("troupe serve: token from {TOKEN_ENV}"),

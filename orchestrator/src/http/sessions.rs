@@ -224,18 +224,50 @@ struct SessionEntry {
     last_used: Mutex<std::time::Instant>,
 }
 
-/// A session's events, numbered from 1, with a watch that ticks on each new one.
+/// A session's events, numbered from 1, with a watch that ticks on each new one. With a session
+/// store, each event is written there too, and readers see it only once it is durable: a client
+/// that saw event `n` finds the same `n` after a restart, never a new event under that number.
 #[derive(Debug)]
 pub struct EventLog {
     inner: Mutex<LogInner>,
-    tick: tokio::sync::watch::Sender<u64>,
+    tick: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Events up to this number are stored (all of them when there is no store).
+    durable: Arc<std::sync::atomic::AtomicU64>,
+    /// Where the log is written: the store and the log's id (its session's).
+    store: Option<(crate::sessions::SessionStore, String)>,
+}
+
+/// One logged event, as the stream sends it.
+#[derive(Debug, Clone)]
+pub struct Logged {
+    /// The session that emitted it.
+    session_id: String,
+    /// Its `type`.
+    kind: String,
+    /// The event as JSON text.
+    data: String,
+}
+
+impl Logged {
+    fn of(event: &SessionEvent) -> Logged {
+        let data = serde_json::to_value(event).unwrap_or_else(|e| json!({"error": e.to_string()}));
+        Logged::from_value(&data)
+    }
+
+    fn from_value(data: &Value) -> Logged {
+        Logged {
+            session_id: data["session_id"].as_str().unwrap_or_default().to_string(),
+            kind: data["type"].as_str().unwrap_or("event").to_string(),
+            data: data.to_string(),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
 struct LogInner {
     /// Number of the first event still kept.
     first: u64,
-    events: std::collections::VecDeque<SessionEvent>,
+    events: std::collections::VecDeque<Logged>,
     ended: bool,
 }
 
@@ -246,25 +278,76 @@ impl Default for EventLog {
                 first: 1,
                 ..LogInner::default()
             }),
-            tick: tokio::sync::watch::channel(0).0,
+            tick: Arc::new(tokio::sync::watch::channel(0).0),
+            durable: Arc::default(),
+            store: None,
         }
     }
 }
 
 impl EventLog {
+    /// A log written to `store` under `log_id`, going on from the events stored there.
+    pub fn stored(
+        store: crate::sessions::SessionStore,
+        log_id: &str,
+        earlier: Vec<(u64, Value)>,
+    ) -> EventLog {
+        let log = EventLog {
+            store: Some((store, log_id.to_string())),
+            ..EventLog::default()
+        };
+        {
+            let mut inner = lock(&log.inner);
+            if let Some((first, _)) = earlier.first() {
+                inner.first = *first;
+            }
+            let mut last = inner.first.saturating_sub(1);
+            for (number, data) in earlier {
+                // A hole (never expected) keeps the numbers: later events go after the last.
+                while last + 1 < number {
+                    last += 1;
+                    inner.events.push_back(Logged {
+                        session_id: String::new(),
+                        kind: "missing".into(),
+                        data: json!({"type": "missing"}).to_string(),
+                    });
+                }
+                inner.events.push_back(Logged::from_value(&data));
+                last = number;
+            }
+            log.durable.store(last, Ordering::SeqCst);
+        }
+        log
+    }
+
     /// Appends an event; returns its number.
     pub fn push(&self, event: SessionEvent) -> u64 {
         // The log is complete only when its writer says so (`end`): a subagent's
         // `session_ended` passes through it too.
+        let logged = Logged::of(&event);
         let mut inner = lock(&self.inner);
-        inner.events.push_back(event);
+        inner.events.push_back(logged.clone());
         if inner.events.len() > SESSION_LOG_CAP {
             inner.events.pop_front();
             inner.first += 1;
         }
         let last = inner.first + inner.events.len() as u64 - 1;
-        drop(inner);
-        self.tick.send_replace(last);
+        match &self.store {
+            Some((store, log_id)) => {
+                // Queued in order while the lock is held, so the store's order is the log's.
+                let (durable, tick) = (Arc::clone(&self.durable), Arc::clone(&self.tick));
+                store.log_event(log_id, last, logged.data, move || {
+                    durable.fetch_max(last, Ordering::SeqCst);
+                    tick.send_replace(last);
+                });
+                drop(inner);
+            }
+            None => {
+                self.durable.fetch_max(last, Ordering::SeqCst);
+                drop(inner);
+                self.tick.send_replace(last);
+            }
+        }
         last
     }
 
@@ -274,28 +357,37 @@ impl EventLog {
         self.tick.send_modify(|_| {});
     }
 
-    /// Events numbered above `after`, with their numbers, and whether the log is complete.
-    pub fn after(&self, after: u64) -> (Vec<(u64, SessionEvent)>, bool) {
+    /// Events numbered above `after` that are durable, with their numbers, and whether the log
+    /// is complete (every event of it read).
+    pub fn after(&self, after: u64) -> (Vec<(u64, Logged)>, bool) {
+        let durable = self.durable.load(Ordering::SeqCst);
         let inner = lock(&self.inner);
         // A cursor past the end (even u64::MAX) yields nothing rather than overflowing.
         let start = after.max(inner.first.saturating_sub(1));
         let skip = usize::try_from(start.saturating_sub(inner.first.saturating_sub(1)))
             .unwrap_or(usize::MAX);
-        let events = inner
+        let events: Vec<(u64, Logged)> = inner
             .events
             .iter()
             .skip(skip)
             .enumerate()
             .map(|(i, e)| (start.saturating_add(1 + i as u64), e.clone()))
+            .take_while(|(number, _)| *number <= durable)
             .collect();
-        (events, inner.ended)
+        let last = inner.first + inner.events.len() as u64 - 1;
+        (events, inner.ended && durable >= last)
     }
 
     /// Whether session `session_id` logged a `turn_started` after event number `after`.
     pub fn turn_started_after(&self, session_id: &str, after: u64) -> bool {
-        self.after(after).0.iter().any(|(_, e)| {
-            e.session_id == session_id && matches!(e.kind, EventKind::TurnStarted { .. })
-        })
+        let inner = lock(&self.inner);
+        let skip = usize::try_from(after.saturating_sub(inner.first.saturating_sub(1)))
+            .unwrap_or(usize::MAX);
+        inner
+            .events
+            .iter()
+            .skip(skip)
+            .any(|e| e.session_id == session_id && e.kind == "turn_started")
     }
 
     /// How many events were ever logged.
@@ -310,8 +402,9 @@ impl EventLog {
     }
 }
 
-/// `POST /api/sessions`: what a new session is made from.
-#[derive(Debug, Default, Deserialize)]
+/// `POST /api/sessions`: what a new session is made from (kept with the session, so a
+/// restarted server reopens it the same way).
+#[derive(Debug, Default, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateSession {
     /// A scripted model (the format of `troupe chat --script`, as JSON); the server's
@@ -341,6 +434,35 @@ pub async fn create(
 ) -> Result<Response, ApiError> {
     // The caller's trace: the session's span goes under it.
     let trace_parent = super::traceparent(&headers);
+    let options = session_options(&state, &request, trace_parent)?;
+    let max_sessions = lock(&state.sessions.limits).0;
+    if state.sessions.len() >= max_sessions {
+        return Err(ApiError::too_many(
+            "too_many_sessions",
+            format!(
+                "{max_sessions} sessions are open, as many as serve.max_sessions allows; close one with DELETE /api/sessions/{{id}} (idle ones close on their own)"
+            ),
+        ));
+    }
+    let entry = open_entry(&state, options).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"session_id": entry.handle.id(), "agent_path": entry.handle.agent_path()})),
+    )
+        .into_response())
+}
+
+/// What a session is opened with, from the request that creates it.
+fn session_options(
+    state: &HttpState,
+    request: &CreateSession,
+    trace_parent: Option<String>,
+) -> Result<SessionOptions, ApiError> {
+    let request = request.clone();
+    let origin = troupe_actors::journal::Origin {
+        kind: "http".into(),
+        options: serde_json::to_value(&request).unwrap_or(Value::Null),
+    };
     let profile = match request.profile.as_deref().map(str::trim) {
         None => None,
         Some(name) => Some(state.troupe.profile(name).ok_or_else(|| {
@@ -358,7 +480,7 @@ pub async fn create(
             )
         })?),
     };
-    let mut options = SessionOptions::configured();
+    let mut options = SessionOptions::configured().with_origin(origin);
     if let Some(name) = request.profile.as_deref().map(str::trim) {
         options = options.with_profile(name);
     }
@@ -439,16 +561,35 @@ pub async fn create(
         }
         options = options.with_config(config);
     }
-    let max_sessions = lock(&state.sessions.limits).0;
-    if state.sessions.len() >= max_sessions {
-        return Err(ApiError::too_many(
-            "too_many_sessions",
-            format!(
-                "{max_sessions} sessions are open, as many as serve.max_sessions allows; close one with DELETE /api/sessions/{{id}} (idle ones close on their own)"
-            ),
-        ));
-    }
-    let (handle, log) = open_logged(&state, options).await?;
+    Ok(options)
+}
+
+/// Opens a session with a log of its events and adds it to the table. The router subscribes
+/// to the troupe-wide stream before the first session opens and keeps events of sessions it
+/// does not know yet, so the session's opening events are logged too. A reopened session's log
+/// goes on from its stored events.
+async fn open_entry(
+    state: &HttpState,
+    options: SessionOptions,
+) -> Result<Arc<SessionEntry>, ApiError> {
+    state.sessions.start_router(state);
+    let reopened = options.restore.as_ref().map(|r| r.id.clone());
+    let handle = state.troupe.open_session(options).await?;
+    let log = match state.troupe.session_store() {
+        Some(store) => {
+            let earlier = match &reopened {
+                Some(id) => store
+                    .events(id, SESSION_LOG_CAP)
+                    .await
+                    .map_err(|e| ApiError::internal(e.to_string()))?,
+                None => Vec::new(),
+            };
+            EventLog::stored(store.clone(), handle.id(), earlier)
+        }
+        None => EventLog::default(),
+    };
+    let log = Arc::new(log);
+    lock(&state.sessions.routes).register(handle.id(), &log);
     let entry = Arc::new(SessionEntry {
         handle: handle.clone(),
         log,
@@ -456,26 +597,67 @@ pub async fn create(
         last_outcome: Mutex::new(None),
         last_used: Mutex::new(std::time::Instant::now()),
     });
-    lock(&state.sessions.entries).insert(handle.id().to_string(), entry);
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({"session_id": handle.id(), "agent_path": handle.agent_path()})),
-    )
-        .into_response())
+    lock(&state.sessions.entries).insert(handle.id().to_string(), Arc::clone(&entry));
+    Ok(entry)
 }
 
-/// Opens a session with a log of its events. The router subscribes to the troupe-wide stream
-/// before the first session opens and keeps events of sessions it does not know yet, so the
-/// session's opening events are logged too.
-async fn open_logged(
-    state: &HttpState,
-    options: SessionOptions,
-) -> Result<(SessionHandle, Arc<EventLog>), ApiError> {
-    state.sessions.start_router(state);
-    let handle = state.troupe.open_session(options).await?;
-    let log = Arc::new(EventLog::default());
-    lock(&state.sessions.routes).register(handle.id(), &log);
-    Ok((handle, log))
+/// Reopens the sessions this server's store holds open (created over HTTP, not closed by their
+/// user), with their ids and event numbering; a turn one stopped inside goes on: calls that were
+/// waiting for approval are asked again, the others are marked interrupted. Returns how many
+/// were reopened; one that cannot be is logged and left stored.
+pub async fn reopen_stored(state: &HttpState) -> usize {
+    let Some(store) = state.troupe.session_store().cloned() else {
+        return 0;
+    };
+    let query = crate::sessions::ListQuery {
+        origin: Some("http".into()),
+        open_only: true,
+        ..Default::default()
+    };
+    let stored = match store.list(query).await {
+        Ok(stored) => stored,
+        Err(error) => {
+            tracing::error!(%error, "could not read the stored sessions to reopen them");
+            return 0;
+        }
+    };
+    let mut reopened = 0;
+    for summary in stored {
+        let result = async {
+            let session = store
+                .load(&summary.id)
+                .await
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+            let request: CreateSession =
+                serde_json::from_value(session.options.clone()).map_err(|e| {
+                    ApiError::internal(format!("its creation request is unreadable: {e}"))
+                })?;
+            let options = session_options(state, &request, None)?.resuming(session.restore(true));
+            open_entry(state, options).await
+        }
+        .await;
+        match result {
+            Ok(entry) => {
+                reopened += 1;
+                tokio::spawn(resume_turn(entry));
+            }
+            Err(error) => {
+                tracing::warn!(session = %summary.id, error = %error.message, "a stored session could not be reopened")
+            }
+        }
+    }
+    reopened
+}
+
+/// Goes on with the turn a reopened session stopped inside, as a message sent without `wait`.
+async fn resume_turn(entry: Arc<SessionEntry>) {
+    entry.busy.store(true, Ordering::SeqCst);
+    match entry.handle.resume_turn().await {
+        Ok(Some(outcome)) => *lock(&entry.last_outcome) = Some(outcome_json(&outcome)),
+        Ok(None) => {}
+        Err(error) => record_failure(&entry, &error.to_string()),
+    }
+    entry.busy.store(false, Ordering::SeqCst);
 }
 
 fn describe(entry: &SessionEntry) -> Value {
@@ -761,13 +943,11 @@ pub async fn events(
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
-fn to_sse(number: u64, event: &SessionEvent) -> SseEvent {
-    let data = serde_json::to_value(event).unwrap_or_else(|e| json!({"error": e.to_string()}));
-    let kind = data["type"].as_str().unwrap_or("event").to_string();
+fn to_sse(number: u64, event: &Logged) -> SseEvent {
     SseEvent::default()
         .id(number.to_string())
-        .event(kind)
-        .data(data.to_string())
+        .event(event.kind.clone())
+        .data(event.data.clone())
 }
 
 /// Handler of `GET /api/approvals`: every pending request, oldest first.

@@ -104,6 +104,9 @@ pub struct RuntimeOptions {
     /// The plugins, when the entry point already loaded them (for its slash commands);
     /// otherwise the runtime loads them from the config.
     pub plugins: Option<Plugins>,
+    /// Whether sessions are written to the session store `sessions:` names (unless it says
+    /// `persist: false`); off for commands that open no session.
+    pub persist_sessions: bool,
 }
 
 impl Default for RuntimeOptions {
@@ -119,6 +122,7 @@ impl Default for RuntimeOptions {
             builtins: None,
             worker_threads: 2,
             plugins: None,
+            persist_sessions: true,
         }
     }
 }
@@ -289,6 +293,17 @@ impl Runtime {
         for tool in &options.tools {
             registry.register(tool.clone());
         }
+        // Durable sessions, and `session_search` over them.
+        let sessions = match options.persist_sessions {
+            true => crate::sessions::SessionSettings::from_config(&config)?
+                .open()
+                .await
+                .map_err(|e| RuntimeError::Start(e.to_string()))?,
+            false => None,
+        };
+        if let Some(store) = &sessions {
+            registry.register(crate::sessions::session_search_tool(store.clone()));
+        }
         let mut notices = plugin_notices;
         let mut provided: BTreeSet<String> = BTreeSet::new();
 
@@ -418,6 +433,7 @@ impl Runtime {
         troupe_config.kanban_hooks = options.kanban_hooks.clone();
         troupe_config.profiles = profiles;
         troupe_config.default_provider = default_provider;
+        troupe_config.sessions = sessions;
         troupe_config.workspaces = Some(Arc::new(workspaces::TaskWorkspaces::new(
             Arc::clone(&builtins),
             crate::kanban_config::troupe_home(),
@@ -526,11 +542,18 @@ impl Runtime {
                 check_toolsets(&self.inner.toolsets, &names, registry, "toolsets")?;
                 ViewSpec::toolsets(names)
             }
-            None => ViewSpec {
-                enabled: self.inner.config.toolsets.enabled.clone(),
-                disabled: self.inner.config.toolsets.disabled.clone(),
-                blocked: self.inner.config.toolsets.blocked_tools.clone(),
-            },
+            None => {
+                let mut disabled = self.inner.config.toolsets.disabled.clone();
+                if self.inner.config.toolsets.enabled.is_none() {
+                    // Reading past conversations is opted into by naming the toolset.
+                    disabled.push(crate::sessions::SESSION_SEARCH.to_string());
+                }
+                ViewSpec {
+                    enabled: self.inner.config.toolsets.enabled.clone(),
+                    disabled,
+                    blocked: self.inner.config.toolsets.blocked_tools.clone(),
+                }
+            }
         };
         registry.view(spec).map_err(|e| {
             RuntimeError::Config(ConfigError::Invalid {
@@ -567,9 +590,21 @@ impl Runtime {
             let provider = profile_provider(p, &self.inner.config.model)
                 .map_err(|problem| invalid(&format!("profiles.{name}"), problem))?;
             let view = profile_view(self.registry(), p)?;
+            let mut session = p.session_config(&self.inner.worker_session);
+            // Workers' conversations are kept like any session's, readable after the run.
+            session.persist =
+                self.inner
+                    .troupe
+                    .session_store()
+                    .map(|store| troupe_actors::journal::Persist {
+                        journal: Arc::new(store.clone()),
+                        origin: troupe_actors::journal::Origin {
+                            kind: "worker".into(),
+                            options: serde_json::json!({"profile": name}),
+                        },
+                    });
             profiles.insert(
-                WorkerProfile::new(name.clone(), provider, view)
-                    .with_session_config(p.session_config(&self.inner.worker_session)),
+                WorkerProfile::new(name.clone(), provider, view).with_session_config(session),
             );
         }
         if let Some(default) = &kanban.default_assignee {

@@ -94,6 +94,7 @@ pub(super) async fn run(
     };
     let mut events = runtime.troupe().events();
     let options = session_options(args, runtime, script.clone(), &choice)?;
+    let options = super::resumed(args, runtime, options).await?;
     let session = runtime.troupe().open_session(options).await?;
     let mut display = Display::new(Style::detect(), session.id());
     let provider = started(&mut events, &mut display, session.id()).await;

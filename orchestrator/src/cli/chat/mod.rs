@@ -65,6 +65,12 @@ pub struct ChatArgs {
     /// A script given as text rather than a file (the demo's bundled model).
     #[arg(skip)]
     pub script_text: Option<String>,
+    /// Go on with a stored session (its id, or the start of it; `troupe sessions list`).
+    #[arg(long, value_name = "ID", conflicts_with = "continue_latest")]
+    pub resume: Option<String>,
+    /// Go on with the latest chat session.
+    #[arg(long = "continue")]
+    pub continue_latest: bool,
 }
 
 /// Runs `troupe chat`; returns the exit code.
@@ -187,7 +193,59 @@ pub(crate) fn session_options(
         session_config.model = Some(model.clone());
     }
     session_config.stream_text = choice.stream_text;
-    Ok(options.with_config(session_config))
+    let origin = troupe_actors::journal::Origin {
+        kind: "chat".into(),
+        options: json!({"profile": args.profile, "toolsets": args.toolsets}),
+    };
+    Ok(options.with_config(session_config).with_origin(origin))
+}
+
+/// With `--resume` or `--continue`, the stored session to go on with: its messages, with a note
+/// on each call that was running when its process stopped (none is run again).
+pub(crate) async fn resumed(
+    args: &ChatArgs,
+    runtime: &Runtime,
+    options: SessionOptions,
+) -> Result<SessionOptions, CliError> {
+    if args.resume.is_none() && !args.continue_latest {
+        return Ok(options);
+    }
+    let Some(store) = runtime.troupe().session_store() else {
+        return Err(CliError::usage(
+            "sessions are not kept (sessions.persist is false in troupe.yaml), so there is none to resume",
+        ));
+    };
+    let id = match &args.resume {
+        Some(id) => id.trim().to_string(),
+        None => {
+            let query = crate::sessions::ListQuery {
+                origin: Some("chat".into()),
+                limit: Some(1),
+                ..Default::default()
+            };
+            let latest = store
+                .list(query)
+                .await
+                .map_err(|e| CliError::failed(e.to_string()))?;
+            match latest.into_iter().next() {
+                Some(latest) => latest.id,
+                None => {
+                    return Err(CliError::usage(
+                        "--continue: no chat session is stored yet; start one with troupe chat",
+                    ));
+                }
+            }
+        }
+    };
+    let stored = store.load(&id).await.map_err(|e| match e {
+        crate::sessions::SessionStoreError::Database { .. } => CliError::failed(e.to_string()),
+        other => CliError::usage(format!("--resume: {other}")),
+    })?;
+    eprintln!(
+        "troupe chat: going on with session {} ({} messages)",
+        stored.summary.id, stored.summary.messages
+    );
+    Ok(options.resuming(stored.restore(false)))
 }
 
 /// Opens the session, asks, prints; the runtime is closed by the caller.
@@ -199,6 +257,7 @@ async fn converse(
 ) -> Result<i32, CliError> {
     let troupe = runtime.troupe();
     let options = session_options(args, runtime, script, &SessionChoice::default())?;
+    let options = resumed(args, runtime, options).await?;
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     if interactive {
         let mut approvals = troupe.approvals().await?;

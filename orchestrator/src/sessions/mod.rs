@@ -1,0 +1,675 @@
+//! Durable sessions: the [`SessionStore`] every session of a troupe writes its steps to (the
+//! [`Journal`] of `troupe_actors`), and reads for `troupe chat --resume`, `troupe sessions` and
+//! `troupe serve`'s restart.
+//!
+//! Writes go through one writer in order; a batch of them is one transaction, so a step is
+//! stored whole or not at all. Message text is redacted with the receipts' rules before it is
+//! written. The backend is SQLite under the troupe home by default ([`sqlite`]), PostgreSQL
+//! ([`postgres`]) when `sessions.store` (else `kanban.store`) names a database.
+
+mod postgres;
+mod search_tool;
+mod sqlite;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use troupe_actors::journal::{CallPhase, Durable, Journal, OpenedSession, Restore};
+use troupe_actors::model::ChatMessage;
+use troupe_actors::usage::Spend;
+
+pub use postgres::PostgresSessions;
+pub use search_tool::{SESSION_SEARCH, session_search_tool};
+pub use sqlite::SqliteSessions;
+
+use crate::kanban_config::StoreLocation;
+
+/// Writes committed in one transaction at most.
+const MAX_BATCH: usize = 512;
+
+/// The file under the troupe home that holds sessions when `sessions.store` does not say.
+pub const DEFAULT_FILE: &str = "sessions.db";
+
+/// What went wrong reading or writing sessions.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionStoreError {
+    /// The database refused or failed.
+    #[error("session store {path}: {message}")]
+    Database {
+        /// Where the store is.
+        path: String,
+        /// What failed.
+        message: String,
+    },
+    /// No stored session has this id (or prefix).
+    #[error("no stored session matches {0:?}; `troupe sessions list` shows them")]
+    NotFound(String),
+    /// A prefix matches more than one session.
+    #[error("{prefix:?} matches {count} sessions; give more of the id")]
+    Ambiguous {
+        /// What was given.
+        prefix: String,
+        /// How many matched.
+        count: usize,
+    },
+}
+
+/// One write, in the writer's order.
+#[derive(Debug)]
+pub(crate) enum Write {
+    Opened {
+        session: OpenedSession,
+        at: i64,
+    },
+    Step {
+        session_id: String,
+        first: usize,
+        messages: Vec<ChatMessage>,
+        spent: Spend,
+        at: i64,
+    },
+    Phase {
+        session_id: String,
+        model_call_id: String,
+        phase: CallPhase,
+    },
+    Event {
+        log_id: String,
+        seq: u64,
+        body: String,
+    },
+    Closed {
+        session_id: String,
+        at: i64,
+    },
+    /// Resolves once every write before it is committed.
+    Ack(Ack),
+}
+
+/// What a caller waits on, or is told through, once its write is committed.
+pub(crate) enum Ack {
+    Channel(oneshot::Sender<()>),
+    Call(Box<dyn FnOnce() + Send>),
+}
+
+impl std::fmt::Debug for Ack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Ack")
+    }
+}
+
+impl Ack {
+    fn fire(self) {
+        match self {
+            Ack::Channel(tx) => {
+                let _ = tx.send(());
+            }
+            Ack::Call(call) => call(),
+        }
+    }
+}
+
+/// A stored session, as listed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionSummary {
+    /// Its id.
+    pub id: String,
+    /// Its parent's id, for a subagent.
+    pub parent_id: Option<String>,
+    /// The top of its tree.
+    pub root_id: String,
+    /// 0 for a top-level session.
+    pub depth: u32,
+    /// `chat`, `http`, `worker`, `subagent` or `api`.
+    pub origin: String,
+    /// Its model.
+    pub model: String,
+    /// Its first user message, cut short.
+    pub title: String,
+    /// `open` or `closed`.
+    pub status: String,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: i64,
+    /// When its latest step was written.
+    pub updated_at: i64,
+    /// Messages stored.
+    pub messages: u64,
+    /// What it spent, its subagents included.
+    pub usage: Spend,
+}
+
+/// A stored session, whole.
+#[derive(Debug, Clone)]
+pub struct StoredSession {
+    /// Its row.
+    pub summary: SessionSummary,
+    /// Session ids from the root down to it.
+    pub agent_path: Vec<String>,
+    /// What reopening it needs (see `troupe_actors::journal::Origin`).
+    pub options: Value,
+    /// Its messages, in order.
+    pub messages: Vec<ChatMessage>,
+    /// How far its calls without a result got, by the provider's call id.
+    pub phases: HashMap<String, CallPhase>,
+}
+
+impl StoredSession {
+    /// What the session reopens from; `ask_again`: calls that waited for approval are asked
+    /// again (by `troupe serve`) rather than noted as not run.
+    pub fn restore(&self, ask_again: bool) -> Restore {
+        Restore {
+            id: self.summary.id.clone(),
+            conversation: self.messages.clone(),
+            spent: self.summary.usage,
+            awaiting_approval: self
+                .phases
+                .iter()
+                .filter(|(_, p)| **p == CallPhase::AwaitingApproval)
+                .map(|(id, _)| id.clone())
+                .collect(),
+            ask_again,
+        }
+    }
+}
+
+/// Which sessions to list.
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    /// Subagents too (top-level sessions only by default).
+    pub all: bool,
+    /// Only these origins.
+    pub origin: Option<String>,
+    /// Only open ones.
+    pub open_only: bool,
+    /// At most this many, newest first.
+    pub limit: Option<usize>,
+}
+
+/// One match of a search over stored messages.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchHit {
+    /// The session.
+    pub session_id: String,
+    /// Its top-level session.
+    pub root_id: String,
+    /// The message's position.
+    pub seq: u64,
+    /// `user`, `assistant` or `tool`.
+    pub role: String,
+    /// The matching text around the words found.
+    pub snippet: String,
+}
+
+/// Which sessions a search may show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchScope {
+    /// The caller's own tree.
+    pub root: String,
+    /// Trees whose top-level session has this origin, too (`chat`: the local user's history).
+    pub origin: Option<String>,
+}
+
+/// The sessions of a troupe, durable. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct SessionStore {
+    backend: Backend,
+}
+
+#[derive(Debug, Clone)]
+enum Backend {
+    Sqlite(Arc<SqliteSessions>),
+    Postgres(Arc<PostgresSessions>),
+}
+
+impl SessionStore {
+    /// Opens (creating when missing) the SQLite store at `path`.
+    pub fn open_sqlite(path: &Path) -> Result<SessionStore, SessionStoreError> {
+        Ok(SessionStore {
+            backend: Backend::Sqlite(Arc::new(SqliteSessions::open(path)?)),
+        })
+    }
+
+    /// Connects to the PostgreSQL store at `url`, creating its tables when missing. Its writer
+    /// runs on the current tokio runtime.
+    pub async fn connect_postgres(url: &str) -> Result<SessionStore, SessionStoreError> {
+        let shown = StoreLocation::Postgres(url.to_string())
+            .describe()
+            .trim_start_matches("PostgreSQL store at ")
+            .to_string();
+        Ok(SessionStore {
+            backend: Backend::Postgres(Arc::new(PostgresSessions::connect(url, shown).await?)),
+        })
+    }
+
+    /// Opens the store at `location`.
+    pub async fn open(location: &StoreLocation) -> Result<SessionStore, SessionStoreError> {
+        match location {
+            StoreLocation::Sqlite(path) => SessionStore::open_sqlite(path),
+            StoreLocation::Postgres(url) => SessionStore::connect_postgres(url).await,
+        }
+    }
+
+    /// The default store: [`DEFAULT_FILE`] under the troupe home.
+    pub fn default_path() -> PathBuf {
+        crate::kanban_config::troupe_home().join(DEFAULT_FILE)
+    }
+
+    /// Where the store is, for messages.
+    pub fn describe(&self) -> String {
+        match &self.backend {
+            Backend::Sqlite(db) => db.describe(),
+            Backend::Postgres(db) => db.describe(),
+        }
+    }
+
+    fn write(&self, write: Write) {
+        match &self.backend {
+            Backend::Sqlite(db) => db.write(write),
+            Backend::Postgres(db) => db.write(write),
+        }
+    }
+
+    fn write_durable(&self, write: Write) -> Durable {
+        let (tx, rx) = oneshot::channel();
+        self.write(write);
+        self.write(Write::Ack(Ack::Channel(tx)));
+        Box::pin(async move {
+            // A writer that died has logged why; the session goes on in memory.
+            let _ = rx.await;
+        })
+    }
+
+    /// Appends event `seq` of the event log `log_id` (an HTTP session's stream); `done` runs
+    /// once it is durable.
+    pub fn log_event(
+        &self,
+        log_id: &str,
+        seq: u64,
+        body: String,
+        done: impl FnOnce() + Send + 'static,
+    ) {
+        self.write(Write::Event {
+            log_id: log_id.to_string(),
+            seq,
+            body,
+        });
+        self.write(Write::Ack(Ack::Call(Box::new(done))));
+    }
+
+    /// Marks a session closed by its user (it can still be read and resumed; `troupe serve`
+    /// does not reopen it by itself).
+    pub fn mark_closed(&self, session_id: &str) {
+        self.write(Write::Closed {
+            session_id: session_id.to_string(),
+            at: now_ms(),
+        });
+    }
+
+    /// Waits until every write queued so far is committed.
+    pub async fn flush(&self) {
+        let (tx, rx) = oneshot::channel();
+        self.write(Write::Ack(Ack::Channel(tx)));
+        let _ = rx.await;
+    }
+
+    /// Stored sessions, newest first.
+    pub async fn list(&self, query: ListQuery) -> Result<Vec<SessionSummary>, SessionStoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => {
+                let db = Arc::clone(db);
+                blocking(move || db.list(&query)).await
+            }
+            Backend::Postgres(db) => db.list(&query).await,
+        }
+    }
+
+    /// The session whose id is `id` or starts with it.
+    pub async fn load(&self, id: &str) -> Result<StoredSession, SessionStoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => {
+                let (db, id) = (Arc::clone(db), id.to_string());
+                blocking(move || db.load(&id)).await
+            }
+            Backend::Postgres(db) => db.load(id).await,
+        }
+    }
+
+    /// The session `id` and the sessions below it, parents before children.
+    pub async fn tree(&self, id: &str) -> Result<Vec<SessionSummary>, SessionStoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => {
+                let (db, id) = (Arc::clone(db), id.to_string());
+                blocking(move || db.tree(&id)).await
+            }
+            Backend::Postgres(db) => db.tree(id).await,
+        }
+    }
+
+    /// The newest `limit` events of the log `log_id`, oldest first, with their numbers.
+    pub async fn events(
+        &self,
+        log_id: &str,
+        limit: usize,
+    ) -> Result<Vec<(u64, Value)>, SessionStoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => {
+                let (db, id) = (Arc::clone(db), log_id.to_string());
+                blocking(move || db.events(&id, limit)).await
+            }
+            Backend::Postgres(db) => db.events(log_id, limit).await,
+        }
+    }
+
+    /// Deletes a session with its subagents, messages and events; how many sessions went.
+    pub async fn delete(&self, id: &str) -> Result<usize, SessionStoreError> {
+        self.flush().await;
+        match &self.backend {
+            Backend::Sqlite(db) => {
+                let (db, id) = (Arc::clone(db), id.to_string());
+                blocking(move || db.delete(&id)).await
+            }
+            Backend::Postgres(db) => db.delete(id).await,
+        }
+    }
+
+    /// Deletes top-level sessions (with their trees) not written to for `keep_days` days.
+    pub async fn prune(&self, keep_days: u32) -> Result<usize, SessionStoreError> {
+        self.flush().await;
+        let cutoff = now_ms() - i64::from(keep_days) * 86_400_000;
+        match &self.backend {
+            Backend::Sqlite(db) => {
+                let db = Arc::clone(db);
+                blocking(move || db.prune(cutoff)).await
+            }
+            Backend::Postgres(db) => db.prune(cutoff).await,
+        }
+    }
+
+    /// Messages matching `query` (words, all of them, stemmed), newest first; only those
+    /// `scope` lets one see when given.
+    pub async fn search(
+        &self,
+        query: &str,
+        scope: Option<SearchScope>,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>, SessionStoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => {
+                let (db, query) = (Arc::clone(db), query.to_string());
+                blocking(move || db.search(&query, scope.as_ref(), limit)).await
+            }
+            Backend::Postgres(db) => db.search(query, scope.as_ref(), limit).await,
+        }
+    }
+
+    /// What session `session_id` may see in a search: its own tree, and for a tree a person
+    /// started with `troupe chat`, the other chat trees (see [`session_search_tool`]).
+    pub async fn scope_of(&self, session_id: &str) -> Result<SearchScope, SessionStoreError> {
+        self.flush().await;
+        let own = match self.load_summary(session_id).await {
+            Ok(summary) => summary,
+            // Not stored (yet): it sees its own tree, which is nothing.
+            Err(SessionStoreError::NotFound(_)) => {
+                return Ok(SearchScope {
+                    root: session_id.to_string(),
+                    origin: None,
+                });
+            }
+            Err(other) => return Err(other),
+        };
+        let root = if own.root_id == own.id {
+            own
+        } else {
+            self.load_summary(&own.root_id).await?
+        };
+        Ok(SearchScope {
+            origin: (root.origin == "chat").then(|| "chat".to_string()),
+            root: root.id,
+        })
+    }
+
+    /// One session's row, by its exact id.
+    async fn load_summary(&self, id: &str) -> Result<SessionSummary, SessionStoreError> {
+        let found = self.tree(id).await?;
+        found
+            .into_iter()
+            .find(|s| s.id == id)
+            .ok_or_else(|| SessionStoreError::NotFound(id.to_string()))
+    }
+}
+
+/// Of a tree's sessions (parents before children), `id` and those below it.
+pub(crate) fn below(tree: Vec<SessionSummary>, id: &str) -> Vec<SessionSummary> {
+    let mut kept: Vec<SessionSummary> = Vec::new();
+    for session in tree {
+        let under = session.id == id
+            || session
+                .parent_id
+                .as_ref()
+                .is_some_and(|p| kept.iter().any(|k| &k.id == p));
+        if under {
+            kept.push(session);
+        }
+    }
+    kept
+}
+
+impl Journal for SessionStore {
+    fn opened(&self, session: OpenedSession) {
+        self.write(Write::Opened {
+            session,
+            at: now_ms(),
+        });
+    }
+
+    fn step(
+        &self,
+        session_id: &str,
+        first: usize,
+        messages: Vec<ChatMessage>,
+        spent: Spend,
+    ) -> Durable {
+        self.write_durable(Write::Step {
+            session_id: session_id.to_string(),
+            first,
+            messages,
+            spent,
+            at: now_ms(),
+        })
+    }
+
+    fn call_phase(&self, session_id: &str, model_call_id: &str, phase: CallPhase) -> Durable {
+        self.write_durable(Write::Phase {
+            session_id: session_id.to_string(),
+            model_call_id: model_call_id.to_string(),
+            phase,
+        })
+    }
+}
+
+/// Runs a read on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    read: impl FnOnce() -> Result<T, SessionStoreError> + Send + 'static,
+) -> Result<T, SessionStoreError> {
+    tokio::task::spawn_blocking(read)
+        .await
+        .map_err(|e| SessionStoreError::Database {
+            path: String::new(),
+            message: format!("the read task failed: {e}"),
+        })?
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// A message's text as stored: secrets masked by the receipts' rules.
+pub(crate) fn redacted(message: &ChatMessage) -> ChatMessage {
+    use troupe_tools::builtin::redact::redact;
+    match message {
+        ChatMessage::System { content } => ChatMessage::System {
+            content: redact(content),
+        },
+        ChatMessage::User { content } => ChatMessage::User {
+            content: redact(content),
+        },
+        ChatMessage::Assistant {
+            content,
+            tool_calls,
+        } => ChatMessage::Assistant {
+            content: content.as_deref().map(redact),
+            tool_calls: tool_calls
+                .iter()
+                .map(|c| troupe_actors::model::ToolCallRequest {
+                    arguments: redact(&c.arguments),
+                    ..c.clone()
+                })
+                .collect(),
+        },
+        ChatMessage::Tool {
+            tool_call_id,
+            name,
+            content,
+        } => ChatMessage::Tool {
+            tool_call_id: tool_call_id.clone(),
+            name: name.clone(),
+            content: redact(content),
+        },
+    }
+}
+
+/// The words a message is found by: its text, a call's tool and arguments.
+pub(crate) fn searchable(message: &ChatMessage) -> (&'static str, String) {
+    match message {
+        ChatMessage::System { content } => ("system", content.clone()),
+        ChatMessage::User { content } => ("user", content.clone()),
+        ChatMessage::Assistant {
+            content,
+            tool_calls,
+        } => {
+            let mut text = content.clone().unwrap_or_default();
+            for call in tool_calls {
+                text.push('\n');
+                text.push_str(&call.name);
+                text.push(' ');
+                text.push_str(&call.arguments);
+            }
+            ("assistant", text)
+        }
+        ChatMessage::Tool { content, .. } => ("tool", content.clone()),
+    }
+}
+
+/// A title from a first user message: its first line, at most 80 characters.
+pub(crate) fn title_of(text: &str) -> String {
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    let mut title: String = line.chars().take(80).collect();
+    if line.chars().count() > 80 {
+        title.push('…');
+    }
+    title
+}
+
+/// The `sessions:` section of troupe.yaml.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionSettings {
+    /// Whether sessions are written at all (`sessions.persist`, on by default).
+    pub persist: bool,
+    /// Where (`sessions.store`): a SQLite file, or a PostgreSQL URL; else `kanban.store` when
+    /// that is PostgreSQL, else [`SessionStore::default_path`].
+    pub store: StoreLocation,
+    /// Top-level sessions not written to for this many days go at `troupe sessions prune`
+    /// (`sessions.keep_days`); kept forever when not given.
+    pub keep_days: Option<u32>,
+}
+
+impl SessionSettings {
+    /// Reads `sessions:`; a wrong key or value is an error naming it.
+    pub fn from_config(
+        config: &crate::config::Config,
+    ) -> Result<SessionSettings, crate::config::ConfigError> {
+        let invalid = |key: &str, problem: String| crate::config::ConfigError::Invalid {
+            key: format!("sessions.{key}"),
+            problem,
+        };
+        let boards = crate::kanban_config::KanbanSettings::from_config(config)?;
+        let mut settings = SessionSettings {
+            persist: true,
+            store: match boards.store {
+                StoreLocation::Postgres(url) => StoreLocation::Postgres(url),
+                StoreLocation::Sqlite(_) => StoreLocation::Sqlite(SessionStore::default_path()),
+            },
+            keep_days: None,
+        };
+        let section = match config.section("sessions") {
+            Value::Null => return Ok(settings),
+            Value::Object(map) => map,
+            other => {
+                return Err(crate::config::ConfigError::Invalid {
+                    key: "sessions".into(),
+                    problem: format!(
+                        "expected a mapping (persist, store, keep_days), found {}",
+                        troupe_tools::text::yaml_kind(other)
+                    ),
+                });
+            }
+        };
+        for (key, value) in section {
+            match (key.as_str(), value) {
+                ("persist", Value::Bool(on)) => settings.persist = *on,
+                ("store", Value::String(raw)) => {
+                    settings.store = StoreLocation::parse(raw).map_err(|problem| {
+                        invalid(
+                            key,
+                            problem.replace("a directory for a SQLite store", "a SQLite file path"),
+                        )
+                    })?;
+                }
+                ("keep_days", Value::Number(n)) if n.as_u64().is_some_and(|d| d >= 1) => {
+                    settings.keep_days = n.as_u64().and_then(|d| u32::try_from(d).ok());
+                }
+                ("persist" | "store" | "keep_days", other) => {
+                    return Err(invalid(
+                        key,
+                        format!(
+                            "this value ({}) is not valid; send {}",
+                            troupe_tools::text::yaml_kind(other),
+                            match key.as_str() {
+                                "persist" => "true or false",
+                                "store" => "a SQLite file path or a postgres:// URL",
+                                _ => "a whole number of days, 1 or more",
+                            }
+                        ),
+                    ));
+                }
+                (other, _) => {
+                    return Err(invalid(
+                        other,
+                        "unknown key; sessions takes persist, store and keep_days".into(),
+                    ));
+                }
+            }
+        }
+        Ok(settings)
+    }
+
+    /// Opens the store these settings name; `None` when persistence is off.
+    pub async fn open(&self) -> Result<Option<SessionStore>, SessionStoreError> {
+        if !self.persist {
+            return Ok(None);
+        }
+        SessionStore::open(&self.store).await.map(Some)
+    }
+}

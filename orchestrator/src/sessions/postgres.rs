@@ -1,0 +1,546 @@
+//! The PostgreSQL session store: the same tables as SQLite (prefixed, beside the boards' in one
+//! database), one writer task that commits whatever is queued as one transaction, pooled reads,
+//! and full-text search on a generated `tsvector`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio::sync::mpsc;
+use tokio_postgres::{NoTls, Row, Transaction};
+use troupe_actors::journal::CallPhase;
+use troupe_actors::model::ChatMessage;
+
+use super::{
+    ListQuery, MAX_BATCH, SearchHit, SearchScope, SessionStoreError, SessionSummary, StoredSession,
+    Write, redacted, searchable, title_of,
+};
+
+/// The schema, created when missing. One advisory lock serialises hosts creating it at once.
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS troupe_sessions (
+    id TEXT PRIMARY KEY,
+    parent_id TEXT,
+    root_id TEXT NOT NULL,
+    depth INTEGER NOT NULL,
+    agent_path TEXT NOT NULL,
+    origin TEXT NOT NULL,
+    options TEXT NOT NULL,
+    model TEXT NOT NULL,
+    title TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    messages BIGINT NOT NULL DEFAULT 0,
+    usage TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS troupe_sessions_by_update ON troupe_sessions (depth, updated_at);
+CREATE INDEX IF NOT EXISTS troupe_sessions_by_root ON troupe_sessions (root_id);
+CREATE TABLE IF NOT EXISTS troupe_session_messages (
+    session_id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    root_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    body TEXT NOT NULL,
+    text TEXT NOT NULL,
+    search tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED,
+    PRIMARY KEY (session_id, seq)
+);
+CREATE INDEX IF NOT EXISTS troupe_session_messages_search ON troupe_session_messages USING GIN (search);
+CREATE TABLE IF NOT EXISTS troupe_session_calls (
+    session_id TEXT NOT NULL,
+    model_call_id TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    PRIMARY KEY (session_id, model_call_id)
+);
+CREATE TABLE IF NOT EXISTS troupe_session_events (
+    log_id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (log_id, seq)
+);
+";
+
+/// The PostgreSQL backend of [`super::SessionStore`].
+#[derive(Debug)]
+pub struct PostgresSessions {
+    shown: String,
+    pool: Pool,
+    writer: mpsc::UnboundedSender<Write>,
+}
+
+impl PostgresSessions {
+    /// Connects, creates the tables when missing and starts the writer (on the current tokio
+    /// runtime).
+    pub async fn connect(url: &str, shown: String) -> Result<PostgresSessions, SessionStoreError> {
+        let error = |message: String| SessionStoreError::Database {
+            path: shown.clone(),
+            message,
+        };
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
+            error(format!(
+                "the URL does not parse ({e}); send postgres://user:password@host:5432/dbname"
+            ))
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(10));
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("troupe-sessions");
+        }
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(4)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(10)))
+            .create_timeout(Some(Duration::from_secs(10)))
+            .build()
+            .map_err(|e| error(e.to_string()))?;
+        {
+            let mut client = pool.get().await.map_err(|e| error(e.to_string()))?;
+            let tx = client
+                .transaction()
+                .await
+                .map_err(|e| error(e.to_string()))?;
+            tx.execute("SELECT pg_advisory_xact_lock(7242650198110311)", &[])
+                .await
+                .map_err(|e| error(e.to_string()))?;
+            tx.batch_execute(SCHEMA)
+                .await
+                .map_err(|e| error(e.to_string()))?;
+            tx.commit().await.map_err(|e| error(e.to_string()))?;
+        }
+        let (writer, rx) = mpsc::unbounded_channel();
+        tokio::spawn(write_loop(pool.clone(), rx, shown.clone()));
+        Ok(PostgresSessions {
+            shown,
+            pool,
+            writer,
+        })
+    }
+
+    pub(super) fn describe(&self) -> String {
+        format!("PostgreSQL session store at {}", self.shown)
+    }
+
+    pub(super) fn write(&self, write: Write) {
+        if self.writer.send(write).is_err() {
+            tracing::error!(store = %self.shown, "the session writer has stopped; this step is not stored");
+        }
+    }
+
+    fn error(&self, e: impl std::fmt::Display) -> SessionStoreError {
+        SessionStoreError::Database {
+            path: self.shown.clone(),
+            message: e.to_string(),
+        }
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, SessionStoreError> {
+        self.pool.get().await.map_err(|e| self.error(e))
+    }
+
+    pub(super) async fn list(
+        &self,
+        query: &ListQuery,
+    ) -> Result<Vec<SessionSummary>, SessionStoreError> {
+        let client = self.client().await?;
+        let limit = query
+            .limit
+            .and_then(|l| i64::try_from(l).ok())
+            .unwrap_or(i64::MAX);
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT {SUMMARY} FROM troupe_sessions
+                     WHERE ($1 OR depth = 0) AND (NOT $2 OR status = 'open')
+                       AND ($3::TEXT IS NULL OR origin = $3)
+                     ORDER BY updated_at DESC, id DESC LIMIT $4"
+                ),
+                &[&query.all, &query.open_only, &query.origin, &limit],
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        rows.iter()
+            .map(|r| summary_row(r).map_err(|e| self.error(e)))
+            .collect()
+    }
+
+    async fn resolve(
+        &self,
+        client: &deadpool_postgres::Object,
+        given: &str,
+    ) -> Result<String, SessionStoreError> {
+        let pattern = format!("{}%", given.replace(['%', '_', '\\'], ""));
+        let rows = client
+            .query(
+                "SELECT id FROM troupe_sessions WHERE id = $1 OR id LIKE $2 LIMIT 3",
+                &[&given, &pattern],
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        let ids: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        if ids.iter().any(|id| id == given) {
+            return Ok(given.to_string());
+        }
+        match ids.len() {
+            0 => Err(SessionStoreError::NotFound(given.to_string())),
+            1 => Ok(ids.into_iter().next().unwrap_or_default()),
+            count => Err(SessionStoreError::Ambiguous {
+                prefix: given.to_string(),
+                count,
+            }),
+        }
+    }
+
+    pub(super) async fn load(&self, given: &str) -> Result<StoredSession, SessionStoreError> {
+        let client = self.client().await?;
+        let id = self.resolve(&client, given).await?;
+        let row = client
+            .query_one(
+                &format!(
+                    "SELECT {SUMMARY}, agent_path, options FROM troupe_sessions WHERE id = $1"
+                ),
+                &[&id],
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        let summary = summary_row(&row).map_err(|e| self.error(e))?;
+        let (agent_path, options): (String, String) = (row.get(12), row.get(13));
+        let rows = client
+            .query(
+                "SELECT body FROM troupe_session_messages WHERE session_id = $1 ORDER BY seq",
+                &[&id],
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        let mut messages = Vec::with_capacity(rows.len());
+        for row in rows {
+            let body: String = row.get(0);
+            let message: ChatMessage = serde_json::from_str(&body)
+                .map_err(|e| self.error(format!("a stored message of {id} is unreadable: {e}")))?;
+            messages.push(message);
+        }
+        let rows = client
+            .query(
+                "SELECT model_call_id, phase FROM troupe_session_calls WHERE session_id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        let phases: HashMap<String, CallPhase> = rows
+            .iter()
+            .filter_map(|r| {
+                let phase: String = r.get(1);
+                CallPhase::parse(&phase).map(|p| (r.get::<_, String>(0), p))
+            })
+            .collect();
+        Ok(StoredSession {
+            summary,
+            agent_path: serde_json::from_str(&agent_path).unwrap_or_default(),
+            options: serde_json::from_str(&options).unwrap_or(serde_json::Value::Null),
+            messages,
+            phases,
+        })
+    }
+
+    pub(super) async fn tree(&self, given: &str) -> Result<Vec<SessionSummary>, SessionStoreError> {
+        let client = self.client().await?;
+        let id = self.resolve(&client, given).await?;
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT {SUMMARY} FROM troupe_sessions WHERE root_id = (SELECT root_id FROM troupe_sessions WHERE id = $1) ORDER BY depth, created_at"
+                ),
+                &[&id],
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        let all = rows
+            .iter()
+            .map(summary_row)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.error(e))?;
+        Ok(super::below(all, &id))
+    }
+
+    pub(super) async fn events(
+        &self,
+        log_id: &str,
+        limit: usize,
+    ) -> Result<Vec<(u64, serde_json::Value)>, SessionStoreError> {
+        let client = self.client().await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = client
+            .query(
+                "SELECT seq, body FROM (SELECT seq, body FROM troupe_session_events WHERE log_id = $1 ORDER BY seq DESC LIMIT $2) newest ORDER BY seq",
+                &[&log_id, &limit],
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                let (seq, body): (i64, String) = (r.get(0), r.get(1));
+                Some((u64::try_from(seq).ok()?, serde_json::from_str(&body).ok()?))
+            })
+            .collect())
+    }
+
+    pub(super) async fn delete(&self, given: &str) -> Result<usize, SessionStoreError> {
+        let ids: Vec<String> = self.tree(given).await?.into_iter().map(|s| s.id).collect();
+        self.delete_ids(&ids).await
+    }
+
+    pub(super) async fn prune(&self, cutoff: i64) -> Result<usize, SessionStoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT id FROM troupe_sessions WHERE root_id IN (SELECT id FROM troupe_sessions WHERE depth = 0 AND updated_at < $1)",
+                &[&cutoff],
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        let ids: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        drop(client);
+        self.delete_ids(&ids).await
+    }
+
+    async fn delete_ids(&self, ids: &[String]) -> Result<usize, SessionStoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(|e| self.error(e))?;
+        for statement in [
+            "DELETE FROM troupe_session_messages WHERE session_id = ANY($1)",
+            "DELETE FROM troupe_session_calls WHERE session_id = ANY($1)",
+            "DELETE FROM troupe_session_events WHERE log_id = ANY($1)",
+            "DELETE FROM troupe_sessions WHERE id = ANY($1)",
+        ] {
+            tx.execute(statement, &[&ids])
+                .await
+                .map_err(|e| self.error(e))?;
+        }
+        tx.commit().await.map_err(|e| self.error(e))?;
+        Ok(ids.len())
+    }
+
+    pub(super) async fn search(
+        &self,
+        query: &str,
+        scope: Option<&SearchScope>,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>, SessionStoreError> {
+        if !query.chars().any(char::is_alphanumeric) {
+            return Ok(Vec::new());
+        }
+        let client = self.client().await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let root = scope.map(|s| s.root.clone());
+        let origin = scope.and_then(|s| s.origin.clone());
+        let rows = client
+            .query(
+                "SELECT m.session_id, m.root_id, m.seq, m.role,
+                        ts_headline('english', m.text, plainto_tsquery('english', $1),
+                                    'StartSel=[, StopSel=], MaxWords=16, MinWords=6')
+                 FROM troupe_session_messages m JOIN troupe_sessions r ON r.id = m.root_id
+                 WHERE m.search @@ plainto_tsquery('english', $1)
+                   AND ($2::TEXT IS NULL OR m.root_id = $2 OR (r.depth = 0 AND r.origin = $3))
+                 ORDER BY r.updated_at DESC, m.seq DESC LIMIT $4",
+                &[&query, &root, &origin, &limit],
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(rows
+            .iter()
+            .map(|r| SearchHit {
+                session_id: r.get(0),
+                root_id: r.get(1),
+                seq: u64::try_from(r.get::<_, i64>(2)).unwrap_or(0),
+                role: r.get(3),
+                snippet: r.get(4),
+            })
+            .collect())
+    }
+}
+
+/// The columns of a [`SessionSummary`], in [`summary_row`]'s order.
+const SUMMARY: &str = "id, parent_id, root_id, depth, origin, model, title, status, created_at, updated_at, messages, usage";
+
+fn summary_row(r: &Row) -> Result<SessionSummary, tokio_postgres::Error> {
+    let usage: String = r.try_get(11)?;
+    Ok(SessionSummary {
+        id: r.try_get(0)?,
+        parent_id: r.try_get(1)?,
+        root_id: r.try_get(2)?,
+        depth: u32::try_from(r.try_get::<_, i32>(3)?).unwrap_or(0),
+        origin: r.try_get(4)?,
+        model: r.try_get(5)?,
+        title: r.try_get(6)?,
+        status: r.try_get(7)?,
+        created_at: r.try_get(8)?,
+        updated_at: r.try_get(9)?,
+        messages: u64::try_from(r.try_get::<_, i64>(10)?).unwrap_or(0),
+        usage: serde_json::from_str(&usage).unwrap_or_default(),
+    })
+}
+
+/// The writer task: takes what is queued, commits it as one transaction, then tells those
+/// waiting. A failed batch is logged (and its waiters released): the session goes on.
+async fn write_loop(pool: Pool, mut rx: mpsc::UnboundedReceiver<Write>, shown: String) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(write) => batch.push(write),
+                Err(_) => break,
+            }
+        }
+        let (writes, acks): (Vec<Write>, Vec<Write>) =
+            batch.into_iter().partition(|w| !matches!(w, Write::Ack(_)));
+        if let Err(error) = commit(&pool, writes).await {
+            tracing::error!(store = %shown, %error, "could not store session steps");
+        }
+        for ack in acks {
+            if let Write::Ack(ack) = ack {
+                ack.fire();
+            }
+        }
+    }
+}
+
+async fn commit(pool: &Pool, writes: Vec<Write>) -> Result<(), String> {
+    if writes.is_empty() {
+        return Ok(());
+    }
+    let mut client = pool.get().await.map_err(|e| e.to_string())?;
+    let tx = client.transaction().await.map_err(|e| e.to_string())?;
+    for write in writes {
+        apply(&tx, write).await.map_err(|e| e.to_string())?;
+    }
+    tx.commit().await.map_err(|e| e.to_string())
+}
+
+async fn apply(tx: &Transaction<'_>, write: Write) -> Result<(), tokio_postgres::Error> {
+    match write {
+        Write::Opened { session, at } => {
+            let depth = session.agent_path.len().saturating_sub(1);
+            let root = session
+                .agent_path
+                .first()
+                .cloned()
+                .unwrap_or_else(|| session.id.clone());
+            let parent = (depth > 0)
+                .then(|| session.agent_path.get(depth - 1).cloned())
+                .flatten();
+            let depth = i32::try_from(depth).unwrap_or(i32::MAX);
+            tx.execute(
+                "INSERT INTO troupe_sessions (id, parent_id, root_id, depth, agent_path, origin, options, model, status, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'open', $9, $9)
+                 ON CONFLICT (id) DO UPDATE SET status = 'open', updated_at = excluded.updated_at, model = excluded.model",
+                &[
+                    &session.id,
+                    &parent,
+                    &root,
+                    &depth,
+                    &serde_json::to_string(&session.agent_path).unwrap_or_default(),
+                    &session.origin.kind,
+                    &session.origin.options.to_string(),
+                    &session.model,
+                    &at,
+                ],
+            )
+            .await?;
+        }
+        Write::Step {
+            session_id,
+            first,
+            messages,
+            spent,
+            at,
+        } => {
+            let first = i64::try_from(first).unwrap_or(i64::MAX);
+            let row = tx
+                .query_opt(
+                    "SELECT root_id, messages FROM troupe_sessions WHERE id = $1",
+                    &[&session_id],
+                )
+                .await?;
+            let (root, stored): (String, i64) = match row {
+                Some(row) => (row.get(0), row.get(1)),
+                None => (session_id.clone(), 0),
+            };
+            if first < stored {
+                tx.execute(
+                    "DELETE FROM troupe_session_messages WHERE session_id = $1 AND seq >= $2",
+                    &[&session_id, &first],
+                )
+                .await?;
+            }
+            let mut title = None;
+            for (offset, message) in messages.iter().enumerate() {
+                let seq = first + offset as i64;
+                let stored = redacted(message);
+                let (role, text) = searchable(&stored);
+                if title.is_none()
+                    && let ChatMessage::User { content } = &stored
+                {
+                    title = Some(title_of(content));
+                }
+                let body = serde_json::to_string(&stored).unwrap_or_default();
+                tx.execute(
+                    "INSERT INTO troupe_session_messages (session_id, seq, root_id, role, body, text) VALUES ($1, $2, $3, $4, $5, $6)",
+                    &[&session_id, &seq, &root, &role, &body, &text.replace('\0', "")],
+                )
+                .await?;
+            }
+            let count = first + messages.len() as i64;
+            tx.execute(
+                "UPDATE troupe_sessions SET messages = $2, usage = $3, updated_at = $4,
+                 title = CASE WHEN title = '' THEN COALESCE($5, '') ELSE title END WHERE id = $1",
+                &[
+                    &session_id,
+                    &count,
+                    &serde_json::to_string(&spent).unwrap_or_default(),
+                    &at,
+                    &title,
+                ],
+            )
+            .await?;
+        }
+        Write::Phase {
+            session_id,
+            model_call_id,
+            phase,
+        } => {
+            tx.execute(
+                "INSERT INTO troupe_session_calls (session_id, model_call_id, phase) VALUES ($1, $2, $3)
+                 ON CONFLICT (session_id, model_call_id) DO UPDATE SET phase = excluded.phase",
+                &[&session_id, &model_call_id, &phase.as_str()],
+            )
+            .await?;
+        }
+        Write::Event { log_id, seq, body } => {
+            let seq = i64::try_from(seq).unwrap_or(i64::MAX);
+            tx.execute(
+                "INSERT INTO troupe_session_events (log_id, seq, body) VALUES ($1, $2, $3)
+                 ON CONFLICT (log_id, seq) DO UPDATE SET body = excluded.body",
+                &[&log_id, &seq, &body],
+            )
+            .await?;
+        }
+        Write::Closed { session_id, at } => {
+            tx.execute(
+                "UPDATE troupe_sessions SET status = 'closed', updated_at = $2 WHERE id = $1",
+                &[&session_id, &at],
+            )
+            .await?;
+        }
+        Write::Ack(ack) => ack.fire(),
+    }
+    Ok(())
+}

@@ -1,0 +1,531 @@
+//! Durable sessions, tried as a user meets them: the `troupe` binary with a troupe.yaml whose
+//! model is the mock OpenAI-compatible server over real HTTP, killed with SIGKILL mid-turn.
+//! - `troupe serve` killed while a call waits for approval: restarted on the same store, the
+//!   approval is listed again, answered over HTTP, the call runs and the turn finishes; an SSE
+//!   client that reconnects with `Last-Event-ID` gets every event after it once, numbered on;
+//! - `troupe chat` killed while a call runs: `--continue` goes on with the session, and the
+//!   model is told the call was interrupted (it is not run again);
+//! - `troupe sessions list|show --tree|search|rm` read what was stored, subagents included.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is the test failing"
+)]
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use troupe_actors::model::Script;
+use troupe_actors::model::mock_server::MockServer;
+
+const TOKEN: &str = "durable-sessions-token-0123456789";
+
+/// A directory with a troupe.yaml naming the mock model, and the model.
+struct Fixture {
+    dir: tempfile::TempDir,
+    model: MockServer,
+}
+
+impl Fixture {
+    /// Sessions in a SQLite file under the fixture's directory.
+    async fn new(script: &str) -> Fixture {
+        Fixture::with_store(script, None).await
+    }
+
+    /// Sessions in the PostgreSQL database at `url` when given.
+    async fn with_store(script: &str, url: Option<&str>) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let model = MockServer::start(Script::from_yaml_str(script).unwrap())
+            .await
+            .unwrap();
+        let yaml = format!(
+            "model:\n  base_url: {}\n  model: mock-model\napprovals:\n  require_approval: [terminal]\nkanban:\n  store: {}\nsessions:\n  store: {}\n",
+            model.url(),
+            dir.path().join("boards").display(),
+            url.map_or_else(
+                || dir.path().join("state/sessions.db").display().to_string(),
+                str::to_string
+            ),
+        );
+        std::fs::write(dir.path().join("troupe.yaml"), yaml).unwrap();
+        Fixture { dir, model }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn troupe(&self) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
+        command
+            .current_dir(self.path())
+            .env("TROUPE_HOME", self.path().join("home"))
+            .env(troupe::http::auth::TOKEN_ENV, TOKEN)
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        for var in ["TROUPE_BASE_URL", "OPENAI_BASE_URL", "TROUPE_KANBAN_STORE"] {
+            command.env_remove(var);
+        }
+        command
+    }
+
+    async fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let output =
+            tokio::time::timeout(Duration::from_secs(120), self.troupe().args(args).output())
+                .await
+                .unwrap_or_else(|_| panic!("troupe {args:?} did not finish in two minutes"))
+                .unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    /// Whether some request to the model carried `needle`.
+    fn model_saw(&self, needle: &str) -> bool {
+        self.model
+            .requests()
+            .iter()
+            .any(|r| Value::Array(r.messages()).to_string().contains(needle))
+    }
+}
+
+/// A `troupe serve` process.
+struct Served {
+    child: tokio::process::Child,
+    base: String,
+    stderr: Vec<String>,
+}
+
+impl Served {
+    async fn start(fx: &Fixture) -> Served {
+        let mut child = fx
+            .troupe()
+            .args(["serve", "--port", "0", "--no-dispatch"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut stderr = Vec::new();
+        let base = loop {
+            let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+                .await
+                .unwrap_or_else(|_| panic!("troupe serve did not start: {stderr:?}"))
+                .unwrap()
+                .unwrap_or_else(|| panic!("troupe serve exited: {stderr:?}"));
+            if let Some(rest) = line.strip_prefix("troupe serve: listening on ") {
+                break rest.split_whitespace().next().unwrap().to_string();
+            }
+            stderr.push(line);
+        };
+        // Then the line saying where sessions are kept and how many came back.
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            let done = line.starts_with("troupe serve: sessions kept");
+            stderr.push(line);
+            if done {
+                break;
+            }
+        }
+        // The rest of its lines are read (so it never blocks on a full pipe) and dropped.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Served {
+            child,
+            base,
+            stderr,
+        }
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut request = reqwest::Client::new()
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(TOKEN);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    fn events(&self, id: &str, last_event_id: Option<u64>) -> reqwest::RequestBuilder {
+        let mut request = reqwest::Client::new()
+            .get(format!("{}/api/sessions/{id}/events", self.base))
+            .bearer_auth(TOKEN);
+        if let Some(last) = last_event_id {
+            request = request.header("Last-Event-ID", last.to_string());
+        }
+        request
+    }
+
+    /// Polls `GET /api/approvals` until one is pending; returns it.
+    async fn pending_approval(&self) -> Value {
+        for _ in 0..300 {
+            let (status, all) = self
+                .call(reqwest::Method::GET, "/api/approvals", None)
+                .await;
+            assert_eq!(status, 200, "{all}");
+            if let Some(first) = all["approvals"].as_array().and_then(|a| a.first()) {
+                return first.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("no approval was ever pending");
+    }
+
+    /// SIGKILL: nothing is flushed, nothing is closed.
+    async fn kill(mut self) {
+        self.child.start_kill().unwrap();
+        self.child.wait().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_killed_while_a_call_waits_for_approval_goes_on_after_restart() {
+    serve_restart_case(None, "SQLite session store").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_killed_while_a_call_waits_for_approval_goes_on_after_restart_on_postgres() {
+    let Some(cluster) =
+        troupe_kanban::store::test_cluster::cluster_url("durable sessions on PostgreSQL")
+    else {
+        return;
+    };
+    let db = troupe_kanban::store::test_cluster::fresh_database(&cluster, "sessions").await;
+    serve_restart_case(Some(&db.url), "PostgreSQL session store").await;
+}
+
+/// Kills `troupe serve` while a call waits for approval, restarts it on the same store, and
+/// answers the approval; `store`: the PostgreSQL URL, else a SQLite file.
+async fn serve_restart_case(store: Option<&str>, described: &str) {
+    let fx = Fixture::with_store(
+        "turns:\n  - tool_calls:\n      - name: terminal\n        arguments: {command: echo approved-after-restart}\n  - text: It printed the line.\n",
+        store,
+    )
+    .await;
+    let served = Served::start(&fx).await;
+    let (status, created) = served
+        .call(reqwest::Method::POST, "/api/sessions", Some(json!({})))
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["session_id"].as_str().unwrap().to_string();
+    let response = served.events(&id, None).send().await.unwrap();
+    let mut events = response.bytes_stream().eventsource();
+    let (status, accepted) = served
+        .call(
+            reqwest::Method::POST,
+            &format!("/api/sessions/{id}/messages"),
+            Some(json!({"text": "print the line"})),
+        )
+        .await;
+    assert_eq!(status, 202, "{accepted}");
+    // Read until the approval is asked; that is the last event this client saw.
+    let mut seen = Vec::new();
+    let first_request = loop {
+        let event = tokio::time::timeout(Duration::from_secs(30), events.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        seen.push(event.id.parse::<u64>().unwrap());
+        if event.event == "approval_requested" {
+            let data: Value = serde_json::from_str(&event.data).unwrap();
+            break data["request_id"].as_str().unwrap().to_string();
+        }
+    };
+    let last_seen = *seen.last().unwrap();
+    assert!(
+        seen.windows(2).all(|w| w[1] == w[0] + 1),
+        "numbers run on: {seen:?}"
+    );
+    drop(events);
+    served.kill().await;
+
+    let served = Served::start(&fx).await;
+    assert!(
+        served
+            .stderr
+            .iter()
+            .any(|l| l.contains("1 reopened") && l.contains(described)),
+        "serve says it reopened the session: {:?}",
+        served.stderr
+    );
+    // The approval is pending again, for the same session and call.
+    let pending = served.pending_approval().await;
+    assert_eq!(pending["session_id"], id.as_str(), "{pending}");
+    assert_eq!(pending["tool"], "terminal", "{pending}");
+    assert_ne!(pending["request_id"], first_request.as_str());
+    assert!(
+        !fx.model_saw("approved-after-restart\\n"),
+        "the command must not have run before it was approved"
+    );
+    let response = served.events(&id, Some(last_seen)).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let mut events = response.bytes_stream().eventsource();
+    let (status, answered) = served
+        .call(
+            reqwest::Method::POST,
+            &format!("/api/approvals/{}", pending["request_id"].as_str().unwrap()),
+            Some(json!({"choice": "once"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{answered}");
+    let mut after = Vec::new();
+    let mut kinds = Vec::new();
+    let final_event = loop {
+        let event = tokio::time::timeout(Duration::from_secs(30), events.next())
+            .await
+            .unwrap_or_else(|_| panic!("no final event; got {kinds:?}"))
+            .unwrap()
+            .unwrap();
+        after.push(event.id.parse::<u64>().unwrap());
+        kinds.push(event.event.clone());
+        if event.event == "final" {
+            break serde_json::from_str::<Value>(&event.data).unwrap();
+        }
+    };
+    assert_eq!(
+        after.first(),
+        Some(&(last_seen + 1)),
+        "the stream goes on right after the last event seen: {after:?}"
+    );
+    assert!(
+        after.windows(2).all(|w| w[1] == w[0] + 1),
+        "no gap and no repeat across the restart: {after:?}"
+    );
+    assert_eq!(final_event["status"], "completed", "{final_event}");
+    assert_eq!(final_event["text"], "It printed the line.");
+    assert!(kinds.iter().any(|k| k == "approval_answered"), "{kinds:?}");
+    assert!(
+        fx.model_saw("approved-after-restart"),
+        "the model got the command's output"
+    );
+    // The session is the same one, with its history.
+    let (status, shown) = served
+        .call(reqwest::Method::GET, &format!("/api/sessions/{id}"), None)
+        .await;
+    assert_eq!(status, 200, "{shown}");
+    served.kill().await;
+    let (code, out, err) = fx.run(&["sessions", "show", &id, "--json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    let messages = shown["sessions"][0]["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 4, "user, call, result, answer: {shown:#}");
+    assert_eq!(messages[2]["role"], "tool");
+    assert!(
+        messages[2]["content"]
+            .as_str()
+            .unwrap()
+            .contains("approved-after-restart"),
+        "{shown:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_chat_goes_on_with_the_interrupted_call_marked() {
+    let fx = Fixture::new(
+        "turns:\n  - tool_calls:\n      - name: read_file\n        arguments: {path: notes.txt}\n  - tool_calls:\n      - name: execute_code\n        arguments: {code: \"import time\\nprint('started-long-script', flush=True)\\ntime.sleep(60)\"}\n  - text: I see the script was interrupted.\n",
+    )
+    .await;
+    std::fs::write(fx.path().join("notes.txt"), "the secret word is pelican\n").unwrap();
+    let mut chat = fx
+        .troupe()
+        .args([
+            "chat",
+            "-q",
+            "read my notes, then run the long script",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(chat.stdout.take().unwrap()).lines();
+    let mut session_id = None;
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .expect("chat ended before the long call started");
+        let event: Value = serde_json::from_str(&line).unwrap();
+        session_id.get_or_insert_with(|| event["session_id"].as_str().unwrap().to_string());
+        if event["type"] == "tool_call_started" && event["tool"] == "execute_code" {
+            break;
+        }
+    }
+    // Give the script a moment to be running, then kill the chat outright.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    chat.start_kill().unwrap();
+    chat.wait().await.unwrap();
+    let id = session_id.unwrap();
+
+    let (code, out, err) = fx.run(&["sessions", "list", "--json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed["sessions"][0]["id"], id.as_str(), "{listed:#}");
+    assert_eq!(listed["sessions"][0]["origin"], "chat");
+    assert_eq!(
+        listed["sessions"][0]["title"],
+        "read my notes, then run the long script"
+    );
+
+    let (code, out, err) = fx
+        .run(&["chat", "--continue", "-q", "what happened?", "--json"])
+        .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        err.contains(&format!("going on with session {id}")),
+        "{err}"
+    );
+    let last: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(last["status"], "completed", "{out}");
+    assert!(
+        fx.model_saw("[Interrupted: troupe stopped while execute_code was running"),
+        "the model is told the call was interrupted"
+    );
+    assert!(fx.model_saw("pelican"), "the earlier result is still there");
+    let runs = fx
+        .model
+        .requests()
+        .iter()
+        .filter(|r| {
+            Value::Array(r.messages())
+                .to_string()
+                .contains("what happened?")
+        })
+        .count();
+    assert_eq!(
+        runs, 1,
+        "one request after the resume: nothing was run again"
+    );
+
+    // The stored session: found by a word of a tool result, shown, removed.
+    let (code, out, err) = fx.run(&["sessions", "search", "pelican", "--json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let found: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(found["matches"][0]["session_id"], id.as_str(), "{found:#}");
+    assert_eq!(found["matches"][0]["role"], "tool");
+    let (code, out, _) = fx.run(&["sessions", "show", &id[..13]]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("tool execute_code: [Interrupted"), "{out}");
+    let (code, _, err) = fx.run(&["sessions", "show", "no-such-session"]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("troupe sessions list"), "{err}");
+    let (code, out, _) = fx.run(&["sessions", "rm", &id]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("Removed 1"), "{out}");
+    let (_, out, _) = fx.run(&["sessions", "list", "--json"]).await;
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed["sessions"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_search_finds_past_turns_only_where_the_caller_may_look() {
+    let fx = Fixture::new(
+        "turns:\n  - tool_calls:\n      - name: read_file\n        arguments: {path: notes.txt}\n  - text: Read them.\n",
+    )
+    .await;
+    std::fs::write(fx.path().join("notes.txt"), "the secret word is pelican\n").unwrap();
+    let (code, out, err) = fx.run(&["chat", "-q", "read my notes", "--json"]).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    let first: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    let reader = first["session_id"].as_str().unwrap().to_string();
+
+    // A later chat session of the same person finds it through the bridge.
+    let searcher = MockServer::start(
+        Script::from_yaml_str(
+            "turns:\n  - tool_calls:\n      - name: tool_call\n        arguments: {calls: [{name: session_search, arguments: {query: pelicans}}]}\n  - text: Found it.\n",
+        )
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let (code, out, err) = fx
+        .run(&[
+            "chat",
+            "-q",
+            "which word did I keep?",
+            "--base-url",
+            &searcher.url(),
+            "--toolsets",
+            "core,session_search",
+            "--json",
+        ])
+        .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    let shown: Vec<String> = searcher
+        .requests()
+        .iter()
+        .map(|r| Value::Array(r.messages()).to_string())
+        .collect();
+    let result = shown.last().unwrap();
+    assert!(
+        result.contains(&reader) && result.contains("[pelican]"),
+        "the search result names the session and the word (stemmed): {result}"
+    );
+
+    // A session opened over HTTP sees only its own tree: not the chats.
+    let served = Served::start(&fx).await;
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "tool_call", "arguments": {"calls": [{"name": "session_search", "arguments": {"query": "pelican"}}]}}]},
+        {"text": "Nothing."}
+    ]});
+    let (status, created) = served
+        .call(
+            reqwest::Method::POST,
+            "/api/sessions",
+            Some(json!({"script": script, "toolsets": ["session_search"]})),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["session_id"].as_str().unwrap().to_string();
+    let (status, outcome) = served
+        .call(
+            reqwest::Method::POST,
+            &format!("/api/sessions/{id}/messages"),
+            Some(json!({"text": "find pelican", "wait": true})),
+        )
+        .await;
+    assert_eq!(status, 200, "{outcome}");
+    served.kill().await;
+    let (code, out, err) = fx.run(&["sessions", "show", &id, "--json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    let tool_result = shown["sessions"][0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let found: Value = serde_json::from_str(&tool_result).unwrap();
+    let roots: Vec<&str> = found["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["root_id"].as_str().unwrap())
+        .collect();
+    assert!(
+        roots.iter().all(|r| *r == id) && !tool_result.contains(&reader),
+        "an HTTP session sees only its own tree, never the chat sessions: {tool_result}"
+    );
+}
