@@ -87,6 +87,17 @@ impl CallPhase {
     }
 }
 
+/// Where a background delegation's results are.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DelegationState {
+    /// Its subagents are at work.
+    Running,
+    /// Its results arrived and wait to be read by the session.
+    Arrived(String),
+    /// The session read them (they are in its messages).
+    Delivered,
+}
+
 /// Where a session's steps are written. Writes are queued in order; [`Journal::call_phase`] is
 /// the one that can be awaited until it is durable.
 pub trait Journal: Send + Sync + fmt::Debug {
@@ -104,6 +115,8 @@ pub trait Journal: Send + Sync + fmt::Debug {
     ) -> Durable;
     /// How far the call `model_call_id` got; the future resolves once that is durable.
     fn call_phase(&self, session_id: &str, model_call_id: &str, phase: CallPhase) -> Durable;
+    /// Where the background delegation `delegation_id` of the session is.
+    fn delegation(&self, session_id: &str, delegation_id: &str, state: DelegationState);
 }
 
 /// A session's journal and how to reopen it.
@@ -126,6 +139,12 @@ pub struct Restore {
     pub spent: Spend,
     /// Provider ids of calls that were waiting for a person's approval (never started).
     pub awaiting_approval: HashSet<String>,
+    /// Background delegations that were at work when the process stopped (their subagents
+    /// stopped with it): the session is told they were interrupted.
+    pub delegations_running: Vec<String>,
+    /// Results of background delegations that had arrived but were not read yet:
+    /// `(delegation id, text)`.
+    pub delegations_arrived: Vec<(String, String)>,
     /// Whether calls that were waiting for approval are asked again (the turn then goes on once
     /// [`crate::session::SessionHandle::resume_turn`] is called); otherwise they are noted as
     /// not run, like the interrupted ones.
@@ -143,6 +162,14 @@ pub fn interrupted_note(tool: &str) -> String {
 pub fn not_run_note(tool: &str) -> String {
     format!(
         "[Not run: {tool} was waiting for a person's approval when troupe stopped; it never started. Call it again if it is still needed.]"
+    )
+}
+
+/// The message a session reads for a background delegation whose subagents stopped with the
+/// process.
+pub fn delegation_interrupted_note(delegation_id: &str, session_id: &str) -> String {
+    format!(
+        "[Background delegation {delegation_id} was interrupted: troupe stopped before its subagents finished, so it has no results. What they did is kept with this session (troupe sessions show {session_id} --tree); check it before starting the work again.]"
     )
 }
 

@@ -272,6 +272,8 @@ pub struct Session {
     written: Option<Durable>,
     /// A reopened session that stopped inside a turn: the calls to ask approval for again.
     resume: Option<Vec<ToolCallRequest>>,
+    /// Background delegations whose results are in `inbox` or `held`, not yet read.
+    undelivered: Vec<String>,
 }
 
 /// What it takes to open a session.
@@ -753,7 +755,7 @@ impl Session {
             },
         );
         if let Some(reply) = turn.reply.take() {
-            let _ = reply.send(TurnOutcome {
+            let outcome = TurnOutcome {
                 turn_id: turn.id,
                 text,
                 status,
@@ -761,7 +763,20 @@ impl Session {
                 calls: turn.calls,
                 error,
                 spend,
-            });
+            };
+            match self.written.take() {
+                // The caller hears the outcome once it is stored: an answer it was given is
+                // never lost to a crash.
+                Some(written) => {
+                    tokio::spawn(async move {
+                        written.await;
+                        let _ = reply.send(outcome);
+                    });
+                }
+                None => {
+                    let _ = reply.send(outcome);
+                }
+            }
         }
         if self.delegations.is_cancelled() {
             // A hard stop ended this turn: what arrived waits for the user.
@@ -798,6 +813,15 @@ impl Session {
         reply: Option<oneshot::Sender<TurnOutcome>>,
     ) {
         self.resume = None;
+        if let Some(persist) = &self.config.persist {
+            for id in self.undelivered.drain(..) {
+                persist.journal.delegation(
+                    &self.id,
+                    &id,
+                    crate::journal::DelegationState::Delivered,
+                );
+            }
+        }
         let waiting: Vec<String> = self.held.drain(..).chain(self.inbox.drain(..)).collect();
         for waiting in waiting {
             self.conversation
@@ -1064,6 +1088,10 @@ impl Actor for Session {
     fn started(&mut self, ctx: &mut Self::Context) {
         self.arbiter = actix_rt::Arbiter::try_current();
         self.me = Some(ctx.address().downgrade());
+        if self.resume.is_none() && !self.inbox.is_empty() {
+            // A reopened session with background results waiting reads them now.
+            ctx.notify(ReadInbox);
+        }
         self.watch_delegations();
         if let Some(persist) = &self.config.persist {
             persist.journal.opened(OpenedSession {
@@ -1492,6 +1520,14 @@ impl Handler<DelegationFinished> for Session {
         // user's next message: a stopped agent must not start working again by itself.
         let hold = msg.stopped || self.delegations.is_cancelled();
         let start = !hold && self.turn.is_none();
+        if let Some(persist) = &self.config.persist {
+            persist.journal.delegation(
+                &self.id,
+                &msg.delegation_id,
+                crate::journal::DelegationState::Arrived(msg.text.clone()),
+            );
+            self.undelivered.push(msg.delegation_id.clone());
+        }
         self.events.send(
             &self.id,
             EventKind::DelegationDelivered {
@@ -1647,16 +1683,40 @@ impl SessionHandle {
         params: SessionParams,
         subagents: Arc<SubagentTracker>,
         parent_meter: Option<Arc<Meter>>,
-        restore: Option<Restore>,
+        mut restore: Option<Restore>,
     ) -> Result<SessionHandle, SessionError> {
-        let (id, conversation, persisted, resume, spent) = match restore {
-            Some(mut restore) => {
+        let (id, conversation, persisted, resume, spent) = match &mut restore {
+            Some(restore) => {
                 let stored = restore.conversation.len();
                 let conversation = std::mem::take(&mut restore.conversation);
-                let (conversation, resume) = settle_unanswered(conversation, &restore);
-                (restore.id, conversation, stored, resume, restore.spent)
+                let (conversation, resume) = settle_unanswered(conversation, restore);
+                (
+                    restore.id.clone(),
+                    conversation,
+                    stored,
+                    resume,
+                    restore.spent,
+                )
             }
             None => (new_id(), Vec::new(), 0, None, Spend::default()),
+        };
+        // Background results that had not been read: read at once by a live server, with the
+        // user's next message otherwise; interrupted delegations are reported the same way.
+        let mut waiting = Vec::new();
+        let mut undelivered = Vec::new();
+        if let Some(restore) = &restore {
+            for delegation in &restore.delegations_running {
+                waiting.push(crate::journal::delegation_interrupted_note(delegation, &id));
+                undelivered.push(delegation.clone());
+            }
+            for (delegation, text) in &restore.delegations_arrived {
+                waiting.push(text.clone());
+                undelivered.push(delegation.clone());
+            }
+        }
+        let (inbox, held) = match &restore {
+            Some(restore) if restore.ask_again => (waiting, Vec::new()),
+            _ => (Vec::new(), waiting),
         };
         let events = match params.upstream_events {
             Some(upstream) => EventSink::forwarding_to(upstream),
@@ -1716,9 +1776,9 @@ impl SessionHandle {
             arbiter: None,
             me: None,
             steers: Vec::new(),
-            inbox: Vec::new(),
+            inbox,
             delegations,
-            held: Vec::new(),
+            held,
             slots,
             model_state: Arc::new(SessionModelState::new()),
             meter: Arc::clone(&meter),
@@ -1726,6 +1786,7 @@ impl SessionHandle {
             persisted,
             written: None,
             resume,
+            undelivered,
         };
         let addr = session.start();
         Ok(SessionHandle {

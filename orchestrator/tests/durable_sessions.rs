@@ -529,3 +529,79 @@ async fn session_search_finds_past_turns_only_where_the_caller_may_look() {
         "an HTTP session sees only its own tree, never the chat sessions: {tool_result}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_delegation_cut_by_a_crash_is_reported_after_restart() {
+    let fx = Fixture::new(
+        "turns:\n  - match: COUNT-THE-BIRDS\n    delay_ms: 60000\n    text: Counted.\n  - match: START-SURVEY\n    tool_calls:\n      - name: delegate_task\n        arguments: {tasks: [{goal: \"COUNT-THE-BIRDS on the lake\"}]}\n  - match: working in the background\n    text: Started it.\n  - match: was interrupted\n    text: SURVEY-WAS-CUT\n",
+    )
+    .await;
+    let served = Served::start(&fx).await;
+    let (status, created) = served
+        .call(reqwest::Method::POST, "/api/sessions", Some(json!({})))
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["session_id"].as_str().unwrap().to_string();
+    let (status, outcome) = served
+        .call(
+            reqwest::Method::POST,
+            &format!("/api/sessions/{id}/messages"),
+            Some(json!({"text": "START-SURVEY please", "wait": true})),
+        )
+        .await;
+    assert_eq!(status, 200, "{outcome}");
+    assert_eq!(outcome["text"], "Started it.", "{outcome}");
+    // The subagent is waiting on its model: the process dies under it.
+    for _ in 0..200 {
+        if fx.model_saw("COUNT-THE-BIRDS on the lake") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    served.kill().await;
+
+    let served = Served::start(&fx).await;
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        let (_, shown) = served
+            .call(reqwest::Method::GET, &format!("/api/sessions/{id}"), None)
+            .await;
+        last = shown;
+        if fx.model_saw("was interrupted: troupe stopped before its subagents finished") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        fx.model_saw("was interrupted: troupe stopped before its subagents finished"),
+        "the parent is told its delegation was cut: {last}"
+    );
+    let (status, transcript) = served
+        .call(
+            reqwest::Method::GET,
+            &format!("/api/sessions/{}/transcript?tree=true", &id[..18]),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{transcript}");
+    assert_eq!(transcript["sessions"].as_array().unwrap().len(), 2);
+    let (status, missing) = served
+        .call(reqwest::Method::GET, "/api/sessions/nope/transcript", None)
+        .await;
+    assert_eq!(status, 404, "{missing}");
+    served.kill().await;
+    // The subagent's transcript is kept under its parent.
+    let (code, out, err) = fx.run(&["sessions", "show", &id, "--tree", "--json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    let sessions = shown["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 2, "{shown:#}");
+    assert_eq!(sessions[1]["session"]["parent_id"], id.as_str());
+    assert_eq!(sessions[1]["session"]["origin"], "subagent");
+    assert!(
+        sessions[1]["messages"]
+            .to_string()
+            .contains("COUNT-THE-BIRDS on the lake"),
+        "{shown:#}"
+    );
+}

@@ -293,6 +293,13 @@ async fn spawn(
         let cap = limits.max_concurrent_children;
         let free = ctx.slots.available_permits();
         if let Some(permits) = take_slots(&ctx.slots, plans.len()) {
+            if let Some(persist) = &ctx.config.persist {
+                persist.journal.delegation(
+                    &ctx.parent_id,
+                    &delegation_id,
+                    crate::journal::DelegationState::Running,
+                );
+            }
             let token = ctx.lifetime.child_token();
             let id = delegation_id.clone();
             let count = plans.len();

@@ -203,7 +203,20 @@ async fn serve_with(
     if let Some(provider) = troupe.default_provider() {
         state = state.with_provider(provider);
     }
-    // Sessions a previous run left open come back before the first request.
+    // Old sessions go first (`sessions.keep_days`); those a previous run left open come back
+    // before the first request.
+    let keep_days = crate::sessions::SessionSettings::from_config(runtime.config())
+        .map_err(|e| usage(e.to_string()))?
+        .keep_days;
+    if let (Some(store), Some(days)) = (troupe.session_store(), keep_days) {
+        match store.prune(days).await {
+            Ok(0) => {}
+            Ok(pruned) => eprintln!(
+                "troupe serve: removed {pruned} stored session(s) older than {days} day(s)"
+            ),
+            Err(error) => eprintln!("troupe serve: could not prune old sessions: {error}"),
+        }
+    }
     let reopened = crate::http::sessions::reopen_stored(&state).await;
     let server = crate::http::serve_with_limits(state, serve.addr(), serve.limits)
         .await

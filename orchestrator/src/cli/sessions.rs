@@ -92,26 +92,9 @@ async fn run_inner(args: SessionsArgs) -> Result<i32, CliError> {
             }
         }
         SessionsCommand::Show { id, tree } => {
-            let root = store.load(&id).await.map_err(failed)?;
-            let members = if tree {
-                store.tree(&root.summary.id).await.map_err(failed)?
-            } else {
-                vec![root.summary.clone()]
-            };
-            let mut shown = Vec::new();
-            for member in members {
-                let session = if member.id == root.summary.id {
-                    root.clone()
-                } else {
-                    store.load(&member.id).await.map_err(failed)?
-                };
-                shown.push(session);
-            }
+            let shown = store.transcript(&id, tree).await.map_err(failed)?;
             if args.json {
-                let sessions: Vec<_> = shown
-                    .iter()
-                    .map(|s| json!({"session": s.summary, "agent_path": s.agent_path, "messages": s.messages}))
-                    .collect();
+                let sessions: Vec<_> = shown.iter().map(|s| s.to_json()).collect();
                 println!("{}", json!({ "sessions": sessions }));
             } else {
                 for session in &shown {

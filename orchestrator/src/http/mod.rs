@@ -389,6 +389,11 @@ fn table() -> RouteTable {
         .at("get", "/api/sessions/{id}/events", get(sessions::events))
         .at(
             "get",
+            "/api/sessions/{id}/transcript",
+            get(sessions::transcript),
+        )
+        .at(
+            "get",
             "/api/sessions/{id}/approvals",
             get(sessions::session_approvals),
         )

@@ -950,6 +950,41 @@ fn to_sse(number: u64, event: &Logged) -> SseEvent {
         .data(event.data.clone())
 }
 
+/// `GET /api/sessions/{id}/transcript` query.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TranscriptQuery {
+    /// The subagents' conversations too.
+    #[serde(default)]
+    pub tree: bool,
+}
+
+/// Handler of `GET /api/sessions/{id}/transcript`: a stored session's messages (with its
+/// subagents' when `tree`), whether or not it is still open.
+pub async fn transcript(
+    State(state): State<HttpState>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(query): ApiQuery<TranscriptQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let Some(store) = state.troupe.session_store() else {
+        return Err(ApiError::not_found(
+            "sessions_not_kept",
+            "this server keeps no sessions (sessions.persist is false in its troupe.yaml)",
+        ));
+    };
+    let sessions = store
+        .transcript(&id, query.tree)
+        .await
+        .map_err(|e| match e {
+            crate::sessions::SessionStoreError::Database { .. } => {
+                ApiError::internal(e.to_string())
+            }
+            other => ApiError::not_found("session_not_found", other.to_string()),
+        })?;
+    let sessions: Vec<Value> = sessions.iter().map(|s| s.to_json()).collect();
+    Ok(Json(json!({ "sessions": sessions })))
+}
+
 /// Handler of `GET /api/approvals`: every pending request, oldest first.
 pub async fn all_approvals(State(state): State<HttpState>) -> Result<Json<Value>, ApiError> {
     let pending = state.troupe.pending_approvals().await?;
@@ -1111,6 +1146,28 @@ mod tests {
         assert!(log.turn_started_after("s", 0));
         assert!(!log.turn_started_after("s", 1));
         assert!(!log.turn_started_after("other", 0));
+    }
+
+    #[tokio::test]
+    async fn a_stored_log_goes_on_from_its_stored_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::sessions::SessionStore::open_sqlite(&dir.path().join("s.db")).unwrap();
+        let log = EventLog::stored(store.clone(), "s", Vec::new());
+        assert_eq!(log.push(event(1)), 1);
+        assert_eq!(log.push(event(2)), 2);
+        store.flush().await;
+        assert_eq!(log.after(0).0.len(), 2, "both are shown once stored");
+        // A restart: the log is rebuilt from the store and numbers on.
+        let earlier = store.events("s", SESSION_LOG_CAP).await.unwrap();
+        let reopened = EventLog::stored(store.clone(), "s", earlier);
+        assert_eq!(reopened.len(), 2);
+        assert_eq!(reopened.push(event(3)), 3);
+        store.flush().await;
+        let (events, _) = reopened.after(1);
+        let numbers: Vec<u64> = events.iter().map(|(n, _)| *n).collect();
+        assert_eq!(numbers, [2, 3]);
+        assert_eq!(events[0].1.kind, "turn_started");
+        assert!(reopened.turn_started_after("s", 2));
     }
 
     #[test]

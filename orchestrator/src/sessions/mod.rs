@@ -18,7 +18,9 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::oneshot;
-use troupe_actors::journal::{CallPhase, Durable, Journal, OpenedSession, Restore};
+use troupe_actors::journal::{
+    CallPhase, DelegationState, Durable, Journal, OpenedSession, Restore,
+};
 use troupe_actors::model::ChatMessage;
 use troupe_actors::usage::Spend;
 
@@ -82,6 +84,11 @@ pub(crate) enum Write {
         seq: u64,
         body: String,
     },
+    Delegation {
+        session_id: String,
+        delegation_id: String,
+        state: DelegationState,
+    },
     Closed {
         session_id: String,
         at: i64,
@@ -90,10 +97,25 @@ pub(crate) enum Write {
     Ack(Ack),
 }
 
+impl Write {
+    /// Which session (or log) a write is for, for a log line.
+    fn describe(&self) -> String {
+        match self {
+            Write::Opened { session, .. } => format!("open {}", session.id),
+            Write::Step { session_id, .. } => format!("step of {session_id}"),
+            Write::Phase { session_id, .. } => format!("call of {session_id}"),
+            Write::Event { log_id, seq, .. } => format!("event {seq} of {log_id}"),
+            Write::Delegation { session_id, .. } => format!("delegation of {session_id}"),
+            Write::Closed { session_id, .. } => format!("close of {session_id}"),
+            Write::Ack(_) => "ack".to_string(),
+        }
+    }
+}
+
 /// What a caller waits on, or is told through, once its write is committed.
 pub(crate) enum Ack {
     Channel(oneshot::Sender<()>),
-    Call(Box<dyn FnOnce() + Send>),
+    Call(Box<dyn FnOnce() + Send + Sync>),
 }
 
 impl std::fmt::Debug for Ack {
@@ -155,9 +177,22 @@ pub struct StoredSession {
     pub messages: Vec<ChatMessage>,
     /// How far its calls without a result got, by the provider's call id.
     pub phases: HashMap<String, CallPhase>,
+    /// Background delegations at work when it was last written.
+    pub delegations_running: Vec<String>,
+    /// Background results that arrived and were not read: `(delegation id, text)`.
+    pub delegations_arrived: Vec<(String, String)>,
 }
 
 impl StoredSession {
+    /// The session as JSON: its row, its place in the tree and its messages.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "session": self.summary,
+            "agent_path": self.agent_path,
+            "messages": self.messages,
+        })
+    }
+
     /// What the session reopens from; `ask_again`: calls that waited for approval are asked
     /// again (by `troupe serve`) rather than noted as not run.
     pub fn restore(&self, ask_again: bool) -> Restore {
@@ -171,6 +206,8 @@ impl StoredSession {
                 .filter(|(_, p)| **p == CallPhase::AwaitingApproval)
                 .map(|(id, _)| id.clone())
                 .collect(),
+            delegations_running: self.delegations_running.clone(),
+            delegations_arrived: self.delegations_arrived.clone(),
             ask_again,
         }
     }
@@ -290,7 +327,7 @@ impl SessionStore {
         log_id: &str,
         seq: u64,
         body: String,
-        done: impl FnOnce() + Send + 'static,
+        done: impl FnOnce() + Send + Sync + 'static,
     ) {
         self.write(Write::Event {
             log_id: log_id.to_string(),
@@ -347,6 +384,30 @@ impl SessionStore {
             }
             Backend::Postgres(db) => db.tree(id).await,
         }
+    }
+
+    /// The session `id` (or the one it begins) with, when `tree`, every session below it,
+    /// parents first: what `troupe sessions show` and the HTTP transcript show.
+    pub async fn transcript(
+        &self,
+        id: &str,
+        tree: bool,
+    ) -> Result<Vec<StoredSession>, SessionStoreError> {
+        self.flush().await;
+        let root = self.load(id).await?;
+        if !tree {
+            return Ok(vec![root]);
+        }
+        let members = self.tree(&root.summary.id).await?;
+        let mut sessions = Vec::with_capacity(members.len());
+        for member in members {
+            if member.id == root.summary.id {
+                sessions.push(root.clone());
+            } else {
+                sessions.push(self.load(&member.id).await?);
+            }
+        }
+        Ok(sessions)
     }
 
     /// The newest `limit` events of the log `log_id`, oldest first, with their numbers.
@@ -489,6 +550,14 @@ impl Journal for SessionStore {
             phase,
         })
     }
+
+    fn delegation(&self, session_id: &str, delegation_id: &str, state: DelegationState) {
+        self.write(Write::Delegation {
+            session_id: session_id.to_string(),
+            delegation_id: delegation_id.to_string(),
+            state,
+        });
+    }
 }
 
 /// Runs a read on the blocking pool.
@@ -565,6 +634,31 @@ pub(crate) fn searchable(message: &ChatMessage) -> (&'static str, String) {
             ("assistant", text)
         }
         ChatMessage::Tool { content, .. } => ("tool", content.clone()),
+    }
+}
+
+/// Stored delegation rows `(id, state, text)` as running ids and arrived results.
+pub(crate) fn split_delegations(
+    rows: Vec<(String, String, String)>,
+) -> (Vec<String>, Vec<(String, String)>) {
+    let mut running = Vec::new();
+    let mut arrived = Vec::new();
+    for (id, state, text) in rows {
+        match state.as_str() {
+            "running" => running.push(id),
+            "arrived" => arrived.push((id, text)),
+            _ => {}
+        }
+    }
+    (running, arrived)
+}
+
+/// A delegation state as stored: its word and the text of arrived results.
+pub(crate) fn delegation_row(state: &DelegationState) -> (&'static str, String) {
+    match state {
+        DelegationState::Running => ("running", String::new()),
+        DelegationState::Arrived(text) => ("arrived", troupe_tools::builtin::redact::redact(text)),
+        DelegationState::Delivered => ("delivered", String::new()),
     }
 }
 
@@ -673,3 +767,6 @@ impl SessionSettings {
         SessionStore::open(&self.store).await.map(Some)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::mpsc;
-use tokio_postgres::{NoTls, Row, Transaction};
+use tokio_postgres::{NoTls, Row};
 use troupe_actors::journal::CallPhase;
 use troupe_actors::model::ChatMessage;
 
@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS troupe_sessions (
     messages BIGINT NOT NULL DEFAULT 0,
     usage TEXT NOT NULL DEFAULT '{}'
 );
-CREATE INDEX IF NOT EXISTS troupe_sessions_by_update ON troupe_sessions (depth, updated_at);
+CREATE INDEX IF NOT EXISTS troupe_sessions_newest ON troupe_sessions (depth, updated_at, id);
 CREATE INDEX IF NOT EXISTS troupe_sessions_by_root ON troupe_sessions (root_id);
 CREATE TABLE IF NOT EXISTS troupe_session_messages (
     session_id TEXT NOT NULL,
@@ -52,6 +52,14 @@ CREATE TABLE IF NOT EXISTS troupe_session_calls (
     model_call_id TEXT NOT NULL,
     phase TEXT NOT NULL,
     PRIMARY KEY (session_id, model_call_id)
+);
+CREATE TABLE IF NOT EXISTS troupe_session_delegations (
+    session_id TEXT NOT NULL,
+    delegation_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    text TEXT NOT NULL DEFAULT '',
+    at BIGSERIAL,
+    PRIMARY KEY (session_id, delegation_id)
 );
 CREATE TABLE IF NOT EXISTS troupe_session_events (
     log_id TEXT NOT NULL,
@@ -155,16 +163,27 @@ impl PostgresSessions {
             .limit
             .and_then(|l| i64::try_from(l).ok())
             .unwrap_or(i64::MAX);
+        // Conditions written out rather than switched by parameters, so the planner can walk
+        // the (depth, updated_at) index for the usual "newest top-level sessions".
+        let mut sql = format!("SELECT {SUMMARY} FROM troupe_sessions WHERE TRUE");
+        if !query.all {
+            sql.push_str(" AND depth = 0");
+        }
+        if query.open_only {
+            sql.push_str(" AND status = 'open'");
+        }
+        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = Vec::new();
+        if let Some(origin) = &query.origin {
+            params.push(origin);
+            sql.push_str(&format!(" AND origin = ${}", params.len()));
+        }
+        params.push(&limit);
+        sql.push_str(&format!(
+            " ORDER BY updated_at DESC, id DESC LIMIT ${}",
+            params.len()
+        ));
         let rows = client
-            .query(
-                &format!(
-                    "SELECT {SUMMARY} FROM troupe_sessions
-                     WHERE ($1 OR depth = 0) AND (NOT $2 OR status = 'open')
-                       AND ($3::TEXT IS NULL OR origin = $3)
-                     ORDER BY updated_at DESC, id DESC LIMIT $4"
-                ),
-                &[&query.all, &query.open_only, &query.origin, &limit],
-            )
+            .query(&sql, &params)
             .await
             .map_err(|e| self.error(e))?;
         rows.iter()
@@ -241,12 +260,26 @@ impl PostgresSessions {
                 CallPhase::parse(&phase).map(|p| (r.get::<_, String>(0), p))
             })
             .collect();
+        let rows = client
+            .query(
+                "SELECT delegation_id, state, text FROM troupe_session_delegations WHERE session_id = $1 AND state <> 'delivered' ORDER BY at",
+                &[&id],
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        let (running, arrived) = super::split_delegations(
+            rows.iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect(),
+        );
         Ok(StoredSession {
             summary,
             agent_path: serde_json::from_str(&agent_path).unwrap_or_default(),
             options: serde_json::from_str(&options).unwrap_or(serde_json::Value::Null),
             messages,
             phases,
+            delegations_running: running,
+            delegations_arrived: arrived,
         })
     }
 
@@ -318,6 +351,7 @@ impl PostgresSessions {
         for statement in [
             "DELETE FROM troupe_session_messages WHERE session_id = ANY($1)",
             "DELETE FROM troupe_session_calls WHERE session_id = ANY($1)",
+            "DELETE FROM troupe_session_delegations WHERE session_id = ANY($1)",
             "DELETE FROM troupe_session_events WHERE log_id = ANY($1)",
             "DELETE FROM troupe_sessions WHERE id = ANY($1)",
         ] {
@@ -402,8 +436,14 @@ async fn write_loop(pool: Pool, mut rx: mpsc::UnboundedReceiver<Write>, shown: S
         }
         let (writes, acks): (Vec<Write>, Vec<Write>) =
             batch.into_iter().partition(|w| !matches!(w, Write::Ack(_)));
-        if let Err(error) = commit(&pool, writes).await {
-            tracing::error!(store = %shown, %error, "could not store session steps");
+        if let Err(error) = commit(&pool, &writes).await {
+            // One bad write must not take the others with it: each goes alone.
+            tracing::warn!(store = %shown, %error, "a batch of session steps failed; writing them one by one");
+            for write in &writes {
+                if let Err(error) = commit(&pool, std::slice::from_ref(write)).await {
+                    tracing::error!(store = %shown, %error, write = write.describe(), "could not store a session step");
+                }
+            }
         }
         for ack in acks {
             if let Write::Ack(ack) = ack {
@@ -413,7 +453,8 @@ async fn write_loop(pool: Pool, mut rx: mpsc::UnboundedReceiver<Write>, shown: S
     }
 }
 
-async fn commit(pool: &Pool, writes: Vec<Write>) -> Result<(), String> {
+/// Applies `writes` in one transaction.
+async fn commit(pool: &Pool, writes: &[Write]) -> Result<(), String> {
     if writes.is_empty() {
         return Ok(());
     }
@@ -425,7 +466,10 @@ async fn commit(pool: &Pool, writes: Vec<Write>) -> Result<(), String> {
     tx.commit().await.map_err(|e| e.to_string())
 }
 
-async fn apply(tx: &Transaction<'_>, write: Write) -> Result<(), tokio_postgres::Error> {
+async fn apply(
+    tx: &deadpool_postgres::Transaction<'_>,
+    write: &Write,
+) -> Result<(), tokio_postgres::Error> {
     match write {
         Write::Opened { session, at } => {
             let depth = session.agent_path.len().saturating_sub(1);
@@ -439,9 +483,9 @@ async fn apply(tx: &Transaction<'_>, write: Write) -> Result<(), tokio_postgres:
                 .flatten();
             let depth = i32::try_from(depth).unwrap_or(i32::MAX);
             tx.execute(
-                "INSERT INTO troupe_sessions (id, parent_id, root_id, depth, agent_path, origin, options, model, status, created_at, updated_at)
+                &tx.prepare_cached("INSERT INTO troupe_sessions (id, parent_id, root_id, depth, agent_path, origin, options, model, status, created_at, updated_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'open', $9, $9)
-                 ON CONFLICT (id) DO UPDATE SET status = 'open', updated_at = excluded.updated_at, model = excluded.model",
+                 ON CONFLICT (id) DO UPDATE SET status = 'open', updated_at = excluded.updated_at, model = excluded.model").await?,
                 &[
                     &session.id,
                     &parent,
@@ -463,20 +507,26 @@ async fn apply(tx: &Transaction<'_>, write: Write) -> Result<(), tokio_postgres:
             spent,
             at,
         } => {
-            let first = i64::try_from(first).unwrap_or(i64::MAX);
+            let first = i64::try_from(*first).unwrap_or(i64::MAX);
             let row = tx
                 .query_opt(
-                    "SELECT root_id, messages FROM troupe_sessions WHERE id = $1",
+                    &tx.prepare_cached(
+                        "SELECT root_id, messages FROM troupe_sessions WHERE id = $1",
+                    )
+                    .await?,
                     &[&session_id],
                 )
                 .await?;
             let (root, stored): (String, i64) = match row {
                 Some(row) => (row.get(0), row.get(1)),
-                None => (session_id.clone(), 0),
+                None => (session_id.to_string(), 0),
             };
             if first < stored {
                 tx.execute(
-                    "DELETE FROM troupe_session_messages WHERE session_id = $1 AND seq >= $2",
+                    &tx.prepare_cached(
+                        "DELETE FROM troupe_session_messages WHERE session_id = $1 AND seq >= $2",
+                    )
+                    .await?,
                     &[&session_id, &first],
                 )
                 .await?;
@@ -493,19 +543,23 @@ async fn apply(tx: &Transaction<'_>, write: Write) -> Result<(), tokio_postgres:
                 }
                 let body = serde_json::to_string(&stored).unwrap_or_default();
                 tx.execute(
-                    "INSERT INTO troupe_session_messages (session_id, seq, root_id, role, body, text) VALUES ($1, $2, $3, $4, $5, $6)",
+                    &tx.prepare_cached("INSERT INTO troupe_session_messages (session_id, seq, root_id, role, body, text) VALUES ($1, $2, $3, $4, $5, $6)
+                     ON CONFLICT (session_id, seq) DO UPDATE SET role = excluded.role, body = excluded.body, text = excluded.text").await?,
                     &[&session_id, &seq, &root, &role, &body, &text.replace('\0', "")],
                 )
                 .await?;
             }
             let count = first + messages.len() as i64;
             tx.execute(
-                "UPDATE troupe_sessions SET messages = $2, usage = $3, updated_at = $4,
+                &tx.prepare_cached(
+                    "UPDATE troupe_sessions SET messages = $2, usage = $3, updated_at = $4,
                  title = CASE WHEN title = '' THEN COALESCE($5, '') ELSE title END WHERE id = $1",
+                )
+                .await?,
                 &[
                     &session_id,
                     &count,
-                    &serde_json::to_string(&spent).unwrap_or_default(),
+                    &serde_json::to_string(spent).unwrap_or_default(),
                     &at,
                     &title,
                 ],
@@ -518,29 +572,48 @@ async fn apply(tx: &Transaction<'_>, write: Write) -> Result<(), tokio_postgres:
             phase,
         } => {
             tx.execute(
-                "INSERT INTO troupe_session_calls (session_id, model_call_id, phase) VALUES ($1, $2, $3)
-                 ON CONFLICT (session_id, model_call_id) DO UPDATE SET phase = excluded.phase",
+                &tx.prepare_cached("INSERT INTO troupe_session_calls (session_id, model_call_id, phase) VALUES ($1, $2, $3)
+                 ON CONFLICT (session_id, model_call_id) DO UPDATE SET phase = excluded.phase").await?,
                 &[&session_id, &model_call_id, &phase.as_str()],
             )
             .await?;
         }
         Write::Event { log_id, seq, body } => {
-            let seq = i64::try_from(seq).unwrap_or(i64::MAX);
+            let seq = i64::try_from(*seq).unwrap_or(i64::MAX);
             tx.execute(
-                "INSERT INTO troupe_session_events (log_id, seq, body) VALUES ($1, $2, $3)
+                &tx.prepare_cached(
+                    "INSERT INTO troupe_session_events (log_id, seq, body) VALUES ($1, $2, $3)
                  ON CONFLICT (log_id, seq) DO UPDATE SET body = excluded.body",
+                )
+                .await?,
                 &[&log_id, &seq, &body],
+            )
+            .await?;
+        }
+        Write::Delegation {
+            session_id,
+            delegation_id,
+            state,
+        } => {
+            let (word, text) = super::delegation_row(state);
+            tx.execute(
+                &tx.prepare_cached("INSERT INTO troupe_session_delegations (session_id, delegation_id, state, text) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (session_id, delegation_id) DO UPDATE SET state = excluded.state, text = excluded.text").await?,
+                &[&session_id, &delegation_id, &word, &text.replace('\0', "")],
             )
             .await?;
         }
         Write::Closed { session_id, at } => {
             tx.execute(
-                "UPDATE troupe_sessions SET status = 'closed', updated_at = $2 WHERE id = $1",
+                &tx.prepare_cached(
+                    "UPDATE troupe_sessions SET status = 'closed', updated_at = $2 WHERE id = $1",
+                )
+                .await?,
                 &[&session_id, &at],
             )
             .await?;
         }
-        Write::Ack(ack) => ack.fire(),
+        Write::Ack(_) => {}
     }
     Ok(())
 }

@@ -36,7 +36,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     messages INTEGER NOT NULL DEFAULT 0,
     usage TEXT NOT NULL DEFAULT '{}'
 );
-CREATE INDEX IF NOT EXISTS sessions_by_update ON sessions(depth, updated_at);
+CREATE INDEX IF NOT EXISTS sessions_newest ON sessions(depth, updated_at, id);
 CREATE INDEX IF NOT EXISTS sessions_by_root ON sessions(root_id);
 CREATE TABLE IF NOT EXISTS session_messages (
     session_id TEXT NOT NULL,
@@ -56,6 +56,13 @@ CREATE TABLE IF NOT EXISTS session_events (
     seq INTEGER NOT NULL,
     body TEXT NOT NULL,
     PRIMARY KEY (log_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS session_delegations (
+    session_id TEXT NOT NULL,
+    delegation_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    text TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (session_id, delegation_id)
 ) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS session_text USING fts5(
     text, session_id UNINDEXED, root_id UNINDEXED, seq UNINDEXED, role UNINDEXED,
@@ -214,12 +221,25 @@ impl SqliteSessions {
             .filter_map(Result::ok)
             .filter_map(|(call, phase)| CallPhase::parse(&phase).map(|p| (call, p)))
             .collect();
+        let mut statement = conn
+            .prepare_cached(
+                "SELECT delegation_id, state, text FROM session_delegations WHERE session_id = ?1 AND state <> 'delivered'",
+            )
+            .map_err(|e| self.error(e))?;
+        let delegations: Vec<(String, String, String)> = statement
+            .query_map([&id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .map_err(|e| self.error(e))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| self.error(e))?;
+        let (running, arrived) = super::split_delegations(delegations);
         Ok(StoredSession {
             summary,
             agent_path: serde_json::from_str(&agent_path).unwrap_or_default(),
             options: serde_json::from_str(&options).unwrap_or(serde_json::Value::Null),
             messages,
             phases,
+            delegations_running: running,
+            delegations_arrived: arrived,
         })
     }
 
@@ -408,28 +428,35 @@ fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Write>, shown: &str) {
                 Err(_) => break,
             }
         }
-        let mut acks = Vec::new();
-        let result = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .and_then(|tx| {
-                for write in batch {
-                    match write {
-                        Write::Ack(ack) => acks.push(ack),
-                        write => apply(&tx, write)?,
-                    }
+        let (writes, acks): (Vec<Write>, Vec<Write>) =
+            batch.into_iter().partition(|w| !matches!(w, Write::Ack(_)));
+        if let Err(error) = commit(&mut conn, &writes) {
+            // One bad write must not take the others with it: each goes alone.
+            tracing::warn!(store = shown, %error, "a batch of session steps failed; writing them one by one");
+            for write in &writes {
+                if let Err(error) = commit(&mut conn, std::slice::from_ref(write)) {
+                    tracing::error!(store = shown, %error, write = write.describe(), "could not store a session step");
                 }
-                tx.commit()
-            });
-        if let Err(error) = result {
-            tracing::error!(store = shown, %error, "could not store session steps");
+            }
         }
         for ack in acks {
-            ack.fire();
+            if let Write::Ack(ack) = ack {
+                ack.fire();
+            }
         }
     }
 }
 
-fn apply(tx: &Transaction<'_>, write: Write) -> rusqlite::Result<()> {
+/// Applies `writes` in one transaction.
+fn commit(conn: &mut Connection, writes: &[Write]) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    for write in writes {
+        apply(&tx, write)?;
+    }
+    tx.commit()
+}
+
+fn apply(tx: &Transaction<'_>, write: &Write) -> rusqlite::Result<()> {
     match write {
         Write::Opened { session, at } => {
             let depth = session.agent_path.len().saturating_sub(1);
@@ -465,10 +492,10 @@ fn apply(tx: &Transaction<'_>, write: Write) -> rusqlite::Result<()> {
             spent,
             at,
         } => {
-            let first = i64::try_from(first).unwrap_or(i64::MAX);
+            let first = i64::try_from(*first).unwrap_or(i64::MAX);
             let row: Option<(String, i64)> = tx
                 .prepare_cached("SELECT root_id, messages FROM sessions WHERE id = ?1")?
-                .query_row([&session_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .query_row([session_id], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?;
             let (root, stored) = row.unwrap_or_else(|| (session_id.clone(), 0));
             if first < stored {
@@ -491,7 +518,7 @@ fn apply(tx: &Transaction<'_>, write: Write) -> rusqlite::Result<()> {
                     title = Some(title_of(content));
                 }
                 tx.prepare_cached(
-                    "INSERT INTO session_messages (session_id, seq, role, body) VALUES (?1, ?2, ?3, ?4)",
+                    "INSERT OR REPLACE INTO session_messages (session_id, seq, role, body) VALUES (?1, ?2, ?3, ?4)",
                 )?
                 .execute(params![
                     session_id,
@@ -512,7 +539,7 @@ fn apply(tx: &Transaction<'_>, write: Write) -> rusqlite::Result<()> {
             .execute(params![
                 session_id,
                 count,
-                serde_json::to_string(&spent).unwrap_or_default(),
+                serde_json::to_string(spent).unwrap_or_default(),
                 at,
                 title
             ])?;
@@ -534,9 +561,21 @@ fn apply(tx: &Transaction<'_>, write: Write) -> rusqlite::Result<()> {
             )?
             .execute(params![
                 log_id,
-                i64::try_from(seq).unwrap_or(i64::MAX),
+                i64::try_from(*seq).unwrap_or(i64::MAX),
                 body
             ])?;
+        }
+        Write::Delegation {
+            session_id,
+            delegation_id,
+            state,
+        } => {
+            let (word, text) = super::delegation_row(state);
+            tx.prepare_cached(
+                "INSERT INTO session_delegations (session_id, delegation_id, state, text) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (session_id, delegation_id) DO UPDATE SET state = excluded.state, text = excluded.text",
+            )?
+            .execute(params![session_id, delegation_id, word, text])?;
         }
         Write::Closed { session_id, at } => {
             tx.prepare_cached(
@@ -544,7 +583,7 @@ fn apply(tx: &Transaction<'_>, write: Write) -> rusqlite::Result<()> {
             )?
             .execute(params![session_id, at])?;
         }
-        Write::Ack(ack) => ack.fire(),
+        Write::Ack(_) => {}
     }
     Ok(())
 }
@@ -554,6 +593,10 @@ fn delete_sessions(tx: &Transaction<'_>, ids: &[String]) -> rusqlite::Result<()>
         tx.execute("DELETE FROM session_messages WHERE session_id = ?1", [id])?;
         tx.execute("DELETE FROM session_text WHERE session_id = ?1", [id])?;
         tx.execute("DELETE FROM session_calls WHERE session_id = ?1", [id])?;
+        tx.execute(
+            "DELETE FROM session_delegations WHERE session_id = ?1",
+            [id],
+        )?;
         tx.execute("DELETE FROM session_events WHERE log_id = ?1", [id])?;
         tx.execute("DELETE FROM sessions WHERE id = ?1", [id])?;
     }
