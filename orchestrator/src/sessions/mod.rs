@@ -4,8 +4,8 @@
 //!
 //! Writes go through one writer in order; a batch of them is one transaction, so a step is
 //! stored whole or not at all. Message text is redacted with the receipts' rules before it is
-//! written. The backend is SQLite under the troupe home by default ([`sqlite`]), PostgreSQL
-//! ([`postgres`]) when `sessions.store` (else `kanban.store`) names a database.
+//! written. The backend is SQLite under the troupe home by default ([`SqliteSessions`]), PostgreSQL
+//! ([`PostgresSessions`]) when `sessions.store` (else `kanban.store`) names a database.
 
 mod postgres;
 mod search_tool;
