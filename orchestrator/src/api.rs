@@ -528,6 +528,35 @@ impl Troupe {
         Ok(handle)
     }
 
+    /// Reopens a stored session by its id (or the start of it): its messages, spending and
+    /// place in the tree, with `options` for the model and tools (its stored origin when they
+    /// name none). A turn it stopped inside goes on with [`SessionHandle::resume_turn`]: calls
+    /// that were waiting for approval are asked again; those that had started get a note that
+    /// their effect is unknown and are not run again.
+    pub async fn reopen_session(
+        &self,
+        id: &str,
+        options: SessionOptions,
+    ) -> Result<SessionHandle, TroupeError> {
+        let Some(store) = &self.inner.config.sessions else {
+            return Err(TroupeError::Setup(
+                "this troupe keeps no sessions (give TroupeConfig a session store, or set sessions.persist in troupe.yaml)".into(),
+            ));
+        };
+        let stored = store.load(id).await.map_err(|e| match e {
+            crate::sessions::SessionStoreError::NotFound(_) => {
+                TroupeError::UnknownSession(id.to_string())
+            }
+            other => TroupeError::Setup(other.to_string()),
+        })?;
+        let origin = options.origin.clone().unwrap_or(Origin {
+            kind: stored.summary.origin.clone(),
+            options: stored.options.clone(),
+        });
+        self.open_session(options.with_origin(origin).resuming(stored.restore(true)))
+            .await
+    }
+
     /// The open session with this id.
     pub fn session(&self, session_id: &str) -> Result<SessionHandle, TroupeError> {
         lock(&self.inner.sessions)

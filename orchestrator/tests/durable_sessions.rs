@@ -344,6 +344,9 @@ async fn a_killed_chat_goes_on_with_the_interrupted_call_marked() {
     )
     .await;
     std::fs::write(fx.path().join("notes.txt"), "the secret word is pelican\n").unwrap();
+    let (code, _, err) = fx.run(&["chat", "--continue", "-q", "hello"]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no chat session is stored yet"), "{err}");
     let mut chat = fx
         .troupe()
         .args([
@@ -387,7 +390,14 @@ async fn a_killed_chat_goes_on_with_the_interrupted_call_marked() {
     );
 
     let (code, out, err) = fx
-        .run(&["chat", "--continue", "-q", "what happened?", "--json"])
+        .run(&[
+            "chat",
+            "--resume",
+            &id[..13],
+            "-q",
+            "what happened?",
+            "--json",
+        ])
         .await;
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(

@@ -137,3 +137,70 @@ async fn a_troupe_runs_sessions_answers_approvals_stops_and_closes() {
         .await;
     assert!(matches!(after, Err(TroupeError::Closed)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_session_is_reopened_by_id_and_its_waiting_call_asked_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    let approvals = ApprovalConfig {
+        require_approval: vec!["publish".into()],
+        ..ApprovalConfig::default()
+    };
+    let inside = Arc::new(AtomicUsize::new(0));
+    let config = |inside: &Arc<AtomicUsize>| {
+        let mut config = TroupeConfig::new(registry(inside)).with_approvals(approvals.clone());
+        config.sessions = Some(troupe::sessions::SessionStore::open_sqlite(&path).unwrap());
+        config
+    };
+    let script = || {
+        Arc::new(ScriptedProvider::new(
+            Script::new()
+                .turn(ScriptTurn::tool_call("publish", json!({})))
+                .turn(ScriptTurn::text("published it")),
+        ))
+    };
+    let troupe = Troupe::start(config(&inside)).unwrap();
+    let mut requests = troupe.approvals().await.unwrap();
+    let session = troupe
+        .open_session(SessionOptions::new(script()))
+        .await
+        .unwrap();
+    let id = session.id().to_string();
+    let waiting = {
+        let session = session.clone();
+        tokio::spawn(async move { session.send("publish").await })
+    };
+    requests.next().await.unwrap();
+    // The process "dies": the troupe goes without closing its sessions.
+    drop((requests, session, troupe));
+    let _ = waiting.await;
+
+    let troupe = Troupe::start(config(&inside)).unwrap();
+    let mut requests = troupe.approvals().await.unwrap();
+    let missing = troupe
+        .reopen_session("no-such-id", SessionOptions::new(script()))
+        .await;
+    assert!(matches!(missing, Err(TroupeError::UnknownSession(_))));
+    let session = troupe
+        .reopen_session(&id[..20], SessionOptions::new(script()))
+        .await
+        .unwrap();
+    assert_eq!(session.id(), id);
+    let turn = {
+        let session = session.clone();
+        tokio::spawn(async move { session.resume_turn().await })
+    };
+    let request = requests.next().await.unwrap();
+    assert_eq!(request.tool, "publish");
+    troupe
+        .answer(&request.request_id, ApprovalChoice::Once)
+        .await
+        .unwrap();
+    let outcome = turn.await.unwrap().unwrap().unwrap();
+    assert_eq!(outcome.status, TurnStatus::Completed);
+    assert_eq!(outcome.text, "published it");
+    assert_eq!(outcome.calls[0].status, CallStatus::Ok);
+    let conversation = session.conversation().await.unwrap();
+    assert_eq!(conversation.len(), 4, "{conversation:?}");
+    troupe.close().await;
+}
