@@ -16,6 +16,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use serde::{Deserialize, Serialize};
 
@@ -66,6 +67,9 @@ pub enum CallPhase {
     AwaitingApproval,
     /// A person approved it; it was about to run (or ran).
     Approved,
+    /// A person was asked and the call had not started, but its arguments held secrets that
+    /// are masked in the store: it cannot be asked again as it was, so it is noted as not run.
+    AwaitingMasked,
 }
 
 impl CallPhase {
@@ -74,6 +78,7 @@ impl CallPhase {
         match self {
             CallPhase::AwaitingApproval => "awaiting_approval",
             CallPhase::Approved => "approved",
+            CallPhase::AwaitingMasked => "awaiting_masked",
         }
     }
 
@@ -82,6 +87,7 @@ impl CallPhase {
         match word {
             "awaiting_approval" => Some(CallPhase::AwaitingApproval),
             "approved" => Some(CallPhase::Approved),
+            "awaiting_masked" => Some(CallPhase::AwaitingMasked),
             _ => None,
         }
     }
@@ -105,13 +111,16 @@ pub trait Journal: Send + Sync + fmt::Debug {
     fn opened(&self, session: OpenedSession);
     /// One completed step: `messages` replace the stored ones from position `first` on (so a
     /// conversation loaded whole is written whole), and `spent` is the session's total now. The
-    /// write is queued at once; the future resolves once it is durable.
+    /// write is queued at once; the future resolves once it is durable. A write that fails
+    /// sets `lost`, and the session then writes its whole conversation again at its next step,
+    /// so the store never keeps a conversation with a hole in it.
     fn step(
         &self,
         session_id: &str,
         first: usize,
         messages: Vec<ChatMessage>,
         spent: Spend,
+        lost: &Arc<AtomicBool>,
     ) -> Durable;
     /// How far the call `model_call_id` got; the future resolves once that is durable.
     fn call_phase(&self, session_id: &str, model_call_id: &str, phase: CallPhase) -> Durable;
@@ -139,6 +148,9 @@ pub struct Restore {
     pub spent: Spend,
     /// Provider ids of calls that were waiting for a person's approval (never started).
     pub awaiting_approval: HashSet<String>,
+    /// Provider ids of other calls known never to have started (noted as not run, never
+    /// asked again).
+    pub never_started: HashSet<String>,
     /// Background delegations that were at work when the process stopped (their subagents
     /// stopped with it): the session is told they were interrupted.
     pub delegations_running: Vec<String>,
@@ -253,7 +265,11 @@ mod tests {
 
     #[test]
     fn phases_round_trip_through_their_words() {
-        for phase in [CallPhase::AwaitingApproval, CallPhase::Approved] {
+        for phase in [
+            CallPhase::AwaitingApproval,
+            CallPhase::Approved,
+            CallPhase::AwaitingMasked,
+        ] {
             assert_eq!(CallPhase::parse(phase.as_str()), Some(phase));
         }
         assert_eq!(CallPhase::parse("running"), None);

@@ -274,6 +274,8 @@ pub struct Session {
     resume: Option<Vec<ToolCallRequest>>,
     /// Background delegations whose results are in `inbox` or `held`, not yet read.
     undelivered: Vec<String>,
+    /// Set by the journal when a step could not be written: the next one writes everything.
+    lost: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What it takes to open a session.
@@ -326,8 +328,10 @@ impl Session {
         let Some(persist) = &self.config.persist else {
             return;
         };
-        let first = self.persisted.min(self.conversation.len());
-        if first == self.conversation.len() && self.written.is_some() {
+        let mut first = self.persisted.min(self.conversation.len());
+        if self.lost.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            first = 0;
+        } else if first == self.conversation.len() && self.written.is_some() {
             return;
         }
         let written = persist.journal.step(
@@ -335,6 +339,7 @@ impl Session {
             first,
             self.conversation[first..].to_vec(),
             self.meter.spent(),
+            &self.lost,
         );
         self.persisted = self.conversation.len();
         self.written = Some(written);
@@ -812,8 +817,21 @@ impl Session {
         text: String,
         reply: Option<oneshot::Sender<TurnOutcome>>,
     ) {
-        self.resume = None;
-        if let Some(persist) = &self.config.persist {
+        // Calls a reopened session could have asked again: a new message goes first.
+        if let Some(calls) = self.resume.take() {
+            self.note_not_run(calls);
+        }
+        let waiting: Vec<String> = self.held.drain(..).chain(self.inbox.drain(..)).collect();
+        for waiting in waiting {
+            self.conversation
+                .push(ChatMessage::User { content: waiting });
+        }
+        self.conversation.push(ChatMessage::User { content: text });
+        if !self.undelivered.is_empty()
+            && let Some(persist) = self.config.persist.clone()
+        {
+            // Read results are marked so only once the messages holding them are queued.
+            self.persist();
             for id in self.undelivered.drain(..) {
                 persist.journal.delegation(
                     &self.id,
@@ -822,12 +840,6 @@ impl Session {
                 );
             }
         }
-        let waiting: Vec<String> = self.held.drain(..).chain(self.inbox.drain(..)).collect();
-        for waiting in waiting {
-            self.conversation
-                .push(ChatMessage::User { content: waiting });
-        }
-        self.conversation.push(ChatMessage::User { content: text });
         if self.open_turn(ctx, reply) {
             self.request_model(ctx, self.config.max_iterations == 0);
         }
@@ -974,7 +986,7 @@ fn settle_unanswered(
             again.push(call);
             continue;
         }
-        let content = if waiting {
+        let content = if waiting || restore.never_started.contains(&call.id) {
             crate::journal::not_run_note(&call.name)
         } else {
             crate::journal::interrupted_note(&call.name)
@@ -1617,6 +1629,40 @@ impl Handler<ResumeTurn> for Session {
             return Box::pin(async { Ok(None) });
         };
         let (reply, answer) = oneshot::channel();
+        let Some(spent) = self.meter.exhausted() else {
+            return self.resume_with(ctx, calls, reply, answer);
+        };
+        // No budget left to run them: they are noted as not run, and the turn ends.
+        self.note_not_run(calls);
+        if self.open_turn(ctx, Some(reply)) {
+            self.finish_over_budget(spent);
+        }
+        let id = self.id.clone();
+        Box::pin(async move { answer.await.map(Some).map_err(|_| SessionError::Closed(id)) })
+    }
+}
+
+impl Session {
+    /// Gives each call a result saying it never ran (a reopened session's calls that were
+    /// waiting for approval and will not be asked again).
+    fn note_not_run(&mut self, calls: Vec<ToolCallRequest>) {
+        for call in calls {
+            self.conversation.push(ChatMessage::Tool {
+                content: crate::journal::not_run_note(&call.name),
+                tool_call_id: call.id,
+                name: call.name,
+            });
+        }
+    }
+
+    /// [`ResumeTurn`] with budget left: asks for `calls` again, or ends the turn when none.
+    fn resume_with(
+        &mut self,
+        ctx: &mut Context<Self>,
+        calls: Vec<ToolCallRequest>,
+        reply: oneshot::Sender<TurnOutcome>,
+        answer: oneshot::Receiver<TurnOutcome>,
+    ) -> ResponseFuture<Result<Option<TurnOutcome>, SessionError>> {
         if self.open_turn(ctx, Some(reply)) {
             if calls.is_empty() {
                 self.finish_turn(
@@ -1787,6 +1833,7 @@ impl SessionHandle {
             written: None,
             resume,
             undelivered,
+            lost: Arc::default(),
         };
         let addr = session.start();
         Ok(SessionHandle {

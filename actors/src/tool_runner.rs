@@ -318,8 +318,16 @@ impl ToolRunner {
                     record: ctx.journal.as_ref().map(|journal| {
                         let journal = Arc::clone(journal);
                         let (session, call) = (ctx.session_id.clone(), meta.model_call_id.clone());
-                        Box::new(move || {
-                            journal.call_phase(&session, &call, CallPhase::AwaitingApproval)
+                        Box::new(move |arguments: &Map<String, Value>| {
+                            // Arguments with secrets are stored masked, so such a call cannot
+                            // be asked for again as it was after a restart.
+                            let raw = Value::Object(arguments.clone()).to_string();
+                            let phase = if troupe_tools::builtin::redact::redact(&raw) == raw {
+                                CallPhase::AwaitingApproval
+                            } else {
+                                CallPhase::AwaitingMasked
+                            };
+                            journal.call_phase(&session, &call, phase)
                         }) as RecordWait
                     }),
                 };

@@ -145,6 +145,7 @@ async fn fill(store: &SessionStore, count: usize) {
                 },
             ],
             Spend::default(),
+            &Arc::default(),
         ));
     }
     store.flush().await;

@@ -514,6 +514,15 @@ async fn session_search_finds_past_turns_only_where_the_caller_may_look() {
         )
         .await;
     assert_eq!(status, 200, "{outcome}");
+    // Nor can a client read a chat's transcript through the server.
+    let (status, refused) = served
+        .call(
+            reqwest::Method::GET,
+            &format!("/api/sessions/{reader}/transcript"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 404, "{refused}");
     served.kill().await;
     let (code, out, err) = fx.run(&["sessions", "show", &id, "--json"]).await;
     assert_eq!(code, 0, "{err}");
@@ -589,7 +598,7 @@ async fn a_background_delegation_cut_by_a_crash_is_reported_after_restart() {
     let (status, transcript) = served
         .call(
             reqwest::Method::GET,
-            &format!("/api/sessions/{}/transcript?tree=true", &id[..18]),
+            &format!("/api/sessions/{id}/transcript?tree=true"),
             None,
         )
         .await;

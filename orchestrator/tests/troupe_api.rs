@@ -204,3 +204,58 @@ async fn a_stored_session_is_reopened_by_id_and_its_waiting_call_asked_again() {
     assert_eq!(conversation.len(), 4, "{conversation:?}");
     troupe.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_call_whose_arguments_held_a_secret_is_not_asked_again_masked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    let approvals = ApprovalConfig {
+        require_approval: vec!["publish".into()],
+        ..ApprovalConfig::default()
+    };
+    let inside = Arc::new(AtomicUsize::new(0));
+    let config = |inside: &Arc<AtomicUsize>| {
+        let mut config = TroupeConfig::new(registry(inside)).with_approvals(approvals.clone());
+        config.sessions = Some(troupe::sessions::SessionStore::open_sqlite(&path).unwrap());
+        config
+    };
+    let script = || {
+        Arc::new(ScriptedProvider::new(
+            Script::new()
+                .turn(ScriptTurn::tool_call(
+                    "publish",
+                    json!({"token": "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"}),
+                ))
+                .turn(ScriptTurn::text("published it")),
+        ))
+    };
+    let troupe = Troupe::start(config(&inside)).unwrap();
+    let mut requests = troupe.approvals().await.unwrap();
+    let session = troupe
+        .open_session(SessionOptions::new(script()))
+        .await
+        .unwrap();
+    let id = session.id().to_string();
+    let waiting = {
+        let session = session.clone();
+        tokio::spawn(async move { session.send("publish").await })
+    };
+    requests.next().await.unwrap();
+    drop((requests, session, troupe));
+    let _ = waiting.await;
+
+    let troupe = Troupe::start(config(&inside)).unwrap();
+    let session = troupe
+        .reopen_session(&id, SessionOptions::new(script()))
+        .await
+        .unwrap();
+    let outcome = session.resume_turn().await.unwrap().unwrap();
+    assert_eq!(outcome.status, TurnStatus::Interrupted);
+    assert!(troupe.pending_approvals().await.unwrap().is_empty());
+    let conversation = serde_json::to_string(&session.conversation().await.unwrap()).unwrap();
+    assert!(
+        conversation.contains("[Not run: publish was waiting for a person's approval"),
+        "{conversation}"
+    );
+    troupe.close().await;
+}

@@ -498,8 +498,13 @@ pub struct RequestApproval {
     pub record: Option<RecordWait>,
 }
 
-/// Starts writing that a call waits for approval; resolves once it is durable.
-pub type RecordWait = Box<dyn FnOnce() -> crate::journal::Durable + Send>;
+/// Starts writing that a call (with these arguments) waits for approval; resolves once it is
+/// durable.
+pub type RecordWait = Box<dyn FnOnce(&Map<String, Value>) -> crate::journal::Durable + Send>;
+
+/// The longest the supervisor waits for a wait to be recorded before showing it anyway: a
+/// store that is down must not hold every session's approvals.
+const RECORD_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl std::fmt::Debug for RequestApproval {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -566,7 +571,7 @@ impl Handler<RequestApproval> for Supervisor {
             entry.waiters.push(tx);
             if let Some(record) = msg.record {
                 // This call waits on a prompt already shown; its own record follows it.
-                actix::spawn(record());
+                actix::spawn(record(&msg.arguments));
             }
             return MessageResult(Ticket::Pending {
                 request_id: entry.request.request_id.clone(),
@@ -593,8 +598,14 @@ impl Handler<RequestApproval> for Supervisor {
             Some(record) => {
                 // The supervisor takes no other message until the wait is recorded: a few
                 // milliseconds, and only for calls that wait for a person anyway.
-                let durable = actix::fut::wrap_future::<_, Self>(record());
-                ctx.wait(durable.map(move |(), supervisor, ctx| {
+                let durable = tokio::time::timeout(RECORD_WAIT_LIMIT, record(&request.arguments));
+                let durable = actix::fut::wrap_future::<_, Self>(durable);
+                ctx.wait(durable.map(move |recorded, supervisor, ctx| {
+                    if recorded.is_err() {
+                        tracing::warn!(
+                            "the session store did not record an approval wait in time; showing it anyway"
+                        );
+                    }
                     supervisor.enqueue(ctx, request, share_key, vec![tx]);
                 }));
             }

@@ -104,7 +104,7 @@ pub fn document() -> Value {
                 }
             },
             "/api/sessions/{id}/transcript": {
-                "get": op("A stored session's messages, open or not (an id prefix works); with `tree=true` its subagents' too, parents first. 404 when the server keeps no sessions (`sessions.persist: false`) or none matches.", json!([session_id, query("tree", "boolean", "The subagents' conversations too.")]), None, 200, &[400, 401, 404])
+                "get": op("A stored session's messages, open or not: a session opened over HTTP (or one of its subagents), by its whole id; with `tree=true` its subagents' too, parents first. 404 when the server keeps no sessions (`sessions.persist: false`) or there is no such session.", json!([session_id, query("tree", "boolean", "The subagents' conversations too.")]), None, 200, &[400, 401, 404])
             },
             "/api/sessions/{id}/approvals": {
                 "get": op("Approval requests of this session (and its subagents) waiting for an answer.", json!([session_id]), None, 200, &[401, 404])

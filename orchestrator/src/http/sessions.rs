@@ -639,6 +639,8 @@ pub async fn reopen_stored(state: &HttpState) -> usize {
         match result {
             Ok(entry) => {
                 reopened += 1;
+                // Busy before the first request can arrive: a message must not overtake it.
+                entry.busy.store(true, Ordering::SeqCst);
                 tokio::spawn(resume_turn(entry));
             }
             Err(error) => {
@@ -649,9 +651,9 @@ pub async fn reopen_stored(state: &HttpState) -> usize {
     reopened
 }
 
-/// Goes on with the turn a reopened session stopped inside, as a message sent without `wait`.
+/// Goes on with the turn a reopened session stopped inside, as a message sent without `wait`;
+/// the entry is marked busy by the caller.
 async fn resume_turn(entry: Arc<SessionEntry>) {
-    entry.busy.store(true, Ordering::SeqCst);
     match entry.handle.resume_turn().await {
         Ok(Some(outcome)) => *lock(&entry.last_outcome) = Some(outcome_json(&outcome)),
         Ok(None) => {}
@@ -960,7 +962,9 @@ pub struct TranscriptQuery {
 }
 
 /// Handler of `GET /api/sessions/{id}/transcript`: a stored session's messages (with its
-/// subagents' when `tree`), whether or not it is still open.
+/// subagents' when `tree`), whether or not it is still open. Only sessions opened over HTTP and
+/// their subagents, by their whole id: a client never reads a chat's or a board worker's
+/// conversation through the server.
 pub async fn transcript(
     State(state): State<HttpState>,
     ApiPath(id): ApiPath<String>,
@@ -972,15 +976,38 @@ pub async fn transcript(
             "this server keeps no sessions (sessions.persist is false in its troupe.yaml)",
         ));
     };
+    let not_found = || {
+        ApiError::not_found(
+            "session_not_found",
+            format!(
+                "no session {id} was opened over HTTP on this server's store; give a whole session id"
+            ),
+        )
+    };
+    let stored_error = |e: crate::sessions::SessionStoreError| match e {
+        crate::sessions::SessionStoreError::Database { .. } => ApiError::internal(e.to_string()),
+        _ => not_found(),
+    };
     let sessions = store
         .transcript(&id, query.tree)
         .await
-        .map_err(|e| match e {
-            crate::sessions::SessionStoreError::Database { .. } => {
-                ApiError::internal(e.to_string())
-            }
-            other => ApiError::not_found("session_not_found", other.to_string()),
-        })?;
+        .map_err(stored_error)?;
+    let Some(first) = sessions.first() else {
+        return Err(not_found());
+    };
+    let root = match first.summary.root_id == first.summary.id {
+        true => first.summary.clone(),
+        false => {
+            store
+                .load(&first.summary.root_id)
+                .await
+                .map_err(stored_error)?
+                .summary
+        }
+    };
+    if first.summary.id != id || root.origin != "http" {
+        return Err(not_found());
+    }
     let sessions: Vec<Value> = sessions.iter().map(|s| s.to_json()).collect();
     Ok(Json(json!({ "sessions": sessions })))
 }

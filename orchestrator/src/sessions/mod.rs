@@ -14,6 +14,7 @@ mod sqlite;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -50,6 +51,9 @@ pub enum SessionStoreError {
     /// No stored session has this id (or prefix).
     #[error("no stored session matches {0:?}; `troupe sessions list` shows them")]
     NotFound(String),
+    /// A prefix too short to name a session.
+    #[error("{0:?} is too short to name a session; give at least 4 characters of its id")]
+    TooShort(String),
     /// A prefix matches more than one session.
     #[error("{prefix:?} matches {count} sessions; give more of the id")]
     Ambiguous {
@@ -73,6 +77,8 @@ pub(crate) enum Write {
         messages: Vec<ChatMessage>,
         spent: Spend,
         at: i64,
+        /// Set when this write fails, so the session writes everything again.
+        lost: Arc<AtomicBool>,
     },
     Phase {
         session_id: String,
@@ -98,6 +104,22 @@ pub(crate) enum Write {
 }
 
 impl Write {
+    /// What to do with a write the writer will never see (it has stopped): the caller must not
+    /// wait for it forever.
+    fn undeliverable(self) {
+        self.failed();
+        if let Write::Ack(ack) = self {
+            ack.fire();
+        }
+    }
+
+    /// Tells whoever depends on this write that it failed.
+    fn failed(&self) {
+        if let Write::Step { lost, .. } = self {
+            lost.store(true, Ordering::SeqCst);
+        }
+    }
+
     /// Which session (or log) a write is for, for a log line.
     fn describe(&self) -> String {
         match self {
@@ -204,6 +226,12 @@ impl StoredSession {
                 .phases
                 .iter()
                 .filter(|(_, p)| **p == CallPhase::AwaitingApproval)
+                .map(|(id, _)| id.clone())
+                .collect(),
+            never_started: self
+                .phases
+                .iter()
+                .filter(|(_, p)| **p == CallPhase::AwaitingMasked)
                 .map(|(id, _)| id.clone())
                 .collect(),
             delegations_running: self.delegations_running.clone(),
@@ -533,6 +561,7 @@ impl Journal for SessionStore {
         first: usize,
         messages: Vec<ChatMessage>,
         spent: Spend,
+        lost: &Arc<AtomicBool>,
     ) -> Durable {
         self.write_durable(Write::Step {
             session_id: session_id.to_string(),
@@ -540,6 +569,7 @@ impl Journal for SessionStore {
             messages,
             spent,
             at: now_ms(),
+            lost: Arc::clone(lost),
         })
     }
 
@@ -570,6 +600,23 @@ async fn blocking<T: Send + 'static>(
             path: String::new(),
             message: format!("the read task failed: {e}"),
         })?
+}
+
+/// The LIKE pattern for ids beginning with `given`, its wildcards escaped (`\`); a prefix
+/// shorter than four characters is refused, as it would name too much.
+pub(crate) fn prefix_pattern(given: &str) -> Result<String, SessionStoreError> {
+    if given.chars().count() < 4 {
+        return Err(SessionStoreError::TooShort(given.to_string()));
+    }
+    let mut pattern = String::with_capacity(given.len() + 1);
+    for c in given.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    Ok(pattern)
 }
 
 /// Milliseconds since the Unix epoch.

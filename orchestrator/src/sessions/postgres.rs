@@ -138,8 +138,9 @@ impl PostgresSessions {
     }
 
     pub(super) fn write(&self, write: Write) {
-        if self.writer.send(write).is_err() {
+        if let Err(mpsc::error::SendError(write)) = self.writer.send(write) {
             tracing::error!(store = %self.shown, "the session writer has stopped; this step is not stored");
+            write.undeliverable();
         }
     }
 
@@ -196,15 +197,19 @@ impl PostgresSessions {
         client: &deadpool_postgres::Object,
         given: &str,
     ) -> Result<String, SessionStoreError> {
-        let pattern = format!("{}%", given.replace(['%', '_', '\\'], ""));
+        let pattern = super::prefix_pattern(given)?;
         let rows = client
             .query(
-                "SELECT id FROM troupe_sessions WHERE id = $1 OR id LIKE $2 LIMIT 3",
+                "SELECT id FROM troupe_sessions WHERE id = $1 OR id LIKE $2 ESCAPE '\\' LIMIT 3",
                 &[&given, &pattern],
             )
             .await
             .map_err(|e| self.error(e))?;
-        let ids: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        let ids: Vec<String> = rows
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect::<Result<_, _>>()
+            .map_err(|e| self.error(e))?;
         if ids.iter().any(|id| id == given) {
             return Ok(given.to_string());
         }
@@ -231,7 +236,10 @@ impl PostgresSessions {
             .await
             .map_err(|e| self.error(e))?;
         let summary = summary_row(&row).map_err(|e| self.error(e))?;
-        let (agent_path, options): (String, String) = (row.get(12), row.get(13));
+        let (agent_path, options): (String, String) = (
+            row.try_get(12).map_err(|e| self.error(e))?,
+            row.try_get(13).map_err(|e| self.error(e))?,
+        );
         let rows = client
             .query(
                 "SELECT body FROM troupe_session_messages WHERE session_id = $1 ORDER BY seq",
@@ -241,7 +249,7 @@ impl PostgresSessions {
             .map_err(|e| self.error(e))?;
         let mut messages = Vec::with_capacity(rows.len());
         for row in rows {
-            let body: String = row.get(0);
+            let body: String = row.try_get(0).map_err(|e| self.error(e))?;
             let message: ChatMessage = serde_json::from_str(&body)
                 .map_err(|e| self.error(format!("a stored message of {id} is unreadable: {e}")))?;
             messages.push(message);
@@ -256,8 +264,8 @@ impl PostgresSessions {
         let phases: HashMap<String, CallPhase> = rows
             .iter()
             .filter_map(|r| {
-                let phase: String = r.get(1);
-                CallPhase::parse(&phase).map(|p| (r.get::<_, String>(0), p))
+                let phase: String = r.try_get(1).ok()?;
+                Some((r.try_get::<_, String>(0).ok()?, CallPhase::parse(&phase)?))
             })
             .collect();
         let rows = client
@@ -269,8 +277,9 @@ impl PostgresSessions {
             .map_err(|e| self.error(e))?;
         let (running, arrived) = super::split_delegations(
             rows.iter()
-                .map(|r| (r.get(0), r.get(1), r.get(2)))
-                .collect(),
+                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+                .collect::<Result<_, tokio_postgres::Error>>()
+                .map_err(|e| self.error(e))?,
         );
         Ok(StoredSession {
             summary,
@@ -320,7 +329,7 @@ impl PostgresSessions {
         Ok(rows
             .iter()
             .filter_map(|r| {
-                let (seq, body): (i64, String) = (r.get(0), r.get(1));
+                let (seq, body): (i64, String) = (r.try_get(0).ok()?, r.try_get(1).ok()?);
                 Some((u64::try_from(seq).ok()?, serde_json::from_str(&body).ok()?))
             })
             .collect())
@@ -340,7 +349,11 @@ impl PostgresSessions {
             )
             .await
             .map_err(|e| self.error(e))?;
-        let ids: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        let ids: Vec<String> = rows
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect::<Result<_, _>>()
+            .map_err(|e| self.error(e))?;
         drop(client);
         self.delete_ids(&ids).await
     }
@@ -389,16 +402,18 @@ impl PostgresSessions {
             )
             .await
             .map_err(|e| self.error(e))?;
-        Ok(rows
-            .iter()
-            .map(|r| SearchHit {
-                session_id: r.get(0),
-                root_id: r.get(1),
-                seq: u64::try_from(r.get::<_, i64>(2)).unwrap_or(0),
-                role: r.get(3),
-                snippet: r.get(4),
+        rows.iter()
+            .map(|r| {
+                Ok(SearchHit {
+                    session_id: r.try_get(0)?,
+                    root_id: r.try_get(1)?,
+                    seq: u64::try_from(r.try_get::<_, i64>(2)?).unwrap_or(0),
+                    role: r.try_get(3)?,
+                    snippet: r.try_get(4)?,
+                })
             })
-            .collect())
+            .collect::<Result<_, tokio_postgres::Error>>()
+            .map_err(|e| self.error(e))
     }
 }
 
@@ -442,6 +457,7 @@ async fn write_loop(pool: Pool, mut rx: mpsc::UnboundedReceiver<Write>, shown: S
             for write in &writes {
                 if let Err(error) = commit(&pool, std::slice::from_ref(write)).await {
                     tracing::error!(store = %shown, %error, write = write.describe(), "could not store a session step");
+                    write.failed();
                 }
             }
         }
@@ -506,6 +522,7 @@ async fn apply(
             messages,
             spent,
             at,
+            ..
         } => {
             let first = i64::try_from(*first).unwrap_or(i64::MAX);
             let row = tx
@@ -518,7 +535,7 @@ async fn apply(
                 )
                 .await?;
             let (root, stored): (String, i64) = match row {
-                Some(row) => (row.get(0), row.get(1)),
+                Some(row) => (row.try_get(0)?, row.try_get(1)?),
                 None => (session_id.to_string(), 0),
             };
             if first < stored {
@@ -548,6 +565,17 @@ async fn apply(
                     &[&session_id, &seq, &root, &role, &body, &text.replace('\0', "")],
                 )
                 .await?;
+                if let ChatMessage::Tool { tool_call_id, .. } = &stored {
+                    // Answered: how far it got no longer matters (and its id may come again).
+                    tx.execute(
+                        &tx.prepare_cached(
+                            "DELETE FROM troupe_session_calls WHERE session_id = $1 AND model_call_id = $2",
+                        )
+                        .await?,
+                        &[session_id, tool_call_id],
+                    )
+                    .await?;
+                }
             }
             let count = first + messages.len() as i64;
             tx.execute(

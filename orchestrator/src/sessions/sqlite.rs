@@ -124,8 +124,9 @@ impl SqliteSessions {
     }
 
     pub(super) fn write(&self, write: Write) {
-        if lock(&self.writer).send(write).is_err() {
+        if let Err(mpsc::SendError(write)) = lock(&self.writer).send(write) {
             tracing::error!(store = %self.path.display(), "the session writer has stopped; this step is not stored");
+            write.undeliverable();
         }
     }
 
@@ -164,9 +165,11 @@ impl SqliteSessions {
 
     /// The id `given` names: itself, or the one stored id it begins.
     fn resolve(&self, conn: &Connection, given: &str) -> Result<String, SessionStoreError> {
-        let pattern = format!("{}%", given.replace(['%', '_'], ""));
+        let pattern = super::prefix_pattern(given)?;
         let mut statement = conn
-            .prepare_cached("SELECT id FROM sessions WHERE id = ?1 OR id LIKE ?2 LIMIT 3")
+            .prepare_cached(
+                "SELECT id FROM sessions WHERE id = ?1 OR id LIKE ?2 ESCAPE '\\' LIMIT 3",
+            )
             .map_err(|e| self.error(e))?;
         let ids: Vec<String> = statement
             .query_map(params![given, pattern], |r| r.get(0))
@@ -411,7 +414,21 @@ fn connect(path: &Path) -> rusqlite::Result<Connection> {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
-    let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    // Switching a new file to WAL needs a moment alone with it; openers at the same instant
+    // may be told it is locked (the busy timeout does not cover this), so they try again.
+    let mut tries = 0;
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(_) => break,
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy && tries < 50 =>
+            {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(other) => return Err(other),
+        }
+    }
     // A killed process loses nothing committed; only a power cut could lose the last commits.
     conn.execute_batch("PRAGMA synchronous = NORMAL")?;
     Ok(conn)
@@ -436,6 +453,7 @@ fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Write>, shown: &str) {
             for write in &writes {
                 if let Err(error) = commit(&mut conn, std::slice::from_ref(write)) {
                     tracing::error!(store = shown, %error, write = write.describe(), "could not store a session step");
+                    write.failed();
                 }
             }
         }
@@ -491,6 +509,7 @@ fn apply(tx: &Transaction<'_>, write: &Write) -> rusqlite::Result<()> {
             messages,
             spent,
             at,
+            ..
         } => {
             let first = i64::try_from(*first).unwrap_or(i64::MAX);
             let row: Option<(String, i64)> = tx
@@ -530,6 +549,13 @@ fn apply(tx: &Transaction<'_>, write: &Write) -> rusqlite::Result<()> {
                     "INSERT INTO session_text (text, session_id, root_id, seq, role) VALUES (?1, ?2, ?3, ?4, ?5)",
                 )?
                 .execute(params![text, session_id, root, seq, role])?;
+                if let ChatMessage::Tool { tool_call_id, .. } = &stored {
+                    // Answered: how far it got no longer matters (and its id may come again).
+                    tx.prepare_cached(
+                        "DELETE FROM session_calls WHERE session_id = ?1 AND model_call_id = ?2",
+                    )?
+                    .execute(params![session_id, tool_call_id])?;
+                }
             }
             let count = first + messages.len() as i64;
             tx.prepare_cached(

@@ -5,6 +5,9 @@
     reason = "test code: a failed unwrap is the test failing"
 )]
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use troupe_actors::journal::{CallPhase, DelegationState, Journal, OpenedSession, Origin};
 use troupe_actors::model::{ChatMessage, ToolCallRequest};
 use troupe_actors::usage::Spend;
@@ -35,6 +38,7 @@ fn spent(tokens: u64) -> Spend {
 }
 
 async fn suite(store: SessionStore) {
+    let lost = Arc::new(AtomicBool::new(false));
     // A chat tree (root with a child), an HTTP session, another chat.
     opened(&store, &["root-a"], "chat");
     opened(&store, &["root-a", "child-a"], "subagent");
@@ -58,6 +62,7 @@ async fn suite(store: SessionStore) {
                 },
             ],
             spent(10),
+            &lost,
         )
         .await;
     store
@@ -73,13 +78,20 @@ async fn suite(store: SessionStore) {
                 },
             ],
             spent(3),
+            &lost,
         )
         .await;
     store
-        .step("http-b", 0, vec![user("deploy production")], spent(1))
+        .step(
+            "http-b",
+            0,
+            vec![user("deploy production")],
+            spent(1),
+            &lost,
+        )
         .await;
     store
-        .step("root-c", 0, vec![user("nothing to see")], spent(1))
+        .step("root-c", 0, vec![user("nothing to see")], spent(1), &lost)
         .await;
     store
         .call_phase("root-a", "call-1", CallPhase::AwaitingApproval)
@@ -140,11 +152,27 @@ async fn suite(store: SessionStore) {
 
     // A conversation written again from position 1 replaces what followed.
     store
-        .step("root-a", 1, vec![user("replaced")], spent(12))
+        .step("root-a", 1, vec![user("replaced")], spent(12), &lost)
         .await;
     let root = store.load("root-a").await.unwrap();
     assert_eq!(root.messages.len(), 2);
     assert_eq!(root.messages[1], user("replaced"));
+    // Once a call has its result, how far it got is forgotten (providers reuse call ids).
+    store
+        .step(
+            "root-a",
+            2,
+            vec![ChatMessage::Tool {
+                tool_call_id: "call-1".into(),
+                name: "terminal".into(),
+                content: "done".into(),
+            }],
+            spent(12),
+            &lost,
+        )
+        .await;
+    assert!(store.load("root-a").await.unwrap().phases.is_empty());
+    assert!(!lost.load(Ordering::SeqCst), "no write failed");
 
     // Ids by prefix; a prefix of two is ambiguous; none is not found.
     assert_eq!(store.load("http").await.unwrap().summary.id, "http-b");
@@ -153,8 +181,17 @@ async fn suite(store: SessionStore) {
         Err(SessionStoreError::Ambiguous { count: 2, .. })
     ));
     assert!(matches!(
-        store.load("zzz").await,
+        store.load("zzzz").await,
         Err(SessionStoreError::NotFound(_))
+    ));
+    // Wildcards are plain characters, and a prefix must say enough.
+    assert!(matches!(
+        store.load("%%%%").await,
+        Err(SessionStoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        store.load("_").await,
+        Err(SessionStoreError::TooShort(_))
     ));
     let tree = store.transcript("root-a", true).await.unwrap();
     assert_eq!(tree.len(), 2);
