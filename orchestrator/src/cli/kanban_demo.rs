@@ -54,9 +54,14 @@ async fn fan_out(store: Option<PathBuf>) -> Result<i32, String> {
     println!("model: {which}");
 
     // The demo's own profiles run on the same runtime as every other command (built-in tools,
-    // approvals, hooks); its config is the defaults, so the demo runs the same anywhere.
+    // approvals, hooks); its config is the defaults, so the demo runs the same anywhere, and its
+    // workers' sessions are kept beside its board rather than in the user's troupe home.
+    let config = Config::from_value(serde_json::json!({
+        "sessions": {"store": dir.join("sessions.db").display().to_string()}
+    }))
+    .map_err(|e| e.to_string())?;
     let runtime = Runtime::start(
-        Config::default(),
+        config,
         RuntimeOptions::default().with_background_delegation(false),
     )
     .await
