@@ -156,20 +156,33 @@ fn failed(error: SessionStoreError) -> CliError {
 }
 
 fn print_table(sessions: &[SessionSummary]) {
+    let now = crate::sessions::now_ms();
     println!(
-        "{:<36}  {:<7}  {:<6}  {:>8}  {:>9}  TITLE",
-        "ID", "ORIGIN", "STATUS", "MESSAGES", "TOKENS"
+        "{:<36}  {:>7}  {:<8}  {:<6}  {:>8}  {:>9}  TITLE",
+        "ID", "UPDATED", "ORIGIN", "STATUS", "MESSAGES", "TOKENS"
     );
     for s in sessions {
         println!(
-            "{:<36}  {:<7}  {:<6}  {:>8}  {:>9}  {}",
+            "{:<36}  {:>7}  {:<8}  {:<6}  {:>8}  {:>9}  {}",
             s.id,
+            age(now - s.updated_at),
             s.origin,
             s.status,
             s.messages,
             s.usage.tokens(),
             one_line(&s.title, 60)
         );
+    }
+}
+
+/// How long ago, in the largest whole unit: `40s`, `12m`, `3h`, `9d`.
+fn age(ms: i64) -> String {
+    let seconds = ms.max(0) / 1000;
+    match seconds {
+        0..60 => format!("{seconds}s"),
+        60..3_600 => format!("{}m", seconds / 60),
+        3_600..86_400 => format!("{}h", seconds / 3_600),
+        _ => format!("{}d", seconds / 86_400),
     }
 }
 
@@ -224,4 +237,16 @@ fn one_line(text: &str, max: usize) -> String {
         line.push('…');
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ages_are_shown_in_their_largest_whole_unit() {
+        assert_eq!(super::age(-5), "0s");
+        assert_eq!(super::age(59_999), "59s");
+        assert_eq!(super::age(60_000), "1m");
+        assert_eq!(super::age(7_200_000), "2h");
+        assert_eq!(super::age(3 * 86_400_000), "3d");
+    }
 }

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use troupe_tools::sync::lock;
@@ -202,7 +202,7 @@ impl SessionTable {
         lock(&self.entries)
             .iter()
             .filter(|(_, e)| {
-                !e.busy.load(Ordering::SeqCst)
+                !e.turns.is_busy()
                     && e.log.tick.receiver_count() == 0
                     && lock(&e.last_used).elapsed() >= idle
             })
@@ -216,12 +216,93 @@ impl SessionTable {
 struct SessionEntry {
     handle: SessionHandle,
     log: Arc<EventLog>,
-    /// Set while a turn runs, so a second message is refused at once with 409.
-    busy: AtomicBool,
-    /// The outcome of the latest finished turn.
-    last_outcome: Mutex<Option<Value>>,
+    /// Whether a message is being worked on, and the latest outcome (shared with the log).
+    turns: Arc<TurnState>,
     /// When a request last named this session.
     last_used: Mutex<std::time::Instant>,
+}
+
+/// Whether a session works on a message sent through this table, and its latest outcome. Shared
+/// with the session's event log, which settles both when the session's own `final` event is
+/// logged, before any client can read that event: a client that saw `final` and sends the next
+/// message at once is never told the session is busy.
+#[derive(Debug, Default)]
+pub struct TurnState {
+    /// 0 when idle, else the number of the message being worked on.
+    busy: AtomicU64,
+    /// Numbers messages.
+    next: AtomicU64,
+    /// The latest turn's outcome, and whether it is the whole one (from the turn's answer)
+    /// rather than what its `final` event said.
+    last_outcome: Mutex<Option<(Value, bool)>>,
+}
+
+/// Turn ids are time-ordered (uuid v7), so the greater is the later turn.
+fn turn_of(outcome: &Value) -> &str {
+    outcome["turn_id"].as_str().unwrap_or("")
+}
+
+impl TurnState {
+    /// Marks a message as being worked on; `None` when one already is.
+    fn begin(&self) -> Option<u64> {
+        let token = self.next.fetch_add(1, Ordering::SeqCst) + 1;
+        self.busy
+            .compare_exchange(0, token, Ordering::SeqCst, Ordering::SeqCst)
+            .ok()
+            .map(|_| token)
+    }
+
+    /// The message `token` is answered: its whole outcome is kept (unless a later turn's is
+    /// there already), and the session is idle unless another message began since.
+    fn finish(&self, token: u64, outcome: Option<Value>) {
+        if let Some(outcome) = outcome {
+            let mut last = lock(&self.last_outcome);
+            if last
+                .as_ref()
+                .is_none_or(|(l, _)| turn_of(l) <= turn_of(&outcome))
+            {
+                *last = Some((outcome, true));
+            }
+        }
+        let _ = self
+            .busy
+            .compare_exchange(token, 0, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
+    /// The session's own `final` event was logged: the turn is over, and what the event says
+    /// stands as its outcome until the whole one arrives.
+    fn settle(&self, data: &Value) {
+        let mut last = lock(&self.last_outcome);
+        let keep = last.as_ref().is_some_and(|(l, whole)| {
+            turn_of(l) > turn_of(data) || (*whole && turn_of(l) == turn_of(data))
+        });
+        if !keep {
+            *last = Some((
+                json!({
+                    "turn_id": data["turn_id"],
+                    "text": data["text"],
+                    "status": data["status"],
+                    "usage": data["usage"],
+                }),
+                false,
+            ));
+        }
+        drop(last);
+        self.busy.store(0, Ordering::SeqCst);
+    }
+
+    /// Sets the outcome (a message the session refused or lost).
+    fn record(&self, outcome: Value) {
+        *lock(&self.last_outcome) = Some((outcome, true));
+    }
+
+    fn last_outcome(&self) -> Option<Value> {
+        lock(&self.last_outcome).as_ref().map(|(o, _)| o.clone())
+    }
+
+    fn is_busy(&self) -> bool {
+        self.busy.load(Ordering::SeqCst) != 0
+    }
 }
 
 /// A session's events, numbered from 1, with a watch that ticks on each new one. With a session
@@ -235,6 +316,8 @@ pub struct EventLog {
     durable: Arc<std::sync::atomic::AtomicU64>,
     /// Where the log is written: the store and the log's id (its session's).
     store: Option<(crate::sessions::SessionStore, String)>,
+    /// The session whose own `final` events settle its turn state, and that state.
+    turns: std::sync::OnceLock<(String, Arc<TurnState>)>,
 }
 
 /// One logged event, as the stream sends it.
@@ -281,6 +364,7 @@ impl Default for EventLog {
             tick: Arc::new(tokio::sync::watch::channel(0).0),
             durable: Arc::default(),
             store: None,
+            turns: std::sync::OnceLock::new(),
         }
     }
 }
@@ -320,11 +404,24 @@ impl EventLog {
         log
     }
 
+    /// Has the `final` events of session `session_id` (not its subagents') settle `turns`.
+    pub fn watch_turns(&self, session_id: &str, turns: Arc<TurnState>) {
+        let _ = self.turns.set((session_id.to_string(), turns));
+    }
+
     /// Appends an event; returns its number.
     pub fn push(&self, event: SessionEvent) -> u64 {
         // The log is complete only when its writer says so (`end`): a subagent's
         // `session_ended` passes through it too.
         let logged = Logged::of(&event);
+        if logged.kind == "final"
+            && let Some((own, turns)) = self.turns.get()
+            && logged.session_id == *own
+            && let Ok(data) = serde_json::from_str::<Value>(&logged.data)
+        {
+            // Settled before any client can read the event.
+            turns.settle(&data);
+        }
         let mut inner = lock(&self.inner);
         inner.events.push_back(logged.clone());
         if inner.events.len() > SESSION_LOG_CAP {
@@ -588,13 +685,14 @@ async fn open_entry(
         }
         None => EventLog::default(),
     };
+    let turns = Arc::new(TurnState::default());
+    log.watch_turns(handle.id(), Arc::clone(&turns));
     let log = Arc::new(log);
     lock(&state.sessions.routes).register(handle.id(), &log);
     let entry = Arc::new(SessionEntry {
         handle: handle.clone(),
         log,
-        busy: AtomicBool::new(false),
-        last_outcome: Mutex::new(None),
+        turns,
         last_used: Mutex::new(std::time::Instant::now()),
     });
     lock(&state.sessions.entries).insert(handle.id().to_string(), Arc::clone(&entry));
@@ -640,8 +738,9 @@ pub async fn reopen_stored(state: &HttpState) -> usize {
             Ok(entry) => {
                 reopened += 1;
                 // Busy before the first request can arrive: a message must not overtake it.
-                entry.busy.store(true, Ordering::SeqCst);
-                tokio::spawn(resume_turn(entry));
+                if let Some(token) = entry.turns.begin() {
+                    tokio::spawn(resume_turn(entry, token));
+                }
             }
             Err(error) => {
                 tracing::warn!(session = %summary.id, error = %error.message, "a stored session could not be reopened")
@@ -651,24 +750,27 @@ pub async fn reopen_stored(state: &HttpState) -> usize {
     reopened
 }
 
-/// Goes on with the turn a reopened session stopped inside, as a message sent without `wait`;
-/// the entry is marked busy by the caller.
-async fn resume_turn(entry: Arc<SessionEntry>) {
+/// Goes on with the turn a reopened session stopped inside, as a message sent without `wait`
+/// (the message `token` of its turn state).
+async fn resume_turn(entry: Arc<SessionEntry>, token: u64) {
     match entry.handle.resume_turn().await {
-        Ok(Some(outcome)) => *lock(&entry.last_outcome) = Some(outcome_json(&outcome)),
-        Ok(None) => {}
-        Err(error) => record_failure(&entry, &error.to_string()),
+        Ok(outcome) => entry
+            .turns
+            .finish(token, outcome.as_ref().map(outcome_json)),
+        Err(error) => {
+            record_failure(&entry, &error.to_string());
+            entry.turns.finish(token, None);
+        }
     }
-    entry.busy.store(false, Ordering::SeqCst);
 }
 
 fn describe(entry: &SessionEntry) -> Value {
     json!({
         "session_id": entry.handle.id(),
         "agent_path": entry.handle.agent_path(),
-        "busy": entry.busy.load(Ordering::SeqCst),
+        "busy": entry.turns.is_busy(),
         "events": entry.log.len(),
-        "last_outcome": lock(&entry.last_outcome).clone(),
+        "last_outcome": entry.turns.last_outcome(),
         "usage": entry.handle.spent(),
         "budget": entry.handle.budget(),
     })
@@ -740,14 +842,14 @@ pub async fn send_message(
         }))
         .into_response());
     }
-    if entry.busy.swap(true, Ordering::SeqCst) {
+    let Some(token) = entry.turns.begin() else {
         return Err(ApiError::conflict(
             "session_busy",
             format!(
                 "session {id} is still working on a message; wait for its `final` event or stop it"
             ),
         ));
-    }
+    };
     // Events already logged: a `turn_started` after these is the turn this message began.
     let seen = entry.log.len();
     let mut ticks = entry.log.tick.subscribe();
@@ -755,10 +857,9 @@ pub async fn send_message(
         let entry = Arc::clone(&entry);
         tokio::spawn(async move {
             let result = entry.handle.send(message.text).await;
-            if let Ok(outcome) = &result {
-                *lock(&entry.last_outcome) = Some(outcome_json(outcome));
-            }
-            entry.busy.store(false, Ordering::SeqCst);
+            entry
+                .turns
+                .finish(token, result.as_ref().ok().map(outcome_json));
             result
         })
     };
@@ -823,7 +924,7 @@ pub async fn send_message(
 /// `final` event with status `failed` on its stream, so a client that was answered 202 learns
 /// of it.
 fn record_failure(entry: &SessionEntry, error: &str) {
-    *lock(&entry.last_outcome) = Some(json!({
+    entry.turns.record(json!({
         "turn_id": null,
         "text": "",
         "status": "failed",
@@ -1195,6 +1296,38 @@ mod tests {
         assert_eq!(numbers, [2, 3]);
         assert_eq!(events[0].1.kind, "turn_started");
         assert!(reopened.turn_started_after("s", 2));
+    }
+
+    #[test]
+    fn a_turn_is_settled_by_its_final_event_and_its_answer_in_either_order() {
+        let turns = TurnState::default();
+        let token = turns.begin().unwrap();
+        assert!(turns.begin().is_none(), "one message at a time");
+        // The event first: idle at once, the event's fields stand until the answer.
+        turns.settle(&json!({"turn_id": "t1", "text": "done", "status": "completed"}));
+        assert!(!turns.is_busy());
+        assert!(turns.last_outcome().unwrap().get("calls").is_none());
+        turns.finish(
+            token,
+            Some(json!({"turn_id": "t1", "status": "completed", "calls": []})),
+        );
+        assert!(turns.last_outcome().unwrap().get("calls").is_some());
+        // The answer first: the later event does not replace it.
+        let token = turns.begin().unwrap();
+        turns.finish(
+            token,
+            Some(json!({"turn_id": "t2", "status": "completed", "calls": []})),
+        );
+        turns.settle(&json!({"turn_id": "t2", "status": "completed"}));
+        assert!(turns.last_outcome().unwrap().get("calls").is_some());
+        // An older turn's answer never replaces a newer turn's outcome, nor frees a new message.
+        let old = turns.begin().unwrap();
+        turns.settle(&json!({"turn_id": "t3", "status": "completed"}));
+        let new = turns.begin().unwrap();
+        turns.finish(old, Some(json!({"turn_id": "t3", "calls": []})));
+        assert!(turns.is_busy(), "the new message is still being worked on");
+        turns.finish(new, None);
+        assert!(!turns.is_busy());
     }
 
     #[test]
