@@ -1629,14 +1629,12 @@ impl Handler<ResumeTurn> for Session {
             return Box::pin(async { Ok(None) });
         };
         let (reply, answer) = oneshot::channel();
-        let Some(spent) = self.meter.exhausted() else {
+        if self.meter.exhausted().is_none() {
             return self.resume_with(ctx, calls, reply, answer);
-        };
-        // No budget left to run them: they are noted as not run, and the turn ends.
-        self.note_not_run(calls);
-        if self.open_turn(ctx, Some(reply)) {
-            self.finish_over_budget(spent);
         }
+        // No budget left to run them: they are noted as not run, and the turn ends at once.
+        self.note_not_run(calls);
+        self.open_turn(ctx, Some(reply));
         let id = self.id.clone();
         Box::pin(async move { answer.await.map(Some).map_err(|_| SessionError::Closed(id)) })
     }
