@@ -276,6 +276,8 @@ pub struct Session {
     undelivered: Vec<String>,
     /// Set by the journal when a step could not be written: the next one writes everything.
     lost: Arc<std::sync::atomic::AtomicBool>,
+    /// The span the next turn goes under instead of the session's (the message's sender's).
+    next_turn_parent: Option<TraceSpan>,
 }
 
 /// What it takes to open a session.
@@ -866,9 +868,10 @@ impl Session {
             },
         );
         self.meter.start_work();
+        let parent = self.next_turn_parent.take();
         let trace = TraceSpan::start(
             "turn",
-            &self.trace,
+            parent.as_ref().unwrap_or(&self.trace),
             opentelemetry::trace::SpanKind::Internal,
             || vec![KeyValue::new("troupe.turn.id", turn_id.clone())],
         );
@@ -1157,6 +1160,9 @@ impl Actor for Session {
 pub struct SendMessage {
     /// What the user said.
     pub text: String,
+    /// The span the turn goes under (an HTTP request's `traceparent`); the session's when
+    /// `None`.
+    pub trace: Option<TraceSpan>,
 }
 
 impl Handler<SendMessage> for Session {
@@ -1173,6 +1179,7 @@ impl Handler<SendMessage> for Session {
             self.watch_delegations();
         }
         let (reply, answer) = oneshot::channel();
+        self.next_turn_parent = msg.trace;
         self.begin_turn(ctx, msg.text, Some(reply));
         let id = self.id.clone();
         Box::pin(async move { answer.await.map_err(|_| SessionError::Closed(id)) })
@@ -1832,6 +1839,7 @@ impl SessionHandle {
             resume,
             undelivered,
             lost: Arc::default(),
+            next_turn_parent: None,
         };
         let addr = session.start();
         Ok(SessionHandle {
@@ -1889,7 +1897,26 @@ impl SessionHandle {
 
     /// Sends a user message and waits for the turn's outcome.
     pub async fn send(&self, text: impl Into<String>) -> Result<TurnOutcome, SessionError> {
-        self.addr.send(SendMessage { text: text.into() }).await?
+        self.addr
+            .send(SendMessage {
+                text: text.into(),
+                trace: None,
+            })
+            .await?
+    }
+
+    /// [`SessionHandle::send`] with the turn's span under `parent` (the sender's trace).
+    pub async fn send_in_trace(
+        &self,
+        text: impl Into<String>,
+        parent: TraceSpan,
+    ) -> Result<TurnOutcome, SessionError> {
+        self.addr
+            .send(SendMessage {
+                text: text.into(),
+                trace: Some(parent),
+            })
+            .await?
     }
 
     /// A receiver of this session's events from now on.

@@ -533,3 +533,104 @@ async fn a_scripts_tool_calls_hang_under_the_execute_code_call() {
             .contains("from-the-script")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_puts_a_session_and_each_message_under_the_callers_traceparent() {
+    use tokio::io::AsyncBufReadExt;
+    let model = MockServer::start(Script::from_yaml_str("- text: Hello there.\n").unwrap())
+        .await
+        .unwrap();
+    let (receiver, collector) = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("troupe.yaml"),
+        format!(
+            "model: {{base_url: '{}', model: mock-model}}\n",
+            model.url()
+        ),
+    )
+    .unwrap();
+    let token = "traces-serve-token-0123456789";
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .current_dir(dir.path())
+        .env("TROUPE_HOME", dir.path().join("home"))
+        .env(troupe::http::auth::TOKEN_ENV, token)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &collector)
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env_remove("OTEL_SDK_DISABLED")
+        .env_remove("TROUPE_BASE_URL")
+        .args(["serve", "--port", "0", "--no-dispatch"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let base = loop {
+        let line = lines.next_line().await.unwrap().expect("serve started");
+        if let Some(rest) = line.strip_prefix("troupe serve: listening on ") {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let session_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let message_trace = "0af7651916cd43dd8448eb211c80319c";
+    let client = reqwest::Client::new();
+    let created: Value = client
+        .post(format!("{base}/api/sessions"))
+        .bearer_auth(token)
+        .header(
+            "traceparent",
+            format!("00-{session_trace}-00f067aa0ba902b7-01"),
+        )
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["session_id"].as_str().unwrap();
+    let outcome: Value = client
+        .post(format!("{base}/api/sessions/{id}/messages"))
+        .bearer_auth(token)
+        .header(
+            "traceparent",
+            format!("00-{message_trace}-b7ad6b7169203331-01"),
+        )
+        .json(&serde_json::json!({"text": "hi", "wait": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(outcome["text"], "Hello there.", "{outcome}");
+    // A clean stop flushes the exporter.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id().unwrap() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    child.wait().await.unwrap();
+    let spans = receiver.spans();
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let session = spans
+        .iter()
+        .find(|s| s.name == "session")
+        .expect("a session span");
+    assert_eq!(hex(&session.trace_id), session_trace);
+    assert_eq!(hex(&session.parent_span_id), "00f067aa0ba902b7");
+    let turn = spans
+        .iter()
+        .find(|s| s.name == "turn")
+        .expect("a turn span");
+    assert_eq!(hex(&turn.trace_id), message_trace, "the message's trace");
+    assert_eq!(hex(&turn.parent_span_id), "b7ad6b7169203331");
+    assert!(
+        spans
+            .iter()
+            .any(|s| s.name.starts_with("chat ") && s.parent_span_id == turn.span_id),
+        "the model request goes under the turn"
+    );
+}

@@ -822,8 +822,12 @@ pub struct SendMessage {
 pub async fn send_message(
     State(state): State<HttpState>,
     ApiPath(id): ApiPath<String>,
+    headers: HeaderMap,
     ApiJson(message): ApiJson<SendMessage>,
 ) -> Result<Response, ApiError> {
+    // The caller's trace: the turn's span goes under it.
+    let trace_parent = super::traceparent(&headers)
+        .map(|header| troupe_actors::trace::TraceSpan::from_traceparent(&header));
     if message.text.trim().is_empty() {
         return Err(ApiError::bad_request(
             "empty_message",
@@ -856,7 +860,10 @@ pub async fn send_message(
     let mut turn = {
         let entry = Arc::clone(&entry);
         tokio::spawn(async move {
-            let result = entry.handle.send(message.text).await;
+            let result = match trace_parent {
+                Some(parent) => entry.handle.send_in_trace(message.text, parent).await,
+                None => entry.handle.send(message.text).await,
+            };
             entry
                 .turns
                 .finish(token, result.as_ref().ok().map(outcome_json));
