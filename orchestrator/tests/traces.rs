@@ -4,7 +4,8 @@
 //! delegates to a child comes back as one trace: session → turn → model requests and tool
 //! calls (named after the underlying tool) → the child's session under the `delegate_task`
 //! call. A collector that refuses connections, or takes them and never answers, changes
-//! nothing for the turn.
+//! nothing for the turn. `troupe serve` puts a session under its creator's `traceparent` and each
+//! message's turn under the sender's, with a person's approval wait as a span of its own.
 //!
 //! Needs the MCP test servers (`scripts/install-test-deps.sh`).
 
@@ -537,15 +538,20 @@ async fn a_scripts_tool_calls_hang_under_the_execute_code_call() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_puts_a_session_and_each_message_under_the_callers_traceparent() {
     use tokio::io::AsyncBufReadExt;
-    let model = MockServer::start(Script::from_yaml_str("- text: Hello there.\n").unwrap())
-        .await
-        .unwrap();
+    let model = MockServer::start(
+        Script::from_yaml_str(
+            "- tool_calls:\n    - name: terminal\n      arguments: {command: echo traced-approval}\n- text: Hello there.\n",
+        )
+        .unwrap(),
+    )
+    .await
+    .unwrap();
     let (receiver, collector) = Receiver::start().await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("troupe.yaml"),
         format!(
-            "model: {{base_url: '{}', model: mock-model}}\n",
+            "model: {{base_url: '{}', model: mock-model}}\napprovals: {{require_approval: [terminal]}}\n",
             model.url()
         ),
     )
@@ -591,20 +597,55 @@ async fn serve_puts_a_session_and_each_message_under_the_callers_traceparent() {
         .await
         .unwrap();
     let id = created["session_id"].as_str().unwrap();
-    let outcome: Value = client
+    let accepted = client
         .post(format!("{base}/api/sessions/{id}/messages"))
         .bearer_auth(token)
         .header(
             "traceparent",
             format!("00-{message_trace}-b7ad6b7169203331-01"),
         )
-        .json(&serde_json::json!({"text": "hi", "wait": true}))
+        .json(&serde_json::json!({"text": "hi"}))
         .send()
         .await
-        .unwrap()
-        .json()
+        .unwrap();
+    assert_eq!(accepted.status().as_u16(), 202);
+    // The terminal call waits for a person, who approves it a little later.
+    let get = |path: String| {
+        let client = client.clone();
+        async move {
+            client
+                .get(path)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    };
+    let request = loop {
+        let all = get(format!("{base}/api/approvals")).await;
+        if let Some(first) = all["approvals"].as_array().and_then(|a| a.first()) {
+            break first["request_id"].as_str().unwrap().to_string();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    client
+        .post(format!("{base}/api/approvals/{request}"))
+        .bearer_auth(token)
+        .json(&serde_json::json!({"choice": "once"}))
+        .send()
         .await
         .unwrap();
+    let outcome = loop {
+        let shown = get(format!("{base}/api/sessions/{id}")).await;
+        if shown["busy"] == false && !shown["last_outcome"].is_null() {
+            break shown["last_outcome"].clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
     assert_eq!(outcome["text"], "Hello there.", "{outcome}");
     // A clean stop flushes the exporter.
     nix::sys::signal::kill(
@@ -632,5 +673,24 @@ async fn serve_puts_a_session_and_each_message_under_the_callers_traceparent() {
             .iter()
             .any(|s| s.name.starts_with("chat ") && s.parent_span_id == turn.span_id),
         "the model request goes under the turn"
+    );
+    // The person's wait is a span of its own, under the call it held up.
+    let call = spans
+        .iter()
+        .find(|s| s.name == "execute_tool terminal")
+        .expect("the terminal call's span");
+    assert_eq!(call.parent_span_id, turn.span_id);
+    let wait = spans
+        .iter()
+        .find(|s| s.name == "approval_wait")
+        .expect("an approval_wait span");
+    assert_eq!(wait.parent_span_id, call.span_id);
+    assert_eq!(
+        text(wait, "troupe.approval.request_id").as_deref(),
+        Some(request.as_str())
+    );
+    assert!(
+        wait.end_time_unix_nano - wait.start_time_unix_nano >= 50_000_000,
+        "it lasts as long as the person took"
     );
 }
