@@ -627,8 +627,55 @@ pub(crate) fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// One message as both backends store it.
+pub(crate) struct MessageRow {
+    /// Its position in the conversation.
+    pub seq: i64,
+    /// `user`, `assistant`, `tool` or `system`.
+    pub role: &'static str,
+    /// The message as JSON, secrets masked.
+    pub body: String,
+    /// The words it is found by.
+    pub text: String,
+    /// For a tool result: the call it answers (whose recorded phase no longer matters).
+    pub answers: Option<String>,
+}
+
+/// The rows of a step's `messages` from position `first` on, and the session's title when one
+/// of them is a user message (the first such).
+pub(crate) fn message_rows(
+    first: i64,
+    messages: &[ChatMessage],
+) -> (Vec<MessageRow>, Option<String>) {
+    let mut title = None;
+    let rows = messages
+        .iter()
+        .enumerate()
+        .map(|(offset, message)| {
+            let stored = redacted(message);
+            let (role, text) = searchable(&stored);
+            let answers = match &stored {
+                ChatMessage::User { content } => {
+                    title.get_or_insert_with(|| title_of(content));
+                    None
+                }
+                ChatMessage::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
+                _ => None,
+            };
+            MessageRow {
+                seq: first + offset as i64,
+                role,
+                body: serde_json::to_string(&stored).unwrap_or_default(),
+                text,
+                answers,
+            }
+        })
+        .collect();
+    (rows, title)
+}
+
 /// A message's text as stored: secrets masked by the receipts' rules.
-pub(crate) fn redacted(message: &ChatMessage) -> ChatMessage {
+fn redacted(message: &ChatMessage) -> ChatMessage {
     use troupe_tools::builtin::redact::redact;
     match message {
         ChatMessage::System { content } => ChatMessage::System {
@@ -663,7 +710,7 @@ pub(crate) fn redacted(message: &ChatMessage) -> ChatMessage {
 }
 
 /// The words a message is found by: its text, a call's tool and arguments.
-pub(crate) fn searchable(message: &ChatMessage) -> (&'static str, String) {
+fn searchable(message: &ChatMessage) -> (&'static str, String) {
     match message {
         ChatMessage::System { content } => ("system", content.clone()),
         ChatMessage::User { content } => ("user", content.clone()),
@@ -710,7 +757,7 @@ pub(crate) fn delegation_row(state: &DelegationState) -> (&'static str, String) 
 }
 
 /// A title from a first user message: its first line, at most 80 characters.
-pub(crate) fn title_of(text: &str) -> String {
+fn title_of(text: &str) -> String {
     let line = text
         .lines()
         .find(|l| !l.trim().is_empty())

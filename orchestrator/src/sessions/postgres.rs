@@ -13,7 +13,7 @@ use troupe_actors::model::ChatMessage;
 
 use super::{
     ListQuery, MAX_BATCH, SearchHit, SearchScope, SessionStoreError, SessionSummary, StoredSession,
-    Write, redacted, searchable, title_of,
+    Write,
 };
 
 /// The schema, created when missing. One advisory lock serialises hosts creating it at once.
@@ -548,24 +548,16 @@ async fn apply(
                 )
                 .await?;
             }
-            let mut title = None;
-            for (offset, message) in messages.iter().enumerate() {
-                let seq = first + offset as i64;
-                let stored = redacted(message);
-                let (role, text) = searchable(&stored);
-                if title.is_none()
-                    && let ChatMessage::User { content } = &stored
-                {
-                    title = Some(title_of(content));
-                }
-                let body = serde_json::to_string(&stored).unwrap_or_default();
+            let (rows, title) = super::message_rows(first, messages);
+            for row in &rows {
+                let (seq, role, body) = (row.seq, row.role, &row.body);
                 tx.execute(
                     &tx.prepare_cached("INSERT INTO troupe_session_messages (session_id, seq, root_id, role, body, text) VALUES ($1, $2, $3, $4, $5, $6)
                      ON CONFLICT (session_id, seq) DO UPDATE SET role = excluded.role, body = excluded.body, text = excluded.text").await?,
-                    &[&session_id, &seq, &root, &role, &body, &text.replace('\0', "")],
+                    &[&session_id, &seq, &root, &role, body, &row.text.replace('\0', "")],
                 )
                 .await?;
-                if let ChatMessage::Tool { tool_call_id, .. } = &stored {
+                if let Some(tool_call_id) = &row.answers {
                     // Answered: how far it got no longer matters (and its id may come again).
                     tx.execute(
                         &tx.prepare_cached(

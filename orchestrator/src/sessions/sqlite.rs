@@ -13,7 +13,7 @@ use troupe_tools::sync::lock;
 
 use super::{
     ListQuery, MAX_BATCH, SearchHit, SearchScope, SessionStoreError, SessionSummary, StoredSession,
-    Write, redacted, searchable, title_of,
+    Write,
 };
 
 /// The schema's version, in `PRAGMA user_version`.
@@ -526,35 +526,22 @@ fn apply(tx: &Transaction<'_>, write: &Write) -> rusqlite::Result<()> {
                 tx.prepare_cached("DELETE FROM session_text WHERE session_id = ?1 AND seq >= ?2")?
                     .execute(params![session_id, first])?;
             }
-            let mut title = None;
-            for (offset, message) in messages.iter().enumerate() {
-                let seq = first + offset as i64;
-                let stored = redacted(message);
-                let (role, text) = searchable(&stored);
-                if title.is_none()
-                    && let ChatMessage::User { content } = &stored
-                {
-                    title = Some(title_of(content));
-                }
+            let (rows, title) = super::message_rows(first, messages);
+            for row in &rows {
                 tx.prepare_cached(
                     "INSERT OR REPLACE INTO session_messages (session_id, seq, role, body) VALUES (?1, ?2, ?3, ?4)",
                 )?
-                .execute(params![
-                    session_id,
-                    seq,
-                    role,
-                    serde_json::to_string(&stored).unwrap_or_default()
-                ])?;
+                .execute(params![session_id, row.seq, row.role, row.body])?;
                 tx.prepare_cached(
                     "INSERT INTO session_text (text, session_id, root_id, seq, role) VALUES (?1, ?2, ?3, ?4, ?5)",
                 )?
-                .execute(params![text, session_id, root, seq, role])?;
-                if let ChatMessage::Tool { tool_call_id, .. } = &stored {
+                .execute(params![row.text, session_id, root, row.seq, row.role])?;
+                if let Some(call) = &row.answers {
                     // Answered: how far it got no longer matters (and its id may come again).
                     tx.prepare_cached(
                         "DELETE FROM session_calls WHERE session_id = ?1 AND model_call_id = ?2",
                     )?
-                    .execute(params![session_id, tool_call_id])?;
+                    .execute(params![session_id, call])?;
                 }
             }
             let count = first + messages.len() as i64;
