@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of troupe on a fresh machine: installs what the tests need (MCP servers from
-# npm and PyPI, PostgreSQL from Debian), starts a throwaway PostgreSQL, checks formatting, lints
-# and the API docs, then runs the whole workspace's tests.
+# npm and PyPI, PostgreSQL, docker, openssh and bubblewrap from Debian), starts a throwaway
+# PostgreSQL and the terminal backends' test backends, checks formatting, lints and the API docs,
+# then runs the whole workspace's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +23,14 @@ bash scripts/start-test-postgres.sh
 trap 'bash scripts/stop-test-postgres.sh' EXIT
 set -a; . target/test-postgres.env; set +a
 export TROUPE_REQUIRE_POSTGRES=1
+
+# Real backends for the terminal backends' tests (dockerd and a local image, a throwaway sshd on
+# 127.0.0.1, bubblewrap), removed however we exit, together with the PostgreSQL cluster.
+bash scripts/stop-test-backends.sh >/dev/null 2>&1 || true   # left by an interrupted run
+bash scripts/start-test-backends.sh
+trap 'bash scripts/stop-test-backends.sh; bash scripts/stop-test-postgres.sh' EXIT
+set -a; . target/test-backends.env; set +a
+export TROUPE_REQUIRE_BACKENDS=1
 
 # A run from a clean checkout gains nothing from incremental caches; they only take disk (GBs).
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"

@@ -603,7 +603,7 @@ async fn drive_session(
     if let Some(workspaces) = &params.hooks.workspaces {
         match workspaces.prepare(&params.board, &params.claim.task).await {
             Ok(dir) => {
-                hooks = hooks.with(workspaces.session_hook(&dir));
+                hooks = hooks.with(workspaces.session_hook(&dir, &params.profile.name));
                 config.cwd = dir;
             }
             Err(reason) => {

@@ -29,6 +29,7 @@ pub trait Workspaces: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<PathBuf, String>>;
 
     /// A session hook that puts every session it runs in (the worker's and its subagents')
-    /// in `dir`: working directory and the root of its path checks.
-    fn session_hook(&self, dir: &Path) -> Arc<dyn Hook>;
+    /// in `dir`: working directory and the root of its path checks; and on the terminal
+    /// backend of `profile` (the worker's), when it has one of its own.
+    fn session_hook(&self, dir: &Path, profile: &str) -> Arc<dyn Hook>;
 }

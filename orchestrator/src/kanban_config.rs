@@ -120,6 +120,9 @@ pub struct ProfileSettings {
     /// What one run of a task may spend; each limit it sets replaces the top-level
     /// `budget:`'s. A run that spends it blocks its task with kind `budget`.
     pub budget: Budget,
+    /// Where its workers' commands run, when not where `terminal:` says (`terminal:` under
+    /// the profile, with the same keys), and whether they still ask before dangerous ones.
+    pub terminal: Option<(crate::runtime::backends::BackendChoice, bool)>,
 }
 
 impl ProfileSettings {
@@ -504,10 +507,51 @@ fn profiles_section(value: &Value) -> Result<BTreeMap<String, ProfileSettings>, 
                     fields.get("budget").unwrap_or(&Value::Null),
                 )
                 .map_err(|m| crate::config::keyed_error(&prefix, m))?,
+                terminal: profile_terminal(fields, &prefix)?,
             },
         );
     }
     Ok(out)
+}
+
+/// A profile's own `terminal:` backend, checked like the top-level one.
+fn profile_terminal(
+    fields: &Map<String, Value>,
+    prefix: &str,
+) -> Result<Option<(crate::runtime::backends::BackendChoice, bool)>, ConfigError> {
+    let section = format!("{prefix}.terminal");
+    let terminal = match fields.get("terminal") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(map)) => map,
+        Some(other) => {
+            return Err(invalid(
+                &section,
+                format!(
+                    "expected a mapping such as {{backend: docker, docker_image: ...}}, found {}",
+                    yaml_kind(other)
+                ),
+            ));
+        }
+    };
+    for key in terminal.keys() {
+        if !crate::runtime::backends::BACKEND_KEYS.contains(&key.as_str()) {
+            return Err(invalid(
+                &format!("{section}.{key}"),
+                format!(
+                    "a profile's terminal: sets only where its commands run ({}); put other terminal settings under the top-level terminal:",
+                    crate::runtime::backends::BACKEND_KEYS.join(", ")
+                ),
+            ));
+        }
+    }
+    let choice = crate::runtime::backends::backend_choice(terminal, &section, &|var| {
+        std::env::var(var).ok()
+    })?;
+    let ask = !matches!(
+        terminal.get("dangerous_command_approval"),
+        Some(Value::Bool(false))
+    );
+    Ok(Some((choice, ask)))
 }
 
 /// Opens the store the settings name: the SQLite directory (created when missing) or the

@@ -243,21 +243,28 @@ impl ApprovalRules for DefaultRules {
     fn check(&self, input: &RuleInput<'_>) -> RuleVerdict {
         let arg = |key: &str| input.arguments.get(key).and_then(Value::as_str);
         match input.tool {
-            "terminal" => match check_command(arg("command").unwrap_or("")) {
-                // A harmless command still waits when the config lists `terminal`.
-                CommandVerdict::Allowed => {}
-                CommandVerdict::NeedsApproval { key, reason } => {
-                    return RuleVerdict::Ask {
-                        key: format!("terminal:{key}"),
-                        reason: reason.to_string(),
-                    };
+            "terminal" => {
+                match check_command(arg("command").unwrap_or("")) {
+                    // A harmless command still waits when the config lists `terminal`.
+                    CommandVerdict::Allowed => {}
+                    // Inside an isolated backend the configuration may waive the question.
+                    CommandVerdict::NeedsApproval { .. }
+                        if self.builtins.as_ref().is_some_and(|b| {
+                            !b.dangerous_commands_need_approval(input.session_id)
+                        }) => {}
+                    CommandVerdict::NeedsApproval { key, reason } => {
+                        return RuleVerdict::Ask {
+                            key: format!("terminal:{key}"),
+                            reason: reason.to_string(),
+                        };
+                    }
+                    CommandVerdict::Forbidden { reason, .. } => {
+                        return RuleVerdict::Forbid {
+                            reason: reason.to_string(),
+                        };
+                    }
                 }
-                CommandVerdict::Forbidden { reason, .. } => {
-                    return RuleVerdict::Forbid {
-                        reason: reason.to_string(),
-                    };
-                }
-            },
+            }
             "read_file" | "search_files" | "write_file" | "patch" => {
                 let access = if matches!(input.tool, "write_file" | "patch") {
                     PathAccess::Write

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use troupe_tools::builtin::{BuiltinConfig, CodeMode};
 
+use super::backends::{BACKEND_KEYS, BackendChoice};
 use crate::config::{Config, ConfigError};
 use troupe_tools::text::yaml_kind;
 
@@ -44,16 +45,39 @@ pub fn builtin_config(config: &Config) -> Result<BuiltinConfig, ConfigError> {
         .filter(|p| !p.as_os_str().is_empty())
         .map(Path::to_path_buf);
     let terminal = mapping(config.section("terminal"), "terminal")?;
-    warn_unknown(&terminal, "terminal", TERMINAL_KEYS);
-    if let Some(backend) = string(&terminal, "terminal", "backend")?
-        && backend != "local"
-    {
-        return Err(invalid(
-            "terminal.backend",
-            format!("troupe runs commands on this machine only; write `local` (found {backend:?})"),
-        ));
-    }
-    if let Some(cwd) = string(&terminal, "terminal", "cwd")? {
+    let known: Vec<&str> = TERMINAL_KEYS.iter().chain(BACKEND_KEYS).copied().collect();
+    warn_unknown(&terminal, "terminal", &known);
+    let backend = super::backends::configured_backend(config)?;
+    out.terminal.dangerous_command_approval = !matches!(
+        terminal.get("dangerous_command_approval"),
+        Some(Value::Bool(false))
+    );
+    if let BackendChoice::Ssh(ssh) = &backend {
+        // Paths are the remote host's: nothing to check here. Commands start in the remote
+        // user's home unless told otherwise.
+        out.default_cwd = match string(&terminal, "terminal", "cwd")? {
+            Some(cwd) if cwd.starts_with('/') => PathBuf::from(cwd),
+            Some(cwd) => {
+                return Err(invalid(
+                    "terminal.cwd",
+                    format!(
+                        "{cwd:?} is relative; on the ssh backend give an absolute path on the remote host"
+                    ),
+                ));
+            }
+            None => match ssh.user.as_deref() {
+                Some("root") => PathBuf::from("/root"),
+                Some(user) => PathBuf::from("/home").join(user),
+                // ssh logs in as the local user.
+                None => match std::env::var("USER") {
+                    Ok(user) if !user.is_empty() && user != "root" => {
+                        PathBuf::from("/home").join(user)
+                    }
+                    _ => PathBuf::from("/root"),
+                },
+            },
+        };
+    } else if let Some(cwd) = string(&terminal, "terminal", "cwd")? {
         let dir = absolute(&cwd, base.as_deref());
         if !dir.is_dir() {
             return Err(invalid(
@@ -126,7 +150,7 @@ pub fn builtin_config(config: &Config) -> Result<BuiltinConfig, ConfigError> {
     Ok(out)
 }
 
-fn absolute(raw: &str, base: Option<&Path>) -> PathBuf {
+pub(super) fn absolute(raw: &str, base: Option<&Path>) -> PathBuf {
     let path = match raw.strip_prefix("~/") {
         Some(rest) => match std::env::var_os("HOME") {
             Some(home) => PathBuf::from(home).join(rest),
@@ -145,14 +169,14 @@ fn absolute(raw: &str, base: Option<&Path>) -> PathBuf {
     joined.canonicalize().unwrap_or(joined)
 }
 
-fn invalid(key: &str, problem: String) -> ConfigError {
+pub(super) fn invalid(key: &str, problem: String) -> ConfigError {
     ConfigError::Invalid {
         key: key.to_string(),
         problem,
     }
 }
 
-fn mapping(value: &Value, key: &str) -> Result<Map<String, Value>, ConfigError> {
+pub(super) fn mapping(value: &Value, key: &str) -> Result<Map<String, Value>, ConfigError> {
     match value {
         Value::Null => Ok(Map::new()),
         Value::Object(map) => Ok(map.clone()),
@@ -171,7 +195,7 @@ fn warn_unknown(map: &Map<String, Value>, section: &str, known: &[&str]) {
     }
 }
 
-fn string(
+pub(super) fn string(
     map: &Map<String, Value>,
     section: &str,
     key: &str,
@@ -187,7 +211,11 @@ fn string(
     }
 }
 
-fn whole(map: &Map<String, Value>, section: &str, key: &str) -> Result<Option<u64>, ConfigError> {
+pub(super) fn whole(
+    map: &Map<String, Value>,
+    section: &str,
+    key: &str,
+) -> Result<Option<u64>, ConfigError> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n > 0) => Ok(n.as_u64()),
@@ -258,7 +286,8 @@ mod tests {
     #[test]
     fn bad_values_name_the_key() {
         for (yaml, key) in [
-            ("terminal: {backend: docker}", "terminal.backend"),
+            ("terminal: {backend: vm}", "terminal.backend"),
+            ("terminal: {backend: docker}", "terminal.docker_image"),
             ("terminal: {cwd: /no/such/dir/anywhere}", "terminal.cwd"),
             ("terminal: {timeout: soon}", "terminal.timeout"),
             (

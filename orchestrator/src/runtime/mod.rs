@@ -20,6 +20,7 @@
 //! and approvals as the model's calls): that wiring lives in the actor runtime and holds for
 //! every session the troupe opens, workers and subagents included.
 
+pub mod backends;
 pub mod builtins;
 pub mod workspaces;
 
@@ -34,7 +35,7 @@ use troupe_actors::session::SessionConfig;
 use troupe_actors::supervisor::{ApprovalConfig, ApprovalRules, DefaultRules};
 use troupe_kanban::hooks::KanbanHook;
 use troupe_kanban::profiles::{Profiles, WorkerProfile};
-use troupe_tools::builtin::{BuiltinConfig, Builtins, core_tools};
+use troupe_tools::builtin::{BuiltinConfig, Builtins, NamedBackend, core_tools};
 use troupe_tools::mcp::{McpManager, ServerState, ServerStatus};
 use troupe_tools::sync::lock;
 use troupe_tools::{Registry, ToolDef, ToolsetView, ViewSpec};
@@ -287,7 +288,26 @@ impl Runtime {
         };
         let default_provider = model_provider(&config.model)?;
         check_cost_budgets(&config, &delegation, &kanban, default_provider.as_deref())?;
-        let builtins = Builtins::start(builtin_settings)
+        let workspaces_dir = crate::kanban_config::troupe_home().join("workspaces");
+        let backend = backends::start_backend(
+            &backends::configured_backend(&config)?,
+            &builtin_settings,
+            Some(&workspaces_dir),
+        )
+        .map_err(|e| RuntimeError::Start(format!("terminal.backend: {e}")))?;
+        // A profile with a terminal: of its own runs its workers (and their subagents) there.
+        let mut named = vec![];
+        for (name, profile) in &kanban.profiles {
+            if let Some((choice, ask)) = &profile.terminal {
+                let backend =
+                    backends::start_backend(choice, &builtin_settings, Some(&workspaces_dir))
+                        .map_err(|e| {
+                            RuntimeError::Start(format!("profiles.{name}.terminal.backend: {e}"))
+                        })?;
+                named.push(NamedBackend::new(name.clone(), backend, *ask));
+            }
+        }
+        let builtins = Builtins::start_with_backends(builtin_settings, backend, named)
             .map_err(|e| RuntimeError::Start(format!("the built-in tools could not start: {e}")))?;
         let registry = Registry::with_tools(core_tools(&builtins));
         for tool in &options.tools {
@@ -617,6 +637,11 @@ impl Runtime {
     /// tool sources.
     pub async fn close(&self) -> CloseReport {
         let report = self.inner.troupe.close().await;
+        // The container goes, the connection closes, once no session can use them.
+        let builtins = Arc::clone(&self.inner.builtins);
+        if let Err(e) = tokio::task::spawn_blocking(move || builtins.shutdown_backend()).await {
+            tracing::warn!(%e, "closing the terminal backend failed");
+        }
         // Observer hooks (`on_session_end`, ...) still running get a bounded wait, so an
         // exiting program does not cut them off.
         self.inner.plugins.drain(OBSERVER_DRAIN).await;

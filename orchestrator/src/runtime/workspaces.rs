@@ -116,18 +116,21 @@ impl Workspaces for TaskWorkspaces {
         })
     }
 
-    fn session_hook(&self, dir: &Path) -> Arc<dyn Hook> {
+    fn session_hook(&self, dir: &Path, profile: &str) -> Arc<dyn Hook> {
         Arc::new(WorkspaceHook {
             builtins: Arc::clone(&self.builtins),
             dir: dir.to_path_buf(),
+            profile: profile.to_string(),
         })
     }
 }
 
-/// Binds every session it runs in to one workspace.
+/// Binds every session it runs in to one workspace, and to its profile's backend if the
+/// profile has one.
 struct WorkspaceHook {
     builtins: Arc<Builtins>,
     dir: PathBuf,
+    profile: String,
 }
 
 impl Hook for WorkspaceHook {
@@ -138,6 +141,7 @@ impl Hook for WorkspaceHook {
     fn on_session_start(&self, session_id: &str, _agent_path: &[String]) {
         self.builtins
             .set_session_workspace(session_id, self.dir.clone());
+        self.builtins.set_session_backend(session_id, &self.profile);
     }
 
     fn on_session_end(&self, session_id: &str, _agent_path: &[String], _reason: &str) {

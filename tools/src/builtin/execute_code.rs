@@ -6,7 +6,6 @@
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -16,15 +15,21 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
 use super::Builtins;
+use super::backend::SpawnRequest;
+use super::backend::remote::shell_quote;
 use super::capture::{HeadTail, Utf8Stream, thousands};
 pub use super::code_rpc::ALLOWED_IN_SCRIPTS;
 use super::code_rpc::{RpcState, serve};
 use super::code_stub::{MODULE_NAME, STUB_SOURCE};
-use super::process_group::{KillOnDrop, ProcessGroup, terminate};
+use super::process_group::{KillOnDrop, ProcessGroup, outlives, terminate};
 use super::redact::redact;
 use super::sandbox_env::code_env;
 use crate::text::json_kind;
 use crate::tool::{CallContext, ToolResult};
+
+/// How long a script's group may take to finish exiting before what remains counts as left
+/// running.
+const EXIT_SETTLE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Where scripts run and with which Python.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,9 +56,11 @@ impl CodeMode {
 struct Staging(PathBuf);
 
 impl Staging {
-    fn create() -> std::io::Result<Self> {
-        let dir =
-            std::env::temp_dir().join(format!("troupe_code_{}", uuid::Uuid::new_v4().simple()));
+    /// A new directory below `root` (the system's temporary directory when `None`).
+    fn create(root: Option<PathBuf>) -> std::io::Result<Self> {
+        let dir = root
+            .unwrap_or_else(std::env::temp_dir)
+            .join(format!("troupe_code_{}", uuid::Uuid::new_v4().simple()));
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
         Ok(Staging(dir))
     }
@@ -63,6 +70,17 @@ impl Drop for Staging {
     fn drop(&mut self) {
         if let Err(err) = std::fs::remove_dir_all(&self.0) {
             tracing::debug!(%err, dir = %self.0.display(), "could not remove an execute_code staging directory");
+        }
+    }
+}
+
+/// Runs a backend's release of a scratch directory when the run ends, however it ends.
+struct Release(Option<Box<dyn FnOnce() + Send>>);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        if let Some(release) = self.0.take() {
+            release();
         }
     }
 }
@@ -175,7 +193,8 @@ pub(crate) async fn call(
     };
     let config = &builtins.config.code;
     let started = Instant::now();
-    let staging = match Staging::create() {
+    let backend = builtins.backend_of(&ctx.session_id);
+    let staging = match Staging::create(backend.scratch_root()) {
         Ok(s) => s,
         Err(e) => {
             return refuse(format!(
@@ -212,6 +231,22 @@ pub(crate) async fn call(
         calls_made: AtomicUsize::new(0),
         max_calls: config.max_tool_calls,
     });
+    // The backend reaches the directory (a mount, an upload) and the socket (a forward).
+    let exposed = {
+        let (backend, dir, socket) = (backend.clone(), staging.0.clone(), socket_path.clone());
+        tokio::task::spawn_blocking(move || backend.expose_scratch(&dir, &socket)).await
+    };
+    let exposed = match exposed {
+        Ok(Ok(exposed)) => exposed,
+        Ok(Err(e)) => {
+            return refuse(format!(
+                "Could not give the {} backend the script and its tool socket: {e}.",
+                backend.name()
+            ));
+        }
+        Err(e) => return refuse(format!("Preparing the script failed unexpectedly: {e}.")),
+    };
+    let _release = Release(exposed.release);
     let stop_server = CancellationToken::new();
     let server = tokio::spawn(serve(listener, state.clone(), stop_server.clone()));
     let _stop_on_exit = stop_server.clone().drop_guard();
@@ -219,16 +254,16 @@ pub(crate) async fn call(
     let mut env = code_env(std::env::vars(), &config.env_passthrough);
     let python_path = match env.iter().find(|(k, _)| k == "PYTHONPATH") {
         Some((_, existing)) if !existing.is_empty() => {
-            format!("{}:{existing}", staging.0.display())
+            format!("{}:{existing}", exposed.dir.display())
         }
-        _ => staging.0.display().to_string(),
+        _ => exposed.dir.display().to_string(),
     };
     env.retain(|(k, _)| k != "PYTHONPATH");
     env.extend([
         ("PYTHONPATH".to_string(), python_path),
         (
             "TROUPE_RPC_SOCKET".to_string(),
-            socket_path.display().to_string(),
+            exposed.socket.display().to_string(),
         ),
         ("TROUPE_RPC_TOKEN".to_string(), token),
         ("PYTHONDONTWRITEBYTECODE".to_string(), "1".to_string()),
@@ -236,41 +271,48 @@ pub(crate) async fn call(
         ("PYTHONUTF8".to_string(), "1".to_string()),
         ("PYTHONUNBUFFERED".to_string(), "1".to_string()),
     ]);
+    let session_dir = builtins.session_cwd(&ctx.session_id);
     let cwd = match config.mode {
-        CodeMode::Project => super::terminal::existing_dir(&builtins.session_cwd(&ctx.session_id)),
-        CodeMode::Strict => staging.0.clone(),
+        CodeMode::Project if backend.shares_host_paths() => {
+            super::terminal::existing_dir(&session_dir)
+        }
+        CodeMode::Project => session_dir,
+        CodeMode::Strict => exposed.dir.clone(),
     };
-    let python = interpreter(config.mode, &config.python);
-    let mut command = tokio::process::Command::new(&python);
-    command
-        .arg(&script)
-        .current_dir(&cwd)
-        .env_clear()
-        .envs(env)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let kept = match super::process_group::spawn_kept(&mut command) {
-        Ok(c) => c,
+    // A virtualenv on this machine means nothing inside a container or on a remote host.
+    let python = if backend.shares_host_paths() {
+        interpreter(config.mode, &config.python)
+    } else {
+        config.python.clone()
+    };
+    let run = format!(
+        "exec {} {}",
+        shell_quote(&python.to_string_lossy()),
+        shell_quote(&exposed.dir.join("script.py").to_string_lossy())
+    );
+    let spawned = match backend.spawn(SpawnRequest {
+        split_stderr: true,
+        ..SpawnRequest::new(run, cwd, env)
+    }) {
+        Ok(spawned) => spawned,
         Err(e) => {
             return refuse(format!(
-                "Could not start the Python interpreter '{}': {e}. Install python3 or set the interpreter in the code_execution settings.",
-                python.display()
+                "Could not start the Python interpreter '{}' on the {} backend: {e}. Install python3 or set the interpreter in the code_execution settings.",
+                python.display(),
+                backend.name()
             ));
         }
     };
-    drop(command);
-    let group: Arc<dyn ProcessGroup> = Arc::new(kept.group());
-    let mut kept = kept;
+    let group: Arc<dyn ProcessGroup> = spawned.group.clone();
     let mut guard = KillOnDrop::new(group.clone());
-    let stdout = kept.child.stdout.take();
-    let stderr = kept.child.stderr.take();
+    let stdout = Some(spawned.output);
+    let stderr = spawned.stderr;
     let (out_cap, err_cap) = (config.max_stdout_bytes, config.max_stderr_bytes);
     // Readers end at end-of-file, or when told to give up and keep what they have.
     let give_up = CancellationToken::new();
     let stdout_task = tokio::spawn(capture(stdout, out_cap, give_up.clone()));
     let stderr_task = tokio::spawn(capture(stderr, err_cap, give_up.clone()));
-    let mut exit = kept.exit();
+    let mut exit = spawned.exit;
 
     enum End {
         Exited(i32),
@@ -284,8 +326,8 @@ pub(crate) async fn call(
     };
     // Processes the script started and left running (in its group or escaped from it) are
     // what keeps its output open; they end with the script.
-    let left_running = matches!(end, End::Exited(_)) && group.alive();
-    if !matches!(end, End::Exited(_)) || group.alive() {
+    let left_running = matches!(end, End::Exited(_)) && outlives(group.as_ref(), EXIT_SETTLE).await;
+    if !matches!(end, End::Exited(_)) || left_running {
         terminate(group.as_ref(), config.kill_grace).await;
     }
     if !matches!(end, End::Exited(_)) {

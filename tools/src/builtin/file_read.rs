@@ -2,13 +2,13 @@
 //! refused with what they look like; UTF-16 (by BOM, or by where the zero bytes fall) is
 //! converted to UTF-8 with a note; files over 10 MiB and device files are refused.
 
-use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
 use super::args::{optional_int, required_str};
+use super::files::{FileKind, Files};
 use super::{Builtins, PathAccess, authorize};
 use crate::tool::{CallContext, ToolResult};
 
@@ -163,19 +163,19 @@ fn err(value: Value) -> ToolResult {
 }
 
 /// Up to five names in the same directory that look like `path`'s, for a "not found" answer.
-fn similar_files(path: &Path) -> Vec<String> {
+fn similar_files(files: &dyn Files, path: &Path) -> Vec<String> {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
         return vec![];
     };
     let wanted = name.to_lowercase();
     let stem = wanted.split('.').next().unwrap_or("").to_string();
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Ok(entries) = files.read_dir(dir) else {
         return vec![];
     };
     let mut found: Vec<String> = entries
-        .flatten()
+        .into_iter()
         .take(50)
-        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .map(|e| e.name)
         .filter(|n| {
             let l = n.to_lowercase();
             (!stem.is_empty() && l.contains(&stem))
@@ -210,7 +210,10 @@ pub(crate) async fn call(
         Ok(p) => p,
         Err(refusal) => return refusal,
     };
-    match tokio::task::spawn_blocking(move || read(&path_arg, &path, offset, limit)).await {
+    let files = builtins.files_of(&ctx.session_id);
+    match tokio::task::spawn_blocking(move || read(files.as_ref(), &path_arg, &path, offset, limit))
+        .await
+    {
         Ok(result) => result,
         Err(e) => err(json!({"error": format!("Reading the file failed unexpectedly: {e}.")})),
     }
@@ -221,20 +224,13 @@ const DIRECTORY_ENTRIES: usize = 100;
 
 /// The names in directory `path`, sorted, sub-directories with a trailing `/`, at most
 /// [`DIRECTORY_ENTRIES`]; and how many more there are.
-fn directory_entries(path: &Path) -> (Vec<String>, usize) {
-    let Ok(read) = std::fs::read_dir(path) else {
+fn directory_entries(files: &dyn Files, path: &Path) -> (Vec<String>, usize) {
+    let Ok(read) = files.read_dir(path) else {
         return (Vec::new(), 0);
     };
     let mut names: Vec<String> = read
-        .filter_map(Result::ok)
-        .map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                name + "/"
-            } else {
-                name
-            }
-        })
+        .into_iter()
+        .map(|e| if e.is_dir { e.name + "/" } else { e.name })
         .collect();
     names.sort();
     let more = names.len().saturating_sub(DIRECTORY_ENTRIES);
@@ -242,27 +238,27 @@ fn directory_entries(path: &Path) -> (Vec<String>, usize) {
     (names, more)
 }
 
-fn read(shown: &str, path: &Path, offset: usize, limit: usize) -> ToolResult {
+fn read(files: &dyn Files, shown: &str, path: &Path, offset: usize, limit: usize) -> ToolResult {
     if DEVICES.iter().any(|d| Path::new(d) == path) {
         return err(
             json!({"error": format!("Cannot read '{shown}': it is a device that never ends or waits for input.")}),
         );
     }
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
+    let kind = match files.kind(path) {
+        Ok(k) => k,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return err(
-                json!({"error": format!("File not found: {shown}"), "similar_files": similar_files(path)}),
+                json!({"error": format!("File not found: {shown}"), "similar_files": similar_files(files, path)}),
             );
         }
         Err(e) => return err(json!({"error": format!("Cannot read '{shown}': {e}.")})),
     };
-    if meta.is_dir() {
+    if kind == FileKind::Dir {
         // Asked to read a directory, the caller most likely wants what is in it: answer with
         // its entries. Only when there is more below does the hint name the call that lists it
         // all, written out (small models copy an example far better than they follow an
         // instruction, and repeat a hint they do not need).
-        let (entries, more) = directory_entries(path);
+        let (entries, more) = directory_entries(files, path);
         let deeper = more > 0 || entries.iter().any(|e| e.ends_with('/'));
         let mut hint = format!("'{shown}' is a directory, not a file: these are its entries.");
         if deeper {
@@ -278,22 +274,21 @@ fn read(shown: &str, path: &Path, offset: usize, limit: usize) -> ToolResult {
         }
         return ToolResult::json(answer);
     }
-    if !meta.is_file() {
+    let FileKind::File(size) = kind else {
         return err(json!({
             "error": format!("Cannot read '{shown}': it is not a regular file (a FIFO, socket or device could block)."),
         }));
-    }
-    let size = meta.len();
+    };
     if size > MAX_FILE_BYTES {
         return err(json!({
             "error": format!("'{shown}' is {}, more than the 10 MiB read_file handles. Use search_files to find the part you need, or terminal with head, tail or sed -n to print a range.", human_size(size)),
             "file_size": size,
         }));
     }
-    let mut bytes = Vec::with_capacity(size as usize);
-    if let Err(e) = std::fs::File::open(path).and_then(|mut f| f.read_to_end(&mut bytes)) {
-        return err(json!({"error": format!("Cannot read '{shown}': {e}.")}));
-    }
+    let bytes = match files.read(path) {
+        Ok(bytes) => bytes,
+        Err(e) => return err(json!({"error": format!("Cannot read '{shown}': {e}.")})),
+    };
     let sample = &bytes[..bytes.len().min(1000)];
     let (text, note) = match sniff(sample, bytes.len()) {
         Encoding::Utf8 => {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::args::required_str;
-use super::atomic_write::write_atomic;
+use super::files::{FileKind, Files};
 use super::{Builtins, PathAccess, authorize};
 use crate::text::json_kind;
 use crate::tool::{CallContext, ToolResult};
@@ -47,18 +47,20 @@ pub(crate) fn match_conventions(content: &str, previous: Option<&[u8]>) -> Vec<u
 }
 
 /// Creates the missing ancestors of `path`; returns how many directories were made.
-pub(crate) fn create_parents(path: &Path) -> std::io::Result<usize> {
+pub(crate) fn create_parents(files: &dyn Files, path: &Path) -> std::io::Result<usize> {
     let mut missing = 0;
     let mut cur = path.parent();
     while let Some(dir) = cur {
-        if dir.as_os_str().is_empty() || dir.exists() {
+        if dir.as_os_str().is_empty() || files.kind(dir).is_ok() {
             break;
         }
         missing += 1;
         cur = dir.parent();
     }
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
+    if missing > 0
+        && let Some(parent) = path.parent()
+    {
+        files.create_dir_all(parent)?;
     }
     Ok(missing)
 }
@@ -102,17 +104,21 @@ pub(crate) async fn call(
             json!({"error": format!("Refusing to write '{path_arg}': the content is not valid JSON ({e}). Fix it and send it again. Nothing was written.")}),
         );
     }
+    let files = builtins.files_of(&ctx.session_id);
     let result = tokio::task::spawn_blocking(move || -> Result<Value, String> {
         // Write through a symlink to its target rather than replacing the link.
-        let target = std::fs::canonicalize(&path).unwrap_or(path);
-        if target.is_dir() {
-            return Err(format!("'{path_arg}' is a directory; send a file path."));
-        }
-        let dirs_created = create_parents(&target).map_err(|e| format!("Could not create the directories for '{path_arg}': {e}."))?;
-        let previous = std::fs::read(&target).ok();
+        let target = files.canonicalize(&path).unwrap_or(path);
+        let previous = match files.kind(&target) {
+            Ok(FileKind::Dir) => {
+                return Err(format!("'{path_arg}' is a directory; send a file path."));
+            }
+            Ok(_) => files.read(&target).ok(),
+            Err(_) => None,
+        };
+        let dirs_created = create_parents(files.as_ref(), &target).map_err(|e| format!("Could not create the directories for '{path_arg}': {e}."))?;
         let bytes = match_conventions(&content, previous.as_deref());
-        write_atomic(&target, &bytes, None).map_err(|e| format!("Could not write '{path_arg}': {e}. Nothing was changed."))?;
-        let verified = std::fs::read(&target).map(|b| b == bytes).unwrap_or(false);
+        files.write(&target, &bytes).map_err(|e| format!("Could not write '{path_arg}': {e}. Nothing was changed."))?;
+        let verified = files.read(&target).map(|b| b == bytes).unwrap_or(false);
         Ok(json!({"bytes_written": bytes.len(), "dirs_created": dirs_created, "verified": verified, "resolved_path": target.display().to_string()}))
     })
     .await;

@@ -10,7 +10,8 @@
 //! and marks approved calls with [`CallContext::with_approval`](crate::CallContext::with_approval).
 //!
 //! # Layout
-//! - [`backend`]: the [`TerminalBackend`] trait and the local backend.
+//! - [`backend`]: the [`TerminalBackend`] trait and the backends: local, sandbox (bubblewrap),
+//!   docker, ssh. [`files`]: the file system the file tools see through a backend.
 //! - `terminal`, `process_tool`: the two process tools; [`process_registry`] the registry actor,
 //!   [`receipts`] what finished processes leave on disk.
 //! - [`dangerous`], [`paths`]: what needs approval; [`exit_codes`]: exit codes explained;
@@ -32,6 +33,7 @@ mod execute_code;
 pub mod exit_codes;
 mod file_read;
 mod file_write;
+pub mod files;
 mod glob;
 mod patch;
 pub mod paths;
@@ -55,11 +57,15 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-pub use backend::{LocalBackend, SpawnRequest, SpawnedCommand, TerminalBackend};
+pub use backend::{
+    DockerBackend, DockerSettings, LocalBackend, SandboxBackend, SandboxSettings, SpawnRequest,
+    SpawnedCommand, SshBackend, SshSettings, TerminalBackend,
+};
 pub use dangerous::{CommandVerdict, approval_reason, check_command, forbidden_reason};
 #[cfg(unix)]
 pub use execute_code::{ALLOWED_IN_SCRIPTS, CodeMode};
 pub use exit_codes::exit_code_meaning;
+pub use files::Files;
 pub use paths::{PathAccess, path_needs_approval, resolve_path};
 pub use process_registry::{ProcessRegistry, RegistryConfig, StartedProcess};
 pub use receipts::{Receipt, ReceiptStore};
@@ -81,6 +87,9 @@ pub struct TerminalConfig {
     pub env_passthrough: Vec<String>,
     /// More variable names to strip (the configured providers' key variables).
     pub extra_blocked_env: Vec<String>,
+    /// Ask before dangerous commands. Turning it off only takes effect on a backend that
+    /// keeps commands off this machine and its network ([`TerminalBackend::isolated`]).
+    pub dangerous_command_approval: bool,
 }
 
 impl Default for TerminalConfig {
@@ -92,6 +101,7 @@ impl Default for TerminalConfig {
             kill_grace: Duration::from_secs(2),
             env_passthrough: vec![],
             extra_blocked_env: vec![],
+            dangerous_command_approval: true,
         }
     }
 }
@@ -166,6 +176,43 @@ impl Default for BuiltinConfig {
     }
 }
 
+/// A backend sessions can be bound to by name (a board profile's).
+pub struct NamedBackend {
+    /// Its name (the profile's).
+    pub name: String,
+    /// The backend.
+    pub backend: Arc<dyn TerminalBackend>,
+    /// The file system it gives.
+    files: Arc<dyn Files>,
+    /// Ask before dangerous commands (only `false` on an isolated backend waives it).
+    pub dangerous_command_approval: bool,
+}
+
+impl NamedBackend {
+    /// `backend` under `name`.
+    pub fn new(
+        name: impl Into<String>,
+        backend: Arc<dyn TerminalBackend>,
+        dangerous_command_approval: bool,
+    ) -> Self {
+        NamedBackend {
+            name: name.into(),
+            files: backend.files(),
+            backend,
+            dangerous_command_approval,
+        }
+    }
+}
+
+impl std::fmt::Debug for NamedBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NamedBackend")
+            .field("name", &self.name)
+            .field("backend", &self.backend.name())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Why the built-in tools could not start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -180,6 +227,12 @@ pub enum BuiltinError {
 pub struct Builtins {
     pub(crate) config: BuiltinConfig,
     pub(crate) backend: Arc<dyn TerminalBackend>,
+    /// The file system the backend's commands see.
+    pub(crate) files: Arc<dyn Files>,
+    /// Backends some sessions use instead (a board profile's), by name.
+    named: HashMap<String, NamedBackend>,
+    /// session id -> the name of the backend it uses, when not the default.
+    session_backends: Mutex<HashMap<String, String>>,
     pub(crate) processes: ProcessRegistry,
     /// session id -> its working directory, as the last `cd` left it.
     dirs: Mutex<HashMap<String, PathBuf>>,
@@ -207,6 +260,16 @@ impl Builtins {
         config: BuiltinConfig,
         backend: Arc<dyn TerminalBackend>,
     ) -> Result<Arc<Self>, BuiltinError> {
+        Builtins::start_with_backends(config, backend, vec![])
+    }
+
+    /// Starts the built-ins with a default backend and named ones that sessions can be bound
+    /// to ([`Builtins::set_session_backend`]).
+    pub fn start_with_backends(
+        config: BuiltinConfig,
+        backend: Arc<dyn TerminalBackend>,
+        named: Vec<NamedBackend>,
+    ) -> Result<Arc<Self>, BuiltinError> {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(BuiltinError::NoRuntime);
         }
@@ -219,7 +282,10 @@ impl Builtins {
         );
         Ok(Arc::new(Builtins {
             config,
+            files: backend.files(),
             backend,
+            named: named.into_iter().map(|n| (n.name.clone(), n)).collect(),
+            session_backends: Mutex::new(HashMap::new()),
             processes: registry,
             dirs: Mutex::new(HashMap::new()),
             workspaces: Mutex::new(HashMap::new()),
@@ -229,6 +295,67 @@ impl Builtins {
     /// The settings.
     pub fn config(&self) -> &BuiltinConfig {
         &self.config
+    }
+
+    /// The default terminal backend.
+    pub fn backend(&self) -> &Arc<dyn TerminalBackend> {
+        &self.backend
+    }
+
+    fn named_of(&self, session_id: &str) -> Option<&NamedBackend> {
+        let bound = self
+            .session_backends
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        bound.get(session_id).and_then(|name| self.named.get(name))
+    }
+
+    /// The backend `session_id`'s commands run on.
+    pub fn backend_of(&self, session_id: &str) -> Arc<dyn TerminalBackend> {
+        match self.named_of(session_id) {
+            Some(named) => named.backend.clone(),
+            None => self.backend.clone(),
+        }
+    }
+
+    /// The file system `session_id`'s file tools use.
+    pub(crate) fn files_of(&self, session_id: &str) -> Arc<dyn Files> {
+        match self.named_of(session_id) {
+            Some(named) => named.files.clone(),
+            None => self.files.clone(),
+        }
+    }
+
+    /// Runs `session_id` on the named backend; false (and nothing changes) when there is none
+    /// by that name.
+    pub fn set_session_backend(&self, session_id: &str, name: &str) -> bool {
+        if !self.named.contains_key(name) {
+            return false;
+        }
+        let mut bound = self
+            .session_backends
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        bound.insert(session_id.to_string(), name.to_string());
+        true
+    }
+
+    /// Whether `session_id`'s dangerous commands wait for approval: always, unless the
+    /// configuration turned it off for its backend and that backend is isolated (a container or
+    /// sandbox without network).
+    pub fn dangerous_commands_need_approval(&self, session_id: &str) -> bool {
+        match self.named_of(session_id) {
+            Some(named) => named.dangerous_command_approval || !named.backend.isolated(),
+            None => self.config.terminal.dangerous_command_approval || !self.backend.isolated(),
+        }
+    }
+
+    /// Gives back what the backends hold (containers, connections).
+    pub fn shutdown_backend(&self) {
+        self.backend.shutdown();
+        for named in self.named.values() {
+            named.backend.shutdown();
+        }
     }
 
     /// The process registry handle.
@@ -258,8 +385,12 @@ impl Builtins {
         workspaces.insert(session_id.to_string(), dir);
     }
 
-    /// Forgets a session's workspace and working directory (the session ended).
+    /// Forgets a session's workspace, working directory and backend (the session ended).
     pub fn clear_session_workspace(&self, session_id: &str) {
+        self.session_backends
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id);
         let mut workspaces = self.workspaces.lock().unwrap_or_else(|p| p.into_inner());
         workspaces.remove(session_id);
         drop(workspaces);
@@ -313,6 +444,11 @@ impl Builtins {
         drop(dirs);
         let mut workspaces = self.workspaces.lock().unwrap_or_else(|p| p.into_inner());
         workspaces.remove(session_id);
+        drop(workspaces);
+        self.session_backends
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id);
         stopped
     }
 }

@@ -5,14 +5,13 @@
 //! written.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
 use super::args::{flag, optional_str};
-use super::atomic_write::write_atomic;
-use super::file_write::create_parents;
+use super::files::{FileKind, Files};
 use super::{Builtins, PathAccess, authorize};
 use crate::tool::{CallContext, ToolResult};
 
@@ -310,6 +309,12 @@ pub(crate) fn apply_hunks(path: &str, content: &str, hunks: &[Hunk]) -> Result<S
     Ok(out)
 }
 
+/// A file's content as UTF-8 text.
+fn read_text(files: &dyn Files, path: &Path) -> std::io::Result<String> {
+    String::from_utf8(files.read(path)?)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()))
+}
+
 /// Runs the `patch` tool.
 pub(crate) async fn call(
     builtins: Arc<Builtins>,
@@ -356,9 +361,10 @@ async fn replace_mode(
         Ok(p) => p,
         Err(refusal) => return refusal,
     };
+    let files = builtins.files_of(&ctx.session_id);
     let result = tokio::task::spawn_blocking(move || -> Result<Value, String> {
-        let target = std::fs::canonicalize(&path).map_err(|e| format!("Cannot open '{path_arg}': {e}. Check the path with search_files."))?;
-        let before = std::fs::read_to_string(&target).map_err(|e| format!("Cannot read '{path_arg}' as UTF-8 text: {e}."))?;
+        let target = files.canonicalize(&path).map_err(|e| format!("Cannot open '{path_arg}': {e}. Check the path with search_files."))?;
+        let before = read_text(files.as_ref(), &target).map_err(|e| format!("Cannot read '{path_arg}' as UTF-8 text: {e}."))?;
         match replace_exact(&before, &old, &new, replace_all)? {
             Replaced::AlreadyApplied => Ok(json!({
                 "success": true,
@@ -366,7 +372,7 @@ async fn replace_mode(
                 "note": format!("'{path_arg}' already contains the new text and not the old, so the change looks applied already. Nothing was written; do not send it again."),
             })),
             Replaced::Changed(after, count) => {
-                write_atomic(&target, after.as_bytes(), None).map_err(|e| format!("Could not write '{path_arg}': {e}. The file is unchanged."))?;
+                files.write(&target, after.as_bytes()).map_err(|e| format!("Could not write '{path_arg}': {e}. The file is unchanged."))?;
                 Ok(json!({"success": true, "replacements": count, "diff": diff(&path_arg, &before, &after), "files_modified": [target.display().to_string()]}))
             }
         }
@@ -415,7 +421,9 @@ async fn patch_mode(
             }
         }
     }
+    let files = builtins.files_of(&ctx.session_id);
     let result = tokio::task::spawn_blocking(move || -> Result<Value, String> {
+        let exists = |p: &Path| files.kind(p).is_ok();
         enum Change {
             Write(PathBuf, Vec<u8>),
             Remove(PathBuf),
@@ -426,7 +434,7 @@ async fn patch_mode(
             match op {
                 FileOp::Update { path, hunks } => {
                     let p = &resolved[path];
-                    let before = std::fs::read_to_string(p)
+                    let before = read_text(files.as_ref(), p)
                         .map_err(|e| format!("Cannot read '{path}': {e}."))?;
                     let after = apply_hunks(path, &before, hunks)?;
                     diffs.push(diff(path, &before, &after));
@@ -434,7 +442,7 @@ async fn patch_mode(
                 }
                 FileOp::Add { path, content } => {
                     let p = &resolved[path];
-                    if p.exists() {
+                    if exists(p) {
                         return Err(format!(
                             "'{path}' already exists; use '*** Update File:' to change it."
                         ));
@@ -444,16 +452,17 @@ async fn patch_mode(
                 }
                 FileOp::Delete { path } => {
                     let p = &resolved[path];
-                    if !p.is_file() {
+                    if !matches!(files.kind(p), Ok(FileKind::File(_))) {
                         return Err(format!("'{path}' is not a file, so it cannot be deleted."));
                     }
                     changes.push(Change::Remove(p.clone()));
                 }
                 FileOp::Move { from, to } => {
                     let (a, b) = (&resolved[from], &resolved[to]);
-                    let bytes = std::fs::read(a)
+                    let bytes = files
+                        .read(a)
                         .map_err(|e| format!("Cannot read '{from}' to move it: {e}."))?;
-                    if b.exists() {
+                    if exists(b) {
                         return Err(format!(
                             "'{to}' already exists; a move will not overwrite it."
                         ));
@@ -467,15 +476,14 @@ async fn patch_mode(
         for change in changes {
             match change {
                 Change::Write(p, bytes) => {
-                    create_parents(&p).map_err(|e| {
-                        format!("Could not create the directories for {}: {e}.", p.display())
-                    })?;
-                    write_atomic(&p, &bytes, None)
+                    files
+                        .write(&p, &bytes)
                         .map_err(|e| format!("Could not write {}: {e}.", p.display()))?;
                     modified.push(p.display().to_string());
                 }
                 Change::Remove(p) => {
-                    std::fs::remove_file(&p)
+                    files
+                        .remove_file(&p)
                         .map_err(|e| format!("Could not delete {}: {e}.", p.display()))?;
                     modified.push(p.display().to_string());
                 }

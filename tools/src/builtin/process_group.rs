@@ -195,6 +195,19 @@ pub async fn terminate(group: &dyn ProcessGroup, grace: Duration) {
     tracing::warn!("a process group survived SIGKILL for a second; it may be stuck in the kernel");
 }
 
+/// Whether members of the group still run `within` after its command ended: members that are
+/// only finishing their own exit (a sandbox tearing down its namespace) are given that long.
+pub(crate) async fn outlives(group: &dyn ProcessGroup, within: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    while group.alive() {
+        if tokio::time::Instant::now() >= deadline {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    false
+}
+
 /// Kills a group (SIGKILL, no grace) when dropped while still armed: the owning future was
 /// dropped mid-run, and nothing else would ever stop the group.
 pub(crate) struct KillOnDrop {

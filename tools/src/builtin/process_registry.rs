@@ -230,6 +230,7 @@ impl ProcessRegistry {
                 cwd: cwd.to_path_buf(),
                 env,
                 stdin: true,
+                split_stderr: false,
             })
             .map_err(|e| format!("The command could not be started: {e}."))?;
         let id = format!("proc_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);

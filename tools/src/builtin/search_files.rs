@@ -2,7 +2,6 @@
 //! directory. `.git` and `target` directories are skipped, as are binary and very large files;
 //! results come in pages, and matched lines have secrets masked.
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -10,6 +9,7 @@ use regex::Regex;
 use serde_json::{Map, Value, json};
 
 use super::args::{optional_int, optional_str, required_str};
+use super::files::Files;
 use super::glob::Glob;
 use super::redact::redact;
 use super::{Builtins, PathAccess, authorize};
@@ -21,6 +21,8 @@ const SKIPPED_DIRS: &[&str] = &[".git", "target", "node_modules", ".hg", ".svn"]
 const MAX_FILES_VISITED: usize = 200_000;
 /// Files larger than this are not searched for content.
 const MAX_SEARCH_BYTES: u64 = 10 * 1024 * 1024;
+/// Files read per batch.
+const READ_BATCH: usize = 200;
 /// Longest matched line shown.
 const MAX_LINE_CHARS: usize = 500;
 
@@ -42,40 +44,6 @@ pub(crate) struct Search {
     pub(crate) context: usize,
 }
 
-/// Every file below `root` in a stable order (sorted per directory), skipping ignored
-/// directories; stops after [`MAX_FILES_VISITED`].
-fn walk(root: &Path) -> (Vec<PathBuf>, bool) {
-    if root.is_file() {
-        return (vec![root.to_path_buf()], false);
-    }
-    let mut files = vec![];
-    let mut queue = VecDeque::from([root.to_path_buf()]);
-    while let Some(dir) = queue.pop_front() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        let mut entries: Vec<_> = entries.flatten().collect();
-        entries.sort_by_key(|e| e.file_name());
-        for entry in entries {
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            let name = entry.file_name();
-            if kind.is_dir() {
-                if !SKIPPED_DIRS.iter().any(|s| name == *s) {
-                    queue.push_back(entry.path());
-                }
-            } else if kind.is_file() {
-                files.push(entry.path());
-                if files.len() >= MAX_FILES_VISITED {
-                    return (files, true);
-                }
-            }
-        }
-    }
-    (files, false)
-}
-
 fn relative(root: &Path, path: &Path) -> String {
     path.strip_prefix(root)
         .unwrap_or(path)
@@ -84,8 +52,9 @@ fn relative(root: &Path, path: &Path) -> String {
 }
 
 /// Runs a search and builds the result.
-pub(crate) fn run(search: &Search, shown_root: &str) -> Value {
-    let (files, capped) = walk(&search.root);
+pub(crate) fn run(fs: &dyn Files, search: &Search, shown_root: &str) -> Value {
+    let walked = fs.walk(&search.root, SKIPPED_DIRS, MAX_FILES_VISITED);
+    let (files, capped) = (walked.files, walked.capped);
     let in_scope = |p: &Path| {
         search
             .file_glob
@@ -132,14 +101,13 @@ pub(crate) fn run(search: &Search, shown_root: &str) -> Value {
         let mut matches = vec![];
         let mut counts = serde_json::Map::new();
         let mut total = 0usize;
-        for path in files.iter().filter(|p| in_scope(p)) {
-            if std::fs::metadata(path)
-                .map(|m| m.len() > MAX_SEARCH_BYTES)
-                .unwrap_or(true)
-            {
-                continue;
-            }
-            let Ok(bytes) = std::fs::read(path) else {
+        let scoped: Vec<PathBuf> = files.iter().filter(|p| in_scope(p)).cloned().collect();
+        // A batch at a time: one round trip to a remote backend, little memory here.
+        let read = scoped
+            .chunks(READ_BATCH)
+            .flat_map(|batch| batch.iter().zip(fs.read_many(batch, MAX_SEARCH_BYTES)));
+        for (path, bytes) in read {
+            let Some(bytes) = bytes else {
                 continue;
             };
             if bytes[..bytes.len().min(1000)].contains(&0) {
@@ -323,7 +291,8 @@ pub(crate) async fn call(
         mode,
         context,
     };
-    match tokio::task::spawn_blocking(move || run(&search, &path_arg)).await {
+    let fs = builtins.files_of(&ctx.session_id);
+    match tokio::task::spawn_blocking(move || run(fs.as_ref(), &search, &path_arg)).await {
         Ok(v) => ToolResult::json(v),
         Err(e) => fail(format!("The search failed unexpectedly: {e}.")),
     }

@@ -73,12 +73,7 @@ pub(crate) async fn run_foreground(
     let script = format!(
         "{command}\n__troupe_status=$?\nprintf '\\n{marker}%s\\n' \"$PWD\"\nexit $__troupe_status\n"
     );
-    let spawned = backend.spawn(SpawnRequest {
-        script,
-        cwd: cwd.to_path_buf(),
-        env,
-        stdin: false,
-    })?;
+    let spawned = backend.spawn(SpawnRequest::new(script, cwd, env))?;
     let group = spawned.group.clone();
     let mut guard = KillOnDrop::new(group.clone());
     let mut output = spawned.output;
@@ -269,11 +264,20 @@ pub(crate) async fn call(
         ));
     }
 
+    let backend = builtins.backend_of(&ctx.session_id);
     let mut approval_note = None;
     match check_command(&command) {
         CommandVerdict::Forbidden { reason, .. } => {
             return blocked(format!(
                 "This command is never run: {reason}. No approval can allow it; find a narrower command."
+            ));
+        }
+        CommandVerdict::NeedsApproval { reason, .. }
+            if !ctx.approved && !builtins.dangerous_commands_need_approval(&ctx.session_id) =>
+        {
+            approval_note = Some(format!(
+                "This command would need approval on this machine ({reason}); it runs without one inside the isolated {} backend, as configured.",
+                backend.name()
             ));
         }
         CommandVerdict::NeedsApproval { reason, .. } if !ctx.approved => {
@@ -298,14 +302,15 @@ pub(crate) async fn call(
             } else {
                 session_dir.join(p)
             };
-            if !p.is_dir() {
+            if backend.shares_host_paths() && !p.is_dir() {
                 return ToolResult::error_json(
                     json!({"output": "", "exit_code": -1, "error": format!("'workdir' {} is not an existing directory. Send an existing directory, or leave it out to use the session's.", p.display())}),
                 );
             }
             p
         }
-        None => existing_dir(&session_dir),
+        None if backend.shares_host_paths() => existing_dir(&session_dir),
+        None => session_dir.clone(),
     };
     let env = terminal_env(
         std::env::vars(),
@@ -316,13 +321,7 @@ pub(crate) async fn call(
     if background {
         return match builtins
             .processes
-            .start(
-                &ctx.session_id,
-                &command,
-                &cwd,
-                env,
-                builtins.backend.as_ref(),
-            )
+            .start(&ctx.session_id, &command, &cwd, env, backend.as_ref())
             .await
         {
             Ok(started) => {
@@ -350,15 +349,8 @@ pub(crate) async fn call(
         max_output_chars: config.max_output_chars,
         kill_grace: config.kill_grace,
     };
-    let outcome = match run_foreground(
-        builtins.backend.as_ref(),
-        &command,
-        &cwd,
-        env,
-        &limits,
-        &ctx.cancel,
-    )
-    .await
+    let outcome = match run_foreground(backend.as_ref(), &command, &cwd, env, &limits, &ctx.cancel)
+        .await
     {
         Ok(o) => o,
         Err(err) => {

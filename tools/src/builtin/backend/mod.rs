@@ -1,0 +1,263 @@
+//! Where terminal commands run. [`TerminalBackend`] starts a shell script and hands back its
+//! output, its stdin, its exit and its process group, and gives the file system those commands
+//! see. `terminal`, the process registry, `execute_code` and the file tools only ever talk to
+//! the trait.
+//!
+//! # Layout
+//! - this file: the trait and [`LocalBackend`] (this machine).
+//! - [`sandbox`]: [`SandboxBackend`], a bubblewrap sandbox on this machine.
+//! - [`docker`]: [`DockerBackend`], one long-lived hardened container.
+//! - [`ssh`]: [`SshBackend`], a remote host over one multiplexed connection.
+//! - `remote`: what docker and ssh share: the wrapper that puts a command in a process group
+//!   of its own inside the backend, and [`RemoteGroup`](remote::RemoteGroup) that signals it.
+
+pub mod docker;
+pub(crate) mod remote;
+pub mod sandbox;
+pub mod ssh;
+
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::files::{Files, LocalFiles};
+use super::process_group::{ProcessGroup, spawn_kept};
+
+pub use docker::{DockerBackend, DockerSettings};
+pub use sandbox::{SandboxBackend, SandboxSettings};
+pub use ssh::{SshBackend, SshSettings};
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct SpawnRequest {
+    /// The shell script to run.
+    pub script: String,
+    /// The directory to run it in.
+    pub cwd: PathBuf,
+    /// The complete environment (nothing else is inherited).
+    pub env: Vec<(String, String)>,
+    /// Give the command a writable stdin; otherwise it reads from an empty input.
+    pub stdin: bool,
+    /// Keep stderr apart from stdout (in [`SpawnedCommand::stderr`]).
+    pub split_stderr: bool,
+}
+
+impl SpawnRequest {
+    /// A script with no stdin and its two streams merged.
+    pub fn new(
+        script: impl Into<String>,
+        cwd: impl Into<PathBuf>,
+        env: Vec<(String, String)>,
+    ) -> Self {
+        SpawnRequest {
+            script: script.into(),
+            cwd: cwd.into(),
+            env,
+            stdin: false,
+            split_stderr: false,
+        }
+    }
+}
+
+/// A started command. Dropping it does not stop the command: stop it through `group`.
+pub struct SpawnedCommand {
+    /// The leader's pid, when the backend knows it.
+    pub pid: Option<u32>,
+    /// Stdout and stderr merged, in the order written (stdout alone when split).
+    pub output: Box<dyn AsyncRead + Send + Unpin>,
+    /// Stderr, when the request asked for it apart.
+    pub stderr: Option<Box<dyn AsyncRead + Send + Unpin>>,
+    /// The command's stdin, when requested.
+    pub stdin: Option<Box<dyn AsyncWrite + Send + Unpin>>,
+    /// Resolves to the exit code (minus the signal number when a signal killed it).
+    pub exit: BoxFuture<'static, i32>,
+    /// The command's process group.
+    pub group: Arc<dyn ProcessGroup>,
+}
+
+impl std::fmt::Debug for SpawnedCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpawnedCommand")
+            .field("pid", &self.pid)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A scratch directory of an `execute_code` run as the backend sees it.
+pub struct ExposedScratch {
+    /// The directory inside the backend.
+    pub dir: PathBuf,
+    /// The tool socket inside the backend.
+    pub socket: PathBuf,
+    /// Undoes the exposure (an upload, a forwarded socket); run when the script ended.
+    pub release: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl std::fmt::Debug for ExposedScratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExposedScratch")
+            .field("dir", &self.dir)
+            .field("socket", &self.socket)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs shell scripts somewhere: this machine, a sandbox, a container, a remote host.
+pub trait TerminalBackend: Send + Sync + 'static {
+    /// A short name for messages and logs (`local`, `docker`, ...).
+    fn name(&self) -> &str;
+    /// Starts `request.script` in a process group of its own.
+    fn spawn(&self, request: SpawnRequest) -> std::io::Result<SpawnedCommand>;
+    /// The file system the commands see, for the file tools.
+    fn files(&self) -> Arc<dyn Files> {
+        Arc::new(LocalFiles)
+    }
+    /// Whether the directories of this machine are the ones commands see (checks like "is
+    /// this an existing directory" can be made here).
+    fn shares_host_paths(&self) -> bool {
+        true
+    }
+    /// Where `execute_code` puts a run's scratch directory on this machine; `None` for the
+    /// system's temporary directory.
+    fn scratch_root(&self) -> Option<PathBuf> {
+        None
+    }
+    /// Makes a scratch directory (the script, its module and the tool socket at `socket`)
+    /// reachable from inside the backend.
+    fn expose_scratch(&self, dir: &Path, socket: &Path) -> std::io::Result<ExposedScratch> {
+        Ok(ExposedScratch {
+            dir: dir.to_path_buf(),
+            socket: socket.to_path_buf(),
+            release: None,
+        })
+    }
+    /// Whether commands are kept off this machine's files (but their workspace) and network:
+    /// only then may the configuration relax the dangerous-command approval.
+    fn isolated(&self) -> bool {
+        false
+    }
+    /// Gives back what the backend holds (a container, a connection). Called once, at the end.
+    fn shutdown(&self) {}
+}
+
+/// Runs scripts on this machine with bash (or `sh` when bash is missing), each command leading
+/// a new session so that its whole tree can be signalled.
+#[derive(Debug, Clone)]
+pub struct LocalBackend {
+    shell: PathBuf,
+}
+
+impl Default for LocalBackend {
+    fn default() -> Self {
+        let shell = ["/bin/bash", "/usr/bin/bash", "/usr/local/bin/bash"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists())
+            .unwrap_or_else(|| PathBuf::from("/bin/sh"));
+        LocalBackend { shell }
+    }
+}
+
+impl LocalBackend {
+    /// A backend running scripts with `shell -c`.
+    pub fn with_shell(shell: impl Into<PathBuf>) -> Self {
+        LocalBackend {
+            shell: shell.into(),
+        }
+    }
+
+    /// The shell it runs scripts with.
+    pub fn shell(&self) -> &std::path::Path {
+        &self.shell
+    }
+}
+
+impl TerminalBackend for LocalBackend {
+    fn name(&self) -> &str {
+        "local"
+    }
+
+    fn spawn(&self, request: SpawnRequest) -> std::io::Result<SpawnedCommand> {
+        let mut command = tokio::process::Command::new(&self.shell);
+        command
+            .arg("-c")
+            .arg(&request.script)
+            .current_dir(&request.cwd);
+        spawn_here(command, &request)
+    }
+}
+
+/// The local command (its program and leading arguments) a backend runs a script through.
+pub(crate) fn command_of(argv: &[OsString]) -> std::io::Result<tokio::process::Command> {
+    let (program, args) = argv.split_first().ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "empty command line")
+    })?;
+    let mut command = tokio::process::Command::new(program);
+    command.args(args);
+    Ok(command)
+}
+
+/// Starts `command` on this machine under a keeper, with `request`'s environment and streams.
+pub(crate) fn spawn_here(
+    mut command: tokio::process::Command,
+    request: &SpawnRequest,
+) -> std::io::Result<SpawnedCommand> {
+    command
+        .env_clear()
+        .envs(request.env.iter().map(|(k, v)| (k, v)))
+        .stdin(if request.stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+    let (output, stderr) = wire_output(&mut command, request.split_stderr)?;
+    let mut kept = spawn_kept(&mut command)?;
+    // The command object still holds our copies of the pipes' write ends; while they live
+    // the readers would never see end-of-file.
+    drop(command);
+    let pid = kept.child.id();
+    let stdin = kept
+        .child
+        .stdin
+        .take()
+        .map(|s| Box::new(s) as Box<dyn AsyncWrite + Send + Unpin>);
+    let group = kept.group();
+    let exit = kept.exit();
+    Ok(SpawnedCommand {
+        pid,
+        output,
+        stderr,
+        stdin,
+        exit,
+        group: Arc::new(group),
+    })
+}
+
+type Reader = Box<dyn AsyncRead + Send + Unpin>;
+
+/// Points the command's stdout and stderr at pipes: one for both (which keeps their
+/// interleaving as written) or one each.
+pub(crate) fn wire_output(
+    command: &mut tokio::process::Command,
+    split: bool,
+) -> std::io::Result<(Reader, Option<Reader>)> {
+    let reader = |fd: std::io::PipeReader| -> std::io::Result<Reader> {
+        Ok(Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(
+            OwnedFd::from(fd),
+        )?))
+    };
+    let (out_read, out_write) = std::io::pipe()?;
+    if split {
+        let (err_read, err_write) = std::io::pipe()?;
+        command.stdout(out_write).stderr(err_write);
+        Ok((reader(out_read)?, Some(reader(err_read)?)))
+    } else {
+        command.stdout(out_write.try_clone()?).stderr(out_write);
+        Ok((reader(out_read)?, None))
+    }
+}
