@@ -1,13 +1,13 @@
 //! What the docker and ssh backends share. A command there is started by a local client
 //! (`docker exec`, `ssh`) that cannot signal what it started, so the command runs under a small
 //! wrapper that makes it lead a session of its own inside the backend and writes its group id
-//! to a file; [`RemoteGroup`] reads that file once and signals the group with `kill` run in
-//! the backend. Stopping the local client alone would leave the command running.
+//! to a file; [`RemoteGroup`] signals the group with a `kill` run in the backend that reads
+//! that file (one round trip per signal). Stopping the local client alone would leave the command running.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
@@ -33,7 +33,7 @@ const HOST_ONLY_VARS: &[&str] = &[
 /// wrapper's stdin (a background job would otherwise read /dev/null).
 const WRAPPER: &str = r#"gf=$1; dir=$2; script=$3
 mkdir -p "${gf%/*}" 2>/dev/null
-cd -- "$dir" 2>/dev/null || { echo "troupe: the directory $dir does not exist in the backend" >&2; exit 126; }
+cd -- "$dir" 2>/dev/null || { echo 0 > "$gf"; echo "troupe: the directory $dir does not exist in the backend" >&2; exit 126; }
 if command -v bash >/dev/null 2>&1; then sh=bash; else sh=sh; fi
 exec 3<&0
 setsid "$sh" -c "$script" <&3 3<&- &
@@ -129,11 +129,7 @@ pub(crate) fn spawn_remote(
         .stdin
         .take()
         .map(|s| Box::new(s) as Box<dyn AsyncWrite + Send + Unpin>);
-    let group = Arc::new(RemoteGroup {
-        shell,
-        group_file,
-        pgid: OnceLock::new(),
-    });
+    let group = Arc::new(RemoteGroup { shell, group_file });
     let exit = async move {
         match child.wait().await {
             Ok(status) => status.code().unwrap_or(-1),
@@ -158,55 +154,32 @@ pub(crate) fn spawn_remote(
 pub(crate) struct RemoteGroup {
     shell: Arc<dyn RemoteShell>,
     group_file: String,
-    pgid: OnceLock<Option<i32>>,
 }
 
 impl RemoteGroup {
-    /// The group id, read from the wrapper's file (waiting briefly when the command has just
-    /// started); `None` when the command never ran.
-    fn pgid(&self) -> Option<i32> {
-        *self.pgid.get_or_init(|| {
-            let deadline = Instant::now() + Duration::from_secs(2);
-            loop {
-                let read = self
-                    .shell
-                    .run_script(r#"cat -- "$1" 2>/dev/null"#, &[&self.group_file], &[]);
-                match read {
-                    Ok(out) => {
-                        if let Some(pgid) = String::from_utf8_lossy(&out.stdout)
-                            .trim()
-                            .parse::<i32>()
-                            .ok()
-                            .filter(|p| *p > 1)
-                        {
-                            return Some(pgid);
-                        }
-                    }
-                    Err(err) => {
-                        tracing::warn!(%err, "could not reach the backend to find a command's group");
-                        return None;
-                    }
-                }
-                if Instant::now() >= deadline {
-                    return None;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
-    }
-
+    /// Sends `signal` (a name, or `0` to probe) to the group in one round trip: the group file
+    /// is read and the group signalled by the same script. A file not written yet (the command
+    /// has just started) is waited for, briefly; `0` in it means the command never started.
     fn kill(&self, signal: &str) -> bool {
-        let Some(pgid) = self.pgid() else {
-            return false;
-        };
-        let target = format!("-{pgid}");
-        self.shell
-            .run_script(
-                r#"kill -s "$1" -- "$2" 2>/dev/null"#,
-                &[signal, &target],
-                &[],
-            )
-            .is_ok_and(|out| out.status.success())
+        const SCRIPT: &str = r#"[ -s "$1" ] || exit 3
+p=$(cat -- "$1"); [ "$p" -gt 1 ] 2>/dev/null || exit 4
+kill -s "$2" -- "-$p" 2>/dev/null"#;
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            match self
+                .shell
+                .run_script(SCRIPT, &[&self.group_file, signal], &[])
+            {
+                Ok(out) if out.status.code() == Some(3) && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Ok(out) => return out.status.success(),
+                Err(err) => {
+                    tracing::warn!(%err, "could not reach the backend to signal a command");
+                    return false;
+                }
+            }
+        }
     }
 }
 
