@@ -345,6 +345,50 @@ async fn the_board_signs_in_follows_the_cli_and_workers_and_takes_comments() {
     .unwrap();
     assert_eq!(page.eval("window.__sameLoad").await.unwrap(), json!(true));
 
+    // `Esc` leaves the filter; clearing it brings every card back; `j` puts the cursor on one.
+    page.press("Escape").await.unwrap();
+    page.eval("const f = document.getElementById('filter-text'); f.value = ''; f.dispatchEvent(new Event('input'))")
+        .await
+        .unwrap();
+    page.wait_for(&column_of(&cli_id), STEP).await.unwrap();
+    page.press("j").await.unwrap();
+    page.wait_for("!!document.querySelector('.card.cursor')", STEP)
+        .await
+        .unwrap();
+    // `n` asks for a new task; Enter in its title creates it, and its card opens.
+    page.press("n").await.unwrap();
+    page.wait_for(
+        "document.getElementById('dialog').open && document.activeElement.name === 'title'",
+        STEP,
+    )
+    .await
+    .unwrap();
+    page.type_text("MADE-IN-THE-PAGE").await.unwrap();
+    page.press("Enter").await.unwrap();
+    page.wait_for(
+        "!document.getElementById('dialog').open && document.querySelector('.task-title')?.textContent === 'MADE-IN-THE-PAGE'",
+        STEP,
+    )
+    .await
+    .unwrap();
+    let listed = dir.run_json(&["kanban", "list"]).await.to_string();
+    assert!(listed.contains("MADE-IN-THE-PAGE"), "{listed}");
+
+    // The theme toggle switches the colours, whatever the system prefers.
+    let before = page
+        .eval("getComputedStyle(document.body).backgroundColor")
+        .await
+        .unwrap();
+    page.click("#theme-toggle").await.unwrap();
+    let after = page
+        .wait_for(
+            &format!("(() => {{ const c = getComputedStyle(document.body).backgroundColor; return c !== {before} && c; }})()"),
+            STEP,
+        )
+        .await
+        .unwrap();
+    assert_ne!(before, after);
+
     // A token that stops working (changed on the server, say) brings the sign-in back.
     page.eval(
         "sessionStorage.setItem('troupe.token', 'a-stale-token-0123456789'); location.reload()",
@@ -443,6 +487,13 @@ async fn approvals_from_two_levels_down_and_a_hard_stop_are_answered_in_the_page
         "{card}"
     );
     assert!(!dir.path().join("approved.txt").exists());
+    // The session's tree shows the three levels, read from its event stream.
+    page.wait_for(
+        &format!("!!document.querySelector('.session[data-session-id=\"{root}\"] .agent-tree .agent-tree .agent-tree')"),
+        STEP,
+    )
+    .await
+    .unwrap();
     page.screenshot(&shots().join("approvals.png"))
         .await
         .unwrap();

@@ -24,7 +24,12 @@ const state = {
 const board = new Board($("columns"), {
   open: (id) => openTask(id),
   selectionChanged: () => showBulk(),
-  summary: (text) => ($("board-summary").textContent = text),
+  summary: (text, total) => {
+    $("board-summary").textContent = text;
+    // Keep the switcher's count of the open board current too.
+    const option = [...$("board-select").options].find((o) => o.value === state.board);
+    if (option) option.textContent = option.textContent.replace(/\(\d+\)$/, `(${total})`);
+  },
 });
 const panel = new TaskPanel($("task-panel"), {
   board: () => board,

@@ -22,7 +22,7 @@ const STATUS_OF_EVENT = {
 export class Board {
   constructor(root, handlers) {
     this.root = root;
-    this.handlers = handlers; // {open(id), selectionChanged(), summary(text)}
+    this.handlers = handlers; // {open(id), selectionChanged(), summary(text, total)}
     this.tasks = new Map();
     this.children = new Map(); // parent id -> Set of child ids
     this.parents = new Map(); // child id -> Set of parent ids
@@ -165,7 +165,7 @@ export class Board {
     }
     let running = 0;
     for (const t of this.tasks.values()) if (t.status === "running") running += 1;
-    this.handlers.summary(`${this.tasks.size} tasks · ${running} running`);
+    this.handlers.summary(`${this.tasks.size} tasks · ${running} running`, this.tasks.size);
     document.body.dataset.rendered = String(this.tasks.size);
   }
 
