@@ -600,40 +600,68 @@ async fn dashboard_figures() {
         .await;
     assert_eq!(status, 201, "{created}");
 
-    // 5,000 tasks across assignees and priorities; the last MOVES get the highest priority,
-    // so their cards sit at the top of the done column, in view, once moved.
+    // 5,000 tasks across assignees and priorities, as 500 fan-outs: a parent (ready) and nine
+    // children waiting for it (todo). The last MOVES parents get the highest priority, so
+    // their cards sit at the top of the done column, in view, once moved.
     let started = Instant::now();
-    let tasks_path = format!("/api/plugins/kanban/tasks?board={slug}");
-    let mut moved = Vec::new();
+    let tasks_path = format!("{}/api/plugins/kanban/tasks?board={slug}", served.base);
     let client = reqwest::Client::new();
-    for chunk in (0..TASKS).collect::<Vec<_>>().chunks(50) {
-        let mut batch = Vec::new();
-        for &i in chunk {
-            let top = i >= TASKS - MOVES;
-            let assignee = ["coder", "writer", "reviewer", "tester"][i % 4];
-            let body = json!({
-                "title": format!("task {i}: something to do"),
-                "body": "a body of a few words",
-                "assignee": assignee,
-                "priority": if top { 1000 + i as i64 } else { (i % 7) as i64 },
-            });
-            let request = client
-                .post(format!("{}{tasks_path}", served.base))
-                .bearer_auth(TOKEN)
-                .json(&body)
-                .send();
-            batch.push(async move { (top, request.await) });
+    let create = |i: usize, parent: Option<String>| {
+        let top = parent.is_none() && i >= TASKS - 10 * MOVES;
+        let assignee = ["coder", "writer", "reviewer", "tester"][i % 4];
+        let mut body = json!({
+            "title": format!("task {i}: something to do"),
+            "body": "a body of a few words",
+            "assignee": assignee,
+            "priority": if top { 1000 + i as i64 } else { (i % 7) as i64 },
+        });
+        if let Some(parent) = parent {
+            body["parents"] = json!([parent]);
         }
-        for (top, response) in futures::future::join_all(batch).await {
-            let response = response.unwrap();
+        let request = client
+            .post(&tasks_path)
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send();
+        async move {
+            let response = request.await.unwrap();
             assert_eq!(response.status(), 201);
             let created: Value = response.json().await.unwrap();
-            if top {
-                moved.push(created["task"]["id"].as_str().unwrap().to_string());
-            }
+            (top, created["task"]["id"].as_str().unwrap().to_string())
         }
+    };
+    let mut parents = Vec::new();
+    for chunk in (0..TASKS).step_by(10).collect::<Vec<_>>().chunks(50) {
+        let batch = chunk.iter().map(|&i| create(i, None));
+        parents.extend(futures::future::join_all(batch).await);
     }
+    let children: Vec<(usize, String)> = parents
+        .iter()
+        .enumerate()
+        .flat_map(|(n, (_, id))| (1..10).map(move |k| (n * 10 + k, id.clone())))
+        .collect();
+    for chunk in children.chunks(50) {
+        let batch = chunk.iter().map(|(i, p)| create(*i, Some(p.clone())));
+        futures::future::join_all(batch).await;
+    }
+    let moved: Vec<String> = parents
+        .into_iter()
+        .filter_map(|(top, id)| top.then_some(id))
+        .collect();
+    assert_eq!(moved.len(), MOVES);
     eprintln!("created {TASKS} tasks in {:?}", started.elapsed());
+
+    // What the page asks for behind the first paint: the board's links, for fan-out marks.
+    let asked = Instant::now();
+    let (status, links) = served
+        .call(
+            Method::GET,
+            &format!("/api/plugins/kanban/links?board={slug}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{links}");
+    let links_ms = asked.elapsed().as_secs_f64() * 1000.0;
 
     let page = Browser::launch().await.unwrap();
     page.navigate(&format!("{}/", served.base)).await.unwrap();
@@ -717,7 +745,7 @@ async fn dashboard_figures() {
     };
     eprintln!(
         "FIGURES store={store} tasks={TASKS} first_paint_ms(median of 5)={:.0} full_load_ms(median)={:.0} \
-         event_to_card_ms: median={:.1} p90={:.1} max={:.1} (n={MOVES})",
+         links_ms={links_ms:.0} event_to_card_ms: median={:.1} p90={:.1} max={:.1} (n={MOVES})",
         median(&mut paints),
         median(&mut loads),
         median(&mut latencies.clone()),

@@ -1036,10 +1036,6 @@ pub async fn link(
         .into_response())
 }
 
-/// Links read at once by `GET /links`: enough to keep the store busy without queueing every
-/// task of a large board on it together.
-const LINK_READS_IN_FLIGHT: usize = 16;
-
 /// Handler of `GET /links`: every link of the board, as `{parent_id, child_id}` pairs, so a
 /// dashboard can show fan-out progress on each card without asking task by task. Archived
 /// tasks' links are included (an archived child counts as finished).
@@ -1047,29 +1043,14 @@ pub async fn list_links(
     State(state): State<HttpState>,
     ApiQuery(query): ApiQuery<BoardQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    use futures::{StreamExt, TryStreamExt};
     let slug = board_of(&state, query.board.as_deref())?;
-    let filter = TaskFilter {
-        include_archived: true,
-        ..TaskFilter::default()
-    };
-    let tasks = state.store.list_tasks(&slug, &filter).await?;
-    let store = &state.store;
-    let slug = &slug;
-    let links: Vec<Value> = futures::stream::iter(tasks)
-        .map(|task| async move {
-            let links = store.links(slug, &task.id).await?;
-            Ok::<_, troupe_kanban::StoreError>(
-                links
-                    .children
-                    .into_iter()
-                    .map(|child| json!({"parent_id": task.id, "child_id": child}))
-                    .collect::<Vec<_>>(),
-            )
-        })
-        .buffered(LINK_READS_IN_FLIGHT)
-        .try_concat()
-        .await?;
+    let links: Vec<Value> = state
+        .store
+        .board_links(&slug)
+        .await?
+        .into_iter()
+        .map(|link| json!({"parent_id": link.parent, "child_id": link.child}))
+        .collect();
     Ok(Json(json!({ "links": links })))
 }
 
