@@ -113,6 +113,11 @@ async fn the_board_signs_in_follows_the_cli_and_workers_and_takes_comments() {
         .to_string();
     assert!(policy.contains("default-src 'none'"), "{policy}");
     assert!(policy.contains("script-src 'self'"), "{policy}");
+    let host = base.trim_start_matches("http://").to_string();
+    assert!(
+        policy.contains(&format!("connect-src 'self' ws://{host} wss://{host};")),
+        "{policy}"
+    );
     for path in [
         "/api/plugins/kanban/board",
         "/api/plugins/kanban/boards",
@@ -402,9 +407,14 @@ async fn the_board_signs_in_follows_the_cli_and_workers_and_takes_comments() {
     .await
     .unwrap();
 
-    // Nothing but the server was asked for anything.
-    let host = base.trim_start_matches("http://").to_string();
+    // Nothing but the server was asked for anything, and the policy blocked nothing.
     let requests = page.requests();
+    let blocked: Vec<String> = page
+        .console()
+        .into_iter()
+        .filter(|line| line.contains("Content Security Policy"))
+        .collect();
+    assert!(blocked.is_empty(), "{blocked:?}");
     assert!(!requests.is_empty());
     let foreign: Vec<&String> = requests
         .iter()

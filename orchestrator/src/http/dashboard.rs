@@ -6,7 +6,7 @@
 
 use axum::Router;
 use axum::extract::Path;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
@@ -15,12 +15,29 @@ use super::HttpState;
 /// Path prefix of the page's assets.
 pub const ASSET_PREFIX: &str = "/dashboard/";
 
-/// The policy every dashboard answer carries: nothing from other hosts, no inline script or
-/// style, no framing. `connect-src` names `ws:`/`wss:` besides `'self'` because older
-/// browsers do not count a WebSocket to the same host as `'self'`.
-pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
-     style-src 'self'; img-src 'self'; connect-src 'self' ws: wss:; base-uri 'none'; \
-     form-action 'none'; frame-ancestors 'none'";
+/// The policy of every dashboard answer: nothing from other hosts, no inline script or style,
+/// no plugins, no framing; the page may connect to its own server only. `{ws}` becomes the
+/// server's WebSocket origins, since older browsers do not count a WebSocket to the same host
+/// as `'self'`.
+const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+     connect-src 'self'{ws}; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// The Content-Security-Policy for a page asked for with `host` (the request's `Host`
+/// header): its WebSocket feed may go to `ws://<host>` and `wss://<host>` and nowhere else. A
+/// host that is not a plain name or address with a port gets `'self'` alone.
+pub fn content_security_policy(host: Option<&str>) -> String {
+    let plain = |h: &&str| {
+        !h.is_empty()
+            && h.len() <= 255
+            && h.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'))
+    };
+    let ws = match host.filter(plain) {
+        Some(host) => format!(" ws://{host} wss://{host}"),
+        None => String::new(),
+    };
+    POLICY.replace("{ws}", &ws)
+}
 
 /// One file of the page: its name under [`ASSET_PREFIX`], its media type and its bytes.
 struct Asset {
@@ -82,13 +99,13 @@ pub fn asset_names() -> impl Iterator<Item = &'static str> {
     ASSETS.iter().map(|a| a.name)
 }
 
-async fn page() -> Response {
-    respond("text/html; charset=utf-8", INDEX)
+async fn page(headers: HeaderMap) -> Response {
+    respond("text/html; charset=utf-8", INDEX, &headers)
 }
 
-async fn asset(Path(file): Path<String>) -> Response {
+async fn asset(Path(file): Path<String>, headers: HeaderMap) -> Response {
     match ASSETS.iter().find(|a| a.name == file) {
-        Some(asset) => respond(asset.media_type, asset.body),
+        Some(asset) => respond(asset.media_type, asset.body, &headers),
         None => (
             StatusCode::NOT_FOUND,
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
@@ -98,14 +115,14 @@ async fn asset(Path(file): Path<String>) -> Response {
     }
 }
 
-fn respond(media_type: &'static str, body: &'static str) -> Response {
+fn respond(media_type: &'static str, body: &'static str, request: &HeaderMap) -> Response {
+    let host = request.get(header::HOST).and_then(|h| h.to_str().ok());
+    let policy = HeaderValue::from_str(&content_security_policy(host))
+        .unwrap_or_else(|_| HeaderValue::from_static("default-src 'none'"));
     let mut response = body.into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(media_type));
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-    );
+    headers.insert(header::CONTENT_SECURITY_POLICY, policy);
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
@@ -122,6 +139,22 @@ fn respond(media_type: &'static str, body: &'static str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_policy_lets_the_page_reach_its_own_server_only() {
+        let policy = content_security_policy(Some("127.0.0.1:8642"));
+        assert!(
+            policy.contains("connect-src 'self' ws://127.0.0.1:8642 wss://127.0.0.1:8642;"),
+            "{policy}"
+        );
+        assert!(policy.starts_with("default-src 'none';"), "{policy}");
+        // A Host header trying to add a directive or another source gets 'self' alone.
+        for host in ["evil.test; script-src *", "a b", ""] {
+            let policy = content_security_policy(Some(host));
+            assert!(policy.contains("connect-src 'self';"), "{host:?}: {policy}");
+        }
+        assert!(content_security_policy(None).contains("connect-src 'self';"));
+    }
 
     #[test]
     fn every_script_the_page_imports_is_built_in() {

@@ -155,7 +155,9 @@ impl Browser {
                                 requests.lock().unwrap().push(url.to_string());
                             }
                         }
-                        Some("Runtime.consoleAPICalled") | Some("Runtime.exceptionThrown") => {
+                        Some("Runtime.consoleAPICalled")
+                        | Some("Runtime.exceptionThrown")
+                        | Some("Log.entryAdded") => {
                             console.lock().unwrap().push(value["params"].to_string());
                         }
                         _ => {}
@@ -190,7 +192,12 @@ impl Browser {
             .as_str()
             .ok_or("no sessionId")?
             .to_string();
-        for domain in ["Page.enable", "Network.enable", "Runtime.enable"] {
+        for domain in [
+            "Page.enable",
+            "Network.enable",
+            "Runtime.enable",
+            "Log.enable",
+        ] {
             browser.call(domain, json!({})).await?;
         }
         Ok(browser)
@@ -364,7 +371,8 @@ impl Browser {
         self.requests.lock().unwrap().clone()
     }
 
-    /// What the page logged and threw.
+    /// What the page logged and threw, and what the browser logged about it (a request the
+    /// Content-Security-Policy blocked, say).
     pub(crate) fn console(&self) -> Vec<String> {
         self.console.lock().unwrap().clone()
     }

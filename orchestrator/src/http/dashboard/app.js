@@ -11,6 +11,8 @@ const $ = (id) => document.getElementById(id);
 const PAGE = 1000;
 const BOARD_KEY = "troupe.board";
 const THEME_KEY = "troupe.theme";
+// Event kinds that change nothing a card shows.
+const QUIET_KINDS = new Set(["heartbeat", "claim_extended", "commented", "attached", "attachment_removed"]);
 
 const state = {
   board: sessionStorage.getItem(BOARD_KEY) || "",
@@ -215,7 +217,8 @@ function onBoardEvent(event) {
   }
   if (!event.task_id) return;
   board.applyEvent(event);
-  queueRefresh(event.task_id);
+  // Forty workers heartbeat all the time: only the open task needs reading back for those.
+  if (!QUIET_KINDS.has(event.kind) || panel.id === event.task_id) queueRefresh(event.task_id);
   if (event.kind === "linked" || event.kind === "unlinked") {
     for (const key of ["parent", "child", "parent_id", "child_id"]) {
       if (event.payload && typeof event.payload[key] === "string") queueRefresh(event.payload[key]);
