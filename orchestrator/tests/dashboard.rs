@@ -393,6 +393,30 @@ async fn the_board_signs_in_follows_the_cli_and_workers_and_takes_comments() {
         .await
         .unwrap();
     assert_ne!(before, after);
+    page.press("Escape").await.unwrap();
+    page.wait_for("document.getElementById('task-panel').hidden", STEP)
+        .await
+        .unwrap();
+    page.screenshot(&shots().join("board-other-theme.png"))
+        .await
+        .unwrap();
+
+    // A board made in the page becomes the one shown, empty, and the CLI sees it.
+    page.click("#board-new").await.unwrap();
+    page.wait_for("document.getElementById('dialog').open", STEP)
+        .await
+        .unwrap();
+    page.type_text("made-in-page").await.unwrap();
+    page.press("Enter").await.unwrap();
+    page.wait_for(
+        "document.body.dataset.boardLoaded === 'made-in-page' && document.getElementById('board-select').value === 'made-in-page' && document.querySelectorAll('.card').length === 0",
+        STEP,
+    )
+    .await
+    .unwrap();
+    let (code, boards, err) = dir.run(&["kanban", "boards", "list"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(boards.contains("made-in-page"), "{boards}");
 
     // A token that stops working (changed on the server, say) brings the sign-in back.
     page.eval(

@@ -498,6 +498,9 @@ function toast(text, bad = false) {
   toastTimer = setTimeout(() => (t.hidden = true), 5000);
 }
 
+// Ages on cards move on even when nothing else does.
+setInterval(() => board.render(), 30000);
+
 // ---- boot ----
 
 if (api.token()) start();
