@@ -25,7 +25,7 @@ pub(crate) fn chromium_path() -> Option<PathBuf> {
     if let Ok(path) = std::env::var("TROUPE_CHROMIUM")
         && !path.trim().is_empty()
     {
-        return Some(PathBuf::from(path.trim()));
+        return Some(PathBuf::from(path.trim())).filter(|p| p.exists());
     }
     ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
         .iter()
