@@ -29,6 +29,17 @@ if ! command -v tmux >/dev/null 2>&1; then
   fi
 fi
 
+# Chromium: the dashboard tests drive Debian's browser, headless, over the DevTools protocol.
+if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "install-test-deps: apt-get install chromium"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "install-test-deps: chromium is missing; install it (apt-get install chromium)" >&2
+    exit 1
+  fi
+fi
+
 # npm: reinstall only when the lock file is newer than what was installed from it.
 stamp="$servers/node_modules/.troupe-installed"
 if [ ! -f "$stamp" ] || [ "$servers/package-lock.json" -nt "$stamp" ]; then

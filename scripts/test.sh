@@ -14,8 +14,9 @@ fi
 if [ -x scripts/install-test-deps.sh ] || [ -f scripts/install-test-deps.sh ]; then
   bash scripts/install-test-deps.sh
 fi
-# Tests that need the installed servers fail (rather than skip) when they are missing.
+# Tests that need the installed servers or the browser fail (rather than skip) when missing.
 export TROUPE_REQUIRE_MCP_SERVERS=1
+export TROUPE_REQUIRE_BROWSER=1
 
 # A throwaway PostgreSQL on 127.0.0.1 for the kanban store tests, removed however we exit.
 bash scripts/stop-test-postgres.sh >/dev/null 2>&1 || true   # a cluster left by an interrupted run

@@ -1803,3 +1803,144 @@ async fn a_refused_patch_changes_nothing_and_a_zero_runtime_is_refused() {
     assert_eq!(body["task"]["status"], "review");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboards_board_list_creation_and_links_routes() {
+    let server = Server::start().await;
+    // Without the token: refused, like every API route.
+    for path in ["/api/plugins/kanban/boards", "/api/plugins/kanban/links"] {
+        let response = server
+            .client
+            .get(format!("{}{path}", server.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{path}");
+    }
+    let (status, listed) = server
+        .call(Method::GET, "/api/plugins/kanban/boards", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    assert_eq!(listed["default_board"], "default");
+    assert!(
+        listed["boards"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["board"]["slug"] == "default"),
+        "{listed}"
+    );
+
+    let (status, created) = server
+        .call(
+            Method::POST,
+            "/api/plugins/kanban/boards",
+            Some(json!({"slug": "ops", "name": "Operations"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["board"]["name"], "Operations");
+    let (status, again) = server
+        .call(
+            Method::POST,
+            "/api/plugins/kanban/boards",
+            Some(json!({"slug": "ops"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{again}");
+    assert_eq!(error_code(&again), "board_exists");
+    let (status, bad) = server
+        .call(
+            Method::POST,
+            "/api/plugins/kanban/boards",
+            Some(json!({"slug": "../etc"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    assert_eq!(error_code(&bad), "bad_board");
+
+    // A task on the new board is counted in the listing; a fan-out's links are listed.
+    let tasks = "/api/plugins/kanban/tasks?board=ops";
+    let (_, parent) = server
+        .call(Method::POST, tasks, Some(json!({"title": "plan"})))
+        .await;
+    let parent_id = parent["task"]["id"].as_str().unwrap().to_string();
+    let mut children = Vec::new();
+    for title in ["a", "b"] {
+        let (status, child) = server
+            .call(
+                Method::POST,
+                tasks,
+                Some(json!({"title": title, "parents": [parent_id]})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{child}");
+        children.push(child["task"]["id"].as_str().unwrap().to_string());
+    }
+    let (status, links) = server
+        .call(Method::GET, "/api/plugins/kanban/links?board=ops", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{links}");
+    let mut pairs: Vec<(String, String)> = links["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["parent_id"].as_str().unwrap().to_string(),
+                l["child_id"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    pairs.sort();
+    let mut expected: Vec<(String, String)> = children
+        .iter()
+        .map(|c| (parent_id.clone(), c.clone()))
+        .collect();
+    expected.sort();
+    assert_eq!(pairs, expected);
+    let (_, listed) = server
+        .call(Method::GET, "/api/plugins/kanban/boards", None)
+        .await;
+    let ops = listed["boards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["board"]["slug"] == "ops")
+        .unwrap()
+        .clone();
+    let total: u64 = ops["counts"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(total, 3, "{ops}");
+    let (status, missing) = server
+        .call(Method::GET, "/api/plugins/kanban/links?board=nope", None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{missing}");
+
+    // The dashboard's page and assets need no token and carry the content policy.
+    for path in ["/", "/dashboard/app.js", "/dashboard/style.css"] {
+        let response = server
+            .client
+            .get(format!("{}{path}", server.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        let policy = response.headers()["content-security-policy"]
+            .to_str()
+            .unwrap();
+        assert!(policy.contains("default-src 'none'"), "{policy}");
+    }
+    let response = server
+        .client
+        .get(format!("{}/dashboard/nope.js", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    server.stop().await;
+}

@@ -28,7 +28,7 @@ pub use rules::effective_failure_limit;
 pub use sqlite::{SqliteOptions, SqliteStore};
 
 use crate::domain::{
-    Attachment, Board, BoardSlug, BoardStats, Comment, Event, EventId, Lease, NewAttachment,
+    Attachment, Board, BoardSlug, BoardStats, Comment, Event, EventId, Lease, Link, NewAttachment,
     NewBoard, NewTask, Run, RunId, Task, TaskFilter, TaskId, TaskLinks, TaskPatch, Timestamp,
     WorkerId,
 };
@@ -282,6 +282,29 @@ pub trait Store: Send + Sync + 'static {
     fn unlink(&self, board: &BoardSlug, parent: &TaskId, child: &TaskId) -> StoreFuture<'_, ()>;
     /// A task's parents and children.
     fn links(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, TaskLinks>;
+    /// Every link of the board (archived tasks' too), by parent then child: what a dashboard
+    /// needs to show each fan-out's progress without asking task by task. The default walks
+    /// the tasks; the built-in stores answer with one query.
+    fn board_links(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Link>> {
+        let board = board.clone();
+        Box::pin(async move {
+            let filter = TaskFilter {
+                include_archived: true,
+                ..TaskFilter::default()
+            };
+            let mut links = Vec::new();
+            for task in self.list_tasks(&board, &filter).await? {
+                for child in self.links(&board, &task.id).await?.children {
+                    links.push(Link {
+                        parent: task.id.clone(),
+                        child,
+                    });
+                }
+            }
+            links.sort_by(|a, b| (&a.parent, &a.child).cmp(&(&b.parent, &b.child)));
+            Ok(links)
+        })
+    }
 
     // ---- comments, events, runs, attachments ----
 

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use crate::domain::{
-    Attachment, Board, BoardSlug, BoardStats, Comment, Event, EventId, Lease, ModelError,
+    Attachment, Board, BoardSlug, BoardStats, Comment, Event, EventId, Lease, Link, ModelError,
     NewAttachment, NewBoard, NewTask, Run, RunId, Task, TaskFilter, TaskId, TaskLinks, TaskPatch,
     Timestamp, WorkerId,
 };
@@ -447,6 +447,10 @@ impl Store for PostgresStore {
     fn links(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, TaskLinks> {
         let id = id.clone();
         in_tx!(self, board, |t| t.links(&id))
+    }
+
+    fn board_links(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Link>> {
+        in_tx!(self, board, |t| t.board_links())
     }
 
     fn add_comment(

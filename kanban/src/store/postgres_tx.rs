@@ -16,9 +16,9 @@ use tokio_postgres::types::ToSql;
 
 use crate::domain::{
     ATTACHMENT_CAP_BYTES, Attachment, Board, BoardSlug, BoardStats, Comment, Event, EventId,
-    EventKind, InitialStatus, Lease, ModelError, NewAttachment, NewTask, Run, RunId, RunOutcome,
-    Task, TaskFilter, TaskId, TaskLinks, TaskPatch, TaskSort, TaskStatus, Timestamp, WorkerId,
-    Workspace,
+    EventKind, InitialStatus, Lease, Link, ModelError, NewAttachment, NewTask, Run, RunId,
+    RunOutcome, Task, TaskFilter, TaskId, TaskLinks, TaskPatch, TaskSort, TaskStatus, Timestamp,
+    WorkerId, Workspace,
 };
 use crate::store::rules;
 use crate::store::{
@@ -1158,6 +1158,25 @@ impl PgTx<'_, '_> {
             );
         }
         Ok(())
+    }
+
+    pub(crate) async fn board_links(&self) -> TxResult<Vec<Link>> {
+        let rows = self
+            .rows(
+                "SELECT parent_id, child_id FROM kanban_task_links WHERE board = $1 \
+                 ORDER BY parent_id, child_id",
+                &[&self.board.as_str()],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let row = self.reader(r);
+                Ok(Link {
+                    parent: row.task_id(0)?,
+                    child: row.task_id(1)?,
+                })
+            })
+            .collect()
     }
 
     pub(crate) async fn links(&self, id: &TaskId) -> TxResult<TaskLinks> {

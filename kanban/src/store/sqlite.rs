@@ -14,7 +14,7 @@ use troupe_tools::sync::lock;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::domain::{
-    Attachment, Board, BoardSlug, BoardStats, Comment, Event, EventId, Lease, NewAttachment,
+    Attachment, Board, BoardSlug, BoardStats, Comment, Event, EventId, Lease, Link, NewAttachment,
     NewBoard, NewTask, Run, RunId, Task, TaskFilter, TaskId, TaskLinks, TaskPatch, Timestamp,
     WorkerId,
 };
@@ -516,6 +516,10 @@ impl Store for SqliteStore {
     fn links(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, TaskLinks> {
         let id = id.clone();
         self.read(board, move |t| t.links(&id))
+    }
+
+    fn board_links(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Link>> {
+        self.read(board, move |t| t.board_links())
     }
 
     fn add_comment(

@@ -12,9 +12,9 @@ use serde_json::{Value, json};
 
 use crate::domain::{
     ATTACHMENT_CAP_BYTES, Attachment, Board, BoardSlug, BoardStats, Comment, Event, EventId,
-    EventKind, InitialStatus, Lease, ModelError, NewAttachment, NewTask, Run, RunId, RunOutcome,
-    Task, TaskFilter, TaskId, TaskLinks, TaskPatch, TaskSort, TaskStatus, Timestamp, WorkerId,
-    Workspace,
+    EventKind, InitialStatus, Lease, Link, ModelError, NewAttachment, NewTask, Run, RunId,
+    RunOutcome, Task, TaskFilter, TaskId, TaskLinks, TaskPatch, TaskSort, TaskStatus, Timestamp,
+    WorkerId, Workspace,
 };
 use crate::store::rules;
 use crate::store::{
@@ -895,6 +895,19 @@ impl Tx<'_> {
             )?;
         }
         Ok(())
+    }
+
+    pub(crate) fn board_links(&self) -> TxResult<Vec<Link>> {
+        let mut stmt = self.c.prepare_cached(
+            "SELECT parent_id, child_id FROM task_links ORDER BY parent_id, child_id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(Link {
+                parent: task_id(r, 0)?,
+                child: task_id(r, 1)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     pub(crate) fn links(&self, id: &TaskId) -> TxResult<TaskLinks> {

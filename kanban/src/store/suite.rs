@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::domain::{
-    ATTACHMENT_CAP_BYTES, BoardSlug, EventId, EventKind, InitialStatus, NewAttachment, NewBoard,
-    NewTask, RunId, RunOutcome, TaskFilter, TaskId, TaskPatch, TaskSort, TaskStatus, Timestamp,
-    WorkerId,
+    ATTACHMENT_CAP_BYTES, BoardSlug, EventId, EventKind, InitialStatus, Link, NewAttachment,
+    NewBoard, NewTask, RunId, RunOutcome, TaskFilter, TaskId, TaskPatch, TaskSort, TaskStatus,
+    Timestamp, WorkerId,
 };
 use crate::store::{
     BlockRequest, ClaimSpec, Completion, Failure, FailureKind, Store, StoreError, StoreFuture,
@@ -516,6 +516,18 @@ pub async fn links_refuse_self_cycles_and_other_boards(b: &dyn SuiteBackend) {
         s.links(&board, &bb).await.unwrap().children,
         vec![c.clone()]
     );
+    let mut expected = vec![
+        Link {
+            parent: a.clone(),
+            child: bb.clone(),
+        },
+        Link {
+            parent: bb.clone(),
+            child: c.clone(),
+        },
+    ];
+    expected.sort_by(|x, y| (&x.parent, &x.child).cmp(&(&y.parent, &y.child)));
+    assert_eq!(s.board_links(&board).await.unwrap(), expected);
 
     s.unlink(&board, &a, &bb).await.unwrap();
     assert_eq!(status(&*s, &bb).await, TaskStatus::Ready);

@@ -226,6 +226,7 @@ async fn serve_with(
         "troupe serve: listening on http://{addr} ({})",
         settings.store.describe()
     );
+    eprintln!("troupe serve: dashboard at http://{addr}/ (sign in with the token)");
     if let Some(sessions) = troupe.session_store() {
         eprintln!(
             "troupe serve: sessions kept in the {}; {reopened} reopened",

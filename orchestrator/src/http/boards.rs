@@ -1036,6 +1036,24 @@ pub async fn link(
         .into_response())
 }
 
+/// Handler of `GET /links`: every link of the board, as `{parent_id, child_id}` pairs, so a
+/// dashboard can show fan-out progress on each card without asking task by task. Archived
+/// tasks' links are included (an archived child counts as finished).
+pub async fn list_links(
+    State(state): State<HttpState>,
+    ApiQuery(query): ApiQuery<BoardQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let slug = board_of(&state, query.board.as_deref())?;
+    let links: Vec<Value> = state
+        .store
+        .board_links(&slug)
+        .await?
+        .into_iter()
+        .map(|link| json!({"parent_id": link.parent, "child_id": link.child}))
+        .collect();
+    Ok(Json(json!({ "links": links })))
+}
+
 /// `DELETE /links` query.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -1,7 +1,8 @@
 //! The HTTP API behind `troupe serve`: sessions (create, message, SSE events, approvals, stop)
 //! over the [`Troupe`] API, the kanban dashboard routes and the WebSocket event feed over a
-//! board [`Store`], and `/openapi.json`. Every route needs the bearer token; the server binds
-//! to loopback unless told otherwise.
+//! board [`Store`], `/openapi.json`, and the web dashboard at `/`. Every API route needs the
+//! bearer token (the dashboard's page and assets do not: the page asks for the token); the
+//! server binds to loopback unless told otherwise.
 //!
 //! # Layout
 //! - this file: [`ServeConfig`] (the `serve:` section), [`HttpState`], [`router`], [`serve`].
@@ -10,10 +11,14 @@
 //! - [`sessions`]: session routes and the per-session event log the SSE stream replays.
 //! - [`boards`]: the dashboard routes (board, tasks, comments, links, dispatch, runs).
 //! - [`feed`]: the WebSocket feed of a board's events from a cursor.
+//! - [`board_directory`]: the list of boards and creating one.
 //! - [`openapi`]: the OpenAPI 3.1 document, kept beside the route table it describes.
+//! - [`dashboard`]: the page at `/` and its built-in assets.
 
 pub mod auth;
+pub mod board_directory;
 pub mod boards;
+pub mod dashboard;
 pub mod errors;
 pub mod feed;
 pub mod listener;
@@ -405,6 +410,16 @@ fn table() -> RouteTable {
             post(sessions::answer),
         )
         // The kanban dashboard.
+        .at(
+            "get",
+            "/api/plugins/kanban/boards",
+            get(board_directory::list),
+        )
+        .at(
+            "post",
+            "/api/plugins/kanban/boards",
+            post(board_directory::create),
+        )
         .at("get", "/api/plugins/kanban/board", get(boards::board))
         .at("get", "/api/plugins/kanban/tasks", get(boards::list_tasks))
         .at(
@@ -437,6 +452,7 @@ fn table() -> RouteTable {
             "/api/plugins/kanban/tasks/{id}/comments",
             post(boards::add_comment),
         )
+        .at("get", "/api/plugins/kanban/links", get(boards::list_links))
         .at("post", "/api/plugins/kanban/links", post(boards::link))
         .at(
             "delete",
@@ -466,8 +482,9 @@ pub fn routes() -> Vec<(&'static str, &'static str)> {
     table().routes
 }
 
-/// The whole API as a router (auth, CORS and JSON 404/405 included); tests may call it without
-/// a socket.
+/// The whole API as a router (auth, CORS and JSON 404/405 included), with the dashboard page
+/// merged in after the auth layer so that it loads without the token; tests may call it
+/// without a socket.
 pub fn router(state: HttpState) -> Router {
     table()
         .router
@@ -481,6 +498,7 @@ pub fn router(state: HttpState) -> Router {
             state.clone(),
             auth::cors,
         ))
+        .merge(dashboard::router())
         .with_state(state)
 }
 

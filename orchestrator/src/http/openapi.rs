@@ -75,7 +75,7 @@ pub fn document() -> Value {
         "info": {
             "title": "troupe HTTP API",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Sessions, approvals and kanban boards of a running troupe. Every route needs `Authorization: Bearer <token>`; the WebSocket feed also accepts `?token=`. Errors are `{\"error\": {\"code\", \"message\"}}`."
+            "description": "Sessions, approvals and kanban boards of a running troupe. Every route needs `Authorization: Bearer <token>` (the web dashboard at `/`, not part of this API, does not); the WebSocket feed also accepts `?token=`. Errors are `{\"error\": {\"code\", \"message\"}}`."
         },
         "security": [{"bearer": []}],
         "paths": {
@@ -118,6 +118,10 @@ pub fn document() -> Value {
             "/api/approvals/{request_id}": {
                 "post": op("Answer an approval request.", json!([path_param("request_id", "string", "The request's id.")]), Some(body(json!({"type": "object", "required": ["choice"], "properties": {"choice": {"enum": ["once", "session", "always", "deny"]}, "reason": {"type": "string"}}, "additionalProperties": false}))), 200, &[400, 401, 404, 415, 422])
             },
+            "/api/plugins/kanban/boards": {
+                "get": op("Every board with its task counts by status, and `default_board`, the one a request without `?board=` uses.", json!([query("include_archived", "boolean", "Archived boards too.")]), None, 200, &[400, 401]),
+                "post": op("Create a board (409 when the slug is taken).", json!([]), Some(body(json!({"type": "object", "required": ["slug"], "properties": {"slug": {"type": "string"}, "name": {"type": "string"}, "description": {"type": "string"}}, "additionalProperties": false}))), 201, &[400, 401, 409, 415, 422])
+            },
             "/api/plugins/kanban/board": {
                 "get": op("The board: counts, open runs, the newest event id and one page of its tasks (highest priority first) by status, with `next_cursor` for the next page (null on the last).", json!([board_param(), query("tenant", "string", "Only this tenant."), query("include_archived", "boolean", "Archived tasks too."), query("limit", "integer", "Tasks per page: 500 when absent, at most 1000."), query("cursor", "string", "The next_cursor of the previous page.")]), None, 200, &[400, 401, 404])
             },
@@ -137,6 +141,7 @@ pub fn document() -> Value {
                 "post": op("Add a comment.", json!([task_id, board_param()]), Some(body(json!({"type": "object", "required": ["body"], "properties": {"body": {"type": "string"}, "author": {"type": "string"}}, "additionalProperties": false}))), 201, &[400, 401, 404, 415, 422])
             },
             "/api/plugins/kanban/links": {
+                "get": op("Every link of the board as `{parent_id, child_id}` pairs (archived tasks' too), for fan-out progress.", json!([board_param()]), None, 200, &[400, 401, 404]),
                 "post": op("Make child_id wait for parent_id.", json!([board_param()]), Some(body(json!({"type": "object", "required": ["parent_id", "child_id"], "properties": {"parent_id": {"type": "string"}, "child_id": {"type": "string"}}, "additionalProperties": false}))), 201, &[400, 401, 404, 409, 415, 422]),
                 "delete": op("Remove a link.", json!([board_param(), {"name": "parent_id", "in": "query", "required": true, "schema": {"type": "string"}}, {"name": "child_id", "in": "query", "required": true, "schema": {"type": "string"}}]), None, 200, &[400, 401, 404])
             },

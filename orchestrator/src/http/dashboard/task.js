@@ -1,0 +1,268 @@
+// The task panel: one task's body, its parents and children (a small tree you can click
+// through), comments, runs and events, and the actions on it. Sections are refreshed in place
+// when the task changes, so a comment being typed is never lost to a live update.
+
+import * as api from "./api.js";
+import { el, age, runState } from "./board.js";
+
+const TREE_DEPTH = 3;
+
+export class TaskPanel {
+  constructor(root, ctx) {
+    this.root = root; // <aside>
+    this.ctx = ctx; // {board(), boardSlug(), open(id), close(), toast(text, bad)}
+    this.id = null;
+    this.detail = null;
+  }
+
+  get isOpen() {
+    return !this.root.hidden;
+  }
+
+  async show(id) {
+    this.id = id;
+    this.root.hidden = false;
+    this.root.dataset.taskId = id;
+    document.body.classList.add("panel-open");
+    this.build();
+    await this.reload();
+  }
+
+  close() {
+    this.id = null;
+    this.root.hidden = true;
+    delete this.root.dataset.taskId;
+    document.body.classList.remove("panel-open");
+    this.root.textContent = "";
+  }
+
+  path(suffix = "") {
+    return `/api/plugins/kanban/tasks/${this.id}${suffix}${api.query({ board: this.ctx.boardSlug() })}`;
+  }
+
+  async reload() {
+    if (!this.id) return;
+    const id = this.id;
+    const detail = await api.get(this.path());
+    if (id !== this.id) return;
+    this.detail = detail;
+    this.ctx.board().setTaskLinks(id, detail.links);
+    this.ctx.board().upsert(detail.task);
+    this.fill();
+  }
+
+  build() {
+    const r = this.root;
+    r.textContent = "";
+    const head = el("header", "panel-head");
+    this.titleEl = el("h2", "task-title");
+    const closeBtn = el("button", "close", "×");
+    closeBtn.title = "Close (Esc)";
+    closeBtn.addEventListener("click", () => this.ctx.close());
+    head.append(this.titleEl, closeBtn);
+    this.metaEl = el("div", "task-meta");
+    this.actionsEl = el("div", "actions");
+    this.bodyEl = el("pre", "task-body");
+    this.treeEl = el("div", "tree");
+    this.commentsEl = el("div", "comments");
+    this.runsEl = el("div", "runs");
+    this.eventsEl = el("ol", "events");
+
+    const commentForm = document.createElement("form");
+    commentForm.className = "comment-form";
+    const area = document.createElement("textarea");
+    area.name = "comment";
+    area.placeholder = "Add a comment";
+    area.rows = 2;
+    const send = el("button", "", "Comment");
+    send.type = "submit";
+    commentForm.append(area, send);
+    commentForm.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const text = area.value.trim();
+      if (!text) return;
+      await this.act(() => api.post(this.path("/comments"), { body: text, author: "dashboard" }));
+      area.value = "";
+    });
+
+    const linkForm = document.createElement("form");
+    linkForm.className = "link-form";
+    const other = document.createElement("input");
+    other.placeholder = "t_… task id";
+    other.name = "other";
+    const kind = document.createElement("select");
+    kind.name = "kind";
+    for (const [v, t] of [["child", "waits for this (child)"], ["parent", "this waits for it (parent)"]]) {
+      const o = document.createElement("option");
+      o.value = v;
+      o.textContent = t;
+      kind.append(o);
+    }
+    const linkBtn = el("button", "", "Link");
+    linkBtn.type = "submit";
+    linkForm.append(other, kind, linkBtn);
+    linkForm.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const id = other.value.trim();
+      if (!id) return;
+      const pair = kind.value === "child" ? { parent_id: this.id, child_id: id } : { parent_id: id, child_id: this.id };
+      await this.act(() => api.post(`/api/plugins/kanban/links${api.query({ board: this.ctx.boardSlug() })}`, pair));
+      other.value = "";
+    });
+
+    r.append(
+      head, this.metaEl, this.actionsEl, section("Body", this.bodyEl),
+      section("Parents and children", this.treeEl, linkForm),
+      section("Comments", this.commentsEl, commentForm),
+      section("Runs", this.runsEl), section("Events", this.eventsEl),
+    );
+  }
+
+  fill() {
+    const { task, comments, events, runs, links } = this.detail;
+    this.titleEl.textContent = task.title;
+    this.titleEl.title = task.id;
+    this.metaEl.textContent = "";
+    const run = runState(task);
+    for (const [k, v] of [["id", task.id], ["status", task.status], ["assignee", task.assignee || "unassigned"],
+      ["priority", String(task.priority)], ["age", age(task.created_at)], ["run", run ? run.text : "—"]]) {
+      const item = el("span", "kv");
+      item.append(el("b", "", k), document.createTextNode(" " + v));
+      this.metaEl.append(item);
+    }
+    this.bodyEl.textContent = task.body || "(no body)";
+    if (task.result) this.bodyEl.textContent += `\n\nResult: ${task.result}`;
+    this.fillActions(task, runs);
+    this.fillTree(links);
+    this.commentsEl.textContent = "";
+    if (comments.length === 0) this.commentsEl.append(el("p", "muted", "No comments yet."));
+    for (const c of comments) {
+      const item = el("div", "comment");
+      item.append(el("div", "comment-head", `${c.author} · ${age(c.created_at)} ago`), el("div", "comment-body", c.body));
+      this.commentsEl.append(item);
+    }
+    this.runsEl.textContent = "";
+    if (runs.length === 0) this.runsEl.append(el("p", "muted", "No runs yet."));
+    for (const r of runs) {
+      const row = el("div", "run-row");
+      const ended = r.ended_at || Date.now();
+      row.append(
+        el("span", "", `#${r.id}`), el("span", "", r.profile || "—"),
+        el("span", `outcome ${r.outcome || "open"}`, r.outcome || "running"),
+        el("span", "", duration(ended - r.started_at)),
+        el("span", "muted", r.summary || r.error || ""),
+      );
+      if (!r.outcome) {
+        const stop = el("button", "danger", "Terminate");
+        stop.addEventListener("click", () => this.act(() =>
+          api.post(`/api/plugins/kanban/runs/${r.id}/terminate${api.query({ board: this.ctx.boardSlug() })}`)));
+        row.append(stop);
+      }
+      this.runsEl.append(row);
+    }
+    this.eventsEl.textContent = "";
+    for (const e of events.slice(-100).reverse()) {
+      const li = el("li", "");
+      li.append(el("span", "event-kind", e.kind), el("span", "muted", ` #${e.id} · ${age(e.created_at)} ago `),
+        el("code", "", compact(e.payload)));
+      this.eventsEl.append(li);
+    }
+  }
+
+  fillActions(task) {
+    const a = this.actionsEl;
+    a.textContent = "";
+    const btn = (label, fn, cls = "") => {
+      const b = el("button", cls, label);
+      b.addEventListener("click", fn);
+      a.append(b);
+    };
+    const status = (s, extra = {}) => () => this.act(() => api.patch(this.path(), { status: s, ...extra }));
+    btn("Edit", () => this.edit(task));
+    btn("Assign", async () => {
+      const who = await this.ctx.ask("Assign to (empty unassigns)", [{ name: "assignee", value: task.assignee || "" }]);
+      if (who) await this.act(() => api.patch(this.path(), { assignee: who.assignee }));
+    });
+    if (["running", "ready", "blocked", "review"].includes(task.status)) btn("Complete", status("done", { summary: "completed from the dashboard" }), "primary");
+    if (["running", "ready"].includes(task.status)) btn("Block", async () => {
+      const why = await this.ctx.ask("Block: why?", [{ name: "reason", value: "" }]);
+      if (why) await this.act(() => api.patch(this.path(), { status: "blocked", reason: why.reason || "blocked from the dashboard" }));
+    });
+    if (["blocked", "scheduled", "triage", "review"].includes(task.status)) btn("Unblock", status("ready"));
+    btn("Archive", status("archived"), "danger");
+  }
+
+  async edit(task) {
+    const values = await this.ctx.ask("Edit task", [
+      { name: "title", value: task.title },
+      { name: "body", value: task.body, long: true },
+      { name: "priority", value: String(task.priority), type: "number" },
+    ]);
+    if (!values) return;
+    await this.act(() => api.patch(this.path(), {
+      title: values.title, body: values.body, priority: Number(values.priority) || 0,
+    }));
+  }
+
+  fillTree(links) {
+    const board = this.ctx.board();
+    this.treeEl.textContent = "";
+    const line = (id, label) => {
+      const t = board.tasks.get(id);
+      const b = el("button", "tree-node", `${label}${t ? t.title : id}`);
+      b.dataset.taskId = id;
+      b.append(el("span", `status-chip s-${t ? t.status : "archived"}`, t ? t.status : "archived"));
+      b.addEventListener("click", () => this.ctx.open(id));
+      return b;
+    };
+    if ((links.parents || []).length) {
+      this.treeEl.append(el("div", "muted", "Waits for:"));
+      for (const p of links.parents) this.treeEl.append(line(p, "↑ "));
+    }
+    const walk = (id, depth, into) => {
+      for (const c of board.children.get(id) || []) {
+        const item = el("li", "");
+        item.append(line(c, ""));
+        if (depth < TREE_DEPTH && (board.children.get(c) || new Set()).size) {
+          const sub = el("ul", "");
+          walk(c, depth + 1, sub);
+          item.append(sub);
+        }
+        into.append(item);
+      }
+    };
+    const kids = el("ul", "tree-children");
+    walk(this.id, 1, kids);
+    if (kids.childElementCount) {
+      this.treeEl.append(el("div", "muted", "Fans out to:"), kids);
+    }
+    if (!this.treeEl.childElementCount) this.treeEl.append(el("p", "muted", "No parents or children."));
+  }
+
+  async act(fn) {
+    try {
+      await fn();
+      await this.reload();
+    } catch (e) {
+      if (!(e instanceof api.Unauthorized)) this.ctx.toast(e.message, true);
+    }
+  }
+}
+
+function section(title, ...content) {
+  const s = el("section", "panel-section");
+  s.append(el("h4", "", title), ...content);
+  return s;
+}
+
+function duration(ms) {
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
+  return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+}
+
+function compact(payload) {
+  const text = JSON.stringify(payload || {});
+  return text === "{}" ? "" : text.length > 160 ? text.slice(0, 157) + "…" : text;
+}
