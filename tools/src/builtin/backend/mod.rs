@@ -9,7 +9,7 @@
 //! - [`docker`]: [`DockerBackend`], one long-lived hardened container.
 //! - [`ssh`]: [`SshBackend`], a remote host over one multiplexed connection.
 //! - `remote`: what docker and ssh share: the wrapper that puts a command in a process group
-//!   of its own inside the backend, and [`RemoteGroup`](remote::RemoteGroup) that signals it.
+//!   of its own inside the backend, and the group handle that signals it there.
 
 pub mod docker;
 pub(crate) mod remote;
