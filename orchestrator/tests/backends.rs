@@ -214,6 +214,24 @@ fn common_checks(run: &Run, tag: u32) {
     );
 }
 
+/// What an isolated backend (docker, sandbox) refuses: the network, and writes outside the
+/// workspace (by the backend itself, not an approval rule).
+fn isolation_checks(run: &Run) {
+    let net_probe = run.json("call_3_2");
+    assert!(
+        net_probe["output"].as_str().unwrap().contains("net=closed"),
+        "{net_probe}"
+    );
+    let outside = run.json("call_3_3");
+    assert!(
+        outside["output"]
+            .as_str()
+            .unwrap()
+            .contains("Read-only file system"),
+        "{outside}"
+    );
+}
+
 #[test]
 fn docker_runs_everything_in_one_hardened_container() {
     let Some(image) = backend_env("TROUPE_TEST_DOCKER_IMAGE") else {
@@ -236,19 +254,7 @@ fn docker_runs_everything_in_one_hardened_container() {
         first["output"].as_str().unwrap().contains("ssh=\n"),
         "{first}"
     );
-    let net_probe = run.json("call_3_2");
-    assert!(
-        net_probe["output"].as_str().unwrap().contains("net=closed"),
-        "{net_probe}"
-    );
-    let outside = run.json("call_3_3");
-    assert!(
-        outside["output"]
-            .as_str()
-            .unwrap()
-            .contains("Read-only file system"),
-        "{outside}"
-    );
+    isolation_checks(&run);
     assert_eq!(
         std::fs::read_to_string(dir.path().join("made.txt")).unwrap(),
         "one\ndeux\n",
@@ -412,19 +418,7 @@ fn the_sandbox_keeps_commands_to_the_workspace_without_network() {
             .contains("host-tmp-visible"),
         "{first}"
     );
-    let net_probe = run.json("call_3_2");
-    assert!(
-        net_probe["output"].as_str().unwrap().contains("net=closed"),
-        "{net_probe}"
-    );
-    let outside = run.json("call_3_3");
-    assert!(
-        outside["output"]
-            .as_str()
-            .unwrap()
-            .contains("Read-only file system"),
-        "{outside}"
-    );
+    isolation_checks(&run);
     assert!(!Path::new(&format!("/usr/troupe-outside-{tag}")).exists());
     assert_eq!(
         local_processes(&format!("sleep 4{tag}")),

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use super::super::files::{Files, ShellFiles, ShellRunner};
-use super::remote::{RemoteShell, host_scratch, remove_scratch, run_to_end, spawn_remote};
+use super::super::files::{Files, ShellFiles};
+use super::remote::{RemoteShell, host_scratch, remove_scratch, spawn_remote};
 use super::{SpawnRequest, SpawnedCommand, TerminalBackend};
 
 /// How to run the container.
@@ -270,18 +270,6 @@ fn bind(dir: &Path) -> io::Result<String> {
         )
     })?;
     Ok(format!("type=bind,source={text},target={text}"))
-}
-
-impl ShellRunner for Docker {
-    fn run_script(
-        &self,
-        script: &str,
-        args: &[&str],
-        stdin: &[u8],
-    ) -> io::Result<std::process::Output> {
-        let command = self.command(script, args, &[], !stdin.is_empty())?;
-        run_to_end(command, stdin)
-    }
 }
 
 impl RemoteShell for Docker {

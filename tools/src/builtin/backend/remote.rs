@@ -43,7 +43,7 @@ echo "$p" > "$gf"
 wait "$p""#;
 
 /// A backend reached through a local client program.
-pub(crate) trait RemoteShell: ShellRunner {
+pub(crate) trait RemoteShell: Send + Sync + 'static {
     /// The directory inside the backend for this backend's group files.
     fn groups_dir(&self) -> String {
         GROUPS_DIR.to_string()
@@ -58,6 +58,19 @@ pub(crate) trait RemoteShell: ShellRunner {
         env: &[(String, String)],
         stdin: bool,
     ) -> io::Result<std::process::Command>;
+}
+
+/// A helper script runs through the same client as a command, to completion.
+impl<T: RemoteShell + ?Sized> ShellRunner for T {
+    fn run_script(
+        &self,
+        script: &str,
+        args: &[&str],
+        stdin: &[u8],
+    ) -> io::Result<std::process::Output> {
+        let command = self.command(script, args, &[], !stdin.is_empty())?;
+        run_to_end(command, stdin)
+    }
 }
 
 /// The environment a command gets inside a backend: the request's, without what only makes

@@ -268,18 +268,6 @@ impl Drop for Ssh {
     }
 }
 
-impl ShellRunner for Ssh {
-    fn run_script(
-        &self,
-        script: &str,
-        args: &[&str],
-        stdin: &[u8],
-    ) -> io::Result<std::process::Output> {
-        let command = self.command(script, args, &[], !stdin.is_empty())?;
-        run_to_end(command, stdin)
-    }
-}
-
 impl RemoteShell for Ssh {
     fn command(
         &self,
