@@ -6,6 +6,7 @@
 //! this trait.
 
 mod error;
+mod ops;
 mod postgres;
 mod postgres_schema;
 mod postgres_tx;

@@ -16,6 +16,7 @@ use crate::domain::{
     NewAttachment, NewBoard, NewTask, Run, RunId, Task, TaskFilter, TaskId, TaskLinks, TaskPatch,
     Timestamp, WorkerId,
 };
+use crate::store::ops::{self, Backend};
 use crate::store::postgres_schema::{self, MigrateOutcome};
 use crate::store::postgres_tx::{
     PgTx, PgTxError, TxResult, board_from_row, channel_name, pg_error,
@@ -355,7 +356,7 @@ impl Store for PostgresStore {
                 .filter(|n| !n.is_empty())
                 .unwrap_or(slug.as_str());
             let out: TxResult<Board> = async {
-                let b = t.create_board(name, &new.description).await?;
+                let b = ops::create_board(&t, name, &new.description).await?;
                 t.finish().await?;
                 Ok(b)
             }
@@ -377,7 +378,7 @@ impl Store for PostgresStore {
                 Err(StoreError::DefaultBoardProtected { action: "archived" })
             });
         }
-        in_tx!(self, slug, |t| t.archive_board())
+        in_tx!(self, slug, |t| ops::archive_board(&t))
     }
 
     fn delete_board(&self, slug: &BoardSlug) -> StoreFuture<'_, ()> {
@@ -397,17 +398,17 @@ impl Store for PostgresStore {
 
     fn create_task(&self, board: &BoardSlug, task: &NewTask) -> StoreFuture<'_, Created> {
         let task = task.clone();
-        in_tx!(self, board, linking = true, |t| t.create_task(&task))
+        in_tx!(self, board, linking = true, |t| ops::create_task(&t, &task))
     }
 
     fn task(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
         let id = id.clone();
-        in_tx!(self, board, |t| t.task(&id))
+        in_tx!(self, board, |t| ops::task(&t, &id))
     }
 
     fn list_tasks(&self, board: &BoardSlug, filter: &TaskFilter) -> StoreFuture<'_, Vec<Task>> {
         let filter = filter.clone();
-        in_tx!(self, board, |t| t.list_tasks(&filter))
+        in_tx!(self, board, |t| ops::list_tasks(&t, &filter))
     }
 
     fn patch_task(
@@ -417,7 +418,7 @@ impl Store for PostgresStore {
         patch: &TaskPatch,
     ) -> StoreFuture<'_, Task> {
         let (id, patch) = (id.clone(), patch.clone());
-        in_tx!(self, board, |t| t.patch_task(&id, &patch))
+        in_tx!(self, board, |t| ops::patch_task(&t, &id, &patch))
     }
 
     fn assign_task(
@@ -427,30 +428,36 @@ impl Store for PostgresStore {
         assignee: Option<&str>,
     ) -> StoreFuture<'_, Task> {
         let (id, assignee) = (id.clone(), assignee.map(str::to_string));
-        in_tx!(self, board, |t| t.assign_task(&id, assignee.as_deref()))
+        in_tx!(self, board, |t| ops::assign_task(
+            &t,
+            &id,
+            assignee.as_deref()
+        ))
     }
 
     fn stats(&self, board: &BoardSlug) -> StoreFuture<'_, BoardStats> {
-        in_tx!(self, board, |t| t.stats())
+        in_tx!(self, board, |t| ops::stats(&t))
     }
 
     fn link(&self, board: &BoardSlug, parent: &TaskId, child: &TaskId) -> StoreFuture<'_, ()> {
         let (parent, child) = (parent.clone(), child.clone());
-        in_tx!(self, board, linking = true, |t| t.link(&parent, &child))
+        in_tx!(self, board, linking = true, |t| ops::link(
+            &t, &parent, &child
+        ))
     }
 
     fn unlink(&self, board: &BoardSlug, parent: &TaskId, child: &TaskId) -> StoreFuture<'_, ()> {
         let (parent, child) = (parent.clone(), child.clone());
-        in_tx!(self, board, |t| t.unlink(&parent, &child))
+        in_tx!(self, board, |t| ops::unlink(&t, &parent, &child))
     }
 
     fn links(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, TaskLinks> {
         let id = id.clone();
-        in_tx!(self, board, |t| t.links(&id))
+        in_tx!(self, board, |t| ops::links(&t, &id))
     }
 
     fn board_links(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Link>> {
-        in_tx!(self, board, |t| t.board_links())
+        in_tx!(self, board, |t| ops::board_links(&t))
     }
 
     fn add_comment(
@@ -461,12 +468,12 @@ impl Store for PostgresStore {
         body: &str,
     ) -> StoreFuture<'_, Comment> {
         let (id, author, body) = (id.clone(), author.to_string(), body.to_string());
-        in_tx!(self, board, |t| t.add_comment(&id, &author, &body))
+        in_tx!(self, board, |t| ops::add_comment(&t, &id, &author, &body))
     }
 
     fn comments(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Comment>> {
         let id = id.clone();
-        in_tx!(self, board, |t| t.comments(&id))
+        in_tx!(self, board, |t| ops::comments(&t, &id))
     }
 
     fn events_since(
@@ -475,21 +482,21 @@ impl Store for PostgresStore {
         cursor: EventId,
         limit: usize,
     ) -> StoreFuture<'_, Vec<Event>> {
-        in_tx!(self, board, |t| t.events_since(cursor, limit))
+        in_tx!(self, board, |t| ops::events_since(&t, cursor, limit))
     }
 
     fn task_events(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Event>> {
         let id = id.clone();
-        in_tx!(self, board, |t| t.task_events(&id))
+        in_tx!(self, board, |t| ops::task_events(&t, &id))
     }
 
     fn runs(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Run>> {
         let id = id.clone();
-        in_tx!(self, board, |t| t.runs(&id))
+        in_tx!(self, board, |t| ops::runs(&t, &id))
     }
 
     fn run(&self, board: &BoardSlug, id: RunId) -> StoreFuture<'_, Run> {
-        in_tx!(self, board, |t| t.run(id))
+        in_tx!(self, board, |t| ops::run(&t, id))
     }
 
     fn record_run_usage(
@@ -499,7 +506,7 @@ impl Store for PostgresStore {
         usage: &serde_json::Value,
     ) -> StoreFuture<'_, ()> {
         let usage = usage.clone();
-        in_tx!(self, board, |t| t.record_run_usage(id, &usage))
+        in_tx!(self, board, |t| ops::record_run_usage(&t, id, &usage))
     }
 
     fn attach(
@@ -509,29 +516,29 @@ impl Store for PostgresStore {
         file: &NewAttachment,
     ) -> StoreFuture<'_, Attachment> {
         let (id, file) = (id.clone(), file.clone());
-        in_tx!(self, board, |t| t.attach(&id, &file))
+        in_tx!(self, board, |t| ops::attach(&t, &id, &file))
     }
 
     fn attachments(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Attachment>> {
         let id = id.clone();
-        in_tx!(self, board, |t| t.attachments(&id))
+        in_tx!(self, board, |t| ops::attachments(&t, &id))
     }
 
     fn attachment_content(&self, board: &BoardSlug, attachment: i64) -> StoreFuture<'_, Vec<u8>> {
-        in_tx!(self, board, |t| t.attachment_content(attachment))
+        in_tx!(self, board, |t| ops::attachment_content(&t, attachment))
     }
 
     fn remove_attachment(&self, board: &BoardSlug, attachment: i64) -> StoreFuture<'_, ()> {
-        in_tx!(self, board, |t| t.remove_attachment(attachment))
+        in_tx!(self, board, |t| ops::remove_attachment(&t, attachment))
     }
 
     fn promote(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<TaskId>> {
-        in_tx!(self, board, |t| t.promote())
+        in_tx!(self, board, |t| ops::promote(&t))
     }
 
     fn claim_next(&self, board: &BoardSlug, spec: &ClaimSpec) -> StoreFuture<'_, Option<Claim>> {
         let spec = spec.clone();
-        in_tx!(self, board, |t| t.claim_next(&spec))
+        in_tx!(self, board, |t| ops::claim_next(&t, &spec))
     }
 
     fn claim_task(
@@ -541,7 +548,7 @@ impl Store for PostgresStore {
         spec: &ClaimSpec,
     ) -> StoreFuture<'_, Claim> {
         let (id, spec) = (id.clone(), spec.clone());
-        in_tx!(self, board, |t| t.claim_task(&id, &spec))
+        in_tx!(self, board, |t| ops::claim_task(&t, &id, &spec))
     }
 
     fn heartbeat(
@@ -552,12 +559,12 @@ impl Store for PostgresStore {
         ttl: Duration,
     ) -> StoreFuture<'_, Lease> {
         let (id, worker) = (id.clone(), worker.clone());
-        in_tx!(self, board, |t| t.heartbeat(&id, &worker, ttl))
+        in_tx!(self, board, |t| ops::heartbeat(&t, &id, &worker, ttl))
     }
 
     fn complete(&self, board: &BoardSlug, id: &TaskId, done: &Completion) -> StoreFuture<'_, Task> {
         let (id, done) = (id.clone(), done.clone());
-        in_tx!(self, board, |t| t.complete(&id, &done))
+        in_tx!(self, board, |t| ops::complete(&t, &id, &done))
     }
 
     fn block(
@@ -567,27 +574,27 @@ impl Store for PostgresStore {
         block: &BlockRequest,
     ) -> StoreFuture<'_, Transitioned> {
         let (id, block) = (id.clone(), block.clone());
-        in_tx!(self, board, |t| t.block(&id, &block))
+        in_tx!(self, board, |t| ops::block(&t, &id, &block))
     }
 
     fn unblock(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
         let id = id.clone();
-        in_tx!(self, board, |t| t.unblock(&id))
+        in_tx!(self, board, |t| ops::unblock(&t, &id))
     }
 
     fn archive(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Transitioned> {
         let id = id.clone();
-        in_tx!(self, board, |t| t.archive(&id))
+        in_tx!(self, board, |t| ops::archive(&t, &id))
     }
 
     fn schedule(&self, board: &BoardSlug, id: &TaskId, until: Timestamp) -> StoreFuture<'_, Task> {
         let id = id.clone();
-        in_tx!(self, board, |t| t.schedule(&id, until))
+        in_tx!(self, board, |t| ops::schedule(&t, &id, until))
     }
 
     fn specify(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
         let id = id.clone();
-        in_tx!(self, board, |t| t.specify(&id))
+        in_tx!(self, board, |t| ops::specify(&t, &id))
     }
 
     fn request_review(
@@ -598,7 +605,8 @@ impl Store for PostgresStore {
         worker: Option<&WorkerId>,
     ) -> StoreFuture<'_, Task> {
         let (id, summary, worker) = (id.clone(), summary.map(str::to_string), worker.cloned());
-        in_tx!(self, board, |t| t.request_review(
+        in_tx!(self, board, |t| ops::request_review(
+            &t,
             &id,
             summary.as_deref(),
             worker.as_ref()
@@ -612,11 +620,11 @@ impl Store for PostgresStore {
         reason: &str,
     ) -> StoreFuture<'_, Task> {
         let (id, reason) = (id.clone(), reason.to_string());
-        in_tx!(self, board, |t| t.request_changes(&id, &reason))
+        in_tx!(self, board, |t| ops::request_changes(&t, &id, &reason))
     }
 
     fn reclaim_expired(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Reclaimed>> {
-        in_tx!(self, board, |t| t.reclaim_expired())
+        in_tx!(self, board, |t| ops::reclaim_expired(&t))
     }
 
     fn record_failure(
@@ -626,7 +634,7 @@ impl Store for PostgresStore {
         failure: &Failure,
     ) -> StoreFuture<'_, FailureOutcome> {
         let (id, failure) = (id.clone(), failure.clone());
-        in_tx!(self, board, |t| t.record_failure(&id, &failure))
+        in_tx!(self, board, |t| ops::record_failure(&t, &id, &failure))
     }
 
     fn requeue_rate_limited(
@@ -637,7 +645,8 @@ impl Store for PostgresStore {
         error: &str,
     ) -> StoreFuture<'_, Task> {
         let (id, worker, error) = (id.clone(), worker.cloned(), error.to_string());
-        in_tx!(self, board, |t| t.requeue_rate_limited(
+        in_tx!(self, board, |t| ops::requeue_rate_limited(
+            &t,
             &id,
             worker.as_ref(),
             &error

@@ -1,30 +1,26 @@
-//! Every PostgreSQL store operation as async code over one open transaction ([`PgTx`]).
+//! The PostgreSQL side of every store operation: [`PgTx`], one open transaction on one board,
+//! carrying out what `ops.rs` decides in PostgreSQL's SQL.
 //!
-//! `postgres.rs` opens the transaction, hands it here, and commits only if the operation
-//! returned `Ok`. Events are buffered during the operation and written by [`PgTx::finish`] just
-//! before commit, under the board row's lock, so event ids follow commit order. The transition
-//! rules come from `rules.rs`, shared with the SQLite store.
+//! `postgres.rs` opens the transaction, hands it to an operation, and commits only if the
+//! operation returned `Ok`. Events are buffered during the operation and written by
+//! [`PgTx::finish`] just before commit, under the board row's lock, so event ids follow commit
+//! order.
 
-use std::collections::HashSet;
 use std::sync::Mutex;
 
 use deadpool_postgres::Transaction;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use crate::domain::{
-    ATTACHMENT_CAP_BYTES, Attachment, Board, BoardSlug, BoardStats, Comment, Event, EventId,
-    EventKind, InitialStatus, Lease, Link, ModelError, NewAttachment, NewTask, Run, RunId,
-    RunOutcome, Task, TaskFilter, TaskId, TaskLinks, TaskPatch, TaskSort, TaskStatus, Timestamp,
+    Attachment, Board, BoardSlug, Comment, Event, EventId, EventKind, Lease, Link, ModelError,
+    NewAttachment, Run, RunId, RunOutcome, Task, TaskFilter, TaskId, TaskStatus, Timestamp,
     WorkerId, Workspace,
 };
-use crate::store::rules;
-use crate::store::{
-    BlockRequest, Claim, ClaimSpec, Completion, Created, Failure, FailureOutcome, Reclaimed,
-    StoreError, Transitioned,
-};
+use crate::store::StoreError;
+use crate::store::ops::{self, Backend, Counts, NewRun, Pick, RunEnd, Set, SetValue, Side};
 
 /// An error inside a transaction: a store error, or a database error not yet tied to a board.
 #[derive(Debug)]
@@ -316,6 +312,16 @@ impl<'r> Reader<'r> {
         })
     }
 
+    fn comment(&self) -> TxResult<Comment> {
+        Ok(Comment {
+            id: self.get(0)?,
+            task_id: self.task_id(1)?,
+            author: self.get(2)?,
+            body: self.get(3)?,
+            created_at: self.ts(4)?,
+        })
+    }
+
     fn board(&self) -> TxResult<Board> {
         Ok(Board {
             slug: BoardSlug::parse(self.get::<&str>(0)?).map_err(|e| self.corrupt(0, e))?,
@@ -337,17 +343,6 @@ pub(crate) fn board_from_row(row: &Row, board: &BoardSlug) -> Result<Board, Stor
 /// Clamps an integer into PostgreSQL's signed range.
 fn sql_int(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
-}
-
-fn non_empty(field: &'static str, value: &str, example: &str) -> Result<(), ModelError> {
-    if value.trim().is_empty() {
-        Err(ModelError::BadField {
-            field,
-            why: format!("it is empty; send {example}"),
-        })
-    } else {
-        Ok(())
-    }
 }
 
 /// The LISTEN/NOTIFY channel for a board: one per board (a long slug is cut to fit the 63-byte
@@ -498,77 +493,6 @@ impl PgTx<'_, '_> {
         Ok(())
     }
 
-    // ---- boards ----
-
-    /// The board row; `BoardNotFound` when there is none.
-    pub(crate) async fn board_row(&self) -> TxResult<Board> {
-        let row = self
-            .row(
-                "SELECT slug, name, description, created_at, archived_at FROM kanban_boards \
-                 WHERE slug = $1",
-                &[&self.board.as_str()],
-            )
-            .await?
-            .ok_or_else(|| StoreError::BoardNotFound {
-                slug: self.board.clone(),
-            })?;
-        self.reader(&row).board()
-    }
-
-    /// Fails unless the board is live.
-    async fn ensure_live(&self) -> TxResult<()> {
-        if self.board_row().await?.archived_at.is_some() {
-            return Err(StoreError::BoardArchived {
-                slug: self.board.clone(),
-            }
-            .into());
-        }
-        Ok(())
-    }
-
-    /// Writes the board row; `BoardExists` when one is already there.
-    pub(crate) async fn create_board(&self, name: &str, description: &str) -> TxResult<Board> {
-        let inserted = self
-            .exec(
-                "INSERT INTO kanban_boards (slug, name, description, created_at) \
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (slug) DO NOTHING",
-                &[&self.board.as_str(), &name, &description, &self.now.0],
-            )
-            .await?;
-        if inserted == 0 {
-            return Err(StoreError::BoardExists {
-                slug: self.board.clone(),
-            }
-            .into());
-        }
-        self.event(
-            None,
-            None,
-            EventKind::BoardCreated,
-            json!({"slug": self.board.as_str()}),
-        );
-        self.board_row().await
-    }
-
-    /// Marks the board archived (idempotent).
-    pub(crate) async fn archive_board(&self) -> TxResult<Board> {
-        let board = self.board_row().await?;
-        if board.archived_at.is_none() {
-            self.exec(
-                "UPDATE kanban_boards SET archived_at = $2 WHERE slug = $1",
-                &[&self.board.as_str(), &self.now.0],
-            )
-            .await?;
-            self.event(
-                None,
-                None,
-                EventKind::BoardArchived,
-                json!({"slug": self.board.as_str()}),
-            );
-        }
-        self.board_row().await
-    }
-
     /// Removes the board and everything on it; it must be archived.
     pub(crate) async fn delete_board(&self) -> TxResult<()> {
         let board = self.board_row().await?;
@@ -611,17 +535,35 @@ impl PgTx<'_, '_> {
             }
         }
     }
+}
 
-    // ---- building blocks ----
+/// PostgreSQL carries out the decisions of `ops.rs`: every method is one statement (events are
+/// buffered until [`PgTx::finish`]), each query naming the board, since one database holds many.
+impl Backend for PgTx<'_, '_> {
+    type Error = PgTxError;
 
-    /// Appends an event; it gets its id when the operation finishes.
-    fn event(&self, task: Option<&TaskId>, run: Option<RunId>, kind: EventKind, payload: Value) {
-        self.lock_events().push(PendingEvent {
-            task: task.map(|t| t.as_str().to_string()),
-            run: run.map(|r| r.0),
-            kind: kind.as_str(),
-            payload: payload.to_string(),
-        });
+    fn board(&self) -> &BoardSlug {
+        self.board
+    }
+
+    fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    // ---- reads ----
+
+    async fn board_row(&self) -> TxResult<Board> {
+        let row = self
+            .row(
+                "SELECT slug, name, description, created_at, archived_at FROM kanban_boards \
+                 WHERE slug = $1",
+                &[&self.board.as_str()],
+            )
+            .await?
+            .ok_or_else(|| StoreError::BoardNotFound {
+                slug: self.board.clone(),
+            })?;
+        self.reader(&row).board()
     }
 
     async fn try_task(&self, id: &TaskId) -> TxResult<Option<Task>> {
@@ -634,282 +576,21 @@ impl PgTx<'_, '_> {
         row.map(|r| self.reader(&r).task()).transpose()
     }
 
-    /// A task of this board; `TaskNotFound` otherwise.
-    pub(crate) async fn task(&self, id: &TaskId) -> TxResult<Task> {
-        self.try_task(id).await?.ok_or_else(|| {
-            StoreError::TaskNotFound {
-                board: self.board.clone(),
-                id: id.clone(),
-            }
-            .into()
-        })
-    }
-
-    async fn parents(&self, id: &TaskId) -> TxResult<Vec<TaskId>> {
-        self.ids(
-            "SELECT parent_id FROM kanban_task_links WHERE board = $1 AND child_id = $2 \
-             ORDER BY created_at, parent_id",
-            &[&self.board.as_str(), &id.as_str()],
-        )
-        .await
-    }
-
-    async fn children(&self, id: &TaskId) -> TxResult<Vec<TaskId>> {
-        self.ids(
-            "SELECT child_id FROM kanban_task_links WHERE board = $1 AND parent_id = $2 \
-             ORDER BY created_at, child_id",
-            &[&self.board.as_str(), &id.as_str()],
-        )
-        .await
-    }
-
-    /// Parents of `id` that are neither done nor archived.
-    async fn open_parents(&self, id: &TaskId) -> TxResult<Vec<TaskId>> {
-        self.ids(
-            "SELECT l.parent_id FROM kanban_task_links l \
-             JOIN kanban_tasks p ON p.board = l.board AND p.id = l.parent_id \
-             WHERE l.board = $1 AND l.child_id = $2 AND p.status NOT IN ('done', 'archived') \
-             ORDER BY l.parent_id",
-            &[&self.board.as_str(), &id.as_str()],
-        )
-        .await
-    }
-
-    /// Refuses a worker that does not hold the task's lease.
-    fn check_holder(&self, task: &Task, worker: Option<&WorkerId>) -> TxResult<()> {
-        let Some(worker) = worker else { return Ok(()) };
-        let holds = task.status == TaskStatus::Running
-            && task.lease.as_ref().is_some_and(|l| &l.worker == worker);
-        if holds {
-            Ok(())
-        } else {
-            Err(StoreError::LeaseNotHeld {
-                task: task.id.clone(),
-                worker: worker.to_string(),
-                holder: task.lease.as_ref().map(|l| l.worker.to_string()),
-            }
-            .into())
-        }
-    }
-
-    /// The compare-and-swap every status change goes through: the row changes only if it is
-    /// still in the status it was read in. `sets` are extra `col = $n` clauses numbered from $6.
-    async fn cas(
-        &self,
-        task: &Task,
-        to: TaskStatus,
-        sets: &str,
-        extra: &[Param<'_>],
-    ) -> TxResult<()> {
-        let sql = format!(
-            "UPDATE kanban_tasks SET status = $1, updated_at = $2{}{sets} \
-             WHERE board = $5 AND id = $3 AND status = $4",
-            if sets.is_empty() { "" } else { ", " }
-        );
-        let to_s = to.as_str();
-        let id_s = task.id.as_str();
-        let from_s = task.status.as_str();
-        let board_s = self.board.as_str();
-        let mut args: Vec<Param<'_>> = vec![&to_s, &self.now.0, &id_s, &from_s, &board_s];
-        args.extend_from_slice(extra);
-        let changed = self.exec(&sql, &args).await?;
-        if changed != 1 {
-            return Err(StoreError::Conflict {
-                task: task.id.clone(),
-            }
-            .into());
-        }
-        Ok(())
-    }
-
-    /// Ends the task's open run, if any, with `outcome`.
-    async fn close_run(
-        &self,
-        task: &Task,
-        outcome: RunOutcome,
-        summary: Option<&str>,
-        metadata: Option<&Value>,
-        error: Option<&str>,
-    ) -> TxResult<Option<RunId>> {
-        let Some(lease) = &task.lease else {
-            return Ok(None);
-        };
-        self.exec(
-            "UPDATE kanban_task_runs SET ended_at = $1, outcome = $2, summary = $3, metadata = $4, \
-             error = $5 WHERE id = $6 AND board = $7 AND ended_at IS NULL",
-            &[
-                &self.now.0,
-                &outcome.as_str(),
-                &summary,
-                &metadata.map(Value::to_string),
-                &error,
-                &lease.run_id.0,
-                &self.board.as_str(),
-            ],
-        )
-        .await?;
-        Ok(Some(lease.run_id))
-    }
-
-    /// The status the open run was claimed from (`ready` when there is none).
-    async fn source_status(&self, task: &Task) -> TxResult<TaskStatus> {
-        let Some(lease) = &task.lease else {
-            return Ok(TaskStatus::Ready);
-        };
-        let row = self
-            .row(
-                "SELECT source_status FROM kanban_task_runs WHERE id = $1 AND board = $2",
-                &[&lease.run_id.0, &self.board.as_str()],
+    async fn task_by_key(&self, key: &str) -> TxResult<Option<Task>> {
+        let found = self
+            .tasks(
+                &format!(
+                    "SELECT {TASK_COLS} FROM kanban_tasks WHERE board = $1 \
+                     AND idempotency_key = $2 AND status <> 'archived' \
+                     ORDER BY created_at DESC LIMIT 1"
+                ),
+                &[&self.board.as_str(), &key],
             )
             .await?;
-        let src: Option<String> = row.map(|r| self.reader(&r).get(0)).transpose()?;
-        match src.as_deref() {
-            Some("review") => Ok(TaskStatus::Review),
-            _ => Ok(TaskStatus::Ready),
-        }
+        Ok(found.into_iter().next())
     }
 
-    /// Makes every `todo` child of `parent` whose parents are now all finished `ready`.
-    async fn promote_children(&self, parent: &TaskId) -> TxResult<Vec<TaskId>> {
-        let mut promoted = Vec::new();
-        for child in self.children(parent).await? {
-            let task = self.task(&child).await?;
-            if task.status == TaskStatus::Todo && self.open_parents(&child).await?.is_empty() {
-                self.cas(&task, TaskStatus::Ready, "", &[]).await?;
-                self.event(
-                    Some(&child),
-                    None,
-                    EventKind::Promoted,
-                    json!({"from": "todo", "to": "ready", "by": parent.as_str()}),
-                );
-                promoted.push(child);
-            }
-        }
-        Ok(promoted)
-    }
-
-    async fn insert_link(&self, parent: &TaskId, child: &TaskId) -> TxResult<()> {
-        self.exec(
-            "INSERT INTO kanban_task_links (board, parent_id, child_id, created_at) \
-             VALUES ($1, $2, $3, $4)",
-            &[
-                &self.board.as_str(),
-                &parent.as_str(),
-                &child.as_str(),
-                &self.now.0,
-            ],
-        )
-        .await?;
-        Ok(())
-    }
-
-    // ---- tasks ----
-
-    pub(crate) async fn create_task(&self, new: &NewTask) -> TxResult<Created> {
-        self.ensure_live().await?;
-        non_empty("title", &new.title, "a one-line title")?;
-        if let Some(a) = &new.assignee {
-            non_empty("assignee", a, "a profile name, or no assignee at all")?;
-        }
-        if let Some(key) = &new.idempotency_key {
-            non_empty("idempotency_key", key, "a non-empty key, or none")?;
-            let existing = self
-                .tasks(
-                    &format!(
-                        "SELECT {TASK_COLS} FROM kanban_tasks WHERE board = $1 \
-                         AND idempotency_key = $2 AND status <> 'archived' \
-                         ORDER BY created_at DESC LIMIT 1"
-                    ),
-                    &[&self.board.as_str(), key],
-                )
-                .await?;
-            if let Some(task) = existing.into_iter().next() {
-                return Ok(Created {
-                    task,
-                    created: false,
-                });
-            }
-        }
-        let mut parents: Vec<TaskId> = Vec::new();
-        for p in &new.parents {
-            if !parents.contains(p) {
-                parents.push(p.clone());
-            }
-        }
-        let mut tenant = new.tenant.clone();
-        let mut any_open = false;
-        for p in &parents {
-            let parent = self.task(p).await?;
-            if tenant.is_none() {
-                tenant = parent.tenant.clone();
-            }
-            any_open |= rules::is_open(parent.status);
-        }
-        let status = match new.initial {
-            InitialStatus::Triage => TaskStatus::Triage,
-            InitialStatus::Blocked => TaskStatus::Blocked,
-            InitialStatus::Auto => rules::runnable_status(any_open, TaskStatus::Ready),
-        };
-        let id = self.fresh_id().await?;
-        self.exec(
-            "INSERT INTO kanban_tasks (board, id, title, body, assignee, status, priority, tenant, \
-             idempotency_key, created_by, created_at, updated_at, workspace_kind, workspace_path, \
-             max_runtime_seconds, max_retries, budget, traceparent) \
-             VALUES ($15, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, $14, $16, $17)",
-            &[
-                &id.as_str(),
-                &new.title.trim(),
-                &new.body,
-                &new.assignee.as_deref().map(str::trim),
-                &status.as_str(),
-                &new.priority,
-                &tenant,
-                &new.idempotency_key,
-                &new.created_by,
-                &self.now.0,
-                &new.workspace.kind(),
-                &new.workspace.path(),
-                &new.max_runtime_seconds.map(sql_int),
-                &new.max_retries.map(i64::from),
-                &self.board.as_str(),
-                &super::budget_text(new.budget.as_ref()),
-                &super::kept_traceparent(new.traceparent.as_deref()),
-            ],
-        )
-        .await?;
-        for p in &parents {
-            self.insert_link(p, &id).await?;
-        }
-        let parent_ids: Vec<&str> = parents.iter().map(TaskId::as_str).collect();
-        self.event(
-            Some(&id),
-            None,
-            EventKind::Created,
-            json!({"status": status.as_str(), "parents": parent_ids, "assignee": new.assignee}),
-        );
-        Ok(Created {
-            task: self.task(&id).await?,
-            created: true,
-        })
-    }
-
-    /// A random id not yet used on this board.
-    async fn fresh_id(&self) -> TxResult<TaskId> {
-        for _ in 0..16 {
-            let id = TaskId::generate();
-            if self.try_task(&id).await?.is_none() {
-                return Ok(id);
-            }
-        }
-        // 16 collisions in a row in a 32-bit space means the board is nearly full.
-        Err(StoreError::Corrupt {
-            board: self.board.clone(),
-            what: "no free task id found after 16 tries".to_string(),
-        }
-        .into())
-    }
-
-    pub(crate) async fn list_tasks(&self, f: &TaskFilter) -> TxResult<Vec<Task>> {
+    async fn select_tasks(&self, f: &TaskFilter) -> TxResult<Vec<Task>> {
         let mut sql = format!("SELECT {TASK_COLS} FROM kanban_tasks WHERE board = $1");
         let board_s = self.board.as_str();
         let statuses: Vec<&str> = f.statuses.iter().map(|s| s.as_str()).collect();
@@ -931,12 +612,7 @@ impl PgTx<'_, '_> {
             args.push(t);
             sql.push_str(&format!(" AND tenant = ${}", args.len()));
         }
-        sql.push_str(match f.sort {
-            TaskSort::Created => " ORDER BY created_at, id",
-            TaskSort::CreatedDesc => " ORDER BY created_at DESC, id DESC",
-            TaskSort::Priority => " ORDER BY priority DESC, created_at, id",
-            TaskSort::Updated => " ORDER BY updated_at DESC, id",
-        });
+        sql.push_str(ops::task_order(f.sort));
         if let Some(limit) = &limit {
             args.push(limit);
             sql.push_str(&format!(" LIMIT ${}", args.len()));
@@ -944,223 +620,97 @@ impl PgTx<'_, '_> {
         self.tasks(&sql, &args).await
     }
 
-    pub(crate) async fn patch_task(&self, id: &TaskId, p: &TaskPatch) -> TxResult<Task> {
-        let task = self.task(id).await?;
-        if p.is_empty() {
-            return Ok(task);
-        }
-        if let Some(title) = &p.title {
-            non_empty("title", title, "a one-line title")?;
-        }
-        let mut fields: Vec<&str> = Vec::new();
-        let mut set = |name: &'static str, changed: bool| {
-            if changed {
-                fields.push(name);
-            }
-        };
-        set("title", p.title.is_some());
-        set("body", p.body.is_some());
-        set("priority", p.priority.is_some());
-        set("tenant", p.tenant.is_some());
-        set("max_runtime_seconds", p.max_runtime_seconds.is_some());
-        set("max_retries", p.max_retries.is_some());
-        set("workspace", p.workspace.is_some());
-        set("result", p.result.is_some());
-        let ws = p.workspace.as_ref().unwrap_or(&task.workspace);
-        self.exec(
-            "UPDATE kanban_tasks SET title = $1, body = $2, priority = $3, tenant = $4, \
-             max_runtime_seconds = $5, max_retries = $6, workspace_kind = $7, \
-             workspace_path = $8, result = $9, updated_at = $10 WHERE board = $12 AND id = $11",
-            &[
-                &p.title.as_deref().map(str::trim).unwrap_or(&task.title),
-                &p.body.as_deref().unwrap_or(&task.body),
-                &p.priority.unwrap_or(task.priority),
-                &p.tenant.clone().unwrap_or(task.tenant.clone()),
-                &p.max_runtime_seconds
-                    .unwrap_or(task.max_runtime_seconds)
-                    .map(sql_int),
-                &p.max_retries.unwrap_or(task.max_retries).map(i64::from),
-                &ws.kind(),
-                &ws.path(),
-                &p.result.as_deref().or(task.result.as_deref()),
-                &self.now.0,
-                &id.as_str(),
-                &self.board.as_str(),
-            ],
-        )
-        .await?;
-        self.event(Some(id), None, EventKind::Edited, json!({"fields": fields}));
-        if let Some(pr) = p.priority.filter(|pr| *pr != task.priority) {
-            self.event(
-                Some(id),
-                None,
-                EventKind::Reprioritized,
-                json!({"from": task.priority, "to": pr}),
-            );
-        }
-        self.task(id).await
-    }
-
-    pub(crate) async fn assign_task(&self, id: &TaskId, assignee: Option<&str>) -> TxResult<Task> {
-        let task = self.task(id).await?;
-        let assignee = assignee.map(str::trim);
-        if let Some(a) = assignee {
-            non_empty("assignee", a, "a profile name, or none to unassign")?;
-        }
-        if task.assignee.as_deref() == assignee {
-            return Ok(task);
-        }
-        // A different profile deserves its own attempts.
-        self.exec(
-            "UPDATE kanban_tasks SET assignee = $1, consecutive_failures = 0, \
-             protocol_violations = 0, updated_at = $2 WHERE board = $4 AND id = $3",
-            &[&assignee, &self.now.0, &id.as_str(), &self.board.as_str()],
-        )
-        .await?;
-        self.event(
-            Some(id),
-            None,
-            EventKind::Assigned,
-            json!({"from": task.assignee, "to": assignee}),
-        );
-        self.task(id).await
-    }
-
-    pub(crate) async fn stats(&self) -> TxResult<BoardStats> {
+    /// Rows another claimer, reclaimer or promoter has locked are skipped rather than waited
+    /// for: whichever caller locked a row first moves it, the others move on.
+    async fn pick(&self, pick: Pick<'_>) -> TxResult<Vec<TaskId>> {
         let board_s = self.board.as_str();
-        let rows = self
-            .rows(
-                "SELECT status, COUNT(*) FROM kanban_tasks WHERE board = $1 GROUP BY status",
-                &[&board_s],
-            )
-            .await?;
-        let mut counted = Vec::new();
-        for r in &rows {
-            let rd = self.reader(r);
-            counted.push((rd.status(0)?, rd.get::<i64>(1)?));
-        }
-        let by_status = TaskStatus::ALL
-            .into_iter()
-            .map(|s| {
-                let n = counted.iter().find(|(c, _)| *c == s).map_or(0, |(_, n)| *n);
-                (s, u64::try_from(n).unwrap_or(0))
-            })
-            .collect();
-        let row = self
-            .row(
-                "SELECT (SELECT COUNT(*) FROM kanban_task_runs WHERE board = $1 AND ended_at IS NULL), \
-                 (SELECT MAX(id) FROM kanban_task_events WHERE board = $1)",
-                &[&board_s],
-            )
-            .await?;
-        let (open_runs, last) = match row {
-            Some(r) => {
-                let rd = self.reader(&r);
-                (rd.get::<i64>(0)?, rd.get::<Option<i64>>(1)?)
+        match pick {
+            Pick::Lapsed => {
+                self.ids(
+                    "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'running' \
+                     AND claim_expires <= $2 ORDER BY claim_expires, id FOR UPDATE SKIP LOCKED",
+                    &[&board_s, &self.now.0],
+                )
+                .await
             }
-            None => (0, None),
-        };
-        Ok(BoardStats {
-            by_status,
-            open_runs: u64::try_from(open_runs).unwrap_or(0),
-            last_event_id: EventId(last.unwrap_or(0)),
-        })
+            Pick::Due => {
+                self.ids(
+                    "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'scheduled' \
+                     AND scheduled_until <= $2 ORDER BY id FOR UPDATE SKIP LOCKED",
+                    &[&board_s, &self.now.0],
+                )
+                .await
+            }
+            Pick::Unblocked => {
+                self.ids(
+                    "SELECT t.id FROM kanban_tasks t WHERE t.board = $1 AND t.status = 'todo' \
+                     AND NOT EXISTS ( \
+                       SELECT 1 FROM kanban_task_links l \
+                       JOIN kanban_tasks p ON p.board = l.board AND p.id = l.parent_id \
+                       WHERE l.board = t.board AND l.child_id = t.id \
+                       AND p.status NOT IN ('done', 'archived')) \
+                     ORDER BY t.priority DESC, t.created_at, t.id FOR UPDATE OF t SKIP LOCKED",
+                    &[&board_s],
+                )
+                .await
+            }
+            Pick::NextReady(None) => {
+                self.ids(
+                    "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'ready' \
+                     ORDER BY priority DESC, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED",
+                    &[&board_s],
+                )
+                .await
+            }
+            Pick::NextReady(Some(list)) => {
+                self.ids(
+                    "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'ready' \
+                     AND assignee = ANY($2) \
+                     ORDER BY priority DESC, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED",
+                    &[&board_s, &list],
+                )
+                .await
+            }
+        }
     }
 
-    // ---- links ----
-
-    pub(crate) async fn link(&self, parent: &TaskId, child: &TaskId) -> TxResult<()> {
-        if parent == child {
-            return Err(StoreError::SelfLink {
-                task: parent.clone(),
+    async fn linked(&self, id: &TaskId, side: Side) -> TxResult<Vec<TaskId>> {
+        let sql = match side {
+            Side::Parents => {
+                "SELECT parent_id FROM kanban_task_links WHERE board = $1 AND child_id = $2 \
+                 ORDER BY created_at, parent_id"
             }
-            .into());
-        }
-        let parent_task = self.task(parent).await?;
-        let child_task = self.task(child).await?;
-        let exists = self
+            Side::Children => {
+                "SELECT child_id FROM kanban_task_links WHERE board = $1 AND parent_id = $2 \
+                 ORDER BY created_at, child_id"
+            }
+        };
+        self.ids(sql, &[&self.board.as_str(), &id.as_str()]).await
+    }
+
+    async fn open_parents(&self, id: &TaskId) -> TxResult<Vec<TaskId>> {
+        self.ids(
+            "SELECT l.parent_id FROM kanban_task_links l \
+             JOIN kanban_tasks p ON p.board = l.board AND p.id = l.parent_id \
+             WHERE l.board = $1 AND l.child_id = $2 AND p.status NOT IN ('done', 'archived') \
+             ORDER BY l.parent_id",
+            &[&self.board.as_str(), &id.as_str()],
+        )
+        .await
+    }
+
+    async fn has_link(&self, parent: &TaskId, child: &TaskId) -> TxResult<bool> {
+        let row = self
             .row(
                 "SELECT 1 FROM kanban_task_links WHERE board = $1 AND parent_id = $2 \
                  AND child_id = $3",
                 &[&self.board.as_str(), &parent.as_str(), &child.as_str()],
             )
-            .await?
-            .is_some();
-        if exists {
-            return Ok(());
-        }
-        if self.is_descendant(child, parent).await? {
-            return Err(StoreError::Cycle {
-                parent: parent.clone(),
-                child: child.clone(),
-            }
-            .into());
-        }
-        self.insert_link(parent, child).await?;
-        // A ready child must wait again for an unfinished new parent.
-        let demote = child_task.status == TaskStatus::Ready && rules::is_open(parent_task.status);
-        if demote {
-            self.cas(&child_task, TaskStatus::Todo, "", &[]).await?;
-        }
-        self.event(
-            Some(child),
-            None,
-            EventKind::Linked,
-            json!({"parent": parent.as_str(), "child": child.as_str(),
-                   "child_status": if demote { "todo" } else { child_task.status.as_str() }}),
-        );
-        Ok(())
-    }
-
-    /// Depth-first search down the child links from `from`, looking for `target`.
-    async fn is_descendant(&self, from: &TaskId, target: &TaskId) -> TxResult<bool> {
-        let mut stack = vec![from.clone()];
-        let mut seen: HashSet<TaskId> = HashSet::new();
-        while let Some(node) = stack.pop() {
-            if &node == target {
-                return Ok(true);
-            }
-            if seen.insert(node.clone()) {
-                stack.extend(self.children(&node).await?);
-            }
-        }
-        Ok(false)
-    }
-
-    pub(crate) async fn unlink(&self, parent: &TaskId, child: &TaskId) -> TxResult<()> {
-        let removed = self
-            .exec(
-                "DELETE FROM kanban_task_links WHERE board = $1 AND parent_id = $2 AND child_id = $3",
-                &[&self.board.as_str(), &parent.as_str(), &child.as_str()],
-            )
             .await?;
-        if removed == 0 {
-            return Err(StoreError::LinkNotFound {
-                parent: parent.clone(),
-                child: child.clone(),
-            }
-            .into());
-        }
-        self.event(
-            Some(child),
-            None,
-            EventKind::Unlinked,
-            json!({"parent": parent.as_str(), "child": child.as_str()}),
-        );
-        let task = self.task(child).await?;
-        if task.status == TaskStatus::Todo && self.open_parents(child).await?.is_empty() {
-            self.cas(&task, TaskStatus::Ready, "", &[]).await?;
-            self.event(
-                Some(child),
-                None,
-                EventKind::Promoted,
-                json!({"from": "todo", "to": "ready"}),
-            );
-        }
-        Ok(())
+        Ok(row.is_some())
     }
 
-    pub(crate) async fn board_links(&self) -> TxResult<Vec<Link>> {
+    async fn all_links(&self) -> TxResult<Vec<Link>> {
         let rows = self
             .rows(
                 "SELECT parent_id, child_id FROM kanban_task_links WHERE board = $1 \
@@ -1179,25 +729,356 @@ impl PgTx<'_, '_> {
             .collect()
     }
 
-    pub(crate) async fn links(&self, id: &TaskId) -> TxResult<TaskLinks> {
-        self.task(id).await?;
-        Ok(TaskLinks {
-            parents: self.parents(id).await?,
-            children: self.children(id).await?,
-        })
+    async fn counts(&self) -> TxResult<Counts> {
+        let board_s = self.board.as_str();
+        let rows = self
+            .rows(
+                "SELECT status, COUNT(*) FROM kanban_tasks WHERE board = $1 GROUP BY status",
+                &[&board_s],
+            )
+            .await?;
+        let mut counts = Counts::default();
+        for r in &rows {
+            let rd = self.reader(r);
+            counts.by_status.push((rd.status(0)?, rd.get::<i64>(1)?));
+        }
+        let row = self
+            .row(
+                "SELECT (SELECT COUNT(*) FROM kanban_task_runs WHERE board = $1 AND ended_at IS NULL), \
+                 (SELECT MAX(id) FROM kanban_task_events WHERE board = $1)",
+                &[&board_s],
+            )
+            .await?;
+        if let Some(r) = row {
+            let rd = self.reader(&r);
+            counts.open_runs = rd.get(0)?;
+            counts.last_event = rd.get(1)?;
+        }
+        Ok(counts)
     }
 
-    // ---- comments, events, runs, attachments ----
+    async fn run_source(&self, run: RunId) -> TxResult<Option<String>> {
+        let row = self
+            .row(
+                "SELECT source_status FROM kanban_task_runs WHERE id = $1 AND board = $2",
+                &[&run.0, &self.board.as_str()],
+            )
+            .await?;
+        row.map(|r| self.reader(&r).get(0)).transpose()
+    }
 
-    pub(crate) async fn add_comment(
+    async fn try_run(&self, run: RunId) -> TxResult<Option<Run>> {
+        let row = self
+            .row(
+                &format!("SELECT {RUN_COLS} FROM kanban_task_runs WHERE board = $1 AND id = $2"),
+                &[&self.board.as_str(), &run.0],
+            )
+            .await?;
+        row.map(|r| self.reader(&r).run()).transpose()
+    }
+
+    async fn task_runs(&self, id: &TaskId) -> TxResult<Vec<Run>> {
+        let rows = self
+            .rows(
+                &format!(
+                    "SELECT {RUN_COLS} FROM kanban_task_runs WHERE board = $1 AND task_id = $2 \
+                     ORDER BY id"
+                ),
+                &[&self.board.as_str(), &id.as_str()],
+            )
+            .await?;
+        rows.iter().map(|r| self.reader(r).run()).collect()
+    }
+
+    async fn task_comments(&self, id: &TaskId) -> TxResult<Vec<Comment>> {
+        let rows = self
+            .rows(
+                "SELECT id, task_id, author, body, created_at FROM kanban_task_comments \
+                 WHERE board = $1 AND task_id = $2 ORDER BY id",
+                &[&self.board.as_str(), &id.as_str()],
+            )
+            .await?;
+        rows.iter().map(|r| self.reader(r).comment()).collect()
+    }
+
+    async fn select_events(
         &self,
-        id: &TaskId,
-        author: &str,
-        body: &str,
-    ) -> TxResult<Comment> {
-        self.task(id).await?;
-        non_empty("author", author, "who is writing (a profile or user name)")?;
-        non_empty("body", body, "the comment's text")?;
+        task: Option<&TaskId>,
+        cursor: EventId,
+        limit: Option<usize>,
+    ) -> TxResult<Vec<Event>> {
+        let board_s = self.board.as_str();
+        let rows = match task {
+            Some(id) => {
+                self.rows(
+                    &format!(
+                        "SELECT {EVENT_COLS} FROM kanban_task_events \
+                         WHERE board = $1 AND task_id = $2 ORDER BY id"
+                    ),
+                    &[&board_s, &id.as_str()],
+                )
+                .await?
+            }
+            None => {
+                self.rows(
+                    &format!(
+                        "SELECT {EVENT_COLS} FROM kanban_task_events WHERE board = $1 AND id > $2 \
+                         ORDER BY id LIMIT $3"
+                    ),
+                    &[&board_s, &cursor.0, &limit.map(|l| sql_int(l as u64))],
+                )
+                .await?
+            }
+        };
+        rows.iter().map(|r| self.reader(r).event()).collect()
+    }
+
+    async fn task_attachments(&self, id: &TaskId) -> TxResult<Vec<Attachment>> {
+        let rows = self
+            .rows(
+                &format!(
+                    "SELECT {ATTACHMENT_COLS} FROM kanban_task_attachments \
+                     WHERE board = $1 AND task_id = $2 ORDER BY id"
+                ),
+                &[&self.board.as_str(), &id.as_str()],
+            )
+            .await?;
+        rows.iter().map(|r| self.reader(r).attachment()).collect()
+    }
+
+    async fn attachment_bytes(&self, attachment: i64) -> TxResult<Option<Vec<u8>>> {
+        let row = self
+            .row(
+                "SELECT content FROM kanban_task_attachments WHERE board = $1 AND id = $2",
+                &[&self.board.as_str(), &attachment],
+            )
+            .await?;
+        row.map(|r| self.reader(&r).get(0)).transpose()
+    }
+
+    // ---- writes ----
+
+    async fn insert_board(&self, name: &str, description: &str) -> TxResult<bool> {
+        let inserted = self
+            .exec(
+                "INSERT INTO kanban_boards (slug, name, description, created_at) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (slug) DO NOTHING",
+                &[&self.board.as_str(), &name, &description, &self.now.0],
+            )
+            .await?;
+        Ok(inserted > 0)
+    }
+
+    async fn mark_board_archived(&self) -> TxResult<()> {
+        self.exec(
+            "UPDATE kanban_boards SET archived_at = $2 WHERE slug = $1",
+            &[&self.board.as_str(), &self.now.0],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn insert_task(&self, t: &Task) -> TxResult<()> {
+        self.exec(
+            "INSERT INTO kanban_tasks (board, id, title, body, assignee, status, priority, tenant, \
+             idempotency_key, created_by, created_at, updated_at, workspace_kind, workspace_path, \
+             max_runtime_seconds, max_retries, budget, traceparent) \
+             VALUES ($15, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, $14, $16, $17)",
+            &[
+                &t.id.as_str(),
+                &t.title,
+                &t.body,
+                &t.assignee,
+                &t.status.as_str(),
+                &t.priority,
+                &t.tenant,
+                &t.idempotency_key,
+                &t.created_by,
+                &t.created_at.0,
+                &t.workspace.kind(),
+                &t.workspace.path(),
+                &t.max_runtime_seconds.map(sql_int),
+                &t.max_retries.map(i64::from),
+                &self.board.as_str(),
+                &super::budget_text(t.budget.as_ref()),
+                &t.traceparent,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn write_fields(&self, t: &Task) -> TxResult<()> {
+        self.exec(
+            "UPDATE kanban_tasks SET title = $1, body = $2, priority = $3, tenant = $4, \
+             max_runtime_seconds = $5, max_retries = $6, workspace_kind = $7, \
+             workspace_path = $8, result = $9, updated_at = $10 WHERE board = $12 AND id = $11",
+            &[
+                &t.title,
+                &t.body,
+                &t.priority,
+                &t.tenant,
+                &t.max_runtime_seconds.map(sql_int),
+                &t.max_retries.map(i64::from),
+                &t.workspace.kind(),
+                &t.workspace.path(),
+                &t.result,
+                &self.now.0,
+                &t.id.as_str(),
+                &self.board.as_str(),
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn write_assignee(&self, id: &TaskId, assignee: Option<&str>) -> TxResult<()> {
+        self.exec(
+            "UPDATE kanban_tasks SET assignee = $1, consecutive_failures = 0, \
+             protocol_violations = 0, updated_at = $2 WHERE board = $4 AND id = $3",
+            &[&assignee, &self.now.0, &id.as_str(), &self.board.as_str()],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn swap_status(&self, task: &Task, to: TaskStatus, sets: &[Set<'_>]) -> TxResult<bool> {
+        let (set_sql, values) = ops::set_clause(sets, 6, '$');
+        let sql = format!(
+            "UPDATE kanban_tasks SET status = $1, updated_at = $2{set_sql} \
+             WHERE board = $5 AND id = $3 AND status = $4"
+        );
+        let to_s = to.as_str();
+        let id_s = task.id.as_str();
+        let from_s = task.status.as_str();
+        let board_s = self.board.as_str();
+        let mut args: Vec<Param<'_>> = vec![&to_s, &self.now.0, &id_s, &from_s, &board_s];
+        args.extend(values.iter().map(|v| match v {
+            SetValue::Int(i) => *i as Param<'_>,
+            SetValue::Text(t) => *t as Param<'_>,
+        }));
+        Ok(self.exec(&sql, &args).await? == 1)
+    }
+
+    async fn insert_run(&self, task: &Task, run: NewRun<'_>) -> TxResult<RunId> {
+        let (lock, expires, max_runtime, heartbeat, outcome, summary, metadata) = match run {
+            NewRun::Claimed { lock, expires } => (
+                Some(lock),
+                Some(expires.0),
+                task.max_runtime_seconds.map(sql_int),
+                Some(self.now.0),
+                None,
+                None,
+                None,
+            ),
+            NewRun::Completed { summary, metadata } => (
+                None,
+                None,
+                None,
+                None,
+                Some(RunOutcome::Completed.as_str()),
+                summary,
+                metadata,
+            ),
+        };
+        let ended = outcome.map(|_| self.now.0);
+        let row = self
+            .row(
+                "INSERT INTO kanban_task_runs (board, task_id, profile, source_status, claim_lock, \
+                 claim_expires, max_runtime_seconds, last_heartbeat_at, started_at, ended_at, \
+                 outcome, summary, metadata) \
+                 VALUES ($13, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
+                &[
+                    &task.id.as_str(),
+                    &task.assignee,
+                    &task.status.as_str(),
+                    &lock,
+                    &expires,
+                    &max_runtime,
+                    &heartbeat,
+                    &self.now.0,
+                    &ended,
+                    &outcome,
+                    &summary,
+                    &metadata,
+                    &self.board.as_str(),
+                ],
+            )
+            .await?;
+        match &row {
+            Some(r) => Ok(RunId(self.reader(r).get(0)?)),
+            None => Err(StoreError::Corrupt {
+                board: self.board.clone(),
+                what: "a new run got no id".to_string(),
+            }
+            .into()),
+        }
+    }
+
+    async fn end_run(&self, run: RunId, end: RunEnd<'_>) -> TxResult<()> {
+        self.exec(
+            "UPDATE kanban_task_runs SET ended_at = $1, outcome = $2, summary = $3, metadata = $4, \
+             error = $5 WHERE id = $6 AND board = $7 AND ended_at IS NULL",
+            &[
+                &self.now.0,
+                &end.outcome.as_str(),
+                &end.summary,
+                &end.metadata.map(Value::to_string),
+                &end.error,
+                &run.0,
+                &self.board.as_str(),
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn extend_run(&self, run: RunId, expires: Timestamp) -> TxResult<()> {
+        self.exec(
+            "UPDATE kanban_task_runs SET claim_expires = $1, last_heartbeat_at = $2 \
+             WHERE id = $3 AND board = $4",
+            &[&expires.0, &self.now.0, &run.0, &self.board.as_str()],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn write_run_usage(&self, run: RunId, usage: &Value) -> TxResult<bool> {
+        let changed = self
+            .exec(
+                "UPDATE kanban_task_runs SET usage = $1 WHERE board = $2 AND id = $3",
+                &[&usage.to_string(), &self.board.as_str(), &run.0],
+            )
+            .await?;
+        Ok(changed > 0)
+    }
+
+    async fn insert_link(&self, parent: &TaskId, child: &TaskId) -> TxResult<()> {
+        self.exec(
+            "INSERT INTO kanban_task_links (board, parent_id, child_id, created_at) \
+             VALUES ($1, $2, $3, $4)",
+            &[
+                &self.board.as_str(),
+                &parent.as_str(),
+                &child.as_str(),
+                &self.now.0,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn delete_link(&self, parent: &TaskId, child: &TaskId) -> TxResult<bool> {
+        let removed = self
+            .exec(
+                "DELETE FROM kanban_task_links WHERE board = $1 AND parent_id = $2 AND child_id = $3",
+                &[&self.board.as_str(), &parent.as_str(), &child.as_str()],
+            )
+            .await?;
+        Ok(removed > 0)
+    }
+
+    async fn insert_comment(&self, id: &TaskId, author: &str, body: &str) -> TxResult<i64> {
         let row = self
             .row(
                 "INSERT INTO kanban_task_comments (board, task_id, author, body, created_at) \
@@ -1211,153 +1092,16 @@ impl PgTx<'_, '_> {
                 ],
             )
             .await?;
-        let cid: i64 = match &row {
-            Some(r) => self.reader(r).get(0)?,
-            None => 0,
-        };
-        self.event(
-            Some(id),
-            None,
-            EventKind::Commented,
-            json!({"comment_id": cid, "author": author}),
-        );
-        Ok(Comment {
-            id: cid,
-            task_id: id.clone(),
-            author: author.to_string(),
-            body: body.to_string(),
-            created_at: self.now,
-        })
+        row.map_or(Ok(0), |r| self.reader(&r).get(0))
     }
 
-    pub(crate) async fn comments(&self, id: &TaskId) -> TxResult<Vec<Comment>> {
-        self.task(id).await?;
-        let rows = self
-            .rows(
-                "SELECT id, task_id, author, body, created_at FROM kanban_task_comments \
-                 WHERE board = $1 AND task_id = $2 ORDER BY id",
-                &[&self.board.as_str(), &id.as_str()],
-            )
-            .await?;
-        rows.iter()
-            .map(|r| {
-                let rd = self.reader(r);
-                Ok(Comment {
-                    id: rd.get(0)?,
-                    task_id: rd.task_id(1)?,
-                    author: rd.get(2)?,
-                    body: rd.get(3)?,
-                    created_at: rd.ts(4)?,
-                })
-            })
-            .collect()
-    }
-
-    pub(crate) async fn events_since(&self, cursor: EventId, limit: usize) -> TxResult<Vec<Event>> {
-        let rows = self
-            .rows(
-                &format!(
-                    "SELECT {EVENT_COLS} FROM kanban_task_events WHERE board = $1 AND id > $2 \
-                     ORDER BY id LIMIT $3"
-                ),
-                &[&self.board.as_str(), &cursor.0, &sql_int(limit as u64)],
-            )
-            .await?;
-        rows.iter().map(|r| self.reader(r).event()).collect()
-    }
-
-    pub(crate) async fn task_events(&self, id: &TaskId) -> TxResult<Vec<Event>> {
-        self.task(id).await?;
-        let rows = self
-            .rows(
-                &format!(
-                    "SELECT {EVENT_COLS} FROM kanban_task_events WHERE board = $1 AND task_id = $2 \
-                     ORDER BY id"
-                ),
-                &[&self.board.as_str(), &id.as_str()],
-            )
-            .await?;
-        rows.iter().map(|r| self.reader(r).event()).collect()
-    }
-
-    pub(crate) async fn runs(&self, id: &TaskId) -> TxResult<Vec<Run>> {
-        self.task(id).await?;
-        let rows = self
-            .rows(
-                &format!(
-                    "SELECT {RUN_COLS} FROM kanban_task_runs WHERE board = $1 AND task_id = $2 \
-                     ORDER BY id"
-                ),
-                &[&self.board.as_str(), &id.as_str()],
-            )
-            .await?;
-        rows.iter().map(|r| self.reader(r).run()).collect()
-    }
-
-    pub(crate) async fn run(&self, id: RunId) -> TxResult<Run> {
-        let row = self
-            .row(
-                &format!("SELECT {RUN_COLS} FROM kanban_task_runs WHERE board = $1 AND id = $2"),
-                &[&self.board.as_str(), &id.0],
-            )
-            .await?
-            .ok_or_else(|| StoreError::RunNotFound {
-                board: self.board.clone(),
-                id: id.0,
-            })?;
-        self.reader(&row).run()
-    }
-
-    pub(crate) async fn record_run_usage(&self, id: RunId, usage: &Value) -> TxResult<()> {
-        let changed = self
-            .exec(
-                "UPDATE kanban_task_runs SET usage = $1 WHERE board = $2 AND id = $3",
-                &[&usage.to_string(), &self.board.as_str(), &id.0],
-            )
-            .await?;
-        if changed == 0 {
-            return Err(StoreError::RunNotFound {
-                board: self.board.clone(),
-                id: id.0,
-            }
-            .into());
-        }
-        Ok(())
-    }
-
-    pub(crate) async fn attach(&self, id: &TaskId, file: &NewAttachment) -> TxResult<Attachment> {
-        self.task(id).await?;
-        let name = file.filename.trim();
-        let plain = !name.is_empty()
-            && name.len() <= 255
-            && name != "."
-            && name != ".."
-            && !name.contains(['/', '\\', '\0']);
-        if !plain {
-            return Err(ModelError::BadField {
-                field: "filename",
-                why: format!(
-                    "{:?} is not a plain file name; send a name of 1-255 characters without \
-                     '/' or '\\'",
-                    file.filename
-                ),
-            }
-            .into());
-        }
-        let size = file.content.len() as u64;
-        if size > ATTACHMENT_CAP_BYTES {
-            return Err(StoreError::AttachmentTooLarge {
-                filename: name.to_string(),
-                size,
-                cap: ATTACHMENT_CAP_BYTES,
-            }
-            .into());
-        }
-        let content_type = if file.content_type.trim().is_empty() {
-            "application/octet-stream"
-        } else {
-            file.content_type.trim()
-        };
+    async fn insert_attachment(
+        &self,
+        id: &TaskId,
+        file: &NewAttachment,
+        filename: &str,
+        content_type: &str,
+    ) -> TxResult<i64> {
         let row = self
             .row(
                 "INSERT INTO kanban_task_attachments (board, task_id, filename, content_type, \
@@ -1366,65 +1110,19 @@ impl PgTx<'_, '_> {
                 &[
                     &self.board.as_str(),
                     &id.as_str(),
-                    &name,
+                    &filename,
                     &content_type,
-                    &sql_int(size),
+                    &sql_int(file.content.len() as u64),
                     &file.content,
                     &file.uploaded_by,
                     &self.now.0,
                 ],
             )
             .await?;
-        let aid: i64 = match &row {
-            Some(r) => self.reader(r).get(0)?,
-            None => 0,
-        };
-        self.event(
-            Some(id),
-            None,
-            EventKind::Attached,
-            json!({"attachment_id": aid, "filename": name, "size": size}),
-        );
-        Ok(Attachment {
-            id: aid,
-            task_id: id.clone(),
-            filename: name.to_string(),
-            content_type: content_type.to_string(),
-            size,
-            uploaded_by: file.uploaded_by.clone(),
-            created_at: self.now,
-        })
+        row.map_or(Ok(0), |r| self.reader(&r).get(0))
     }
 
-    pub(crate) async fn attachments(&self, id: &TaskId) -> TxResult<Vec<Attachment>> {
-        self.task(id).await?;
-        let rows = self
-            .rows(
-                &format!(
-                    "SELECT {ATTACHMENT_COLS} FROM kanban_task_attachments \
-                     WHERE board = $1 AND task_id = $2 ORDER BY id"
-                ),
-                &[&self.board.as_str(), &id.as_str()],
-            )
-            .await?;
-        rows.iter().map(|r| self.reader(r).attachment()).collect()
-    }
-
-    pub(crate) async fn attachment_content(&self, attachment: i64) -> TxResult<Vec<u8>> {
-        let row = self
-            .row(
-                "SELECT content FROM kanban_task_attachments WHERE board = $1 AND id = $2",
-                &[&self.board.as_str(), &attachment],
-            )
-            .await?
-            .ok_or_else(|| StoreError::AttachmentNotFound {
-                board: self.board.clone(),
-                id: attachment,
-            })?;
-        self.reader(&row).get(0)
-    }
-
-    pub(crate) async fn remove_attachment(&self, attachment: i64) -> TxResult<()> {
+    async fn delete_attachment(&self, attachment: i64) -> TxResult<Option<Attachment>> {
         let row = self
             .row(
                 &format!(
@@ -1433,607 +1131,24 @@ impl PgTx<'_, '_> {
                 ),
                 &[&self.board.as_str(), &attachment],
             )
-            .await?
-            .ok_or_else(|| StoreError::AttachmentNotFound {
-                board: self.board.clone(),
-                id: attachment,
-            })?;
-        let found = self.reader(&row).attachment()?;
-        self.event(
-            Some(&found.task_id),
-            None,
-            EventKind::AttachmentRemoved,
-            json!({"attachment_id": attachment, "filename": found.filename}),
-        );
+            .await?;
+        row.map(|r| self.reader(&r).attachment()).transpose()
+    }
+
+    /// Buffered; numbered and written by [`PgTx::finish`].
+    fn event(
+        &self,
+        task: Option<&TaskId>,
+        run: Option<RunId>,
+        kind: EventKind,
+        payload: Value,
+    ) -> TxResult<()> {
+        self.lock_events().push(PendingEvent {
+            task: task.map(|t| t.as_str().to_string()),
+            run: run.map(|r| r.0),
+            kind: kind.as_str(),
+            payload: payload.to_string(),
+        });
         Ok(())
-    }
-
-    // ---- lifecycle ----
-
-    pub(crate) async fn promote(&self) -> TxResult<Vec<TaskId>> {
-        let mut promoted = Vec::new();
-        // Rows another promoter holds are its to move: skip them rather than wait.
-        let due = self
-            .ids(
-                "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'scheduled' \
-                 AND scheduled_until <= $2 ORDER BY id FOR UPDATE SKIP LOCKED",
-                &[&self.board.as_str(), &self.now.0],
-            )
-            .await?;
-        for id in due {
-            let task = self.task(&id).await?;
-            let to = rules::runnable_status(
-                !self.open_parents(&id).await?.is_empty(),
-                TaskStatus::Ready,
-            );
-            self.cas(&task, to, "scheduled_until = NULL", &[]).await?;
-            self.event(
-                Some(&id),
-                None,
-                EventKind::Promoted,
-                json!({"from": "scheduled", "to": to.as_str()}),
-            );
-            if to == TaskStatus::Ready {
-                promoted.push(id);
-            }
-        }
-        let waiting = self
-            .ids(
-                "SELECT t.id FROM kanban_tasks t WHERE t.board = $1 AND t.status = 'todo' \
-                 AND NOT EXISTS ( \
-                   SELECT 1 FROM kanban_task_links l \
-                   JOIN kanban_tasks p ON p.board = l.board AND p.id = l.parent_id \
-                   WHERE l.board = t.board AND l.child_id = t.id \
-                   AND p.status NOT IN ('done', 'archived')) \
-                 ORDER BY t.priority DESC, t.created_at, t.id FOR UPDATE OF t SKIP LOCKED",
-                &[&self.board.as_str()],
-            )
-            .await?;
-        for id in waiting {
-            let task = self.task(&id).await?;
-            self.cas(&task, TaskStatus::Ready, "", &[]).await?;
-            self.event(
-                Some(&id),
-                None,
-                EventKind::Promoted,
-                json!({"from": "todo", "to": "ready"}),
-            );
-            promoted.push(id);
-        }
-        Ok(promoted)
-    }
-
-    /// Claims the best ready task; tasks found with an open parent go back to `todo`. The
-    /// candidate row is locked with `SKIP LOCKED`, so concurrent claimers take different tasks
-    /// instead of queueing behind one another.
-    pub(crate) async fn claim_next(&self, spec: &ClaimSpec) -> TxResult<Option<Claim>> {
-        self.ensure_live().await?;
-        let board_s = self.board.as_str();
-        let mut args: Vec<Param<'_>> = vec![&board_s];
-        let mut sql =
-            "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'ready'".to_string();
-        if let Some(list) = &spec.assignees {
-            if list.is_empty() {
-                return Ok(None);
-            }
-            args.push(list);
-            sql.push_str(" AND assignee = ANY($2)");
-        }
-        sql.push_str(" ORDER BY priority DESC, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED");
-        loop {
-            let next = self.ids(&sql, &args).await?;
-            let Some(id) = next.into_iter().next() else {
-                return Ok(None);
-            };
-            let task = self.task(&id).await?;
-            // Each pass either claims or moves one task out of `ready`, so this ends.
-            if let Some(claim) = self.try_claim(&task, spec).await? {
-                return Ok(Some(claim));
-            }
-        }
-    }
-
-    /// Claims one named task.
-    pub(crate) async fn claim_task(&self, id: &TaskId, spec: &ClaimSpec) -> TxResult<Claim> {
-        self.ensure_live().await?;
-        let task = self.task(id).await?;
-        rules::CLAIM.check(&task)?;
-        match self.try_claim(&task, spec).await? {
-            Some(claim) => Ok(claim),
-            None => Err(StoreError::ParentsOpen {
-                task: id.clone(),
-                action: "claimed",
-                open_parents: self.open_parents(id).await?,
-            }
-            .into()),
-        }
-    }
-
-    /// The claim itself: `None` (and the task back in `todo`) when a parent is still open.
-    async fn try_claim(&self, task: &Task, spec: &ClaimSpec) -> TxResult<Option<Claim>> {
-        let open = self.open_parents(&task.id).await?;
-        if !open.is_empty() && task.status == TaskStatus::Ready {
-            self.cas(task, TaskStatus::Todo, "", &[]).await?;
-            let ids: Vec<&str> = open.iter().map(TaskId::as_str).collect();
-            self.event(
-                Some(&task.id),
-                None,
-                EventKind::ClaimRejected,
-                json!({"open_parents": ids}),
-            );
-            return Ok(None);
-        }
-        let expires = self.now.plus(spec.ttl);
-        let lock = spec.worker.to_string();
-        let row = self
-            .row(
-                "INSERT INTO kanban_task_runs (board, task_id, profile, source_status, claim_lock, \
-                 claim_expires, max_runtime_seconds, last_heartbeat_at, started_at) \
-                 VALUES ($8, $1, $2, $3, $4, $5, $6, $7, $7) RETURNING id",
-                &[
-                    &task.id.as_str(),
-                    &task.assignee,
-                    &task.status.as_str(),
-                    &lock,
-                    &expires.0,
-                    &task.max_runtime_seconds.map(sql_int),
-                    &self.now.0,
-                    &self.board.as_str(),
-                ],
-            )
-            .await?;
-        let run_id = match &row {
-            Some(r) => RunId(self.reader(r).get(0)?),
-            None => {
-                return Err(StoreError::Corrupt {
-                    board: self.board.clone(),
-                    what: "a new run got no id".to_string(),
-                }
-                .into());
-            }
-        };
-        self.cas(
-            task,
-            TaskStatus::Running,
-            "claim_lock = $6, claim_expires = $7, current_run_id = $8, last_heartbeat_at = $9, \
-             started_at = COALESCE(started_at, $9)",
-            &[&lock, &expires.0, &run_id.0, &self.now.0],
-        )
-        .await?;
-        self.event(
-            Some(&task.id),
-            Some(run_id),
-            EventKind::Claimed,
-            json!({"lock": lock, "expires": expires.0, "run_id": run_id.0, "from": task.status.as_str()}),
-        );
-        Ok(Some(Claim {
-            task: self.task(&task.id).await?,
-            lease: Lease {
-                worker: spec.worker.clone(),
-                expires_at: expires,
-                run_id,
-            },
-            run: self.run(run_id).await?,
-        }))
-    }
-
-    pub(crate) async fn heartbeat(
-        &self,
-        id: &TaskId,
-        worker: &WorkerId,
-        ttl: std::time::Duration,
-    ) -> TxResult<Lease> {
-        let task = self.task(id).await?;
-        rules::HEARTBEAT.check(&task)?;
-        self.check_holder(&task, Some(worker))?;
-        let Some(lease) = task.lease.clone() else {
-            return Err(StoreError::LeaseNotHeld {
-                task: id.clone(),
-                worker: worker.to_string(),
-                holder: None,
-            }
-            .into());
-        };
-        let expires = self.now.plus(ttl);
-        self.cas(
-            &task,
-            TaskStatus::Running,
-            "claim_expires = $6, last_heartbeat_at = $7",
-            &[&expires.0, &self.now.0],
-        )
-        .await?;
-        self.exec(
-            "UPDATE kanban_task_runs SET claim_expires = $1, last_heartbeat_at = $2 \
-             WHERE id = $3 AND board = $4",
-            &[
-                &expires.0,
-                &self.now.0,
-                &lease.run_id.0,
-                &self.board.as_str(),
-            ],
-        )
-        .await?;
-        self.event(
-            Some(id),
-            Some(lease.run_id),
-            EventKind::Heartbeat,
-            json!({"expires": expires.0}),
-        );
-        Ok(Lease {
-            worker: worker.clone(),
-            expires_at: expires,
-            run_id: lease.run_id,
-        })
-    }
-
-    pub(crate) async fn complete(&self, id: &TaskId, done: &Completion) -> TxResult<Task> {
-        let task = self.task(id).await?;
-        rules::COMPLETE.check(&task)?;
-        self.check_holder(&task, done.worker.as_ref())?;
-        let open = self.open_parents(id).await?;
-        if !open.is_empty() {
-            return Err(StoreError::ParentsOpen {
-                task: id.clone(),
-                action: "completed",
-                open_parents: open,
-            }
-            .into());
-        }
-        let summary = done.summary.as_deref();
-        let closed = self
-            .close_run(
-                &task,
-                RunOutcome::Completed,
-                summary,
-                done.metadata.as_ref(),
-                None,
-            )
-            .await?;
-        let run_id = match closed {
-            Some(run) => run,
-            None => {
-                // Never claimed: record a zero-length run so every completion has one.
-                let row = self
-                    .row(
-                        "INSERT INTO kanban_task_runs (board, task_id, profile, source_status, \
-                         started_at, ended_at, outcome, summary, metadata) \
-                         VALUES ($7, $1, $2, $3, $4, $4, 'completed', $5, $6) RETURNING id",
-                        &[
-                            &id.as_str(),
-                            &task.assignee,
-                            &task.status.as_str(),
-                            &self.now.0,
-                            &summary,
-                            &done.metadata.as_ref().map(Value::to_string),
-                            &self.board.as_str(),
-                        ],
-                    )
-                    .await?;
-                match &row {
-                    Some(r) => RunId(self.reader(r).get(0)?),
-                    None => RunId(0),
-                }
-            }
-        };
-        self.cas(
-            &task,
-            TaskStatus::Done,
-            "result = COALESCE($6, result), completed_at = $7, consecutive_failures = 0, \
-             protocol_violations = 0, last_failure_error = NULL, block_kind = NULL, \
-             block_reason = NULL, block_recurrences = 0, claim_lock = NULL, claim_expires = NULL, \
-             current_run_id = NULL, scheduled_until = NULL",
-            &[&done.result, &self.now.0],
-        )
-        .await?;
-        let result_len = done.result.as_ref().map_or(0, |r| r.chars().count());
-        self.event(
-            Some(id),
-            Some(run_id),
-            EventKind::Completed,
-            json!({"result_len": result_len, "summary": summary.map(rules::summary_line)}),
-        );
-        self.promote_children(id).await?;
-        self.task(id).await
-    }
-
-    pub(crate) async fn block(&self, id: &TaskId, req: &BlockRequest) -> TxResult<Transitioned> {
-        let task = self.task(id).await?;
-        rules::BLOCK.check(&task)?;
-        self.check_holder(&task, req.worker.as_ref())?;
-        let d = rules::decide_block(&task, req)?;
-        let run = self
-            .close_run(&task, RunOutcome::Blocked, Some(&req.reason), None, None)
-            .await?;
-        self.cas(
-            &task,
-            d.target,
-            "block_kind = $6, block_reason = $7, block_recurrences = $8, claim_lock = NULL, \
-             claim_expires = NULL, current_run_id = NULL",
-            &[&d.kind, &req.reason, &i64::from(d.recurrences)],
-        )
-        .await?;
-        let mut payload = json!({"reason": req.reason, "kind": d.kind, "recurrences": d.recurrences,
-                                 "to": d.target.as_str()});
-        if d.event == EventKind::BlockLoopDetected {
-            payload["limit"] = json!(crate::domain::BLOCK_RECURRENCE_LIMIT);
-        }
-        self.event(Some(id), run, d.event, payload);
-        Ok(Transitioned {
-            task: self.task(id).await?,
-            ended_lease: task.lease,
-        })
-    }
-
-    pub(crate) async fn unblock(&self, id: &TaskId) -> TxResult<Task> {
-        let task = self.task(id).await?;
-        rules::UNBLOCK.check(&task)?;
-        let to =
-            rules::runnable_status(!self.open_parents(id).await?.is_empty(), TaskStatus::Ready);
-        // An explicit unblock is a fresh chance: failure counters start again. The block kind
-        // stays, so the same block coming straight back is still caught as a loop.
-        self.cas(
-            &task,
-            to,
-            "scheduled_until = NULL, consecutive_failures = 0, protocol_violations = 0",
-            &[],
-        )
-        .await?;
-        self.event(
-            Some(id),
-            None,
-            EventKind::Unblocked,
-            json!({"from": task.status.as_str(), "to": to.as_str()}),
-        );
-        self.task(id).await
-    }
-
-    pub(crate) async fn archive(&self, id: &TaskId) -> TxResult<Transitioned> {
-        let task = self.task(id).await?;
-        rules::ARCHIVE.check(&task)?;
-        let run = self
-            .close_run(
-                &task,
-                RunOutcome::Reclaimed,
-                None,
-                None,
-                Some("task archived"),
-            )
-            .await?;
-        self.cas(
-            &task,
-            TaskStatus::Archived,
-            "claim_lock = NULL, claim_expires = NULL, current_run_id = NULL, scheduled_until = NULL",
-            &[],
-        )
-        .await?;
-        self.event(
-            Some(id),
-            run,
-            EventKind::Archived,
-            json!({"from": task.status.as_str()}),
-        );
-        self.promote_children(id).await?;
-        Ok(Transitioned {
-            task: self.task(id).await?,
-            ended_lease: task.lease,
-        })
-    }
-
-    pub(crate) async fn schedule(&self, id: &TaskId, until: Timestamp) -> TxResult<Task> {
-        let task = self.task(id).await?;
-        rules::SCHEDULE.check(&task)?;
-        self.cas(
-            &task,
-            TaskStatus::Scheduled,
-            "scheduled_until = $6",
-            &[&until.0],
-        )
-        .await?;
-        self.event(
-            Some(id),
-            None,
-            EventKind::Scheduled,
-            json!({"from": task.status.as_str(), "until": until.0}),
-        );
-        self.task(id).await
-    }
-
-    pub(crate) async fn specify(&self, id: &TaskId) -> TxResult<Task> {
-        let task = self.task(id).await?;
-        rules::SPECIFY.check(&task)?;
-        let to =
-            rules::runnable_status(!self.open_parents(id).await?.is_empty(), TaskStatus::Ready);
-        self.cas(&task, to, "", &[]).await?;
-        self.event(
-            Some(id),
-            None,
-            EventKind::Specified,
-            json!({"to": to.as_str()}),
-        );
-        self.task(id).await
-    }
-
-    pub(crate) async fn request_review(
-        &self,
-        id: &TaskId,
-        summary: Option<&str>,
-        worker: Option<&WorkerId>,
-    ) -> TxResult<Task> {
-        let task = self.task(id).await?;
-        rules::REQUEST_REVIEW.check(&task)?;
-        self.check_holder(&task, worker)?;
-        let run = self
-            .close_run(&task, RunOutcome::ReviewRequested, summary, None, None)
-            .await?;
-        self.cas(
-            &task,
-            TaskStatus::Review,
-            "claim_lock = NULL, claim_expires = NULL, current_run_id = NULL",
-            &[],
-        )
-        .await?;
-        self.event(
-            Some(id),
-            run,
-            EventKind::ReviewRequested,
-            json!({"summary": summary.map(rules::summary_line)}),
-        );
-        self.task(id).await
-    }
-
-    pub(crate) async fn request_changes(&self, id: &TaskId, reason: &str) -> TxResult<Task> {
-        let task = self.task(id).await?;
-        rules::REQUEST_CHANGES.check(&task)?;
-        non_empty("reason", reason, "what should change")?;
-        let to =
-            rules::runnable_status(!self.open_parents(id).await?.is_empty(), TaskStatus::Ready);
-        self.cas(&task, to, "", &[]).await?;
-        self.event(
-            Some(id),
-            None,
-            EventKind::ChangesRequested,
-            json!({"reason": reason, "to": to.as_str()}),
-        );
-        self.task(id).await
-    }
-
-    /// Takes back lapsed leases. Rows another reclaimer has locked are skipped: whichever
-    /// caller sees a lapsed lease first takes it back, the others move on.
-    pub(crate) async fn reclaim_expired(&self) -> TxResult<Vec<Reclaimed>> {
-        let lapsed = self
-            .ids(
-                "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'running' \
-                 AND claim_expires <= $2 ORDER BY claim_expires, id FOR UPDATE SKIP LOCKED",
-                &[&self.board.as_str(), &self.now.0],
-            )
-            .await?;
-        let mut out = Vec::new();
-        for id in lapsed {
-            let task = self.task(&id).await?;
-            let Some(lease) = task.lease.clone() else {
-                continue;
-            };
-            let source = self.source_status(&task).await?;
-            let to = rules::runnable_status(!self.open_parents(&id).await?.is_empty(), source);
-            self.close_run(
-                &task,
-                RunOutcome::Reclaimed,
-                None,
-                None,
-                Some("lease lapsed"),
-            )
-            .await?;
-            self.cas(
-                &task,
-                to,
-                "claim_lock = NULL, claim_expires = NULL, current_run_id = NULL",
-                &[],
-            )
-            .await?;
-            self.event(
-                Some(&id),
-                Some(lease.run_id),
-                EventKind::Reclaimed,
-                json!({"lock": lease.worker.to_string(), "claim_expires": lease.expires_at.0,
-                       "last_heartbeat_at": task.last_heartbeat_at.map(|t| t.0), "to": to.as_str()}),
-            );
-            out.push(Reclaimed {
-                task: self.task(&id).await?,
-                lapsed: lease,
-            });
-        }
-        Ok(out)
-    }
-
-    pub(crate) async fn record_failure(
-        &self,
-        id: &TaskId,
-        f: &Failure,
-    ) -> TxResult<FailureOutcome> {
-        let task = self.task(id).await?;
-        rules::FAIL.check(&task)?;
-        self.check_holder(&task, f.worker.as_ref())?;
-        let d = rules::decide_failure(&task, f.kind, f.configured_limit);
-        let source = self.source_status(&task).await?;
-        let run = self
-            .close_run(&task, d.outcome, None, None, Some(&f.error))
-            .await?;
-        let counter = if d.event == EventKind::ProtocolViolation {
-            "protocol_violations"
-        } else {
-            "consecutive_failures"
-        };
-        let to = if d.gave_up {
-            TaskStatus::Blocked
-        } else {
-            rules::runnable_status(!self.open_parents(id).await?.is_empty(), source)
-        };
-        let block_reason = if d.gave_up {
-            Some(f.error.as_str())
-        } else {
-            task.block_reason.as_deref()
-        };
-        self.cas(
-            &task,
-            to,
-            &format!(
-                "{counter} = $6, last_failure_error = $7, block_reason = $8, claim_lock = NULL, \
-                 claim_expires = NULL, current_run_id = NULL"
-            ),
-            &[&i64::from(d.failures), &f.error, &block_reason],
-        )
-        .await?;
-        self.event(
-            Some(id),
-            run,
-            d.event,
-            json!({"error": f.error, "failures": d.failures, "limit": d.limit, "to": to.as_str()}),
-        );
-        if d.gave_up {
-            self.event(
-                Some(id),
-                run,
-                EventKind::GaveUp,
-                json!({"failures": d.failures, "effective_limit": d.limit,
-                       "limit_source": d.limit_source, "error": f.error}),
-            );
-        }
-        Ok(FailureOutcome {
-            task: self.task(id).await?,
-            failures: d.failures,
-            limit: d.limit,
-            limit_source: d.limit_source,
-            gave_up: d.gave_up,
-        })
-    }
-
-    pub(crate) async fn requeue_rate_limited(
-        &self,
-        id: &TaskId,
-        worker: Option<&WorkerId>,
-        error: &str,
-    ) -> TxResult<Task> {
-        let task = self.task(id).await?;
-        rules::RATE_LIMIT.check(&task)?;
-        self.check_holder(&task, worker)?;
-        let source = self.source_status(&task).await?;
-        let to = rules::runnable_status(!self.open_parents(id).await?.is_empty(), source);
-        let run = self
-            .close_run(&task, RunOutcome::RateLimited, None, None, Some(error))
-            .await?;
-        self.cas(
-            &task,
-            to,
-            "claim_lock = NULL, claim_expires = NULL, current_run_id = NULL",
-            &[],
-        )
-        .await?;
-        self.event(
-            Some(id),
-            run,
-            EventKind::RateLimited,
-            json!({"error": error, "to": to.as_str()}),
-        );
-        self.task(id).await
     }
 }

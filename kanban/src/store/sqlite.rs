@@ -18,6 +18,7 @@ use crate::domain::{
     NewBoard, NewTask, Run, RunId, Task, TaskFilter, TaskId, TaskLinks, TaskPatch, Timestamp,
     WorkerId,
 };
+use crate::store::ops::{self, Backend, run_ready};
 use crate::store::sqlite_schema::{self, MigrateOutcome};
 use crate::store::sqlite_tx::{Tx, TxResult, db_error};
 use crate::store::{
@@ -235,8 +236,7 @@ impl SqliteStore {
             board,
             now: Timestamp::now(),
         };
-        let claimed = t
-            .claim_next(&ClaimSpec::new(worker))
+        let claimed = run_ready(ops::claim_next(&t, &ClaimSpec::new(worker)))
             .map_err(|e| e.into_store(board))?;
         if claimed.is_none() {
             return Ok(());
@@ -346,7 +346,7 @@ impl Inner {
                 now: Timestamp::now(),
             };
             // A board file whose creation never finished has no board row: not a board yet.
-            t.board_row()
+            run_ready(t.board_row())
                 .and_then(|_| f(&t))
                 .map_err(|e| e.into_store(board))?
         };
@@ -373,7 +373,7 @@ impl Inner {
                 .map(str::trim)
                 .filter(|n| !n.is_empty())
                 .unwrap_or(slug.as_str());
-            t.create_board(name, &new.description)
+            run_ready(ops::create_board(&t, name, &new.description))
                 .map_err(|e| e.into_store(slug))?
         };
         tx.commit().map_err(|e| db_error(slug, e))?;
@@ -406,7 +406,7 @@ impl Inner {
         slugs.into_iter().filter(|s| s != except).find(|slug| {
             let id = id.clone();
             self.transact(slug, TransactionBehavior::Deferred, move |t| {
-                t.task(&id).map(|_| ())
+                run_ready(ops::task(t, &id)).map(|_| ())
             })
             .is_ok()
         })
@@ -418,7 +418,9 @@ impl Store for SqliteStore {
         Box::pin(self.blocking(move |inner| {
             let mut boards = Vec::new();
             for slug in inner.board_slugs()? {
-                match inner.transact(&slug, TransactionBehavior::Deferred, |t| t.board_row()) {
+                match inner.transact(&slug, TransactionBehavior::Deferred, |t| {
+                    run_ready(t.board_row())
+                }) {
                     Ok(b) if include_archived || b.archived_at.is_none() => boards.push(b),
                     Ok(_) | Err(StoreError::BoardNotFound { .. }) => {}
                     Err(e) => return Err(e),
@@ -434,7 +436,7 @@ impl Store for SqliteStore {
     }
 
     fn board(&self, slug: &BoardSlug) -> StoreFuture<'_, Board> {
-        self.read(slug, |t| t.board_row())
+        self.read(slug, |t| run_ready(t.board_row()))
     }
 
     fn archive_board(&self, slug: &BoardSlug) -> StoreFuture<'_, Board> {
@@ -443,7 +445,7 @@ impl Store for SqliteStore {
                 Err(StoreError::DefaultBoardProtected { action: "archived" })
             });
         }
-        self.write(slug, |t| t.archive_board())
+        self.write(slug, |t| run_ready(ops::archive_board(t)))
     }
 
     fn delete_board(&self, slug: &BoardSlug) -> StoreFuture<'_, ()> {
@@ -452,7 +454,9 @@ impl Store for SqliteStore {
             if slug.is_default() {
                 return Err(StoreError::DefaultBoardProtected { action: "deleted" });
             }
-            let board = inner.transact(&slug, TransactionBehavior::Immediate, |t| t.board_row())?;
+            let board = inner.transact(&slug, TransactionBehavior::Immediate, |t| {
+                run_ready(t.board_row())
+            })?;
             if board.archived_at.is_none() {
                 return Err(StoreError::BoardNotArchived { slug });
             }
@@ -466,17 +470,17 @@ impl Store for SqliteStore {
 
     fn create_task(&self, board: &BoardSlug, task: &NewTask) -> StoreFuture<'_, Created> {
         let task = task.clone();
-        self.write_linking(board, move |t| t.create_task(&task))
+        self.write_linking(board, move |t| run_ready(ops::create_task(t, &task)))
     }
 
     fn task(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
         let id = id.clone();
-        self.read(board, move |t| t.task(&id))
+        self.read(board, move |t| run_ready(ops::task(t, &id)))
     }
 
     fn list_tasks(&self, board: &BoardSlug, filter: &TaskFilter) -> StoreFuture<'_, Vec<Task>> {
         let filter = filter.clone();
-        self.read(board, move |t| t.list_tasks(&filter))
+        self.read(board, move |t| run_ready(ops::list_tasks(t, &filter)))
     }
 
     fn patch_task(
@@ -486,7 +490,7 @@ impl Store for SqliteStore {
         patch: &TaskPatch,
     ) -> StoreFuture<'_, Task> {
         let (id, patch) = (id.clone(), patch.clone());
-        self.write(board, move |t| t.patch_task(&id, &patch))
+        self.write(board, move |t| run_ready(ops::patch_task(t, &id, &patch)))
     }
 
     fn assign_task(
@@ -496,30 +500,32 @@ impl Store for SqliteStore {
         assignee: Option<&str>,
     ) -> StoreFuture<'_, Task> {
         let (id, assignee) = (id.clone(), assignee.map(str::to_string));
-        self.write(board, move |t| t.assign_task(&id, assignee.as_deref()))
+        self.write(board, move |t| {
+            run_ready(ops::assign_task(t, &id, assignee.as_deref()))
+        })
     }
 
     fn stats(&self, board: &BoardSlug) -> StoreFuture<'_, BoardStats> {
-        self.read(board, |t| t.stats())
+        self.read(board, |t| run_ready(ops::stats(t)))
     }
 
     fn link(&self, board: &BoardSlug, parent: &TaskId, child: &TaskId) -> StoreFuture<'_, ()> {
         let (parent, child) = (parent.clone(), child.clone());
-        self.write_linking(board, move |t| t.link(&parent, &child))
+        self.write_linking(board, move |t| run_ready(ops::link(t, &parent, &child)))
     }
 
     fn unlink(&self, board: &BoardSlug, parent: &TaskId, child: &TaskId) -> StoreFuture<'_, ()> {
         let (parent, child) = (parent.clone(), child.clone());
-        self.write(board, move |t| t.unlink(&parent, &child))
+        self.write(board, move |t| run_ready(ops::unlink(t, &parent, &child)))
     }
 
     fn links(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, TaskLinks> {
         let id = id.clone();
-        self.read(board, move |t| t.links(&id))
+        self.read(board, move |t| run_ready(ops::links(t, &id)))
     }
 
     fn board_links(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Link>> {
-        self.read(board, move |t| t.board_links())
+        self.read(board, move |t| run_ready(ops::board_links(t)))
     }
 
     fn add_comment(
@@ -530,12 +536,14 @@ impl Store for SqliteStore {
         body: &str,
     ) -> StoreFuture<'_, Comment> {
         let (id, author, body) = (id.clone(), author.to_string(), body.to_string());
-        self.write(board, move |t| t.add_comment(&id, &author, &body))
+        self.write(board, move |t| {
+            run_ready(ops::add_comment(t, &id, &author, &body))
+        })
     }
 
     fn comments(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Comment>> {
         let id = id.clone();
-        self.read(board, move |t| t.comments(&id))
+        self.read(board, move |t| run_ready(ops::comments(t, &id)))
     }
 
     fn events_since(
@@ -544,21 +552,23 @@ impl Store for SqliteStore {
         cursor: EventId,
         limit: usize,
     ) -> StoreFuture<'_, Vec<Event>> {
-        self.read(board, move |t| t.events_since(cursor, limit))
+        self.read(board, move |t| {
+            run_ready(ops::events_since(t, cursor, limit))
+        })
     }
 
     fn task_events(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Event>> {
         let id = id.clone();
-        self.read(board, move |t| t.task_events(&id))
+        self.read(board, move |t| run_ready(ops::task_events(t, &id)))
     }
 
     fn runs(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Run>> {
         let id = id.clone();
-        self.read(board, move |t| t.runs(&id))
+        self.read(board, move |t| run_ready(ops::runs(t, &id)))
     }
 
     fn run(&self, board: &BoardSlug, id: RunId) -> StoreFuture<'_, Run> {
-        self.read(board, move |t| t.run(id))
+        self.read(board, move |t| run_ready(ops::run(t, id)))
     }
 
     fn record_run_usage(
@@ -568,7 +578,9 @@ impl Store for SqliteStore {
         usage: &serde_json::Value,
     ) -> StoreFuture<'_, ()> {
         let usage = usage.clone();
-        self.write(board, move |t| t.record_run_usage(id, &usage))
+        self.write(board, move |t| {
+            run_ready(ops::record_run_usage(t, id, &usage))
+        })
     }
 
     fn attach(
@@ -578,29 +590,33 @@ impl Store for SqliteStore {
         file: &NewAttachment,
     ) -> StoreFuture<'_, Attachment> {
         let (id, file) = (id.clone(), file.clone());
-        self.write(board, move |t| t.attach(&id, &file))
+        self.write(board, move |t| run_ready(ops::attach(t, &id, &file)))
     }
 
     fn attachments(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Attachment>> {
         let id = id.clone();
-        self.read(board, move |t| t.attachments(&id))
+        self.read(board, move |t| run_ready(ops::attachments(t, &id)))
     }
 
     fn attachment_content(&self, board: &BoardSlug, attachment: i64) -> StoreFuture<'_, Vec<u8>> {
-        self.read(board, move |t| t.attachment_content(attachment))
+        self.read(board, move |t| {
+            run_ready(ops::attachment_content(t, attachment))
+        })
     }
 
     fn remove_attachment(&self, board: &BoardSlug, attachment: i64) -> StoreFuture<'_, ()> {
-        self.write(board, move |t| t.remove_attachment(attachment))
+        self.write(board, move |t| {
+            run_ready(ops::remove_attachment(t, attachment))
+        })
     }
 
     fn promote(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<TaskId>> {
-        self.write(board, |t| t.promote())
+        self.write(board, |t| run_ready(ops::promote(t)))
     }
 
     fn claim_next(&self, board: &BoardSlug, spec: &ClaimSpec) -> StoreFuture<'_, Option<Claim>> {
         let spec = spec.clone();
-        self.write(board, move |t| t.claim_next(&spec))
+        self.write(board, move |t| run_ready(ops::claim_next(t, &spec)))
     }
 
     fn claim_task(
@@ -610,7 +626,7 @@ impl Store for SqliteStore {
         spec: &ClaimSpec,
     ) -> StoreFuture<'_, Claim> {
         let (id, spec) = (id.clone(), spec.clone());
-        self.write(board, move |t| t.claim_task(&id, &spec))
+        self.write(board, move |t| run_ready(ops::claim_task(t, &id, &spec)))
     }
 
     fn heartbeat(
@@ -621,12 +637,14 @@ impl Store for SqliteStore {
         ttl: Duration,
     ) -> StoreFuture<'_, Lease> {
         let (id, worker) = (id.clone(), worker.clone());
-        self.write(board, move |t| t.heartbeat(&id, &worker, ttl))
+        self.write(board, move |t| {
+            run_ready(ops::heartbeat(t, &id, &worker, ttl))
+        })
     }
 
     fn complete(&self, board: &BoardSlug, id: &TaskId, done: &Completion) -> StoreFuture<'_, Task> {
         let (id, done) = (id.clone(), done.clone());
-        self.write(board, move |t| t.complete(&id, &done))
+        self.write(board, move |t| run_ready(ops::complete(t, &id, &done)))
     }
 
     fn block(
@@ -636,27 +654,27 @@ impl Store for SqliteStore {
         block: &BlockRequest,
     ) -> StoreFuture<'_, Transitioned> {
         let (id, block) = (id.clone(), block.clone());
-        self.write(board, move |t| t.block(&id, &block))
+        self.write(board, move |t| run_ready(ops::block(t, &id, &block)))
     }
 
     fn unblock(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
         let id = id.clone();
-        self.write(board, move |t| t.unblock(&id))
+        self.write(board, move |t| run_ready(ops::unblock(t, &id)))
     }
 
     fn archive(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Transitioned> {
         let id = id.clone();
-        self.write(board, move |t| t.archive(&id))
+        self.write(board, move |t| run_ready(ops::archive(t, &id)))
     }
 
     fn schedule(&self, board: &BoardSlug, id: &TaskId, until: Timestamp) -> StoreFuture<'_, Task> {
         let id = id.clone();
-        self.write(board, move |t| t.schedule(&id, until))
+        self.write(board, move |t| run_ready(ops::schedule(t, &id, until)))
     }
 
     fn specify(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
         let id = id.clone();
-        self.write(board, move |t| t.specify(&id))
+        self.write(board, move |t| run_ready(ops::specify(t, &id)))
     }
 
     fn request_review(
@@ -668,7 +686,12 @@ impl Store for SqliteStore {
     ) -> StoreFuture<'_, Task> {
         let (id, summary, worker) = (id.clone(), summary.map(str::to_string), worker.cloned());
         self.write(board, move |t| {
-            t.request_review(&id, summary.as_deref(), worker.as_ref())
+            run_ready(ops::request_review(
+                t,
+                &id,
+                summary.as_deref(),
+                worker.as_ref(),
+            ))
         })
     }
 
@@ -679,11 +702,13 @@ impl Store for SqliteStore {
         reason: &str,
     ) -> StoreFuture<'_, Task> {
         let (id, reason) = (id.clone(), reason.to_string());
-        self.write(board, move |t| t.request_changes(&id, &reason))
+        self.write(board, move |t| {
+            run_ready(ops::request_changes(t, &id, &reason))
+        })
     }
 
     fn reclaim_expired(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Reclaimed>> {
-        self.write(board, |t| t.reclaim_expired())
+        self.write(board, |t| run_ready(ops::reclaim_expired(t)))
     }
 
     fn record_failure(
@@ -693,7 +718,9 @@ impl Store for SqliteStore {
         failure: &Failure,
     ) -> StoreFuture<'_, FailureOutcome> {
         let (id, failure) = (id.clone(), failure.clone());
-        self.write(board, move |t| t.record_failure(&id, &failure))
+        self.write(board, move |t| {
+            run_ready(ops::record_failure(t, &id, &failure))
+        })
     }
 
     fn requeue_rate_limited(
@@ -705,7 +732,7 @@ impl Store for SqliteStore {
     ) -> StoreFuture<'_, Task> {
         let (id, worker, error) = (id.clone(), worker.cloned(), error.to_string());
         self.write(board, move |t| {
-            t.requeue_rate_limited(&id, worker.as_ref(), &error)
+            run_ready(ops::requeue_rate_limited(t, &id, worker.as_ref(), &error))
         })
     }
 }
