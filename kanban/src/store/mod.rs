@@ -10,6 +10,7 @@ mod ops;
 mod postgres;
 mod postgres_schema;
 mod postgres_tx;
+mod rows;
 mod rules;
 mod sqlite;
 mod sqlite_schema;

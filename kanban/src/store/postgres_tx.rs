@@ -15,27 +15,18 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use crate::domain::{
-    Attachment, Board, BoardSlug, Comment, Event, EventId, EventKind, Lease, Link, ModelError,
-    NewAttachment, Run, RunId, RunOutcome, Task, TaskFilter, TaskId, TaskStatus, Timestamp,
-    WorkerId, Workspace,
+    Attachment, Board, BoardSlug, Comment, Event, EventId, EventKind, Link, NewAttachment, Run,
+    RunId, RunOutcome, Task, TaskFilter, TaskId, TaskStatus, Timestamp,
 };
 use crate::store::StoreError;
+use crate::store::error::{self, DbError};
 use crate::store::ops::{self, Backend, Counts, NewRun, Pick, RunEnd, Set, SetValue, Side};
+use crate::store::rows::{
+    self, ATTACHMENT_COLS, BOARD_COLS, COMMENT_COLS, EVENT_COLS, RUN_COLS, RowAccess, TASK_COLS,
+};
 
-/// An error inside a transaction: a store error, or a database error not yet tied to a board.
-#[derive(Debug)]
-pub(crate) enum PgTxError {
-    /// Already a store error.
-    Store(StoreError),
-    /// From PostgreSQL.
-    Db(tokio_postgres::Error),
-}
-
-impl From<StoreError> for PgTxError {
-    fn from(e: StoreError) -> Self {
-        PgTxError::Store(e)
-    }
-}
+/// An error inside a PostgreSQL transaction.
+pub(crate) type PgTxError = error::TxError<tokio_postgres::Error>;
 
 impl From<tokio_postgres::Error> for PgTxError {
     fn from(e: tokio_postgres::Error) -> Self {
@@ -43,19 +34,9 @@ impl From<tokio_postgres::Error> for PgTxError {
     }
 }
 
-impl From<ModelError> for PgTxError {
-    fn from(e: ModelError) -> Self {
-        PgTxError::Store(StoreError::Invalid(e))
-    }
-}
-
-impl PgTxError {
-    /// The store error, with database failures attributed to `board`.
-    pub(crate) fn into_store(self, board: &BoardSlug) -> StoreError {
-        match self {
-            PgTxError::Store(e) => e,
-            PgTxError::Db(e) => pg_error(board, e),
-        }
+impl DbError for tokio_postgres::Error {
+    fn into_store(self, board: &BoardSlug) -> StoreError {
+        pg_error(board, self)
     }
 }
 
@@ -125,20 +106,6 @@ pub(crate) type TxResult<T> = Result<T, PgTxError>;
 /// A query parameter.
 type Param<'p> = &'p (dyn ToSql + Sync);
 
-const TASK_COLS: &str = "id, title, body, assignee, status, priority, tenant, idempotency_key, \
-    created_by, created_at, updated_at, started_at, completed_at, workspace_kind, workspace_path, \
-    max_runtime_seconds, max_retries, result, consecutive_failures, protocol_violations, \
-    last_failure_error, block_kind, block_reason, block_recurrences, claim_lock, claim_expires, \
-    current_run_id, last_heartbeat_at, scheduled_until, budget, traceparent";
-
-const RUN_COLS: &str = "id, task_id, profile, source_status, claim_lock, claim_expires, \
-    max_runtime_seconds, last_heartbeat_at, started_at, ended_at, outcome, summary, metadata, error, \
-    usage";
-
-const EVENT_COLS: &str = "id, task_id, run_id, kind, payload, created_at";
-
-const ATTACHMENT_COLS: &str = "id, task_id, filename, content_type, size, uploaded_by, created_at";
-
 /// Reading rows back: a value that does not parse means the board holds foreign data.
 struct Reader<'r> {
     row: &'r Row,
@@ -146,7 +113,37 @@ struct Reader<'r> {
 }
 
 impl<'r> Reader<'r> {
-    fn corrupt(&self, idx: usize, what: impl std::fmt::Display) -> PgTxError {
+    fn get<T: tokio_postgres::types::FromSql<'r>>(&self, idx: usize) -> TxResult<T> {
+        self.row
+            .try_get(idx)
+            .map_err(|e| self.corrupt(idx, e.to_string()))
+    }
+}
+
+impl RowAccess for Reader<'_> {
+    type Error = PgTxError;
+
+    fn int(&self, idx: usize) -> TxResult<i64> {
+        self.get(idx)
+    }
+
+    fn opt_int(&self, idx: usize) -> TxResult<Option<i64>> {
+        self.get(idx)
+    }
+
+    fn text(&self, idx: usize) -> TxResult<&str> {
+        self.get(idx)
+    }
+
+    fn opt_text(&self, idx: usize) -> TxResult<Option<&str>> {
+        self.get(idx)
+    }
+
+    fn bad<E: std::error::Error + Send + Sync + 'static>(&self, idx: usize, e: E) -> PgTxError {
+        self.corrupt(idx, e.to_string())
+    }
+
+    fn corrupt(&self, idx: usize, what: String) -> PgTxError {
         let column = self.row.columns().get(idx).map_or("?", |c| c.name());
         StoreError::Corrupt {
             board: self.board.clone(),
@@ -154,190 +151,11 @@ impl<'r> Reader<'r> {
         }
         .into()
     }
-
-    fn get<T: tokio_postgres::types::FromSql<'r>>(&self, idx: usize) -> TxResult<T> {
-        self.row.try_get(idx).map_err(|e| self.corrupt(idx, e))
-    }
-
-    fn ts(&self, idx: usize) -> TxResult<Timestamp> {
-        Ok(Timestamp(self.get(idx)?))
-    }
-
-    fn opt_ts(&self, idx: usize) -> TxResult<Option<Timestamp>> {
-        Ok(self.get::<Option<i64>>(idx)?.map(Timestamp))
-    }
-
-    fn count(&self, idx: usize) -> TxResult<u32> {
-        let v: i64 = self.get(idx)?;
-        u32::try_from(v).map_err(|_| self.corrupt(idx, format!("counter {v} out of range")))
-    }
-
-    fn opt_u64(&self, idx: usize) -> TxResult<Option<u64>> {
-        self.get::<Option<i64>>(idx)?
-            .map(|v| u64::try_from(v).map_err(|_| self.corrupt(idx, format!("negative value {v}"))))
-            .transpose()
-    }
-
-    fn opt_u32(&self, idx: usize) -> TxResult<Option<u32>> {
-        self.get::<Option<i64>>(idx)?
-            .map(|v| {
-                u32::try_from(v).map_err(|_| self.corrupt(idx, format!("value {v} out of range")))
-            })
-            .transpose()
-    }
-
-    fn task_id(&self, idx: usize) -> TxResult<TaskId> {
-        TaskId::parse(self.get::<&str>(idx)?).map_err(|e| self.corrupt(idx, e))
-    }
-
-    fn status(&self, idx: usize) -> TxResult<TaskStatus> {
-        self.get::<&str>(idx)?
-            .parse()
-            .map_err(|e: ModelError| self.corrupt(idx, e))
-    }
-
-    fn task(&self) -> TxResult<Task> {
-        let claim_lock: Option<&str> = self.get(24)?;
-        let claim_expires = self.opt_ts(25)?;
-        let current_run: Option<i64> = self.get(26)?;
-        let lease = match (claim_lock, claim_expires, current_run) {
-            (Some(lock), Some(expires_at), Some(run)) => Some(Lease {
-                worker: WorkerId::parse(lock).map_err(|e| self.corrupt(24, e))?,
-                expires_at,
-                run_id: RunId(run),
-            }),
-            _ => None,
-        };
-        Ok(Task {
-            id: self.task_id(0)?,
-            title: self.get(1)?,
-            body: self.get(2)?,
-            assignee: self.get(3)?,
-            status: self.status(4)?,
-            priority: self.get(5)?,
-            tenant: self.get(6)?,
-            idempotency_key: self.get(7)?,
-            created_by: self.get(8)?,
-            created_at: self.ts(9)?,
-            updated_at: self.ts(10)?,
-            started_at: self.opt_ts(11)?,
-            completed_at: self.opt_ts(12)?,
-            workspace: Workspace::from_parts(self.get::<&str>(13)?, self.get(14)?)
-                .map_err(|e| self.corrupt(13, e))?,
-            max_runtime_seconds: self.opt_u64(15)?,
-            max_retries: self.opt_u32(16)?,
-            result: self.get(17)?,
-            consecutive_failures: self.count(18)?,
-            protocol_violations: self.count(19)?,
-            last_failure_error: self.get(20)?,
-            block_kind: self.get(21)?,
-            block_reason: self.get(22)?,
-            block_recurrences: self.count(23)?,
-            lease,
-            last_heartbeat_at: self.opt_ts(27)?,
-            scheduled_until: self.opt_ts(28)?,
-            budget: self
-                .get::<Option<&str>>(29)?
-                .map(|b| serde_json::from_str(b).map_err(|e| self.corrupt(29, e)))
-                .transpose()?,
-            traceparent: self.get(30)?,
-        })
-    }
-
-    fn run(&self) -> TxResult<Run> {
-        let worker = self
-            .get::<Option<&str>>(4)?
-            .map(|w| WorkerId::parse(w).map_err(|e| self.corrupt(4, e)))
-            .transpose()?;
-        let outcome = self
-            .get::<Option<&str>>(10)?
-            .map(|o| {
-                RunOutcome::parse(o).ok_or_else(|| self.corrupt(10, format!("run outcome {o:?}")))
-            })
-            .transpose()?;
-        let metadata = self
-            .get::<Option<&str>>(12)?
-            .map(|m| serde_json::from_str(m).map_err(|e| self.corrupt(12, e)))
-            .transpose()?;
-        let usage = self
-            .get::<Option<&str>>(14)?
-            .map(|u| serde_json::from_str(u).map_err(|e| self.corrupt(14, e)))
-            .transpose()?;
-        Ok(Run {
-            id: RunId(self.get(0)?),
-            task_id: self.task_id(1)?,
-            profile: self.get(2)?,
-            source_status: self.status(3)?,
-            worker,
-            lease_expires_at: self.opt_ts(5)?,
-            max_runtime_seconds: self.opt_u64(6)?,
-            last_heartbeat_at: self.opt_ts(7)?,
-            started_at: self.ts(8)?,
-            ended_at: self.opt_ts(9)?,
-            outcome,
-            summary: self.get(11)?,
-            metadata,
-            error: self.get(13)?,
-            usage,
-        })
-    }
-
-    fn event(&self) -> TxResult<Event> {
-        let kind: &str = self.get(3)?;
-        let payload: &str = self.get(4)?;
-        Ok(Event {
-            id: EventId(self.get(0)?),
-            task_id: self
-                .get::<Option<&str>>(1)?
-                .map(|t| TaskId::parse(t).map_err(|e| self.corrupt(1, e)))
-                .transpose()?,
-            run_id: self.get::<Option<i64>>(2)?.map(RunId),
-            kind: EventKind::parse(kind)
-                .ok_or_else(|| self.corrupt(3, format!("event kind {kind:?}")))?,
-            payload: serde_json::from_str(payload).map_err(|e| self.corrupt(4, e))?,
-            created_at: self.ts(5)?,
-        })
-    }
-
-    fn attachment(&self) -> TxResult<Attachment> {
-        let size: i64 = self.get(4)?;
-        Ok(Attachment {
-            id: self.get(0)?,
-            task_id: self.task_id(1)?,
-            filename: self.get(2)?,
-            content_type: self.get(3)?,
-            size: u64::try_from(size).map_err(|_| self.corrupt(4, format!("size {size}")))?,
-            uploaded_by: self.get(5)?,
-            created_at: self.ts(6)?,
-        })
-    }
-
-    fn comment(&self) -> TxResult<Comment> {
-        Ok(Comment {
-            id: self.get(0)?,
-            task_id: self.task_id(1)?,
-            author: self.get(2)?,
-            body: self.get(3)?,
-            created_at: self.ts(4)?,
-        })
-    }
-
-    fn board(&self) -> TxResult<Board> {
-        Ok(Board {
-            slug: BoardSlug::parse(self.get::<&str>(0)?).map_err(|e| self.corrupt(0, e))?,
-            name: self.get(1)?,
-            description: self.get(2)?,
-            created_at: self.ts(3)?,
-            archived_at: self.opt_ts(4)?,
-        })
-    }
 }
 
-/// Reads a board row (slug, name, description, created_at, archived_at).
+/// Reads a board row ([`BOARD_COLS`]).
 pub(crate) fn board_from_row(row: &Row, board: &BoardSlug) -> Result<Board, StoreError> {
-    Reader { row, board }
-        .board()
-        .map_err(|e| e.into_store(board))
+    rows::board(&Reader { row, board }).map_err(|e| e.into_store(board))
 }
 
 /// Clamps an integer into PostgreSQL's signed range.
@@ -425,7 +243,7 @@ impl PgTx<'_, '_> {
 
     async fn tasks(&self, sql: &str, params: &[Param<'_>]) -> TxResult<Vec<Task>> {
         let rows = self.rows(sql, params).await?;
-        rows.iter().map(|r| self.reader(r).task()).collect()
+        rows.iter().map(|r| rows::task(&self.reader(r))).collect()
     }
 
     fn lock_events(&self) -> std::sync::MutexGuard<'_, Vec<PendingEvent>> {
@@ -555,15 +373,14 @@ impl Backend for PgTx<'_, '_> {
     async fn board_row(&self) -> TxResult<Board> {
         let row = self
             .row(
-                "SELECT slug, name, description, created_at, archived_at FROM kanban_boards \
-                 WHERE slug = $1",
+                &format!("SELECT {BOARD_COLS} FROM kanban_boards WHERE slug = $1"),
                 &[&self.board.as_str()],
             )
             .await?
             .ok_or_else(|| StoreError::BoardNotFound {
                 slug: self.board.clone(),
             })?;
-        self.reader(&row).board()
+        rows::board(&self.reader(&row))
     }
 
     async fn try_task(&self, id: &TaskId) -> TxResult<Option<Task>> {
@@ -573,7 +390,7 @@ impl Backend for PgTx<'_, '_> {
                 &[&self.board.as_str(), &id.as_str()],
             )
             .await?;
-        row.map(|r| self.reader(&r).task()).transpose()
+        row.map(|r| rows::task(&self.reader(&r))).transpose()
     }
 
     async fn task_by_key(&self, key: &str) -> TxResult<Option<Task>> {
@@ -718,15 +535,7 @@ impl Backend for PgTx<'_, '_> {
                 &[&self.board.as_str()],
             )
             .await?;
-        rows.iter()
-            .map(|r| {
-                let row = self.reader(r);
-                Ok(Link {
-                    parent: row.task_id(0)?,
-                    child: row.task_id(1)?,
-                })
-            })
-            .collect()
+        rows.iter().map(|r| rows::link(&self.reader(r))).collect()
     }
 
     async fn counts(&self) -> TxResult<Counts> {
@@ -774,7 +583,7 @@ impl Backend for PgTx<'_, '_> {
                 &[&self.board.as_str(), &run.0],
             )
             .await?;
-        row.map(|r| self.reader(&r).run()).transpose()
+        row.map(|r| rows::run(&self.reader(&r))).transpose()
     }
 
     async fn task_runs(&self, id: &TaskId) -> TxResult<Vec<Run>> {
@@ -787,18 +596,22 @@ impl Backend for PgTx<'_, '_> {
                 &[&self.board.as_str(), &id.as_str()],
             )
             .await?;
-        rows.iter().map(|r| self.reader(r).run()).collect()
+        rows.iter().map(|r| rows::run(&self.reader(r))).collect()
     }
 
     async fn task_comments(&self, id: &TaskId) -> TxResult<Vec<Comment>> {
         let rows = self
             .rows(
-                "SELECT id, task_id, author, body, created_at FROM kanban_task_comments \
-                 WHERE board = $1 AND task_id = $2 ORDER BY id",
+                &format!(
+                    "SELECT {COMMENT_COLS} FROM kanban_task_comments \
+                     WHERE board = $1 AND task_id = $2 ORDER BY id"
+                ),
                 &[&self.board.as_str(), &id.as_str()],
             )
             .await?;
-        rows.iter().map(|r| self.reader(r).comment()).collect()
+        rows.iter()
+            .map(|r| rows::comment(&self.reader(r)))
+            .collect()
     }
 
     async fn select_events(
@@ -830,7 +643,7 @@ impl Backend for PgTx<'_, '_> {
                 .await?
             }
         };
-        rows.iter().map(|r| self.reader(r).event()).collect()
+        rows.iter().map(|r| rows::event(&self.reader(r))).collect()
     }
 
     async fn task_attachments(&self, id: &TaskId) -> TxResult<Vec<Attachment>> {
@@ -843,7 +656,9 @@ impl Backend for PgTx<'_, '_> {
                 &[&self.board.as_str(), &id.as_str()],
             )
             .await?;
-        rows.iter().map(|r| self.reader(r).attachment()).collect()
+        rows.iter()
+            .map(|r| rows::attachment(&self.reader(r)))
+            .collect()
     }
 
     async fn attachment_bytes(&self, attachment: i64) -> TxResult<Option<Vec<u8>>> {
@@ -1132,7 +947,7 @@ impl Backend for PgTx<'_, '_> {
                 &[&self.board.as_str(), &attachment],
             )
             .await?;
-        row.map(|r| self.reader(&r).attachment()).transpose()
+        row.map(|r| rows::attachment(&self.reader(&r))).transpose()
     }
 
     /// Buffered; numbered and written by [`PgTx::finish`].

@@ -11,27 +11,18 @@ use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 use serde_json::Value;
 
 use crate::domain::{
-    Attachment, Board, BoardSlug, Comment, Event, EventId, EventKind, Lease, Link, ModelError,
+    Attachment, Board, BoardSlug, Comment, Event, EventId, EventKind, Link, ModelError,
     NewAttachment, Run, RunId, RunOutcome, Task, TaskFilter, TaskId, TaskStatus, Timestamp,
-    WorkerId, Workspace,
 };
 use crate::store::StoreError;
+use crate::store::error::{self, DbError};
 use crate::store::ops::{self, Backend, Counts, NewRun, Pick, RunEnd, Set, SetValue, Side};
+use crate::store::rows::{
+    self, ATTACHMENT_COLS, BOARD_COLS, COMMENT_COLS, EVENT_COLS, RUN_COLS, RowAccess, TASK_COLS,
+};
 
-/// An error inside a transaction: a store error, or a database error not yet tied to a board.
-#[derive(Debug)]
-pub(crate) enum TxError {
-    /// Already a store error.
-    Store(StoreError),
-    /// From SQLite.
-    Db(rusqlite::Error),
-}
-
-impl From<StoreError> for TxError {
-    fn from(e: StoreError) -> Self {
-        TxError::Store(e)
-    }
-}
+/// An error inside a SQLite transaction.
+pub(crate) type TxError = error::TxError<rusqlite::Error>;
 
 impl From<rusqlite::Error> for TxError {
     fn from(e: rusqlite::Error) -> Self {
@@ -39,19 +30,9 @@ impl From<rusqlite::Error> for TxError {
     }
 }
 
-impl From<ModelError> for TxError {
-    fn from(e: ModelError) -> Self {
-        TxError::Store(StoreError::Invalid(e))
-    }
-}
-
-impl TxError {
-    /// The store error, with database failures attributed to `board`.
-    pub(crate) fn into_store(self, board: &BoardSlug) -> StoreError {
-        match self {
-            TxError::Store(e) => e,
-            TxError::Db(e) => db_error(board, e),
-        }
+impl DbError for rusqlite::Error {
+    fn into_store(self, board: &BoardSlug) -> StoreError {
+        db_error(board, self)
     }
 }
 
@@ -78,202 +59,48 @@ pub(crate) fn db_error(board: &BoardSlug, e: rusqlite::Error) -> StoreError {
 /// What every operation in this file returns.
 pub(crate) type TxResult<T> = Result<T, TxError>;
 
-const TASK_COLS: &str = "id, title, body, assignee, status, priority, tenant, idempotency_key, \
-    created_by, created_at, updated_at, started_at, completed_at, workspace_kind, workspace_path, \
-    max_runtime_seconds, max_retries, result, consecutive_failures, protocol_violations, \
-    last_failure_error, block_kind, block_reason, block_recurrences, claim_lock, claim_expires, \
-    current_run_id, last_heartbeat_at, scheduled_until, budget, traceparent";
+/// A value read back that does not parse becomes a conversion failure, which [`db_error`]
+/// reports as a corrupt board.
+impl RowAccess for Row<'_> {
+    type Error = rusqlite::Error;
 
-const RUN_COLS: &str = "id, task_id, profile, source_status, claim_lock, claim_expires, \
-    max_runtime_seconds, last_heartbeat_at, started_at, ended_at, outcome, summary, metadata, error, \
-    usage";
+    fn int(&self, idx: usize) -> rusqlite::Result<i64> {
+        self.get(idx)
+    }
 
-const EVENT_COLS: &str = "id, task_id, run_id, kind, payload, created_at";
+    fn opt_int(&self, idx: usize) -> rusqlite::Result<Option<i64>> {
+        self.get(idx)
+    }
 
-const ATTACHMENT_COLS: &str = "id, task_id, filename, content_type, size, uploaded_by, created_at";
+    fn text(&self, idx: usize) -> rusqlite::Result<&str> {
+        self.get_ref(idx)?
+            .as_str()
+            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, Box::new(e)))
+    }
 
-/// A value read back from the database that does not parse.
-fn bad_value(idx: usize, e: impl std::error::Error + Send + Sync + 'static) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, Box::new(e))
-}
+    fn opt_text(&self, idx: usize) -> rusqlite::Result<Option<&str>> {
+        self.get_ref(idx)?
+            .as_str_or_null()
+            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, Box::new(e)))
+    }
 
-fn corrupt(idx: usize, what: String) -> rusqlite::Error {
-    bad_value(
-        idx,
-        ModelError::BadField {
-            field: "stored value",
-            why: what,
-        },
-    )
-}
+    fn bad<E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        idx: usize,
+        e: E,
+    ) -> rusqlite::Error {
+        rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, Box::new(e))
+    }
 
-fn ts(r: &Row<'_>, idx: usize) -> rusqlite::Result<Timestamp> {
-    Ok(Timestamp(r.get(idx)?))
-}
-
-fn opt_ts(r: &Row<'_>, idx: usize) -> rusqlite::Result<Option<Timestamp>> {
-    Ok(r.get::<_, Option<i64>>(idx)?.map(Timestamp))
-}
-
-fn count(r: &Row<'_>, idx: usize) -> rusqlite::Result<u32> {
-    let v: i64 = r.get(idx)?;
-    u32::try_from(v).map_err(|_| corrupt(idx, format!("counter {v} out of range")))
-}
-
-fn opt_u64(r: &Row<'_>, idx: usize) -> rusqlite::Result<Option<u64>> {
-    r.get::<_, Option<i64>>(idx)?
-        .map(|v| u64::try_from(v).map_err(|_| corrupt(idx, format!("negative value {v}"))))
-        .transpose()
-}
-
-fn opt_u32(r: &Row<'_>, idx: usize) -> rusqlite::Result<Option<u32>> {
-    r.get::<_, Option<i64>>(idx)?
-        .map(|v| u32::try_from(v).map_err(|_| corrupt(idx, format!("value {v} out of range"))))
-        .transpose()
-}
-
-fn task_id(r: &Row<'_>, idx: usize) -> rusqlite::Result<TaskId> {
-    TaskId::parse(&r.get::<_, String>(idx)?).map_err(|e| bad_value(idx, e))
-}
-
-fn status(r: &Row<'_>, idx: usize) -> rusqlite::Result<TaskStatus> {
-    r.get::<_, String>(idx)?
-        .parse()
-        .map_err(|e| bad_value(idx, e))
-}
-
-fn task_from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
-    let claim_lock: Option<String> = r.get(24)?;
-    let claim_expires = opt_ts(r, 25)?;
-    let current_run: Option<i64> = r.get(26)?;
-    let lease = match (claim_lock, claim_expires, current_run) {
-        (Some(lock), Some(expires_at), Some(run)) => Some(Lease {
-            worker: WorkerId::parse(&lock).map_err(|e| bad_value(24, e))?,
-            expires_at,
-            run_id: RunId(run),
-        }),
-        _ => None,
-    };
-    Ok(Task {
-        id: task_id(r, 0)?,
-        title: r.get(1)?,
-        body: r.get(2)?,
-        assignee: r.get(3)?,
-        status: status(r, 4)?,
-        priority: r.get(5)?,
-        tenant: r.get(6)?,
-        idempotency_key: r.get(7)?,
-        created_by: r.get(8)?,
-        created_at: ts(r, 9)?,
-        updated_at: ts(r, 10)?,
-        started_at: opt_ts(r, 11)?,
-        completed_at: opt_ts(r, 12)?,
-        workspace: Workspace::from_parts(&r.get::<_, String>(13)?, r.get(14)?)
-            .map_err(|e| bad_value(13, e))?,
-        max_runtime_seconds: opt_u64(r, 15)?,
-        max_retries: opt_u32(r, 16)?,
-        result: r.get(17)?,
-        consecutive_failures: count(r, 18)?,
-        protocol_violations: count(r, 19)?,
-        last_failure_error: r.get(20)?,
-        block_kind: r.get(21)?,
-        block_reason: r.get(22)?,
-        block_recurrences: count(r, 23)?,
-        lease,
-        last_heartbeat_at: opt_ts(r, 27)?,
-        scheduled_until: opt_ts(r, 28)?,
-        budget: r
-            .get::<_, Option<String>>(29)?
-            .map(|b| serde_json::from_str(&b).map_err(|e| bad_value(29, e)))
-            .transpose()?,
-        traceparent: r.get(30)?,
-    })
-}
-
-fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
-    let worker = r
-        .get::<_, Option<String>>(4)?
-        .map(|w| WorkerId::parse(&w).map_err(|e| bad_value(4, e)))
-        .transpose()?;
-    let outcome = r
-        .get::<_, Option<String>>(10)?
-        .map(|o| RunOutcome::parse(&o).ok_or_else(|| corrupt(10, format!("run outcome {o:?}"))))
-        .transpose()?;
-    let metadata = r
-        .get::<_, Option<String>>(12)?
-        .map(|m| serde_json::from_str(&m).map_err(|e| bad_value(12, e)))
-        .transpose()?;
-    let usage = r
-        .get::<_, Option<String>>(14)?
-        .map(|u| serde_json::from_str(&u).map_err(|e| bad_value(14, e)))
-        .transpose()?;
-    Ok(Run {
-        id: RunId(r.get(0)?),
-        task_id: task_id(r, 1)?,
-        profile: r.get(2)?,
-        source_status: status(r, 3)?,
-        worker,
-        lease_expires_at: opt_ts(r, 5)?,
-        max_runtime_seconds: opt_u64(r, 6)?,
-        last_heartbeat_at: opt_ts(r, 7)?,
-        started_at: ts(r, 8)?,
-        ended_at: opt_ts(r, 9)?,
-        outcome,
-        summary: r.get(11)?,
-        metadata,
-        error: r.get(13)?,
-        usage,
-    })
-}
-
-fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
-    let kind: String = r.get(3)?;
-    let payload: String = r.get(4)?;
-    Ok(Event {
-        id: EventId(r.get(0)?),
-        task_id: r
-            .get::<_, Option<String>>(1)?
-            .map(|t| TaskId::parse(&t).map_err(|e| bad_value(1, e)))
-            .transpose()?,
-        run_id: r.get::<_, Option<i64>>(2)?.map(RunId),
-        kind: EventKind::parse(&kind).ok_or_else(|| corrupt(3, format!("event kind {kind:?}")))?,
-        payload: serde_json::from_str(&payload).map_err(|e| bad_value(4, e))?,
-        created_at: ts(r, 5)?,
-    })
-}
-
-fn attachment_from_row(r: &Row<'_>) -> rusqlite::Result<Attachment> {
-    let size: i64 = r.get(4)?;
-    Ok(Attachment {
-        id: r.get(0)?,
-        task_id: task_id(r, 1)?,
-        filename: r.get(2)?,
-        content_type: r.get(3)?,
-        size: u64::try_from(size).map_err(|_| corrupt(4, format!("size {size}")))?,
-        uploaded_by: r.get(5)?,
-        created_at: ts(r, 6)?,
-    })
-}
-
-fn comment_from_row(r: &Row<'_>) -> rusqlite::Result<Comment> {
-    Ok(Comment {
-        id: r.get(0)?,
-        task_id: task_id(r, 1)?,
-        author: r.get(2)?,
-        body: r.get(3)?,
-        created_at: ts(r, 4)?,
-    })
-}
-
-fn board_from_row(r: &Row<'_>) -> rusqlite::Result<Board> {
-    let slug: String = r.get(0)?;
-    Ok(Board {
-        slug: BoardSlug::parse(&slug).map_err(|e| bad_value(0, e))?,
-        name: r.get(1)?,
-        description: r.get(2)?,
-        created_at: ts(r, 3)?,
-        archived_at: opt_ts(r, 4)?,
-    })
+    fn corrupt(&self, idx: usize, what: String) -> rusqlite::Error {
+        self.bad(
+            idx,
+            ModelError::BadField {
+                field: "stored value",
+                why: what,
+            },
+        )
+    }
 }
 
 /// Clamps an integer into SQLite's signed range.
@@ -295,7 +122,7 @@ impl Tx<'_> {
     /// Task ids from a query with one text argument (or none).
     fn ids<P: rusqlite::Params>(&self, sql: &str, args: P) -> TxResult<Vec<TaskId>> {
         let mut stmt = self.c.prepare_cached(sql)?;
-        let rows = stmt.query_map(args, |r| task_id(r, 0))?;
+        let rows = stmt.query_map(args, |r| r.task_id(0))?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
@@ -330,9 +157,9 @@ impl Backend for Tx<'_> {
     async fn board_row(&self) -> TxResult<Board> {
         self.c
             .query_row(
-                "SELECT slug, name, description, created_at, archived_at FROM board WHERE id = 1",
+                &format!("SELECT {BOARD_COLS} FROM board WHERE id = 1"),
                 [],
-                board_from_row,
+                |r| rows::board(r),
             )
             .optional()?
             .ok_or_else(|| {
@@ -347,7 +174,7 @@ impl Backend for Tx<'_> {
         Ok(self
             .c
             .prepare_cached(&format!("SELECT {TASK_COLS} FROM tasks WHERE id = ?1"))?
-            .query_row([id.as_str()], task_from_row)
+            .query_row([id.as_str()], |r| rows::task(r))
             .optional()?)
     }
 
@@ -360,7 +187,7 @@ impl Backend for Tx<'_> {
                      AND status <> 'archived' ORDER BY created_at DESC LIMIT 1"
                 ),
                 [key],
-                task_from_row,
+                |r| rows::task(r),
             )
             .optional()?)
     }
@@ -390,7 +217,7 @@ impl Backend for Tx<'_> {
             sql.push_str(&format!(" LIMIT {}", sql_int(limit as u64)));
         }
         let mut stmt = self.c.prepare(&sql)?;
-        let rows = stmt.query_map(params_from_iter(args), task_from_row)?;
+        let rows = stmt.query_map(params_from_iter(args), |r| rows::task(r))?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
@@ -460,12 +287,7 @@ impl Backend for Tx<'_> {
         self.all(
             "SELECT parent_id, child_id FROM task_links ORDER BY parent_id, child_id",
             [],
-            |r| {
-                Ok(Link {
-                    parent: task_id(r, 0)?,
-                    child: task_id(r, 1)?,
-                })
-            },
+            |r| rows::link(r),
         )
     }
 
@@ -473,7 +295,7 @@ impl Backend for Tx<'_> {
         let by_status = self.all(
             "SELECT status, COUNT(*) FROM tasks GROUP BY status",
             [],
-            |r| Ok((status(r, 0)?, r.get::<_, i64>(1)?)),
+            |r| Ok((r.status(0)?, r.int(1)?)),
         )?;
         let (open_runs, last_event) = self.c.query_row(
             "SELECT (SELECT COUNT(*) FROM task_runs WHERE ended_at IS NULL), \
@@ -503,7 +325,7 @@ impl Backend for Tx<'_> {
         Ok(self
             .c
             .prepare_cached(&format!("SELECT {RUN_COLS} FROM task_runs WHERE id = ?1"))?
-            .query_row([run.0], run_from_row)
+            .query_row([run.0], |r| rows::run(r))
             .optional()?)
     }
 
@@ -511,16 +333,15 @@ impl Backend for Tx<'_> {
         self.all(
             &format!("SELECT {RUN_COLS} FROM task_runs WHERE task_id = ?1 ORDER BY id"),
             [id.as_str()],
-            run_from_row,
+            |r| rows::run(r),
         )
     }
 
     async fn task_comments(&self, id: &TaskId) -> TxResult<Vec<Comment>> {
         self.all(
-            "SELECT id, task_id, author, body, created_at FROM task_comments \
-             WHERE task_id = ?1 ORDER BY id",
+            &format!("SELECT {COMMENT_COLS} FROM task_comments WHERE task_id = ?1 ORDER BY id"),
             [id.as_str()],
-            comment_from_row,
+            |r| rows::comment(r),
         )
     }
 
@@ -534,12 +355,12 @@ impl Backend for Tx<'_> {
             Some(id) => self.all(
                 &format!("SELECT {EVENT_COLS} FROM task_events WHERE task_id = ?1 ORDER BY id"),
                 [id.as_str()],
-                event_from_row,
+                |r| rows::event(r),
             ),
             None => self.all(
                 &format!("SELECT {EVENT_COLS} FROM task_events WHERE id > ?1 ORDER BY id LIMIT ?2"),
                 params![cursor.0, limit.map_or(-1, |l| sql_int(l as u64))],
-                event_from_row,
+                |r| rows::event(r),
             ),
         }
     }
@@ -550,7 +371,7 @@ impl Backend for Tx<'_> {
                 "SELECT {ATTACHMENT_COLS} FROM task_attachments WHERE task_id = ?1 ORDER BY id"
             ),
             [id.as_str()],
-            attachment_from_row,
+            |r| rows::attachment(r),
         )
     }
 
@@ -799,7 +620,7 @@ impl Backend for Tx<'_> {
             .query_row(
                 &format!("SELECT {ATTACHMENT_COLS} FROM task_attachments WHERE id = ?1"),
                 [attachment],
-                attachment_from_row,
+                |r| rows::attachment(r),
             )
             .optional()?;
         if found.is_some() {
