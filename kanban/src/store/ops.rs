@@ -96,23 +96,54 @@ pub(crate) fn set_clause<'s, 'a>(
     (sql, values)
 }
 
-/// A run to open.
+/// A run to write: the task's assignee and status are its profile and source; a claim's run
+/// holds the lease, a completion without a claim gets a run that ended as it began.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum NewRun<'a> {
-    /// A claim's run: open, holding the lease.
-    Claimed {
-        /// The worker's lock.
-        lock: &'a str,
-        /// When the lease lapses.
-        expires: Timestamp,
-    },
-    /// A zero-length run for a task completed without a claim.
-    Completed {
-        /// The run's summary.
-        summary: Option<&'a str>,
-        /// The run's metadata, as JSON text.
-        metadata: Option<&'a str>,
-    },
+pub(crate) struct RunRow<'a> {
+    /// The task.
+    pub(crate) task: &'a TaskId,
+    /// The profile that runs it.
+    pub(crate) profile: Option<&'a str>,
+    /// The status it was claimed from.
+    pub(crate) source: TaskStatus,
+    /// The worker's lock, for a claim.
+    pub(crate) lock: Option<&'a str>,
+    /// When the lease lapses, for a claim.
+    pub(crate) expires: Option<i64>,
+    /// The task's runtime limit, for a claim.
+    pub(crate) max_runtime_seconds: Option<i64>,
+    /// The last heartbeat (the claim itself).
+    pub(crate) heartbeat: Option<i64>,
+    /// When it started.
+    pub(crate) started: i64,
+    /// When it ended, if it already has.
+    pub(crate) ended: Option<i64>,
+    /// How it ended, if it already has.
+    pub(crate) outcome: Option<&'static str>,
+    /// The run's summary.
+    pub(crate) summary: Option<&'a str>,
+    /// The run's metadata, as JSON text.
+    pub(crate) metadata: Option<&'a str>,
+}
+
+impl<'a> RunRow<'a> {
+    /// A run for `task` with nothing but who and from where.
+    fn of(task: &'a Task, now: Timestamp) -> RunRow<'a> {
+        RunRow {
+            task: &task.id,
+            profile: task.assignee.as_deref(),
+            source: task.status,
+            lock: None,
+            expires: None,
+            max_runtime_seconds: None,
+            heartbeat: None,
+            started: now.0,
+            ended: None,
+            outcome: None,
+            summary: None,
+            metadata: None,
+        }
+    }
 }
 
 /// How a run ends.
@@ -137,6 +168,21 @@ impl RunEnd<'_> {
             error: None,
         }
     }
+}
+
+/// An attachment to store, already checked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FileRow<'a> {
+    /// The task it belongs to.
+    pub(crate) task: &'a TaskId,
+    /// The plain file name.
+    pub(crate) filename: &'a str,
+    /// The media type.
+    pub(crate) content_type: &'a str,
+    /// The bytes.
+    pub(crate) content: &'a [u8],
+    /// Who uploaded it.
+    pub(crate) uploaded_by: Option<&'a str>,
 }
 
 /// Which task ids a lifecycle sweep or a claim looks for.
@@ -246,8 +292,8 @@ pub(crate) trait Backend {
         to: TaskStatus,
         sets: &[Set<'_>],
     ) -> Result<bool, Self::Error>;
-    /// Opens a run for `task` (its assignee and status are the run's profile and source).
-    async fn insert_run(&self, task: &Task, run: NewRun<'_>) -> Result<RunId, Self::Error>;
+    /// Writes a run and returns its id.
+    async fn insert_run(&self, run: &RunRow<'_>) -> Result<RunId, Self::Error>;
     /// Ends an open run; a run already ended is left alone.
     async fn end_run(&self, run: RunId, end: RunEnd<'_>) -> Result<(), Self::Error>;
     /// Extends a run's lease to `expires`, heartbeat now.
@@ -266,13 +312,7 @@ pub(crate) trait Backend {
         body: &str,
     ) -> Result<i64, Self::Error>;
     /// Stores an attachment (already checked) and returns its id.
-    async fn insert_attachment(
-        &self,
-        id: &TaskId,
-        file: &NewAttachment,
-        filename: &str,
-        content_type: &str,
-    ) -> Result<i64, Self::Error>;
+    async fn insert_attachment(&self, file: &FileRow<'_>) -> Result<i64, Self::Error>;
     /// Removes an attachment and returns what it was, if it existed.
     async fn delete_attachment(&self, attachment: i64) -> Result<Option<Attachment>, Self::Error>;
     /// Appends an event (it may get its id only at commit).
@@ -298,6 +338,11 @@ pub(crate) fn run_ready<T, E: From<StoreError>>(
         )
         .into()),
     }
+}
+
+/// Clamps an unsigned integer into the databases' signed 64-bit range.
+pub(crate) fn sql_int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 /// The `ORDER BY` of a task listing, the same on every backend.
@@ -890,7 +935,14 @@ pub(crate) async fn attach<B: Backend>(
     } else {
         file.content_type.trim()
     };
-    let aid = b.insert_attachment(id, file, name, content_type).await?;
+    let row = FileRow {
+        task: id,
+        filename: name,
+        content_type,
+        content: &file.content,
+        uploaded_by: file.uploaded_by.as_deref(),
+    };
+    let aid = b.insert_attachment(&row).await?;
     b.event(
         Some(id),
         None,
@@ -1040,15 +1092,14 @@ async fn try_claim<B: Backend>(
     let now = b.now();
     let expires = now.plus(spec.ttl);
     let lock = spec.worker.to_string();
-    let run_id = b
-        .insert_run(
-            task,
-            NewRun::Claimed {
-                lock: &lock,
-                expires,
-            },
-        )
-        .await?;
+    let run = RunRow {
+        lock: Some(&lock),
+        expires: Some(expires.0),
+        max_runtime_seconds: task.max_runtime_seconds.map(sql_int),
+        heartbeat: Some(now.0),
+        ..RunRow::of(task, now)
+    };
+    let run_id = b.insert_run(&run).await?;
     cas(
         b,
         task,
@@ -1075,7 +1126,7 @@ async fn try_claim<B: Backend>(
             expires_at: expires,
             run_id,
         },
-        run: run(b, run_id).await?,
+        run: self::run(b, run_id).await?,
     }))
 }
 
@@ -1150,11 +1201,15 @@ pub(crate) async fn complete<B: Backend>(
         None => {
             // Never claimed: record a zero-length run so every completion has one.
             let metadata = done.metadata.as_ref().map(Value::to_string);
-            let run = NewRun::Completed {
+            let now = b.now();
+            let run = RunRow {
+                ended: Some(now.0),
+                outcome: Some(RunOutcome::Completed.as_str()),
                 summary,
                 metadata: metadata.as_deref(),
+                ..RunRow::of(&task, now)
             };
-            b.insert_run(&task, run).await?
+            b.insert_run(&run).await?
         }
     };
     cas(

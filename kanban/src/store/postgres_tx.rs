@@ -15,12 +15,14 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use crate::domain::{
-    Attachment, Board, BoardSlug, Comment, Event, EventId, EventKind, Link, NewAttachment, Run,
-    RunId, RunOutcome, Task, TaskFilter, TaskId, TaskStatus, Timestamp,
+    Attachment, Board, BoardSlug, Comment, Event, EventId, EventKind, Link, Run, RunId, Task,
+    TaskFilter, TaskId, TaskStatus, Timestamp,
 };
 use crate::store::StoreError;
 use crate::store::error::{self, DbError};
-use crate::store::ops::{self, Backend, Counts, NewRun, Pick, RunEnd, Set, SetValue, Side};
+use crate::store::ops::{
+    self, Backend, Counts, FileRow, Pick, RunEnd, RunRow, Set, SetValue, Side, sql_int,
+};
 use crate::store::rows::{
     self, ATTACHMENT_COLS, BOARD_COLS, COMMENT_COLS, EVENT_COLS, RUN_COLS, RowAccess, TASK_COLS,
 };
@@ -156,11 +158,6 @@ impl RowAccess for Reader<'_> {
 /// Reads a board row ([`BOARD_COLS`]).
 pub(crate) fn board_from_row(row: &Row, board: &BoardSlug) -> Result<Board, StoreError> {
     rows::board(&Reader { row, board }).map_err(|e| e.into_store(board))
-}
-
-/// Clamps an integer into PostgreSQL's signed range.
-fn sql_int(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 /// The LISTEN/NOTIFY channel for a board: one per board (a long slug is cut to fit the 63-byte
@@ -775,28 +772,7 @@ impl Backend for PgTx<'_, '_> {
         Ok(self.exec(&sql, &args).await? == 1)
     }
 
-    async fn insert_run(&self, task: &Task, run: NewRun<'_>) -> TxResult<RunId> {
-        let (lock, expires, max_runtime, heartbeat, outcome, summary, metadata) = match run {
-            NewRun::Claimed { lock, expires } => (
-                Some(lock),
-                Some(expires.0),
-                task.max_runtime_seconds.map(sql_int),
-                Some(self.now.0),
-                None,
-                None,
-                None,
-            ),
-            NewRun::Completed { summary, metadata } => (
-                None,
-                None,
-                None,
-                None,
-                Some(RunOutcome::Completed.as_str()),
-                summary,
-                metadata,
-            ),
-        };
-        let ended = outcome.map(|_| self.now.0);
+    async fn insert_run(&self, run: &RunRow<'_>) -> TxResult<RunId> {
         let row = self
             .row(
                 "INSERT INTO kanban_task_runs (board, task_id, profile, source_status, claim_lock, \
@@ -804,18 +780,18 @@ impl Backend for PgTx<'_, '_> {
                  outcome, summary, metadata) \
                  VALUES ($13, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
                 &[
-                    &task.id.as_str(),
-                    &task.assignee,
-                    &task.status.as_str(),
-                    &lock,
-                    &expires,
-                    &max_runtime,
-                    &heartbeat,
-                    &self.now.0,
-                    &ended,
-                    &outcome,
-                    &summary,
-                    &metadata,
+                    &run.task.as_str(),
+                    &run.profile,
+                    &run.source.as_str(),
+                    &run.lock,
+                    &run.expires,
+                    &run.max_runtime_seconds,
+                    &run.heartbeat,
+                    &run.started,
+                    &run.ended,
+                    &run.outcome,
+                    &run.summary,
+                    &run.metadata,
                     &self.board.as_str(),
                 ],
             )
@@ -910,13 +886,7 @@ impl Backend for PgTx<'_, '_> {
         row.map_or(Ok(0), |r| self.reader(&r).get(0))
     }
 
-    async fn insert_attachment(
-        &self,
-        id: &TaskId,
-        file: &NewAttachment,
-        filename: &str,
-        content_type: &str,
-    ) -> TxResult<i64> {
+    async fn insert_attachment(&self, file: &FileRow<'_>) -> TxResult<i64> {
         let row = self
             .row(
                 "INSERT INTO kanban_task_attachments (board, task_id, filename, content_type, \
@@ -924,9 +894,9 @@ impl Backend for PgTx<'_, '_> {
                  RETURNING id",
                 &[
                     &self.board.as_str(),
-                    &id.as_str(),
-                    &filename,
-                    &content_type,
+                    &file.task.as_str(),
+                    &file.filename,
+                    &file.content_type,
                     &sql_int(file.content.len() as u64),
                     &file.content,
                     &file.uploaded_by,

@@ -11,12 +11,14 @@ use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 use serde_json::Value;
 
 use crate::domain::{
-    Attachment, Board, BoardSlug, Comment, Event, EventId, EventKind, Link, ModelError,
-    NewAttachment, Run, RunId, RunOutcome, Task, TaskFilter, TaskId, TaskStatus, Timestamp,
+    Attachment, Board, BoardSlug, Comment, Event, EventId, EventKind, Link, ModelError, Run, RunId,
+    Task, TaskFilter, TaskId, TaskStatus, Timestamp,
 };
 use crate::store::StoreError;
 use crate::store::error::{self, DbError};
-use crate::store::ops::{self, Backend, Counts, NewRun, Pick, RunEnd, Set, SetValue, Side};
+use crate::store::ops::{
+    self, Backend, Counts, FileRow, Pick, RunEnd, RunRow, Set, SetValue, Side, sql_int,
+};
 use crate::store::rows::{
     self, ATTACHMENT_COLS, BOARD_COLS, COMMENT_COLS, EVENT_COLS, RUN_COLS, RowAccess, TASK_COLS,
 };
@@ -101,11 +103,6 @@ impl RowAccess for Row<'_> {
             },
         )
     }
-}
-
-/// Clamps an integer into SQLite's signed range.
-fn sql_int(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 /// One operation's view of a board inside an open transaction.
@@ -491,47 +488,28 @@ impl Backend for Tx<'_> {
             == 1)
     }
 
-    async fn insert_run(&self, task: &Task, run: NewRun<'_>) -> TxResult<RunId> {
-        let (lock, expires, max_runtime, heartbeat, outcome, summary, metadata) = match run {
-            NewRun::Claimed { lock, expires } => (
-                Some(lock),
-                Some(expires.0),
-                task.max_runtime_seconds.map(sql_int),
-                Some(self.now.0),
-                None,
-                None,
-                None,
-            ),
-            NewRun::Completed { summary, metadata } => (
-                None,
-                None,
-                None,
-                None,
-                Some(RunOutcome::Completed.as_str()),
-                summary,
-                metadata,
-            ),
-        };
-        let ended = outcome.map(|_| self.now.0);
-        self.c.execute(
-            "INSERT INTO task_runs (task_id, profile, source_status, claim_lock, claim_expires, \
-             max_runtime_seconds, last_heartbeat_at, started_at, ended_at, outcome, summary, \
-             metadata) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-            params![
-                task.id.as_str(),
-                task.assignee,
-                task.status.as_str(),
-                lock,
-                expires,
-                max_runtime,
-                heartbeat,
-                self.now.0,
-                ended,
-                outcome,
-                summary,
-                metadata
-            ],
-        )?;
+    async fn insert_run(&self, run: &RunRow<'_>) -> TxResult<RunId> {
+        self.c
+            .prepare_cached(
+                "INSERT INTO task_runs (task_id, profile, source_status, claim_lock, \
+                 claim_expires, max_runtime_seconds, last_heartbeat_at, started_at, ended_at, \
+                 outcome, summary, metadata) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            )?
+            .execute(params![
+                run.task.as_str(),
+                run.profile,
+                run.source.as_str(),
+                run.lock,
+                run.expires,
+                run.max_runtime_seconds,
+                run.heartbeat,
+                run.started,
+                run.ended,
+                run.outcome,
+                run.summary,
+                run.metadata
+            ])?;
         Ok(RunId(self.c.last_insert_rowid()))
     }
 
@@ -591,20 +569,14 @@ impl Backend for Tx<'_> {
         Ok(self.c.last_insert_rowid())
     }
 
-    async fn insert_attachment(
-        &self,
-        id: &TaskId,
-        file: &NewAttachment,
-        filename: &str,
-        content_type: &str,
-    ) -> TxResult<i64> {
+    async fn insert_attachment(&self, file: &FileRow<'_>) -> TxResult<i64> {
         self.c.execute(
             "INSERT INTO task_attachments (task_id, filename, content_type, size, content, \
              uploaded_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![
-                id.as_str(),
-                filename,
-                content_type,
+                file.task.as_str(),
+                file.filename,
+                file.content_type,
                 sql_int(file.content.len() as u64),
                 file.content,
                 file.uploaded_by,
