@@ -5,6 +5,7 @@
 //! `test-suite` feature). The dispatcher, the worker tools, the CLI and the HTTP API use only
 //! this trait.
 
+mod board_methods;
 mod error;
 mod ops;
 mod postgres;

@@ -16,6 +16,7 @@ use crate::domain::{
     NewAttachment, NewBoard, NewTask, Run, RunId, Task, TaskFilter, TaskId, TaskLinks, TaskPatch,
     Timestamp, WorkerId,
 };
+use crate::store::board_methods::board_methods;
 use crate::store::ops::{self, Backend};
 use crate::store::postgres_schema::{self, MigrateOutcome};
 use crate::store::postgres_tx::{
@@ -275,11 +276,18 @@ fn parse_notice(payload: &str, board: &BoardSlug) -> Option<BoardChanged> {
     })
 }
 
-/// Runs `$body` (an expression using the transaction view `$t`) in one transaction on
-/// `$board`, appends its events and commits if it succeeded. With `linking`, a task missing
-/// here but present on another board is reported as a cross-board link.
+/// Runs `$body` (an expression using the transaction view `$t`, a `&PgTx`) in one transaction
+/// on `$board`, appends its events and commits if it succeeded (see [`board_methods`]). In
+/// `link` mode, a task missing here but present on another board is reported as a
+/// cross-board link.
 macro_rules! in_tx {
-    ($self:ident, $board:expr, linking = $linking:expr, |$t:ident| $body:expr) => {{
+    ($self:ident, $board:expr, link, |$t:ident| $body:expr) => {
+        in_tx!(@run $self, $board, true, |$t| $body)
+    };
+    ($self:ident, $board:expr, $mode:ident, |$t:ident| $body:expr) => {
+        in_tx!(@run $self, $board, false, |$t| $body)
+    };
+    (@run $self:ident, $board:expr, $linking:expr, |$t:ident| $body:expr) => {{
         let board: BoardSlug = $board.clone();
         let linking: bool = $linking;
         Box::pin(async move {
@@ -288,9 +296,10 @@ macro_rules! in_tx {
                 .transaction()
                 .await
                 .map_err(|e| pg_error(&board, e))?;
-            let $t = PgTx::open(&tx, &board)
+            let view = PgTx::open(&tx, &board)
                 .await
                 .map_err(|e| e.into_store(&board))?;
+            let $t = &view;
             let out: TxResult<_> = async {
                 $t.board_row().await?;
                 let v = match $body.await {
@@ -311,16 +320,13 @@ macro_rules! in_tx {
                 Ok(v)
             }
             .await;
-            drop($t);
+            drop(view);
             // On error the transaction rolls back when dropped.
             let v = out.map_err(|e| e.into_store(&board))?;
             tx.commit().await.map_err(|e| pg_error(&board, e))?;
             Ok::<_, StoreError>(v)
         })
     }};
-    ($self:ident, $board:expr, |$t:ident| $body:expr) => {
-        in_tx!($self, $board, linking = false, |$t| $body)
-    };
 }
 
 impl Store for PostgresStore {
@@ -368,19 +374,6 @@ impl Store for PostgresStore {
         })
     }
 
-    fn board(&self, slug: &BoardSlug) -> StoreFuture<'_, Board> {
-        in_tx!(self, slug, |t| t.board_row())
-    }
-
-    fn archive_board(&self, slug: &BoardSlug) -> StoreFuture<'_, Board> {
-        if slug.is_default() {
-            return Box::pin(async {
-                Err(StoreError::DefaultBoardProtected { action: "archived" })
-            });
-        }
-        in_tx!(self, slug, |t| ops::archive_board(&t))
-    }
-
     fn delete_board(&self, slug: &BoardSlug) -> StoreFuture<'_, ()> {
         if slug.is_default() {
             return Box::pin(async {
@@ -388,7 +381,7 @@ impl Store for PostgresStore {
             });
         }
         let logged = slug.clone();
-        let fut: StoreFuture<'_, ()> = in_tx!(self, slug, |t| t.delete_board());
+        let fut: StoreFuture<'_, ()> = in_tx!(self, slug, write, |t| t.delete_board());
         Box::pin(async move {
             fut.await?;
             tracing::info!(board = %logged, "board deleted");
@@ -396,260 +389,5 @@ impl Store for PostgresStore {
         })
     }
 
-    fn create_task(&self, board: &BoardSlug, task: &NewTask) -> StoreFuture<'_, Created> {
-        let task = task.clone();
-        in_tx!(self, board, linking = true, |t| ops::create_task(&t, &task))
-    }
-
-    fn task(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
-        let id = id.clone();
-        in_tx!(self, board, |t| ops::task(&t, &id))
-    }
-
-    fn list_tasks(&self, board: &BoardSlug, filter: &TaskFilter) -> StoreFuture<'_, Vec<Task>> {
-        let filter = filter.clone();
-        in_tx!(self, board, |t| ops::list_tasks(&t, &filter))
-    }
-
-    fn patch_task(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        patch: &TaskPatch,
-    ) -> StoreFuture<'_, Task> {
-        let (id, patch) = (id.clone(), patch.clone());
-        in_tx!(self, board, |t| ops::patch_task(&t, &id, &patch))
-    }
-
-    fn assign_task(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        assignee: Option<&str>,
-    ) -> StoreFuture<'_, Task> {
-        let (id, assignee) = (id.clone(), assignee.map(str::to_string));
-        in_tx!(self, board, |t| ops::assign_task(
-            &t,
-            &id,
-            assignee.as_deref()
-        ))
-    }
-
-    fn stats(&self, board: &BoardSlug) -> StoreFuture<'_, BoardStats> {
-        in_tx!(self, board, |t| ops::stats(&t))
-    }
-
-    fn link(&self, board: &BoardSlug, parent: &TaskId, child: &TaskId) -> StoreFuture<'_, ()> {
-        let (parent, child) = (parent.clone(), child.clone());
-        in_tx!(self, board, linking = true, |t| ops::link(
-            &t, &parent, &child
-        ))
-    }
-
-    fn unlink(&self, board: &BoardSlug, parent: &TaskId, child: &TaskId) -> StoreFuture<'_, ()> {
-        let (parent, child) = (parent.clone(), child.clone());
-        in_tx!(self, board, |t| ops::unlink(&t, &parent, &child))
-    }
-
-    fn links(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, TaskLinks> {
-        let id = id.clone();
-        in_tx!(self, board, |t| ops::links(&t, &id))
-    }
-
-    fn board_links(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Link>> {
-        in_tx!(self, board, |t| ops::board_links(&t))
-    }
-
-    fn add_comment(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        author: &str,
-        body: &str,
-    ) -> StoreFuture<'_, Comment> {
-        let (id, author, body) = (id.clone(), author.to_string(), body.to_string());
-        in_tx!(self, board, |t| ops::add_comment(&t, &id, &author, &body))
-    }
-
-    fn comments(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Comment>> {
-        let id = id.clone();
-        in_tx!(self, board, |t| ops::comments(&t, &id))
-    }
-
-    fn events_since(
-        &self,
-        board: &BoardSlug,
-        cursor: EventId,
-        limit: usize,
-    ) -> StoreFuture<'_, Vec<Event>> {
-        in_tx!(self, board, |t| ops::events_since(&t, cursor, limit))
-    }
-
-    fn task_events(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Event>> {
-        let id = id.clone();
-        in_tx!(self, board, |t| ops::task_events(&t, &id))
-    }
-
-    fn runs(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Run>> {
-        let id = id.clone();
-        in_tx!(self, board, |t| ops::runs(&t, &id))
-    }
-
-    fn run(&self, board: &BoardSlug, id: RunId) -> StoreFuture<'_, Run> {
-        in_tx!(self, board, |t| ops::run(&t, id))
-    }
-
-    fn record_run_usage(
-        &self,
-        board: &BoardSlug,
-        id: RunId,
-        usage: &serde_json::Value,
-    ) -> StoreFuture<'_, ()> {
-        let usage = usage.clone();
-        in_tx!(self, board, |t| ops::record_run_usage(&t, id, &usage))
-    }
-
-    fn attach(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        file: &NewAttachment,
-    ) -> StoreFuture<'_, Attachment> {
-        let (id, file) = (id.clone(), file.clone());
-        in_tx!(self, board, |t| ops::attach(&t, &id, &file))
-    }
-
-    fn attachments(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Attachment>> {
-        let id = id.clone();
-        in_tx!(self, board, |t| ops::attachments(&t, &id))
-    }
-
-    fn attachment_content(&self, board: &BoardSlug, attachment: i64) -> StoreFuture<'_, Vec<u8>> {
-        in_tx!(self, board, |t| ops::attachment_content(&t, attachment))
-    }
-
-    fn remove_attachment(&self, board: &BoardSlug, attachment: i64) -> StoreFuture<'_, ()> {
-        in_tx!(self, board, |t| ops::remove_attachment(&t, attachment))
-    }
-
-    fn promote(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<TaskId>> {
-        in_tx!(self, board, |t| ops::promote(&t))
-    }
-
-    fn claim_next(&self, board: &BoardSlug, spec: &ClaimSpec) -> StoreFuture<'_, Option<Claim>> {
-        let spec = spec.clone();
-        in_tx!(self, board, |t| ops::claim_next(&t, &spec))
-    }
-
-    fn claim_task(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        spec: &ClaimSpec,
-    ) -> StoreFuture<'_, Claim> {
-        let (id, spec) = (id.clone(), spec.clone());
-        in_tx!(self, board, |t| ops::claim_task(&t, &id, &spec))
-    }
-
-    fn heartbeat(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        worker: &WorkerId,
-        ttl: Duration,
-    ) -> StoreFuture<'_, Lease> {
-        let (id, worker) = (id.clone(), worker.clone());
-        in_tx!(self, board, |t| ops::heartbeat(&t, &id, &worker, ttl))
-    }
-
-    fn complete(&self, board: &BoardSlug, id: &TaskId, done: &Completion) -> StoreFuture<'_, Task> {
-        let (id, done) = (id.clone(), done.clone());
-        in_tx!(self, board, |t| ops::complete(&t, &id, &done))
-    }
-
-    fn block(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        block: &BlockRequest,
-    ) -> StoreFuture<'_, Transitioned> {
-        let (id, block) = (id.clone(), block.clone());
-        in_tx!(self, board, |t| ops::block(&t, &id, &block))
-    }
-
-    fn unblock(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
-        let id = id.clone();
-        in_tx!(self, board, |t| ops::unblock(&t, &id))
-    }
-
-    fn archive(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Transitioned> {
-        let id = id.clone();
-        in_tx!(self, board, |t| ops::archive(&t, &id))
-    }
-
-    fn schedule(&self, board: &BoardSlug, id: &TaskId, until: Timestamp) -> StoreFuture<'_, Task> {
-        let id = id.clone();
-        in_tx!(self, board, |t| ops::schedule(&t, &id, until))
-    }
-
-    fn specify(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
-        let id = id.clone();
-        in_tx!(self, board, |t| ops::specify(&t, &id))
-    }
-
-    fn request_review(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        summary: Option<&str>,
-        worker: Option<&WorkerId>,
-    ) -> StoreFuture<'_, Task> {
-        let (id, summary, worker) = (id.clone(), summary.map(str::to_string), worker.cloned());
-        in_tx!(self, board, |t| ops::request_review(
-            &t,
-            &id,
-            summary.as_deref(),
-            worker.as_ref()
-        ))
-    }
-
-    fn request_changes(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        reason: &str,
-    ) -> StoreFuture<'_, Task> {
-        let (id, reason) = (id.clone(), reason.to_string());
-        in_tx!(self, board, |t| ops::request_changes(&t, &id, &reason))
-    }
-
-    fn reclaim_expired(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Reclaimed>> {
-        in_tx!(self, board, |t| ops::reclaim_expired(&t))
-    }
-
-    fn record_failure(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        failure: &Failure,
-    ) -> StoreFuture<'_, FailureOutcome> {
-        let (id, failure) = (id.clone(), failure.clone());
-        in_tx!(self, board, |t| ops::record_failure(&t, &id, &failure))
-    }
-
-    fn requeue_rate_limited(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        worker: Option<&WorkerId>,
-        error: &str,
-    ) -> StoreFuture<'_, Task> {
-        let (id, worker, error) = (id.clone(), worker.cloned(), error.to_string());
-        in_tx!(self, board, |t| ops::requeue_rate_limited(
-            &t,
-            &id,
-            worker.as_ref(),
-            &error
-        ))
-    }
+    board_methods!(in_tx);
 }

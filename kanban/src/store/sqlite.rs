@@ -18,6 +18,7 @@ use crate::domain::{
     NewBoard, NewTask, Run, RunId, Task, TaskFilter, TaskId, TaskLinks, TaskPatch, Timestamp,
     WorkerId,
 };
+use crate::store::board_methods::board_methods;
 use crate::store::ops::{self, Backend, run_ready};
 use crate::store::sqlite_schema::{self, MigrateOutcome};
 use crate::store::sqlite_tx::{Tx, TxResult, db_error};
@@ -413,6 +414,20 @@ impl Inner {
     }
 }
 
+/// Runs one operation of `ops.rs` in a transaction on a board's file (see
+/// [`board_methods`]); SQLite's operations never wait, so [`run_ready`] drives them.
+macro_rules! on_board_file {
+    ($self:ident, $board:expr, read, |$t:ident| $op:expr) => {
+        $self.read($board, move |$t| run_ready($op))
+    };
+    ($self:ident, $board:expr, write, |$t:ident| $op:expr) => {
+        $self.write($board, move |$t| run_ready($op))
+    };
+    ($self:ident, $board:expr, link, |$t:ident| $op:expr) => {
+        $self.write_linking($board, move |$t| run_ready($op))
+    };
+}
+
 impl Store for SqliteStore {
     fn list_boards(&self, include_archived: bool) -> StoreFuture<'_, Vec<Board>> {
         Box::pin(self.blocking(move |inner| {
@@ -435,19 +450,6 @@ impl Store for SqliteStore {
         Box::pin(self.blocking(move |inner| inner.create_board(&board)))
     }
 
-    fn board(&self, slug: &BoardSlug) -> StoreFuture<'_, Board> {
-        self.read(slug, |t| run_ready(t.board_row()))
-    }
-
-    fn archive_board(&self, slug: &BoardSlug) -> StoreFuture<'_, Board> {
-        if slug.is_default() {
-            return Box::pin(async {
-                Err(StoreError::DefaultBoardProtected { action: "archived" })
-            });
-        }
-        self.write(slug, |t| run_ready(ops::archive_board(t)))
-    }
-
     fn delete_board(&self, slug: &BoardSlug) -> StoreFuture<'_, ()> {
         let slug = slug.clone();
         Box::pin(self.blocking(move |inner| {
@@ -468,271 +470,5 @@ impl Store for SqliteStore {
         }))
     }
 
-    fn create_task(&self, board: &BoardSlug, task: &NewTask) -> StoreFuture<'_, Created> {
-        let task = task.clone();
-        self.write_linking(board, move |t| run_ready(ops::create_task(t, &task)))
-    }
-
-    fn task(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
-        let id = id.clone();
-        self.read(board, move |t| run_ready(ops::task(t, &id)))
-    }
-
-    fn list_tasks(&self, board: &BoardSlug, filter: &TaskFilter) -> StoreFuture<'_, Vec<Task>> {
-        let filter = filter.clone();
-        self.read(board, move |t| run_ready(ops::list_tasks(t, &filter)))
-    }
-
-    fn patch_task(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        patch: &TaskPatch,
-    ) -> StoreFuture<'_, Task> {
-        let (id, patch) = (id.clone(), patch.clone());
-        self.write(board, move |t| run_ready(ops::patch_task(t, &id, &patch)))
-    }
-
-    fn assign_task(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        assignee: Option<&str>,
-    ) -> StoreFuture<'_, Task> {
-        let (id, assignee) = (id.clone(), assignee.map(str::to_string));
-        self.write(board, move |t| {
-            run_ready(ops::assign_task(t, &id, assignee.as_deref()))
-        })
-    }
-
-    fn stats(&self, board: &BoardSlug) -> StoreFuture<'_, BoardStats> {
-        self.read(board, |t| run_ready(ops::stats(t)))
-    }
-
-    fn link(&self, board: &BoardSlug, parent: &TaskId, child: &TaskId) -> StoreFuture<'_, ()> {
-        let (parent, child) = (parent.clone(), child.clone());
-        self.write_linking(board, move |t| run_ready(ops::link(t, &parent, &child)))
-    }
-
-    fn unlink(&self, board: &BoardSlug, parent: &TaskId, child: &TaskId) -> StoreFuture<'_, ()> {
-        let (parent, child) = (parent.clone(), child.clone());
-        self.write(board, move |t| run_ready(ops::unlink(t, &parent, &child)))
-    }
-
-    fn links(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, TaskLinks> {
-        let id = id.clone();
-        self.read(board, move |t| run_ready(ops::links(t, &id)))
-    }
-
-    fn board_links(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Link>> {
-        self.read(board, move |t| run_ready(ops::board_links(t)))
-    }
-
-    fn add_comment(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        author: &str,
-        body: &str,
-    ) -> StoreFuture<'_, Comment> {
-        let (id, author, body) = (id.clone(), author.to_string(), body.to_string());
-        self.write(board, move |t| {
-            run_ready(ops::add_comment(t, &id, &author, &body))
-        })
-    }
-
-    fn comments(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Comment>> {
-        let id = id.clone();
-        self.read(board, move |t| run_ready(ops::comments(t, &id)))
-    }
-
-    fn events_since(
-        &self,
-        board: &BoardSlug,
-        cursor: EventId,
-        limit: usize,
-    ) -> StoreFuture<'_, Vec<Event>> {
-        self.read(board, move |t| {
-            run_ready(ops::events_since(t, cursor, limit))
-        })
-    }
-
-    fn task_events(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Event>> {
-        let id = id.clone();
-        self.read(board, move |t| run_ready(ops::task_events(t, &id)))
-    }
-
-    fn runs(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Run>> {
-        let id = id.clone();
-        self.read(board, move |t| run_ready(ops::runs(t, &id)))
-    }
-
-    fn run(&self, board: &BoardSlug, id: RunId) -> StoreFuture<'_, Run> {
-        self.read(board, move |t| run_ready(ops::run(t, id)))
-    }
-
-    fn record_run_usage(
-        &self,
-        board: &BoardSlug,
-        id: RunId,
-        usage: &serde_json::Value,
-    ) -> StoreFuture<'_, ()> {
-        let usage = usage.clone();
-        self.write(board, move |t| {
-            run_ready(ops::record_run_usage(t, id, &usage))
-        })
-    }
-
-    fn attach(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        file: &NewAttachment,
-    ) -> StoreFuture<'_, Attachment> {
-        let (id, file) = (id.clone(), file.clone());
-        self.write(board, move |t| run_ready(ops::attach(t, &id, &file)))
-    }
-
-    fn attachments(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Attachment>> {
-        let id = id.clone();
-        self.read(board, move |t| run_ready(ops::attachments(t, &id)))
-    }
-
-    fn attachment_content(&self, board: &BoardSlug, attachment: i64) -> StoreFuture<'_, Vec<u8>> {
-        self.read(board, move |t| {
-            run_ready(ops::attachment_content(t, attachment))
-        })
-    }
-
-    fn remove_attachment(&self, board: &BoardSlug, attachment: i64) -> StoreFuture<'_, ()> {
-        self.write(board, move |t| {
-            run_ready(ops::remove_attachment(t, attachment))
-        })
-    }
-
-    fn promote(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<TaskId>> {
-        self.write(board, |t| run_ready(ops::promote(t)))
-    }
-
-    fn claim_next(&self, board: &BoardSlug, spec: &ClaimSpec) -> StoreFuture<'_, Option<Claim>> {
-        let spec = spec.clone();
-        self.write(board, move |t| run_ready(ops::claim_next(t, &spec)))
-    }
-
-    fn claim_task(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        spec: &ClaimSpec,
-    ) -> StoreFuture<'_, Claim> {
-        let (id, spec) = (id.clone(), spec.clone());
-        self.write(board, move |t| run_ready(ops::claim_task(t, &id, &spec)))
-    }
-
-    fn heartbeat(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        worker: &WorkerId,
-        ttl: Duration,
-    ) -> StoreFuture<'_, Lease> {
-        let (id, worker) = (id.clone(), worker.clone());
-        self.write(board, move |t| {
-            run_ready(ops::heartbeat(t, &id, &worker, ttl))
-        })
-    }
-
-    fn complete(&self, board: &BoardSlug, id: &TaskId, done: &Completion) -> StoreFuture<'_, Task> {
-        let (id, done) = (id.clone(), done.clone());
-        self.write(board, move |t| run_ready(ops::complete(t, &id, &done)))
-    }
-
-    fn block(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        block: &BlockRequest,
-    ) -> StoreFuture<'_, Transitioned> {
-        let (id, block) = (id.clone(), block.clone());
-        self.write(board, move |t| run_ready(ops::block(t, &id, &block)))
-    }
-
-    fn unblock(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
-        let id = id.clone();
-        self.write(board, move |t| run_ready(ops::unblock(t, &id)))
-    }
-
-    fn archive(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Transitioned> {
-        let id = id.clone();
-        self.write(board, move |t| run_ready(ops::archive(t, &id)))
-    }
-
-    fn schedule(&self, board: &BoardSlug, id: &TaskId, until: Timestamp) -> StoreFuture<'_, Task> {
-        let id = id.clone();
-        self.write(board, move |t| run_ready(ops::schedule(t, &id, until)))
-    }
-
-    fn specify(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
-        let id = id.clone();
-        self.write(board, move |t| run_ready(ops::specify(t, &id)))
-    }
-
-    fn request_review(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        summary: Option<&str>,
-        worker: Option<&WorkerId>,
-    ) -> StoreFuture<'_, Task> {
-        let (id, summary, worker) = (id.clone(), summary.map(str::to_string), worker.cloned());
-        self.write(board, move |t| {
-            run_ready(ops::request_review(
-                t,
-                &id,
-                summary.as_deref(),
-                worker.as_ref(),
-            ))
-        })
-    }
-
-    fn request_changes(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        reason: &str,
-    ) -> StoreFuture<'_, Task> {
-        let (id, reason) = (id.clone(), reason.to_string());
-        self.write(board, move |t| {
-            run_ready(ops::request_changes(t, &id, &reason))
-        })
-    }
-
-    fn reclaim_expired(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Reclaimed>> {
-        self.write(board, |t| run_ready(ops::reclaim_expired(t)))
-    }
-
-    fn record_failure(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        failure: &Failure,
-    ) -> StoreFuture<'_, FailureOutcome> {
-        let (id, failure) = (id.clone(), failure.clone());
-        self.write(board, move |t| {
-            run_ready(ops::record_failure(t, &id, &failure))
-        })
-    }
-
-    fn requeue_rate_limited(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        worker: Option<&WorkerId>,
-        error: &str,
-    ) -> StoreFuture<'_, Task> {
-        let (id, worker, error) = (id.clone(), worker.cloned(), error.to_string());
-        self.write(board, move |t| {
-            run_ready(ops::requeue_rate_limited(t, &id, worker.as_ref(), &error))
-        })
-    }
+    board_methods!(on_board_file);
 }
