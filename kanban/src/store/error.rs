@@ -325,6 +325,12 @@ pub(crate) trait DbError {
     fn into_store(self, board: &BoardSlug) -> StoreError;
 }
 
+impl<D: DbError> From<D> for TxError<D> {
+    fn from(e: D) -> Self {
+        TxError::Db(e)
+    }
+}
+
 impl<D: DbError> TxError<D> {
     /// The store error, with database failures attributed to `board`.
     pub(crate) fn into_store(self, board: &BoardSlug) -> StoreError {

@@ -15,9 +15,9 @@ use serde_json::{Value, json};
 
 use crate::domain::{
     ATTACHMENT_CAP_BYTES, Attachment, Board, BoardSlug, BoardStats, Comment, Event, EventId,
-    EventKind, InitialStatus, Lease, Link, ModelError, NewAttachment, NewTask, Run, RunId,
-    RunOutcome, Task, TaskFilter, TaskId, TaskLinks, TaskPatch, TaskSort, TaskStatus, Timestamp,
-    WorkerId,
+    EventKind, InitialStatus, Lease, Link, ModelError, NewAttachment, NewBoard, NewTask, Run,
+    RunId, RunOutcome, Task, TaskFilter, TaskId, TaskLinks, TaskPatch, TaskSort, TaskStatus,
+    Timestamp, WorkerId,
 };
 use crate::store::rules;
 use crate::store::{
@@ -185,6 +185,19 @@ pub(crate) struct FileRow<'a> {
     pub(crate) uploaded_by: Option<&'a str>,
 }
 
+/// An event to append.
+#[derive(Debug, Clone)]
+pub(crate) struct NewEvent<'a> {
+    /// The task it is about, if any.
+    pub(crate) task: Option<&'a TaskId>,
+    /// The run it is about, if any.
+    pub(crate) run: Option<RunId>,
+    /// What happened.
+    pub(crate) kind: EventKind,
+    /// The details.
+    pub(crate) payload: Value,
+}
+
 /// Which task ids a lifecycle sweep or a claim looks for.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Pick<'a> {
@@ -260,13 +273,10 @@ pub(crate) trait Backend {
     async fn task_runs(&self, id: &TaskId) -> Result<Vec<Run>, Self::Error>;
     /// A task's comments, oldest first.
     async fn task_comments(&self, id: &TaskId) -> Result<Vec<Comment>, Self::Error>;
-    /// Up to `limit` events after `cursor` (all of one task's when `task` is given).
-    async fn select_events(
-        &self,
-        task: Option<&TaskId>,
-        cursor: EventId,
-        limit: Option<usize>,
-    ) -> Result<Vec<Event>, Self::Error>;
+    /// Up to `limit` events after `cursor`, oldest first.
+    async fn events_after(&self, cursor: EventId, limit: usize) -> Result<Vec<Event>, Self::Error>;
+    /// Every event of one task, oldest first.
+    async fn events_of(&self, id: &TaskId) -> Result<Vec<Event>, Self::Error>;
     /// A task's attachments, without their bytes.
     async fn task_attachments(&self, id: &TaskId) -> Result<Vec<Attachment>, Self::Error>;
     /// An attachment's bytes, if it exists.
@@ -316,13 +326,7 @@ pub(crate) trait Backend {
     /// Removes an attachment and returns what it was, if it existed.
     async fn delete_attachment(&self, attachment: i64) -> Result<Option<Attachment>, Self::Error>;
     /// Appends an event (it may get its id only at commit).
-    fn event(
-        &self,
-        task: Option<&TaskId>,
-        run: Option<RunId>,
-        kind: EventKind,
-        payload: Value,
-    ) -> Result<(), Self::Error>;
+    fn event(&self, event: NewEvent<'_>) -> Result<(), Self::Error>;
 }
 
 /// Drives a future that never waits (SQLite's operations) to its end. A future that does wait
@@ -367,6 +371,22 @@ fn non_empty(field: &'static str, value: &str, example: &str) -> Result<(), Mode
 }
 
 // ---- building blocks ----
+
+/// Appends an event.
+fn emit<B: Backend>(
+    b: &B,
+    task: Option<&TaskId>,
+    run: Option<RunId>,
+    kind: EventKind,
+    payload: Value,
+) -> Result<(), B::Error> {
+    b.event(NewEvent {
+        task,
+        run,
+        kind,
+        payload,
+    })
+}
 
 /// A task of this board; `TaskNotFound` otherwise.
 pub(crate) async fn task<B: Backend>(b: &B, id: &TaskId) -> Result<Task, B::Error> {
@@ -464,7 +484,8 @@ async fn promote_children<B: Backend>(b: &B, parent: &TaskId) -> Result<(), B::E
         let task = task(b, &child).await?;
         if task.status == TaskStatus::Todo && b.open_parents(&child).await?.is_empty() {
             cas(b, &task, TaskStatus::Ready, &[]).await?;
-            b.event(
+            emit(
+                b,
                 Some(&child),
                 None,
                 EventKind::Promoted,
@@ -478,18 +499,21 @@ async fn promote_children<B: Backend>(b: &B, parent: &TaskId) -> Result<(), B::E
 // ---- boards ----
 
 /// Writes the board row; `BoardExists` when one is already there.
-pub(crate) async fn create_board<B: Backend>(
-    b: &B,
-    name: &str,
-    description: &str,
-) -> Result<Board, B::Error> {
-    if !b.insert_board(name, description).await? {
+pub(crate) async fn create_board<B: Backend>(b: &B, new: &NewBoard) -> Result<Board, B::Error> {
+    let name = new
+        .name
+        .as_deref()
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .unwrap_or(new.slug.as_str());
+    if !b.insert_board(name, &new.description).await? {
         return Err(StoreError::BoardExists {
             slug: b.board().clone(),
         }
         .into());
     }
-    b.event(
+    emit(
+        b,
         None,
         None,
         EventKind::BoardCreated,
@@ -503,7 +527,8 @@ pub(crate) async fn archive_board<B: Backend>(b: &B) -> Result<Board, B::Error> 
     let board = b.board_row().await?;
     if board.archived_at.is_none() {
         b.mark_board_archived().await?;
-        b.event(
+        emit(
+            b,
             None,
             None,
             EventKind::BoardArchived,
@@ -587,7 +612,8 @@ pub(crate) async fn create_task<B: Backend>(b: &B, new: &NewTask) -> Result<Crea
         b.insert_link(p, &id).await?;
     }
     let parent_ids: Vec<&str> = parents.iter().map(TaskId::as_str).collect();
-    b.event(
+    emit(
+        b,
         Some(&id),
         None,
         EventKind::Created,
@@ -665,9 +691,16 @@ pub(crate) async fn patch_task<B: Backend>(
         patched.result.clone_from(&p.result);
     }
     b.write_fields(&patched).await?;
-    b.event(Some(id), None, EventKind::Edited, json!({"fields": fields}))?;
+    emit(
+        b,
+        Some(id),
+        None,
+        EventKind::Edited,
+        json!({"fields": fields}),
+    )?;
     if let Some(pr) = p.priority.filter(|pr| *pr != task.priority) {
-        b.event(
+        emit(
+            b,
             Some(id),
             None,
             EventKind::Reprioritized,
@@ -692,7 +725,8 @@ pub(crate) async fn assign_task<B: Backend>(
     }
     // A different profile deserves its own attempts.
     b.write_assignee(id, assignee).await?;
-    b.event(
+    emit(
+        b,
         Some(id),
         None,
         EventKind::Assigned,
@@ -752,7 +786,8 @@ pub(crate) async fn link<B: Backend>(
     if demote {
         cas(b, &child_task, TaskStatus::Todo, &[]).await?;
     }
-    b.event(
+    emit(
+        b,
         Some(child),
         None,
         EventKind::Linked,
@@ -792,7 +827,8 @@ pub(crate) async fn unlink<B: Backend>(
         }
         .into());
     }
-    b.event(
+    emit(
+        b,
         Some(child),
         None,
         EventKind::Unlinked,
@@ -801,7 +837,8 @@ pub(crate) async fn unlink<B: Backend>(
     let task = task(b, child).await?;
     if task.status == TaskStatus::Todo && b.open_parents(child).await?.is_empty() {
         cas(b, &task, TaskStatus::Ready, &[]).await?;
-        b.event(
+        emit(
+            b,
             Some(child),
             None,
             EventKind::Promoted,
@@ -835,7 +872,8 @@ pub(crate) async fn add_comment<B: Backend>(
     non_empty("author", author, "who is writing (a profile or user name)")?;
     non_empty("body", body, "the comment's text")?;
     let cid = b.insert_comment(id, author, body).await?;
-    b.event(
+    emit(
+        b,
         Some(id),
         None,
         EventKind::Commented,
@@ -860,12 +898,12 @@ pub(crate) async fn events_since<B: Backend>(
     cursor: EventId,
     limit: usize,
 ) -> Result<Vec<Event>, B::Error> {
-    b.select_events(None, cursor, Some(limit)).await
+    b.events_after(cursor, limit).await
 }
 
 pub(crate) async fn task_events<B: Backend>(b: &B, id: &TaskId) -> Result<Vec<Event>, B::Error> {
     task(b, id).await?;
-    b.select_events(Some(id), EventId(0), None).await
+    b.events_of(id).await
 }
 
 pub(crate) async fn runs<B: Backend>(b: &B, id: &TaskId) -> Result<Vec<Run>, B::Error> {
@@ -943,7 +981,8 @@ pub(crate) async fn attach<B: Backend>(
         uploaded_by: file.uploaded_by.as_deref(),
     };
     let aid = b.insert_attachment(&row).await?;
-    b.event(
+    emit(
+        b,
         Some(id),
         None,
         EventKind::Attached,
@@ -989,7 +1028,8 @@ pub(crate) async fn remove_attachment<B: Backend>(b: &B, attachment: i64) -> Res
                 board: b.board().clone(),
                 id: attachment,
             })?;
-    b.event(
+    emit(
+        b,
         Some(&found.task_id),
         None,
         EventKind::AttachmentRemoved,
@@ -1005,7 +1045,8 @@ pub(crate) async fn promote<B: Backend>(b: &B) -> Result<Vec<TaskId>, B::Error> 
         let task = task(b, &id).await?;
         let to = runnable(b, &id, TaskStatus::Ready).await?;
         cas(b, &task, to, &[Set::Null("scheduled_until")]).await?;
-        b.event(
+        emit(
+            b,
             Some(&id),
             None,
             EventKind::Promoted,
@@ -1018,7 +1059,8 @@ pub(crate) async fn promote<B: Backend>(b: &B) -> Result<Vec<TaskId>, B::Error> 
     for id in b.pick(Pick::Unblocked).await? {
         let task = task(b, &id).await?;
         cas(b, &task, TaskStatus::Ready, &[]).await?;
-        b.event(
+        emit(
+            b,
             Some(&id),
             None,
             EventKind::Promoted,
@@ -1081,7 +1123,8 @@ async fn try_claim<B: Backend>(
     if !open.is_empty() && task.status == TaskStatus::Ready {
         cas(b, task, TaskStatus::Todo, &[]).await?;
         let ids: Vec<&str> = open.iter().map(TaskId::as_str).collect();
-        b.event(
+        emit(
+            b,
             Some(&task.id),
             None,
             EventKind::ClaimRejected,
@@ -1113,7 +1156,8 @@ async fn try_claim<B: Backend>(
         ],
     )
     .await?;
-    b.event(
+    emit(
+        b,
         Some(&task.id),
         Some(run_id),
         EventKind::Claimed,
@@ -1160,7 +1204,8 @@ pub(crate) async fn heartbeat<B: Backend>(
     )
     .await?;
     b.extend_run(lease.run_id, expires).await?;
-    b.event(
+    emit(
+        b,
         Some(id),
         Some(lease.run_id),
         EventKind::Heartbeat,
@@ -1231,7 +1276,8 @@ pub(crate) async fn complete<B: Backend>(
     )
     .await?;
     let result_len = done.result.as_ref().map_or(0, |r| r.chars().count());
-    b.event(
+    emit(
+        b,
         Some(id),
         Some(run_id),
         EventKind::Completed,
@@ -1272,7 +1318,7 @@ pub(crate) async fn block<B: Backend>(
     if d.event == EventKind::BlockLoopDetected {
         payload["limit"] = json!(crate::domain::BLOCK_RECURRENCE_LIMIT);
     }
-    b.event(Some(id), run, d.event, payload)?;
+    emit(b, Some(id), run, d.event, payload)?;
     Ok(Transitioned {
         task: self::task(b, id).await?,
         ended_lease: task.lease,
@@ -1291,7 +1337,8 @@ pub(crate) async fn unblock<B: Backend>(b: &B, id: &TaskId) -> Result<Task, B::E
         Set::Zero("protocol_violations"),
     ];
     cas(b, &task, to, &sets).await?;
-    b.event(
+    emit(
+        b,
         Some(id),
         None,
         EventKind::Unblocked,
@@ -1310,7 +1357,8 @@ pub(crate) async fn archive<B: Backend>(b: &B, id: &TaskId) -> Result<Transition
     let run = close_run(b, &task, end).await?;
     let sets = [Set::EndLease, Set::Null("scheduled_until")];
     cas(b, &task, TaskStatus::Archived, &sets).await?;
-    b.event(
+    emit(
+        b,
         Some(id),
         run,
         EventKind::Archived,
@@ -1332,7 +1380,8 @@ pub(crate) async fn schedule<B: Backend>(
     rules::SCHEDULE.check(&task)?;
     let sets = [Set::Int("scheduled_until", until.0)];
     cas(b, &task, TaskStatus::Scheduled, &sets).await?;
-    b.event(
+    emit(
+        b,
         Some(id),
         None,
         EventKind::Scheduled,
@@ -1346,7 +1395,8 @@ pub(crate) async fn specify<B: Backend>(b: &B, id: &TaskId) -> Result<Task, B::E
     rules::SPECIFY.check(&task)?;
     let to = runnable(b, id, TaskStatus::Ready).await?;
     cas(b, &task, to, &[]).await?;
-    b.event(
+    emit(
+        b,
         Some(id),
         None,
         EventKind::Specified,
@@ -1370,7 +1420,8 @@ pub(crate) async fn request_review<B: Backend>(
     };
     let run = close_run(b, &task, end).await?;
     cas(b, &task, TaskStatus::Review, &[Set::EndLease]).await?;
-    b.event(
+    emit(
+        b,
         Some(id),
         run,
         EventKind::ReviewRequested,
@@ -1389,7 +1440,8 @@ pub(crate) async fn request_changes<B: Backend>(
     non_empty("reason", reason, "what should change")?;
     let to = runnable(b, id, TaskStatus::Ready).await?;
     cas(b, &task, to, &[]).await?;
-    b.event(
+    emit(
+        b,
         Some(id),
         None,
         EventKind::ChangesRequested,
@@ -1414,7 +1466,8 @@ pub(crate) async fn reclaim_expired<B: Backend>(b: &B) -> Result<Vec<Reclaimed>,
         };
         close_run(b, &task, end).await?;
         cas(b, &task, to, &[Set::EndLease]).await?;
-        b.event(
+        emit(
+            b,
             Some(&id),
             Some(lease.run_id),
             EventKind::Reclaimed,
@@ -1466,14 +1519,16 @@ pub(crate) async fn record_failure<B: Backend>(
         Set::EndLease,
     ];
     cas(b, &task, to, &sets).await?;
-    b.event(
+    emit(
+        b,
         Some(id),
         run,
         d.event,
         json!({"error": f.error, "failures": d.failures, "limit": d.limit, "to": to.as_str()}),
     )?;
     if d.gave_up {
-        b.event(
+        emit(
+            b,
             Some(id),
             run,
             EventKind::GaveUp,
@@ -1507,7 +1562,8 @@ pub(crate) async fn requeue_rate_limited<B: Backend>(
     };
     let run = close_run(b, &task, end).await?;
     cas(b, &task, to, &[Set::EndLease]).await?;
-    b.event(
+    emit(
+        b,
         Some(id),
         run,
         EventKind::RateLimited,

@@ -355,14 +355,8 @@ impl Store for PostgresStore {
             let t = PgTx::open(&tx, slug)
                 .await
                 .map_err(|e| e.into_store(slug))?;
-            let name = new
-                .name
-                .as_deref()
-                .map(str::trim)
-                .filter(|n| !n.is_empty())
-                .unwrap_or(slug.as_str());
             let out: TxResult<Board> = async {
-                let b = ops::create_board(&t, name, &new.description).await?;
+                let b = ops::create_board(&t, &new).await?;
                 t.finish().await?;
                 Ok(b)
             }

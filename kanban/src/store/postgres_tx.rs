@@ -15,26 +15,18 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use crate::domain::{
-    Attachment, Board, BoardSlug, Comment, Event, EventId, EventKind, Link, Run, RunId, Task,
-    TaskFilter, TaskId, TaskStatus, Timestamp,
+    Attachment, Board, BoardSlug, Comment, Event, EventId, Link, Run, RunId, Task, TaskFilter,
+    TaskId, TaskStatus, Timestamp,
 };
 use crate::store::StoreError;
 use crate::store::error::{self, DbError};
-use crate::store::ops::{
-    self, Backend, Counts, FileRow, Pick, RunEnd, RunRow, Set, SetValue, Side, sql_int,
-};
+use crate::store::ops::{self, Backend, Set, sql_int};
 use crate::store::rows::{
     self, ATTACHMENT_COLS, BOARD_COLS, COMMENT_COLS, EVENT_COLS, RUN_COLS, RowAccess, TASK_COLS,
 };
 
 /// An error inside a PostgreSQL transaction.
 pub(crate) type PgTxError = error::TxError<tokio_postgres::Error>;
-
-impl From<tokio_postgres::Error> for PgTxError {
-    fn from(e: tokio_postgres::Error) -> Self {
-        PgTxError::Db(e)
-    }
-}
 
 impl DbError for tokio_postgres::Error {
     fn into_store(self, board: &BoardSlug) -> StoreError {
@@ -436,10 +428,10 @@ impl Backend for PgTx<'_, '_> {
 
     /// Rows another claimer, reclaimer or promoter has locked are skipped rather than waited
     /// for: whichever caller locked a row first moves it, the others move on.
-    async fn pick(&self, pick: Pick<'_>) -> TxResult<Vec<TaskId>> {
+    async fn pick(&self, pick: ops::Pick<'_>) -> TxResult<Vec<TaskId>> {
         let board_s = self.board.as_str();
         match pick {
-            Pick::Lapsed => {
+            ops::Pick::Lapsed => {
                 self.ids(
                     "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'running' \
                      AND claim_expires <= $2 ORDER BY claim_expires, id FOR UPDATE SKIP LOCKED",
@@ -447,7 +439,7 @@ impl Backend for PgTx<'_, '_> {
                 )
                 .await
             }
-            Pick::Due => {
+            ops::Pick::Due => {
                 self.ids(
                     "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'scheduled' \
                      AND scheduled_until <= $2 ORDER BY id FOR UPDATE SKIP LOCKED",
@@ -455,7 +447,7 @@ impl Backend for PgTx<'_, '_> {
                 )
                 .await
             }
-            Pick::Unblocked => {
+            ops::Pick::Unblocked => {
                 self.ids(
                     "SELECT t.id FROM kanban_tasks t WHERE t.board = $1 AND t.status = 'todo' \
                      AND NOT EXISTS ( \
@@ -468,7 +460,7 @@ impl Backend for PgTx<'_, '_> {
                 )
                 .await
             }
-            Pick::NextReady(None) => {
+            ops::Pick::NextReady(None) => {
                 self.ids(
                     "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'ready' \
                      ORDER BY priority DESC, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED",
@@ -476,7 +468,7 @@ impl Backend for PgTx<'_, '_> {
                 )
                 .await
             }
-            Pick::NextReady(Some(list)) => {
+            ops::Pick::NextReady(Some(list)) => {
                 self.ids(
                     "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'ready' \
                      AND assignee = ANY($2) \
@@ -488,13 +480,13 @@ impl Backend for PgTx<'_, '_> {
         }
     }
 
-    async fn linked(&self, id: &TaskId, side: Side) -> TxResult<Vec<TaskId>> {
+    async fn linked(&self, id: &TaskId, side: ops::Side) -> TxResult<Vec<TaskId>> {
         let sql = match side {
-            Side::Parents => {
+            ops::Side::Parents => {
                 "SELECT parent_id FROM kanban_task_links WHERE board = $1 AND child_id = $2 \
                  ORDER BY created_at, parent_id"
             }
-            Side::Children => {
+            ops::Side::Children => {
                 "SELECT child_id FROM kanban_task_links WHERE board = $1 AND parent_id = $2 \
                  ORDER BY created_at, child_id"
             }
@@ -535,7 +527,7 @@ impl Backend for PgTx<'_, '_> {
         rows.iter().map(|r| rows::link(&self.reader(r))).collect()
     }
 
-    async fn counts(&self) -> TxResult<Counts> {
+    async fn counts(&self) -> TxResult<ops::Counts> {
         let board_s = self.board.as_str();
         let rows = self
             .rows(
@@ -543,7 +535,7 @@ impl Backend for PgTx<'_, '_> {
                 &[&board_s],
             )
             .await?;
-        let mut counts = Counts::default();
+        let mut counts = ops::Counts::default();
         for r in &rows {
             let rd = self.reader(r);
             counts.by_status.push((rd.status(0)?, rd.get::<i64>(1)?));
@@ -611,35 +603,29 @@ impl Backend for PgTx<'_, '_> {
             .collect()
     }
 
-    async fn select_events(
-        &self,
-        task: Option<&TaskId>,
-        cursor: EventId,
-        limit: Option<usize>,
-    ) -> TxResult<Vec<Event>> {
-        let board_s = self.board.as_str();
-        let rows = match task {
-            Some(id) => {
-                self.rows(
-                    &format!(
-                        "SELECT {EVENT_COLS} FROM kanban_task_events \
-                         WHERE board = $1 AND task_id = $2 ORDER BY id"
-                    ),
-                    &[&board_s, &id.as_str()],
-                )
-                .await?
-            }
-            None => {
-                self.rows(
-                    &format!(
-                        "SELECT {EVENT_COLS} FROM kanban_task_events WHERE board = $1 AND id > $2 \
-                         ORDER BY id LIMIT $3"
-                    ),
-                    &[&board_s, &cursor.0, &limit.map(|l| sql_int(l as u64))],
-                )
-                .await?
-            }
-        };
+    async fn events_after(&self, cursor: EventId, limit: usize) -> TxResult<Vec<Event>> {
+        let rows = self
+            .rows(
+                &format!(
+                    "SELECT {EVENT_COLS} FROM kanban_task_events WHERE board = $1 AND id > $2 \
+                     ORDER BY id LIMIT $3"
+                ),
+                &[&self.board.as_str(), &cursor.0, &sql_int(limit as u64)],
+            )
+            .await?;
+        rows.iter().map(|r| rows::event(&self.reader(r))).collect()
+    }
+
+    async fn events_of(&self, id: &TaskId) -> TxResult<Vec<Event>> {
+        let rows = self
+            .rows(
+                &format!(
+                    "SELECT {EVENT_COLS} FROM kanban_task_events \
+                     WHERE board = $1 AND task_id = $2 ORDER BY id"
+                ),
+                &[&self.board.as_str(), &id.as_str()],
+            )
+            .await?;
         rows.iter().map(|r| rows::event(&self.reader(r))).collect()
     }
 
@@ -766,13 +752,13 @@ impl Backend for PgTx<'_, '_> {
         let board_s = self.board.as_str();
         let mut args: Vec<Param<'_>> = vec![&to_s, &self.now.0, &id_s, &from_s, &board_s];
         args.extend(values.iter().map(|v| match v {
-            SetValue::Int(i) => *i as Param<'_>,
-            SetValue::Text(t) => *t as Param<'_>,
+            ops::SetValue::Int(i) => *i as Param<'_>,
+            ops::SetValue::Text(t) => *t as Param<'_>,
         }));
         Ok(self.exec(&sql, &args).await? == 1)
     }
 
-    async fn insert_run(&self, run: &RunRow<'_>) -> TxResult<RunId> {
+    async fn insert_run(&self, run: &ops::RunRow<'_>) -> TxResult<RunId> {
         let row = self
             .row(
                 "INSERT INTO kanban_task_runs (board, task_id, profile, source_status, claim_lock, \
@@ -806,7 +792,7 @@ impl Backend for PgTx<'_, '_> {
         }
     }
 
-    async fn end_run(&self, run: RunId, end: RunEnd<'_>) -> TxResult<()> {
+    async fn end_run(&self, run: RunId, end: ops::RunEnd<'_>) -> TxResult<()> {
         self.exec(
             "UPDATE kanban_task_runs SET ended_at = $1, outcome = $2, summary = $3, metadata = $4, \
              error = $5 WHERE id = $6 AND board = $7 AND ended_at IS NULL",
@@ -886,7 +872,7 @@ impl Backend for PgTx<'_, '_> {
         row.map_or(Ok(0), |r| self.reader(&r).get(0))
     }
 
-    async fn insert_attachment(&self, file: &FileRow<'_>) -> TxResult<i64> {
+    async fn insert_attachment(&self, file: &ops::FileRow<'_>) -> TxResult<i64> {
         let row = self
             .row(
                 "INSERT INTO kanban_task_attachments (board, task_id, filename, content_type, \
@@ -921,18 +907,12 @@ impl Backend for PgTx<'_, '_> {
     }
 
     /// Buffered; numbered and written by [`PgTx::finish`].
-    fn event(
-        &self,
-        task: Option<&TaskId>,
-        run: Option<RunId>,
-        kind: EventKind,
-        payload: Value,
-    ) -> TxResult<()> {
+    fn event(&self, e: ops::NewEvent<'_>) -> TxResult<()> {
         self.lock_events().push(PendingEvent {
-            task: task.map(|t| t.as_str().to_string()),
-            run: run.map(|r| r.0),
-            kind: kind.as_str(),
-            payload: payload.to_string(),
+            task: e.task.map(|t| t.as_str().to_string()),
+            run: e.run.map(|r| r.0),
+            kind: e.kind.as_str(),
+            payload: e.payload.to_string(),
         });
         Ok(())
     }

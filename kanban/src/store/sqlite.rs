@@ -368,14 +368,7 @@ impl Inner {
                 board: slug,
                 now: Timestamp::now(),
             };
-            let name = new
-                .name
-                .as_deref()
-                .map(str::trim)
-                .filter(|n| !n.is_empty())
-                .unwrap_or(slug.as_str());
-            run_ready(ops::create_board(&t, name, &new.description))
-                .map_err(|e| e.into_store(slug))?
+            run_ready(ops::create_board(&t, new)).map_err(|e| e.into_store(slug))?
         };
         tx.commit().map_err(|e| db_error(slug, e))?;
         Ok(board)

@@ -11,32 +11,16 @@ use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 use serde_json::Value;
 
 use crate::domain::{
-    Attachment, Board, BoardSlug, Comment, Event, EventId, EventKind, Link, ModelError, Run, RunId,
-    Task, TaskFilter, TaskId, TaskStatus, Timestamp,
+    Attachment, Board, BoardSlug, Comment, Event, EventId, Link, ModelError, Run, RunId, Task,
+    TaskFilter, TaskId, TaskStatus, Timestamp,
 };
 use crate::store::StoreError;
 use crate::store::error::{self, DbError};
-use crate::store::ops::{
-    self, Backend, Counts, FileRow, Pick, RunEnd, RunRow, Set, SetValue, Side, sql_int,
-};
+use crate::store::ops::{self, Backend, Set, sql_int};
+use crate::store::rows::{self, RowAccess};
 use crate::store::rows::{
-    self, ATTACHMENT_COLS, BOARD_COLS, COMMENT_COLS, EVENT_COLS, RUN_COLS, RowAccess, TASK_COLS,
+    ATTACHMENT_COLS, BOARD_COLS, COMMENT_COLS, EVENT_COLS, RUN_COLS, TASK_COLS,
 };
-
-/// An error inside a SQLite transaction.
-pub(crate) type TxError = error::TxError<rusqlite::Error>;
-
-impl From<rusqlite::Error> for TxError {
-    fn from(e: rusqlite::Error) -> Self {
-        TxError::Db(e)
-    }
-}
-
-impl DbError for rusqlite::Error {
-    fn into_store(self, board: &BoardSlug) -> StoreError {
-        db_error(board, self)
-    }
-}
 
 /// Classifies a SQLite error: locked means busy, unreadable values mean a corrupt board.
 pub(crate) fn db_error(board: &BoardSlug, e: rusqlite::Error) -> StoreError {
@@ -57,6 +41,15 @@ pub(crate) fn db_error(board: &BoardSlug, e: rusqlite::Error) -> StoreError {
         },
     }
 }
+
+impl DbError for rusqlite::Error {
+    fn into_store(self, board: &BoardSlug) -> StoreError {
+        db_error(board, self)
+    }
+}
+
+/// An error inside a SQLite transaction.
+pub(crate) type TxError = error::TxError<rusqlite::Error>;
 
 /// What every operation in this file returns.
 pub(crate) type TxResult<T> = Result<T, TxError>;
@@ -140,14 +133,6 @@ impl Tx<'_> {
 impl Backend for Tx<'_> {
     type Error = TxError;
 
-    fn board(&self) -> &BoardSlug {
-        self.board
-    }
-
-    fn now(&self) -> Timestamp {
-        self.now
-    }
-
     // ---- reads ----
 
     /// The board row; a file without one is a board whose creation never finished.
@@ -218,26 +203,26 @@ impl Backend for Tx<'_> {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    async fn pick(&self, pick: Pick<'_>) -> TxResult<Vec<TaskId>> {
+    async fn pick(&self, pick: ops::Pick<'_>) -> TxResult<Vec<TaskId>> {
         match pick {
-            Pick::Lapsed => self.ids(
+            ops::Pick::Lapsed => self.ids(
                 "SELECT id FROM tasks WHERE status = 'running' AND claim_expires <= ?1 \
                  ORDER BY claim_expires, id",
                 [self.now.0],
             ),
-            Pick::Due => self.ids(
+            ops::Pick::Due => self.ids(
                 "SELECT id FROM tasks WHERE status = 'scheduled' AND scheduled_until <= ?1 \
                  ORDER BY id",
                 [self.now.0],
             ),
-            Pick::Unblocked => self.ids(
+            ops::Pick::Unblocked => self.ids(
                 "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS ( \
                    SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id \
                    WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) \
                  ORDER BY t.priority DESC, t.created_at, t.id",
                 [],
             ),
-            Pick::NextReady(assignees) => {
+            ops::Pick::NextReady(assignees) => {
                 let mut sql = "SELECT id FROM tasks WHERE status = 'ready'".to_string();
                 let list = assignees.unwrap_or_default();
                 if assignees.is_some() {
@@ -250,13 +235,13 @@ impl Backend for Tx<'_> {
         }
     }
 
-    async fn linked(&self, id: &TaskId, side: Side) -> TxResult<Vec<TaskId>> {
+    async fn linked(&self, id: &TaskId, side: ops::Side) -> TxResult<Vec<TaskId>> {
         let sql = match side {
-            Side::Parents => {
+            ops::Side::Parents => {
                 "SELECT parent_id FROM task_links WHERE child_id = ?1 \
                  ORDER BY created_at, parent_id"
             }
-            Side::Children => {
+            ops::Side::Children => {
                 "SELECT child_id FROM task_links WHERE parent_id = ?1 \
                  ORDER BY created_at, child_id"
             }
@@ -288,7 +273,7 @@ impl Backend for Tx<'_> {
         )
     }
 
-    async fn counts(&self) -> TxResult<Counts> {
+    async fn counts(&self) -> TxResult<ops::Counts> {
         let by_status = self.all(
             "SELECT status, COUNT(*) FROM tasks GROUP BY status",
             [],
@@ -300,7 +285,7 @@ impl Backend for Tx<'_> {
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
-        Ok(Counts {
+        Ok(ops::Counts {
             by_status,
             open_runs,
             last_event,
@@ -342,24 +327,20 @@ impl Backend for Tx<'_> {
         )
     }
 
-    async fn select_events(
-        &self,
-        task: Option<&TaskId>,
-        cursor: EventId,
-        limit: Option<usize>,
-    ) -> TxResult<Vec<Event>> {
-        match task {
-            Some(id) => self.all(
-                &format!("SELECT {EVENT_COLS} FROM task_events WHERE task_id = ?1 ORDER BY id"),
-                [id.as_str()],
-                |r| rows::event(r),
-            ),
-            None => self.all(
-                &format!("SELECT {EVENT_COLS} FROM task_events WHERE id > ?1 ORDER BY id LIMIT ?2"),
-                params![cursor.0, limit.map_or(-1, |l| sql_int(l as u64))],
-                |r| rows::event(r),
-            ),
-        }
+    async fn events_after(&self, cursor: EventId, limit: usize) -> TxResult<Vec<Event>> {
+        self.all(
+            &format!("SELECT {EVENT_COLS} FROM task_events WHERE id > ?1 ORDER BY id LIMIT ?2"),
+            params![cursor.0, sql_int(limit as u64)],
+            |r| rows::event(r),
+        )
+    }
+
+    async fn events_of(&self, id: &TaskId) -> TxResult<Vec<Event>> {
+        self.all(
+            &format!("SELECT {EVENT_COLS} FROM task_events WHERE task_id = ?1 ORDER BY id"),
+            [id.as_str()],
+            |r| rows::event(r),
+        )
     }
 
     async fn task_attachments(&self, id: &TaskId) -> TxResult<Vec<Attachment>> {
@@ -478,8 +459,8 @@ impl Backend for Tx<'_> {
         let from_s = task.status.as_str();
         let mut args: Vec<&dyn ToSql> = vec![&to_s, &self.now.0, &id_s, &from_s];
         args.extend(values.iter().map(|v| match v {
-            SetValue::Int(i) => *i as &dyn ToSql,
-            SetValue::Text(t) => *t as &dyn ToSql,
+            ops::SetValue::Int(i) => *i as &dyn ToSql,
+            ops::SetValue::Text(t) => *t as &dyn ToSql,
         }));
         Ok(self
             .c
@@ -488,7 +469,7 @@ impl Backend for Tx<'_> {
             == 1)
     }
 
-    async fn insert_run(&self, run: &RunRow<'_>) -> TxResult<RunId> {
+    async fn insert_run(&self, run: &ops::RunRow<'_>) -> TxResult<RunId> {
         self.c
             .prepare_cached(
                 "INSERT INTO task_runs (task_id, profile, source_status, claim_lock, \
@@ -513,7 +494,7 @@ impl Backend for Tx<'_> {
         Ok(RunId(self.c.last_insert_rowid()))
     }
 
-    async fn end_run(&self, run: RunId, end: RunEnd<'_>) -> TxResult<()> {
+    async fn end_run(&self, run: RunId, end: ops::RunEnd<'_>) -> TxResult<()> {
         self.c.execute(
             "UPDATE task_runs SET ended_at = ?1, outcome = ?2, summary = ?3, metadata = ?4, \
              error = ?5 WHERE id = ?6 AND ended_at IS NULL",
@@ -569,7 +550,7 @@ impl Backend for Tx<'_> {
         Ok(self.c.last_insert_rowid())
     }
 
-    async fn insert_attachment(&self, file: &FileRow<'_>) -> TxResult<i64> {
+    async fn insert_attachment(&self, file: &ops::FileRow<'_>) -> TxResult<i64> {
         self.c.execute(
             "INSERT INTO task_attachments (task_id, filename, content_type, size, content, \
              uploaded_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -602,23 +583,25 @@ impl Backend for Tx<'_> {
         Ok(found)
     }
 
-    fn event(
-        &self,
-        task: Option<&TaskId>,
-        run: Option<RunId>,
-        kind: EventKind,
-        payload: Value,
-    ) -> TxResult<()> {
+    fn board(&self) -> &BoardSlug {
+        self.board
+    }
+
+    fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    fn event(&self, e: ops::NewEvent<'_>) -> TxResult<()> {
         self.c
             .prepare_cached(
                 "INSERT INTO task_events (task_id, run_id, kind, payload, created_at) \
                  VALUES (?1, ?2, ?3, ?4, ?5)",
             )?
             .execute(params![
-                task.map(TaskId::as_str),
-                run.map(|r| r.0),
-                kind.as_str(),
-                payload.to_string(),
+                e.task.map(TaskId::as_str),
+                e.run.map(|r| r.0),
+                e.kind.as_str(),
+                e.payload.to_string(),
                 self.now.0
             ])?;
         Ok(())
