@@ -231,9 +231,9 @@ pub(crate) struct Counts {
     pub(crate) last_event: Option<i64>,
 }
 
-/// What a backend does inside one open transaction on one board. Every method is a single
-/// statement (or, for [`Backend::event`], a buffered one); the operations below decide when
-/// each is called.
+/// What a backend does inside one open transaction on one board: each method is one small step
+/// (a statement or two, or a buffered event) in the backend's own SQL, deciding nothing; the
+/// operations below decide which steps run, and in what order.
 pub(crate) trait Backend {
     /// The backend's error inside a transaction.
     type Error: From<StoreError> + From<ModelError>;
@@ -329,17 +329,21 @@ pub(crate) trait Backend {
     fn event(&self, event: NewEvent<'_>) -> Result<(), Self::Error>;
 }
 
-/// Drives a future that never waits (SQLite's operations) to its end. A future that does wait
-/// is a bug in the backend; it is reported, not hung on.
+/// Drives a future on `board` that never waits (SQLite's operations) to its end. A future that
+/// does wait is a bug in the backend; it is reported, not hung on.
 pub(crate) fn run_ready<T, E: From<StoreError>>(
+    board: &BoardSlug,
     fut: impl Future<Output = Result<T, E>>,
 ) -> Result<T, E> {
     let mut fut = pin!(fut);
     match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(out) => out,
-        Poll::Pending => Err(StoreError::WorkerGone(
-            "a synchronous store operation waited; this is a bug in the store".to_string(),
-        )
+        Poll::Pending => Err(StoreError::Backend {
+            board: board.clone(),
+            source: "a SQLite store operation waited instead of finishing at once (a bug in \
+                     the store)"
+                .into(),
+        }
         .into()),
     }
 }

@@ -237,7 +237,7 @@ impl SqliteStore {
             board,
             now: Timestamp::now(),
         };
-        let claimed = run_ready(ops::claim_next(&t, &ClaimSpec::new(worker)))
+        let claimed = run_ready(board, ops::claim_next(&t, &ClaimSpec::new(worker)))
             .map_err(|e| e.into_store(board))?;
         if claimed.is_none() {
             return Ok(());
@@ -347,7 +347,7 @@ impl Inner {
                 now: Timestamp::now(),
             };
             // A board file whose creation never finished has no board row: not a board yet.
-            run_ready(t.board_row())
+            run_ready(t.board, t.board_row())
                 .and_then(|_| f(&t))
                 .map_err(|e| e.into_store(board))?
         };
@@ -368,7 +368,7 @@ impl Inner {
                 board: slug,
                 now: Timestamp::now(),
             };
-            run_ready(ops::create_board(&t, new)).map_err(|e| e.into_store(slug))?
+            run_ready(slug, ops::create_board(&t, new)).map_err(|e| e.into_store(slug))?
         };
         tx.commit().map_err(|e| db_error(slug, e))?;
         Ok(board)
@@ -400,7 +400,7 @@ impl Inner {
         slugs.into_iter().filter(|s| s != except).find(|slug| {
             let id = id.clone();
             self.transact(slug, TransactionBehavior::Deferred, move |t| {
-                run_ready(ops::task(t, &id)).map(|_| ())
+                run_ready(t.board, ops::task(t, &id)).map(|_| ())
             })
             .is_ok()
         })
@@ -411,13 +411,13 @@ impl Inner {
 /// [`board_methods`]); SQLite's operations never wait, so [`run_ready`] drives them.
 macro_rules! on_board_file {
     ($self:ident, $board:expr, read, |$t:ident| $op:expr) => {
-        $self.read($board, move |$t| run_ready($op))
+        $self.read($board, move |$t| run_ready($t.board, $op))
     };
     ($self:ident, $board:expr, write, |$t:ident| $op:expr) => {
-        $self.write($board, move |$t| run_ready($op))
+        $self.write($board, move |$t| run_ready($t.board, $op))
     };
     ($self:ident, $board:expr, link, |$t:ident| $op:expr) => {
-        $self.write_linking($board, move |$t| run_ready($op))
+        $self.write_linking($board, move |$t| run_ready($t.board, $op))
     };
 }
 
@@ -427,7 +427,7 @@ impl Store for SqliteStore {
             let mut boards = Vec::new();
             for slug in inner.board_slugs()? {
                 match inner.transact(&slug, TransactionBehavior::Deferred, |t| {
-                    run_ready(t.board_row())
+                    run_ready(t.board, t.board_row())
                 }) {
                     Ok(b) if include_archived || b.archived_at.is_none() => boards.push(b),
                     Ok(_) | Err(StoreError::BoardNotFound { .. }) => {}
@@ -450,7 +450,7 @@ impl Store for SqliteStore {
                 return Err(StoreError::DefaultBoardProtected { action: "deleted" });
             }
             let board = inner.transact(&slug, TransactionBehavior::Immediate, |t| {
-                run_ready(t.board_row())
+                run_ready(t.board, t.board_row())
             })?;
             if board.archived_at.is_none() {
                 return Err(StoreError::BoardNotArchived { slug });
