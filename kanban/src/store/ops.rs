@@ -53,47 +53,50 @@ pub(crate) enum SetValue<'s, 'a> {
     Text(&'s Option<&'a str>),
 }
 
-/// Renders `sets` as `, col = <mark>n, …` with parameters numbered from `first`, and returns
-/// the values to bind, in order. `mark` is the backend's placeholder prefix (`?` or `$`).
-pub(crate) fn set_clause<'s, 'a>(
-    sets: &'s [Set<'a>],
+impl<'a> Set<'a> {
+    /// The value this column binds, if it binds one.
+    pub(crate) fn value(&self) -> Option<SetValue<'_, 'a>> {
+        match self {
+            Set::Int(_, v) | Set::IntIfUnset(_, v) => Some(SetValue::Int(v)),
+            Set::Text(_, v) | Set::TextIfGiven(_, v) => Some(SetValue::Text(v)),
+            Set::Null(_) | Set::Zero(_) | Set::EndLease => None,
+        }
+    }
+}
+
+/// The compare-and-swap statement of [`Backend::swap_status`]: `head` (an `UPDATE … SET` of
+/// the status and `updated_at`), then `sets` as `, col = <mark>n, …` with parameters numbered
+/// from `first` in the order [`Set::value`] gives them, then `filter` (the row, and the status
+/// it was read in). `mark` is the backend's placeholder prefix (`?` or `$`).
+pub(crate) fn swap_statement(
+    (head, filter): (&str, &str),
+    sets: &[Set<'_>],
     first: usize,
     mark: char,
-) -> (String, Vec<SetValue<'s, 'a>>) {
+) -> String {
     use std::fmt::Write as _;
-    let mut sql = String::new();
-    let mut values = Vec::with_capacity(sets.len());
+    let mut sql = String::with_capacity(head.len() + filter.len() + 40 * sets.len());
+    sql.push_str(head);
+    let mut n = first;
     for set in sets {
-        let n = first + values.len();
         // Writing to a String cannot fail.
         let _ = match set {
             Set::Null(col) => write!(sql, ", {col} = NULL"),
             Set::Zero(col) => write!(sql, ", {col} = 0"),
-            Set::Int(col, v) => {
-                values.push(SetValue::Int(v));
-                write!(sql, ", {col} = {mark}{n}")
-            }
-            Set::Text(col, v) => {
-                values.push(SetValue::Text(v));
-                write!(sql, ", {col} = {mark}{n}")
-            }
-            Set::TextIfGiven(col, v) => {
-                values.push(SetValue::Text(v));
-                write!(sql, ", {col} = COALESCE({mark}{n}, {col})")
-            }
-            Set::IntIfUnset(col, v) => {
-                values.push(SetValue::Int(v));
-                write!(sql, ", {col} = COALESCE({col}, {mark}{n})")
-            }
-            Set::EndLease => {
-                write!(
-                    sql,
-                    ", claim_lock = NULL, claim_expires = NULL, current_run_id = NULL"
-                )
-            }
+            Set::Int(col, _) | Set::Text(col, _) => write!(sql, ", {col} = {mark}{n}"),
+            Set::TextIfGiven(col, _) => write!(sql, ", {col} = COALESCE({mark}{n}, {col})"),
+            Set::IntIfUnset(col, _) => write!(sql, ", {col} = COALESCE({col}, {mark}{n})"),
+            Set::EndLease => write!(
+                sql,
+                ", claim_lock = NULL, claim_expires = NULL, current_run_id = NULL"
+            ),
         };
+        if set.value().is_some() {
+            n += 1;
+        }
     }
-    (sql, values)
+    sql.push_str(filter);
+    sql
 }
 
 /// A run to write: the task's assignee and status are its profile and source; a claim's run

@@ -152,6 +152,22 @@ pub(crate) fn board_from_row(row: &Row, board: &BoardSlug) -> Result<Board, Stor
     rows::board(&Reader { row, board }).map_err(|e| e.into_store(board))
 }
 
+/// Every status change: the task's new status and time ($1, $2) where it is still in the status
+/// it was read in ($3 the id, $4 that status, $5 the board); the other columns written go
+/// between.
+const SWAP_STATUS: (&str, &str) = (
+    "UPDATE kanban_tasks SET status = $1, updated_at = $2",
+    " WHERE board = $5 AND id = $3 AND status = $4",
+);
+
+/// A column value of a status change, as tokio-postgres binds it.
+fn param<'s>(value: ops::SetValue<'s, '_>) -> Param<'s> {
+    match value {
+        ops::SetValue::Int(i) => i,
+        ops::SetValue::Text(t) => t,
+    }
+}
+
 /// The LISTEN/NOTIFY channel for a board: one per board (a long slug is cut to fit the 63-byte
 /// identifier limit; the notice's payload names the board, so a shared channel only costs a
 /// spurious wake-up).
@@ -741,20 +757,11 @@ impl Backend for PgTx<'_, '_> {
     }
 
     async fn swap_status(&self, task: &Task, to: TaskStatus, sets: &[Set<'_>]) -> TxResult<bool> {
-        let (set_sql, values) = ops::set_clause(sets, 6, '$');
-        let sql = format!(
-            "UPDATE kanban_tasks SET status = $1, updated_at = $2{set_sql} \
-             WHERE board = $5 AND id = $3 AND status = $4"
-        );
-        let to_s = to.as_str();
-        let id_s = task.id.as_str();
-        let from_s = task.status.as_str();
+        let sql = ops::swap_statement(SWAP_STATUS, sets, 6, '$');
         let board_s = self.board.as_str();
+        let (to_s, id_s, from_s) = (to.as_str(), task.id.as_str(), task.status.as_str());
         let mut args: Vec<Param<'_>> = vec![&to_s, &self.now.0, &id_s, &from_s, &board_s];
-        args.extend(values.iter().map(|v| match v {
-            ops::SetValue::Int(i) => *i as Param<'_>,
-            ops::SetValue::Text(t) => *t as Param<'_>,
-        }));
+        args.extend(sets.iter().filter_map(Set::value).map(param));
         Ok(self.exec(&sql, &args).await? == 1)
     }
 

@@ -98,6 +98,21 @@ impl RowAccess for Row<'_> {
     }
 }
 
+/// Every status change: the task's new status and time (?1, ?2) where it is still in the status
+/// it was read in (?3 the id, ?4 that status); the other columns written go between.
+const SWAP_STATUS: (&str, &str) = (
+    "UPDATE tasks SET status = ?1, updated_at = ?2",
+    " WHERE id = ?3 AND status = ?4",
+);
+
+/// A column value of a status change, as rusqlite binds it.
+fn bound<'s>(value: ops::SetValue<'s, '_>) -> &'s dyn ToSql {
+    match value {
+        ops::SetValue::Int(i) => i,
+        ops::SetValue::Text(t) => t,
+    }
+}
+
 /// One operation's view of a board inside an open transaction.
 pub(crate) struct Tx<'a> {
     /// The transaction (derefs to the connection).
@@ -450,18 +465,10 @@ impl Backend for Tx<'_> {
     }
 
     async fn swap_status(&self, task: &Task, to: TaskStatus, sets: &[Set<'_>]) -> TxResult<bool> {
-        let (set_sql, values) = ops::set_clause(sets, 5, '?');
-        let sql = format!(
-            "UPDATE tasks SET status = ?1, updated_at = ?2{set_sql} WHERE id = ?3 AND status = ?4"
-        );
-        let to_s = to.as_str();
-        let id_s = task.id.as_str();
-        let from_s = task.status.as_str();
+        let sql = ops::swap_statement(SWAP_STATUS, sets, 5, '?');
+        let (to_s, id_s, from_s) = (to.as_str(), task.id.as_str(), task.status.as_str());
         let mut args: Vec<&dyn ToSql> = vec![&to_s, &self.now.0, &id_s, &from_s];
-        args.extend(values.iter().map(|v| match v {
-            ops::SetValue::Int(i) => *i as &dyn ToSql,
-            ops::SetValue::Text(t) => *t as &dyn ToSql,
-        }));
+        args.extend(sets.iter().filter_map(Set::value).map(bound));
         Ok(self
             .c
             .prepare_cached(&sql)?
