@@ -246,9 +246,15 @@ impl PgTx<'_, '_> {
         rows.iter().map(|r| self.reader(r).task_id(0)).collect()
     }
 
-    async fn tasks(&self, sql: &str, params: &[Param<'_>]) -> TxResult<Vec<Task>> {
+    /// Every row of a query, decoded.
+    async fn all<T>(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+        decode: impl Fn(&Reader<'_>) -> TxResult<T>,
+    ) -> TxResult<Vec<T>> {
         let rows = self.rows(sql, params).await?;
-        rows.iter().map(|r| rows::task(&self.reader(r))).collect()
+        rows.iter().map(|r| decode(&self.reader(r))).collect()
     }
 
     fn lock_events(&self) -> std::sync::MutexGuard<'_, Vec<PendingEvent>> {
@@ -400,13 +406,14 @@ impl Backend for PgTx<'_, '_> {
 
     async fn task_by_key(&self, key: &str) -> TxResult<Option<Task>> {
         let found = self
-            .tasks(
+            .all(
                 &format!(
                     "SELECT {TASK_COLS} FROM kanban_tasks WHERE board = $1 \
                      AND idempotency_key = $2 AND status <> 'archived' \
                      ORDER BY created_at DESC LIMIT 1"
                 ),
                 &[&self.board.as_str(), &key],
+                |r| rows::task(r),
             )
             .await?;
         Ok(found.into_iter().next())
@@ -439,7 +446,7 @@ impl Backend for PgTx<'_, '_> {
             args.push(limit);
             sql.push_str(&format!(" LIMIT ${}", args.len()));
         }
-        self.tasks(&sql, &args).await
+        self.all(&sql, &args, |r| rows::task(r)).await
     }
 
     /// Rows another claimer, reclaimer or promoter has locked are skipped rather than waited
@@ -533,29 +540,28 @@ impl Backend for PgTx<'_, '_> {
     }
 
     async fn all_links(&self) -> TxResult<Vec<Link>> {
-        let rows = self
-            .rows(
-                "SELECT parent_id, child_id FROM kanban_task_links WHERE board = $1 \
-                 ORDER BY parent_id, child_id",
-                &[&self.board.as_str()],
-            )
-            .await?;
-        rows.iter().map(|r| rows::link(&self.reader(r))).collect()
+        self.all(
+            "SELECT parent_id, child_id FROM kanban_task_links WHERE board = $1 \
+             ORDER BY parent_id, child_id",
+            &[&self.board.as_str()],
+            |r| rows::link(r),
+        )
+        .await
     }
 
     async fn counts(&self) -> TxResult<ops::Counts> {
         let board_s = self.board.as_str();
-        let rows = self
-            .rows(
+        let by_status = self
+            .all(
                 "SELECT status, COUNT(*) FROM kanban_tasks WHERE board = $1 GROUP BY status",
                 &[&board_s],
+                |r| Ok((r.status(0)?, r.int(1)?)),
             )
             .await?;
-        let mut counts = ops::Counts::default();
-        for r in &rows {
-            let rd = self.reader(r);
-            counts.by_status.push((rd.status(0)?, rd.get::<i64>(1)?));
-        }
+        let mut counts = ops::Counts {
+            by_status,
+            ..ops::Counts::default()
+        };
         let row = self
             .row(
                 "SELECT (SELECT COUNT(*) FROM kanban_task_runs WHERE board = $1 AND ended_at IS NULL), \
@@ -592,72 +598,63 @@ impl Backend for PgTx<'_, '_> {
     }
 
     async fn task_runs(&self, id: &TaskId) -> TxResult<Vec<Run>> {
-        let rows = self
-            .rows(
-                &format!(
-                    "SELECT {RUN_COLS} FROM kanban_task_runs WHERE board = $1 AND task_id = $2 \
-                     ORDER BY id"
-                ),
-                &[&self.board.as_str(), &id.as_str()],
-            )
-            .await?;
-        rows.iter().map(|r| rows::run(&self.reader(r))).collect()
+        self.all(
+            &format!(
+                "SELECT {RUN_COLS} FROM kanban_task_runs WHERE board = $1 AND task_id = $2 \
+                 ORDER BY id"
+            ),
+            &[&self.board.as_str(), &id.as_str()],
+            |r| rows::run(r),
+        )
+        .await
     }
 
     async fn task_comments(&self, id: &TaskId) -> TxResult<Vec<Comment>> {
-        let rows = self
-            .rows(
-                &format!(
-                    "SELECT {COMMENT_COLS} FROM kanban_task_comments \
+        self.all(
+            &format!(
+                "SELECT {COMMENT_COLS} FROM kanban_task_comments \
                      WHERE board = $1 AND task_id = $2 ORDER BY id"
-                ),
-                &[&self.board.as_str(), &id.as_str()],
-            )
-            .await?;
-        rows.iter()
-            .map(|r| rows::comment(&self.reader(r)))
-            .collect()
+            ),
+            &[&self.board.as_str(), &id.as_str()],
+            |r| rows::comment(r),
+        )
+        .await
     }
 
     async fn events_after(&self, cursor: EventId, limit: usize) -> TxResult<Vec<Event>> {
-        let rows = self
-            .rows(
-                &format!(
-                    "SELECT {EVENT_COLS} FROM kanban_task_events WHERE board = $1 AND id > $2 \
+        self.all(
+            &format!(
+                "SELECT {EVENT_COLS} FROM kanban_task_events WHERE board = $1 AND id > $2 \
                      ORDER BY id LIMIT $3"
-                ),
-                &[&self.board.as_str(), &cursor.0, &sql_int(limit as u64)],
-            )
-            .await?;
-        rows.iter().map(|r| rows::event(&self.reader(r))).collect()
+            ),
+            &[&self.board.as_str(), &cursor.0, &sql_int(limit as u64)],
+            |r| rows::event(r),
+        )
+        .await
     }
 
     async fn events_of(&self, id: &TaskId) -> TxResult<Vec<Event>> {
-        let rows = self
-            .rows(
-                &format!(
-                    "SELECT {EVENT_COLS} FROM kanban_task_events \
+        self.all(
+            &format!(
+                "SELECT {EVENT_COLS} FROM kanban_task_events \
                      WHERE board = $1 AND task_id = $2 ORDER BY id"
-                ),
-                &[&self.board.as_str(), &id.as_str()],
-            )
-            .await?;
-        rows.iter().map(|r| rows::event(&self.reader(r))).collect()
+            ),
+            &[&self.board.as_str(), &id.as_str()],
+            |r| rows::event(r),
+        )
+        .await
     }
 
     async fn task_attachments(&self, id: &TaskId) -> TxResult<Vec<Attachment>> {
-        let rows = self
-            .rows(
-                &format!(
-                    "SELECT {ATTACHMENT_COLS} FROM kanban_task_attachments \
+        self.all(
+            &format!(
+                "SELECT {ATTACHMENT_COLS} FROM kanban_task_attachments \
                      WHERE board = $1 AND task_id = $2 ORDER BY id"
-                ),
-                &[&self.board.as_str(), &id.as_str()],
-            )
-            .await?;
-        rows.iter()
-            .map(|r| rows::attachment(&self.reader(r)))
-            .collect()
+            ),
+            &[&self.board.as_str(), &id.as_str()],
+            |r| rows::attachment(r),
+        )
+        .await
     }
 
     async fn attachment_bytes(&self, attachment: i64) -> TxResult<Option<Vec<u8>>> {
