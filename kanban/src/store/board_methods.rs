@@ -4,7 +4,7 @@
 /// Expands, inside an `impl Store`, to every method that runs one operation on one board. `$run`
 /// is the backend's macro that runs an operation in one transaction and commits it only if it
 /// succeeded: `$run!(self, board, mode, |t| operation)`, where `t` is the backend's
-/// [`Backend`](super::ops::Backend) and `mode` is `read`, `write`, or `link` (a write naming
+/// [`Backend`](super::backend::Backend) and `mode` is `read`, `write`, or `link` (a write naming
 /// other tasks: one missing here but present on another board is a cross-board link).
 ///
 /// Names resolve where it expands: the backend's module imports the `Store` argument types,

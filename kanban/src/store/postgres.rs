@@ -16,8 +16,9 @@ use crate::domain::{
     NewAttachment, NewBoard, NewTask, Run, RunId, Task, TaskFilter, TaskId, TaskLinks, TaskPatch,
     Timestamp, WorkerId,
 };
+use crate::store::backend::Backend;
 use crate::store::board_methods::board_methods;
-use crate::store::ops::{self, Backend};
+use crate::store::ops;
 use crate::store::postgres_schema::{self, MigrateOutcome};
 use crate::store::postgres_tx::{
     PgTx, PgTxError, TxResult, board_from_row, channel_name, pg_error,

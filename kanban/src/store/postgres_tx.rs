@@ -19,8 +19,8 @@ use crate::domain::{
     TaskId, TaskStatus, Timestamp,
 };
 use crate::store::StoreError;
+use crate::store::backend::{self, Backend, Set, sql_int};
 use crate::store::error::{self, DbError};
-use crate::store::ops::{self, Backend, Set, sql_int};
 use crate::store::rows::{
     self, ATTACHMENT_COLS, BOARD_COLS, COMMENT_COLS, EVENT_COLS, RUN_COLS, RowAccess, TASK_COLS,
 };
@@ -161,10 +161,10 @@ const SWAP_STATUS: (&str, &str) = (
 );
 
 /// A column value of a status change, as tokio-postgres binds it.
-fn param<'s>(value: ops::SetValue<'s, '_>) -> Param<'s> {
+fn param<'s>(value: backend::SetValue<'s, '_>) -> Param<'s> {
     match value {
-        ops::SetValue::Int(i) => i,
-        ops::SetValue::Text(t) => t,
+        backend::SetValue::Int(i) => i,
+        backend::SetValue::Text(t) => t,
     }
 }
 
@@ -366,8 +366,9 @@ impl PgTx<'_, '_> {
     }
 }
 
-/// PostgreSQL carries out the decisions of `ops.rs`: every method is one statement (events are
-/// buffered until [`PgTx::finish`]), each query naming the board, since one database holds many.
+/// PostgreSQL carries out the decisions of `ops.rs`: each step is a statement or two (events are
+/// buffered until [`PgTx::finish`]), every query naming the board, since one database holds
+/// many.
 impl Backend for PgTx<'_, '_> {
     type Error = PgTxError;
 
@@ -441,7 +442,7 @@ impl Backend for PgTx<'_, '_> {
             args.push(t);
             sql.push_str(&format!(" AND tenant = ${}", args.len()));
         }
-        sql.push_str(ops::task_order(f.sort));
+        sql.push_str(backend::task_order(f.sort));
         if let Some(limit) = &limit {
             args.push(limit);
             sql.push_str(&format!(" LIMIT ${}", args.len()));
@@ -451,10 +452,10 @@ impl Backend for PgTx<'_, '_> {
 
     /// Rows another claimer, reclaimer or promoter has locked are skipped rather than waited
     /// for: whichever caller locked a row first moves it, the others move on.
-    async fn pick(&self, pick: ops::Pick<'_>) -> TxResult<Vec<TaskId>> {
+    async fn pick(&self, pick: backend::Pick<'_>) -> TxResult<Vec<TaskId>> {
         let board_s = self.board.as_str();
         match pick {
-            ops::Pick::Lapsed => {
+            backend::Pick::Lapsed => {
                 self.ids(
                     "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'running' \
                      AND claim_expires <= $2 ORDER BY claim_expires, id FOR UPDATE SKIP LOCKED",
@@ -462,7 +463,7 @@ impl Backend for PgTx<'_, '_> {
                 )
                 .await
             }
-            ops::Pick::Due => {
+            backend::Pick::Due => {
                 self.ids(
                     "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'scheduled' \
                      AND scheduled_until <= $2 ORDER BY id FOR UPDATE SKIP LOCKED",
@@ -470,7 +471,7 @@ impl Backend for PgTx<'_, '_> {
                 )
                 .await
             }
-            ops::Pick::Unblocked => {
+            backend::Pick::Unblocked => {
                 self.ids(
                     "SELECT t.id FROM kanban_tasks t WHERE t.board = $1 AND t.status = 'todo' \
                      AND NOT EXISTS ( \
@@ -483,7 +484,7 @@ impl Backend for PgTx<'_, '_> {
                 )
                 .await
             }
-            ops::Pick::NextReady(None) => {
+            backend::Pick::NextReady(None) => {
                 self.ids(
                     "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'ready' \
                      ORDER BY priority DESC, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED",
@@ -491,7 +492,7 @@ impl Backend for PgTx<'_, '_> {
                 )
                 .await
             }
-            ops::Pick::NextReady(Some(list)) => {
+            backend::Pick::NextReady(Some(list)) => {
                 self.ids(
                     "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'ready' \
                      AND assignee = ANY($2) \
@@ -503,13 +504,13 @@ impl Backend for PgTx<'_, '_> {
         }
     }
 
-    async fn linked(&self, id: &TaskId, side: ops::Side) -> TxResult<Vec<TaskId>> {
+    async fn linked(&self, id: &TaskId, side: backend::Side) -> TxResult<Vec<TaskId>> {
         let sql = match side {
-            ops::Side::Parents => {
+            backend::Side::Parents => {
                 "SELECT parent_id FROM kanban_task_links WHERE board = $1 AND child_id = $2 \
                  ORDER BY created_at, parent_id"
             }
-            ops::Side::Children => {
+            backend::Side::Children => {
                 "SELECT child_id FROM kanban_task_links WHERE board = $1 AND parent_id = $2 \
                  ORDER BY created_at, child_id"
             }
@@ -549,7 +550,7 @@ impl Backend for PgTx<'_, '_> {
         .await
     }
 
-    async fn counts(&self) -> TxResult<ops::Counts> {
+    async fn counts(&self) -> TxResult<backend::Counts> {
         let board_s = self.board.as_str();
         let by_status = self
             .all(
@@ -558,9 +559,9 @@ impl Backend for PgTx<'_, '_> {
                 |r| Ok((r.status(0)?, r.int(1)?)),
             )
             .await?;
-        let mut counts = ops::Counts {
+        let mut counts = backend::Counts {
             by_status,
-            ..ops::Counts::default()
+            ..backend::Counts::default()
         };
         let row = self
             .row(
@@ -754,7 +755,7 @@ impl Backend for PgTx<'_, '_> {
     }
 
     async fn swap_status(&self, task: &Task, to: TaskStatus, sets: &[Set<'_>]) -> TxResult<bool> {
-        let sql = ops::swap_statement(SWAP_STATUS, sets, 6, '$');
+        let sql = backend::swap_statement(SWAP_STATUS, sets, 6, '$');
         let board_s = self.board.as_str();
         let (to_s, id_s, from_s) = (to.as_str(), task.id.as_str(), task.status.as_str());
         let mut args: Vec<Param<'_>> = vec![&to_s, &self.now.0, &id_s, &from_s, &board_s];
@@ -762,7 +763,7 @@ impl Backend for PgTx<'_, '_> {
         Ok(self.exec(&sql, &args).await? == 1)
     }
 
-    async fn insert_run(&self, run: &ops::RunRow<'_>) -> TxResult<RunId> {
+    async fn insert_run(&self, run: &backend::RunRow<'_>) -> TxResult<RunId> {
         let row = self
             .row(
                 "INSERT INTO kanban_task_runs (board, task_id, profile, source_status, claim_lock, \
@@ -796,7 +797,7 @@ impl Backend for PgTx<'_, '_> {
         }
     }
 
-    async fn end_run(&self, run: RunId, end: ops::RunEnd<'_>) -> TxResult<()> {
+    async fn end_run(&self, run: RunId, end: backend::RunEnd<'_>) -> TxResult<()> {
         self.exec(
             "UPDATE kanban_task_runs SET ended_at = $1, outcome = $2, summary = $3, metadata = $4, \
              error = $5 WHERE id = $6 AND board = $7 AND ended_at IS NULL",
@@ -876,7 +877,7 @@ impl Backend for PgTx<'_, '_> {
         row.map_or(Ok(0), |r| self.reader(&r).get(0))
     }
 
-    async fn insert_attachment(&self, file: &ops::FileRow<'_>) -> TxResult<i64> {
+    async fn insert_attachment(&self, file: &backend::FileRow<'_>) -> TxResult<i64> {
         let row = self
             .row(
                 "INSERT INTO kanban_task_attachments (board, task_id, filename, content_type, \
@@ -911,7 +912,7 @@ impl Backend for PgTx<'_, '_> {
     }
 
     /// Buffered; numbered and written by [`PgTx::finish`].
-    fn event(&self, e: ops::NewEvent<'_>) -> TxResult<()> {
+    fn event(&self, e: backend::NewEvent<'_>) -> TxResult<()> {
         self.lock_events().push(PendingEvent {
             task: e.task.map(|t| t.as_str().to_string()),
             run: e.run.map(|r| r.0),

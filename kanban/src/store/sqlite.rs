@@ -18,8 +18,9 @@ use crate::domain::{
     NewBoard, NewTask, Run, RunId, Task, TaskFilter, TaskId, TaskLinks, TaskPatch, Timestamp,
     WorkerId,
 };
+use crate::store::backend::{Backend, run_ready};
 use crate::store::board_methods::board_methods;
-use crate::store::ops::{self, Backend, run_ready};
+use crate::store::ops;
 use crate::store::sqlite_schema::{self, MigrateOutcome};
 use crate::store::sqlite_tx::{Tx, TxResult, db_error};
 use crate::store::{

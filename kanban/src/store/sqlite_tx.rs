@@ -15,8 +15,8 @@ use crate::domain::{
     TaskFilter, TaskId, TaskStatus, Timestamp,
 };
 use crate::store::StoreError;
+use crate::store::backend::{self, Backend, Set, sql_int};
 use crate::store::error::{self, DbError};
-use crate::store::ops::{self, Backend, Set, sql_int};
 use crate::store::rows::{self, RowAccess};
 use crate::store::rows::{
     ATTACHMENT_COLS, BOARD_COLS, COMMENT_COLS, EVENT_COLS, RUN_COLS, TASK_COLS,
@@ -106,10 +106,10 @@ const SWAP_STATUS: (&str, &str) = (
 );
 
 /// A column value of a status change, as rusqlite binds it.
-fn bound<'s>(value: ops::SetValue<'s, '_>) -> &'s dyn ToSql {
+fn bound<'s>(value: backend::SetValue<'s, '_>) -> &'s dyn ToSql {
     match value {
-        ops::SetValue::Int(i) => i,
-        ops::SetValue::Text(t) => t,
+        backend::SetValue::Int(i) => i,
+        backend::SetValue::Text(t) => t,
     }
 }
 
@@ -209,7 +209,7 @@ impl Backend for Tx<'_> {
             sql.push_str(" AND tenant = ?");
             args.push(t.clone());
         }
-        sql.push_str(ops::task_order(f.sort));
+        sql.push_str(backend::task_order(f.sort));
         if let Some(limit) = f.limit {
             sql.push_str(&format!(" LIMIT {}", sql_int(limit as u64)));
         }
@@ -218,26 +218,26 @@ impl Backend for Tx<'_> {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    async fn pick(&self, pick: ops::Pick<'_>) -> TxResult<Vec<TaskId>> {
+    async fn pick(&self, pick: backend::Pick<'_>) -> TxResult<Vec<TaskId>> {
         match pick {
-            ops::Pick::Lapsed => self.ids(
+            backend::Pick::Lapsed => self.ids(
                 "SELECT id FROM tasks WHERE status = 'running' AND claim_expires <= ?1 \
                  ORDER BY claim_expires, id",
                 [self.now.0],
             ),
-            ops::Pick::Due => self.ids(
+            backend::Pick::Due => self.ids(
                 "SELECT id FROM tasks WHERE status = 'scheduled' AND scheduled_until <= ?1 \
                  ORDER BY id",
                 [self.now.0],
             ),
-            ops::Pick::Unblocked => self.ids(
+            backend::Pick::Unblocked => self.ids(
                 "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS ( \
                    SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id \
                    WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) \
                  ORDER BY t.priority DESC, t.created_at, t.id",
                 [],
             ),
-            ops::Pick::NextReady(assignees) => {
+            backend::Pick::NextReady(assignees) => {
                 let mut sql = "SELECT id FROM tasks WHERE status = 'ready'".to_string();
                 let list = assignees.unwrap_or_default();
                 if assignees.is_some() {
@@ -250,13 +250,13 @@ impl Backend for Tx<'_> {
         }
     }
 
-    async fn linked(&self, id: &TaskId, side: ops::Side) -> TxResult<Vec<TaskId>> {
+    async fn linked(&self, id: &TaskId, side: backend::Side) -> TxResult<Vec<TaskId>> {
         let sql = match side {
-            ops::Side::Parents => {
+            backend::Side::Parents => {
                 "SELECT parent_id FROM task_links WHERE child_id = ?1 \
                  ORDER BY created_at, parent_id"
             }
-            ops::Side::Children => {
+            backend::Side::Children => {
                 "SELECT child_id FROM task_links WHERE parent_id = ?1 \
                  ORDER BY created_at, child_id"
             }
@@ -288,7 +288,7 @@ impl Backend for Tx<'_> {
         )
     }
 
-    async fn counts(&self) -> TxResult<ops::Counts> {
+    async fn counts(&self) -> TxResult<backend::Counts> {
         let by_status = self.all(
             "SELECT status, COUNT(*) FROM tasks GROUP BY status",
             [],
@@ -300,7 +300,7 @@ impl Backend for Tx<'_> {
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
-        Ok(ops::Counts {
+        Ok(backend::Counts {
             by_status,
             open_runs,
             last_event,
@@ -465,7 +465,7 @@ impl Backend for Tx<'_> {
     }
 
     async fn swap_status(&self, task: &Task, to: TaskStatus, sets: &[Set<'_>]) -> TxResult<bool> {
-        let sql = ops::swap_statement(SWAP_STATUS, sets, 5, '?');
+        let sql = backend::swap_statement(SWAP_STATUS, sets, 5, '?');
         let (to_s, id_s, from_s) = (to.as_str(), task.id.as_str(), task.status.as_str());
         let mut args: Vec<&dyn ToSql> = vec![&to_s, &self.now.0, &id_s, &from_s];
         args.extend(sets.iter().filter_map(Set::value).map(bound));
@@ -476,7 +476,7 @@ impl Backend for Tx<'_> {
             == 1)
     }
 
-    async fn insert_run(&self, run: &ops::RunRow<'_>) -> TxResult<RunId> {
+    async fn insert_run(&self, run: &backend::RunRow<'_>) -> TxResult<RunId> {
         self.c
             .prepare_cached(
                 "INSERT INTO task_runs (task_id, profile, source_status, claim_lock, \
@@ -501,7 +501,7 @@ impl Backend for Tx<'_> {
         Ok(RunId(self.c.last_insert_rowid()))
     }
 
-    async fn end_run(&self, run: RunId, end: ops::RunEnd<'_>) -> TxResult<()> {
+    async fn end_run(&self, run: RunId, end: backend::RunEnd<'_>) -> TxResult<()> {
         self.c.execute(
             "UPDATE task_runs SET ended_at = ?1, outcome = ?2, summary = ?3, metadata = ?4, \
              error = ?5 WHERE id = ?6 AND ended_at IS NULL",
@@ -557,7 +557,7 @@ impl Backend for Tx<'_> {
         Ok(self.c.last_insert_rowid())
     }
 
-    async fn insert_attachment(&self, file: &ops::FileRow<'_>) -> TxResult<i64> {
+    async fn insert_attachment(&self, file: &backend::FileRow<'_>) -> TxResult<i64> {
         self.c.execute(
             "INSERT INTO task_attachments (task_id, filename, content_type, size, content, \
              uploaded_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -598,7 +598,7 @@ impl Backend for Tx<'_> {
         self.now
     }
 
-    fn event(&self, e: ops::NewEvent<'_>) -> TxResult<()> {
+    fn event(&self, e: backend::NewEvent<'_>) -> TxResult<()> {
         self.c
             .prepare_cached(
                 "INSERT INTO task_events (task_id, run_id, kind, payload, created_at) \
