@@ -235,9 +235,36 @@ pub(crate) async fn create_task<B: Backend>(b: &B, new: &NewTask) -> Result<Crea
         InitialStatus::Auto => rules::runnable_status(any_open, TaskStatus::Ready),
     };
     let id = fresh_id(b).await?;
-    let now = b.now();
-    let row = Task {
-        id: id.clone(),
+    let row = new_task_row(id.clone(), new, status, tenant, b.now());
+    b.insert_task(&row).await?;
+    for p in &parents {
+        b.insert_link(p, &id).await?;
+    }
+    let parent_ids: Vec<&str> = parents.iter().map(TaskId::as_str).collect();
+    emit(
+        b,
+        Some(&id),
+        None,
+        EventKind::Created,
+        json!({"status": status.as_str(), "parents": parent_ids, "assignee": new.assignee}),
+    )?;
+    Ok(Created {
+        task: task(b, &id).await?,
+        created: true,
+    })
+}
+
+/// A new task as its creation writes it: the creator's fields (trimmed, and only a budget that
+/// limits something and a well-formed `traceparent`), `status`, and nothing run yet.
+pub(crate) fn new_task_row(
+    id: TaskId,
+    new: &NewTask,
+    status: TaskStatus,
+    tenant: Option<String>,
+    now: Timestamp,
+) -> Task {
+    Task {
+        id,
         title: new.title.trim().to_string(),
         body: new.body.clone(),
         assignee: new.assignee.as_deref().map(|a| a.trim().to_string()),
@@ -265,23 +292,7 @@ pub(crate) async fn create_task<B: Backend>(b: &B, new: &NewTask) -> Result<Crea
         scheduled_until: None,
         budget: new.budget.filter(|budget| budget.is_limited()),
         traceparent: super::kept_traceparent(new.traceparent.as_deref()),
-    };
-    b.insert_task(&row).await?;
-    for p in &parents {
-        b.insert_link(p, &id).await?;
     }
-    let parent_ids: Vec<&str> = parents.iter().map(TaskId::as_str).collect();
-    emit(
-        b,
-        Some(&id),
-        None,
-        EventKind::Created,
-        json!({"status": status.as_str(), "parents": parent_ids, "assignee": new.assignee}),
-    )?;
-    Ok(Created {
-        task: task(b, &id).await?,
-        created: true,
-    })
 }
 
 /// A random id not yet used on this board.
