@@ -19,7 +19,7 @@ use crate::domain::{
     TaskId, TaskStatus, Timestamp,
 };
 use crate::store::StoreError;
-use crate::store::backend::{self, Backend, Set, sql_int};
+use crate::store::backend::{self, Backend, Pick, Set, Side, sql_int};
 use crate::store::error::{self, DbError};
 use crate::store::rows::{
     self, ATTACHMENT_COLS, BOARD_COLS, COMMENT_COLS, EVENT_COLS, RUN_COLS, RowAccess, TASK_COLS,
@@ -452,10 +452,10 @@ impl Backend for PgTx<'_, '_> {
 
     /// Rows another claimer, reclaimer or promoter has locked are skipped rather than waited
     /// for: whichever caller locked a row first moves it, the others move on.
-    async fn pick(&self, pick: backend::Pick<'_>) -> TxResult<Vec<TaskId>> {
+    async fn pick(&self, pick: Pick<'_>) -> TxResult<Vec<TaskId>> {
         let board_s = self.board.as_str();
         match pick {
-            backend::Pick::Lapsed => {
+            Pick::Lapsed => {
                 self.ids(
                     "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'running' \
                      AND claim_expires <= $2 ORDER BY claim_expires, id FOR UPDATE SKIP LOCKED",
@@ -463,7 +463,7 @@ impl Backend for PgTx<'_, '_> {
                 )
                 .await
             }
-            backend::Pick::Due => {
+            Pick::Due => {
                 self.ids(
                     "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'scheduled' \
                      AND scheduled_until <= $2 ORDER BY id FOR UPDATE SKIP LOCKED",
@@ -471,7 +471,7 @@ impl Backend for PgTx<'_, '_> {
                 )
                 .await
             }
-            backend::Pick::Unblocked => {
+            Pick::Unblocked => {
                 self.ids(
                     "SELECT t.id FROM kanban_tasks t WHERE t.board = $1 AND t.status = 'todo' \
                      AND NOT EXISTS ( \
@@ -484,7 +484,7 @@ impl Backend for PgTx<'_, '_> {
                 )
                 .await
             }
-            backend::Pick::NextReady(None) => {
+            Pick::NextReady(None) => {
                 self.ids(
                     "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'ready' \
                      ORDER BY priority DESC, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED",
@@ -492,7 +492,7 @@ impl Backend for PgTx<'_, '_> {
                 )
                 .await
             }
-            backend::Pick::NextReady(Some(list)) => {
+            Pick::NextReady(Some(list)) => {
                 self.ids(
                     "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'ready' \
                      AND assignee = ANY($2) \
@@ -504,13 +504,13 @@ impl Backend for PgTx<'_, '_> {
         }
     }
 
-    async fn linked(&self, id: &TaskId, side: backend::Side) -> TxResult<Vec<TaskId>> {
+    async fn linked(&self, id: &TaskId, side: Side) -> TxResult<Vec<TaskId>> {
         let sql = match side {
-            backend::Side::Parents => {
+            Side::Parents => {
                 "SELECT parent_id FROM kanban_task_links WHERE board = $1 AND child_id = $2 \
                  ORDER BY created_at, parent_id"
             }
-            backend::Side::Children => {
+            Side::Children => {
                 "SELECT child_id FROM kanban_task_links WHERE board = $1 AND parent_id = $2 \
                  ORDER BY created_at, child_id"
             }

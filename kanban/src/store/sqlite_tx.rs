@@ -15,7 +15,7 @@ use crate::domain::{
     TaskFilter, TaskId, TaskStatus, Timestamp,
 };
 use crate::store::StoreError;
-use crate::store::backend::{self, Backend, Set, sql_int};
+use crate::store::backend::{self, Backend, Pick, Set, Side, sql_int};
 use crate::store::error::{self, DbError};
 use crate::store::rows::{self, RowAccess};
 use crate::store::rows::{
@@ -124,7 +124,7 @@ pub(crate) struct Tx<'a> {
 }
 
 impl Tx<'_> {
-    /// Task ids from a query with one text argument (or none).
+    /// The task ids a query selects (in its first column).
     fn ids<P: rusqlite::Params>(&self, sql: &str, args: P) -> TxResult<Vec<TaskId>> {
         let mut stmt = self.c.prepare_cached(sql)?;
         let rows = stmt.query_map(args, |r| r.task_id(0))?;
@@ -218,26 +218,26 @@ impl Backend for Tx<'_> {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    async fn pick(&self, pick: backend::Pick<'_>) -> TxResult<Vec<TaskId>> {
+    async fn pick(&self, pick: Pick<'_>) -> TxResult<Vec<TaskId>> {
         match pick {
-            backend::Pick::Lapsed => self.ids(
+            Pick::Lapsed => self.ids(
                 "SELECT id FROM tasks WHERE status = 'running' AND claim_expires <= ?1 \
                  ORDER BY claim_expires, id",
                 [self.now.0],
             ),
-            backend::Pick::Due => self.ids(
+            Pick::Due => self.ids(
                 "SELECT id FROM tasks WHERE status = 'scheduled' AND scheduled_until <= ?1 \
                  ORDER BY id",
                 [self.now.0],
             ),
-            backend::Pick::Unblocked => self.ids(
+            Pick::Unblocked => self.ids(
                 "SELECT t.id FROM tasks t WHERE t.status = 'todo' AND NOT EXISTS ( \
                    SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id \
                    WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) \
                  ORDER BY t.priority DESC, t.created_at, t.id",
                 [],
             ),
-            backend::Pick::NextReady(assignees) => {
+            Pick::NextReady(assignees) => {
                 let mut sql = "SELECT id FROM tasks WHERE status = 'ready'".to_string();
                 let list = assignees.unwrap_or_default();
                 if assignees.is_some() {
@@ -250,13 +250,13 @@ impl Backend for Tx<'_> {
         }
     }
 
-    async fn linked(&self, id: &TaskId, side: backend::Side) -> TxResult<Vec<TaskId>> {
+    async fn linked(&self, id: &TaskId, side: Side) -> TxResult<Vec<TaskId>> {
         let sql = match side {
-            backend::Side::Parents => {
+            Side::Parents => {
                 "SELECT parent_id FROM task_links WHERE child_id = ?1 \
                  ORDER BY created_at, parent_id"
             }
-            backend::Side::Children => {
+            Side::Children => {
                 "SELECT child_id FROM task_links WHERE parent_id = ?1 \
                  ORDER BY created_at, child_id"
             }
