@@ -296,3 +296,47 @@ mod tests {
         assert!(texts.iter().all(|t| !t.contains("BoardSlug")), "{texts:?}");
     }
 }
+
+/// An error inside a backend's transaction: a store error, or a database error `D` not yet
+/// tied to a board.
+#[derive(Debug)]
+pub(crate) enum TxError<D> {
+    /// Already a store error.
+    Store(StoreError),
+    /// From the database driver.
+    Db(D),
+}
+
+impl<D> From<StoreError> for TxError<D> {
+    fn from(e: StoreError) -> Self {
+        TxError::Store(e)
+    }
+}
+
+impl<D> From<ModelError> for TxError<D> {
+    fn from(e: ModelError) -> Self {
+        TxError::Store(StoreError::Invalid(e))
+    }
+}
+
+/// A database driver's error, which only becomes a [`StoreError`] once its board is known.
+pub(crate) trait DbError {
+    /// The store error, attributed to `board`.
+    fn into_store(self, board: &BoardSlug) -> StoreError;
+}
+
+impl<D: DbError> From<D> for TxError<D> {
+    fn from(e: D) -> Self {
+        TxError::Db(e)
+    }
+}
+
+impl<D: DbError> TxError<D> {
+    /// The store error, with database failures attributed to `board`.
+    pub(crate) fn into_store(self, board: &BoardSlug) -> StoreError {
+        match self {
+            TxError::Store(e) => e,
+            TxError::Db(e) => e.into_store(board),
+        }
+    }
+}

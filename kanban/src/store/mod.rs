@@ -4,11 +4,22 @@
 //! hosts, one database holding many boards), both held to the same suite (`suite`, behind the
 //! `test-suite` feature). The dispatcher, the worker tools, the CLI and the HTTP API use only
 //! this trait.
+//!
+//! The board's rules are decided once, whatever the database: `rules.rs` holds the pure
+//! decisions (which statuses allow a transition, where a block sends a task, when failures give
+//! up), `ops.rs` every operation written against `backend.rs`'s `Backend` (the steps a database
+//! carries out in one transaction), and `board_methods.rs` the `Store` methods that run one
+//! operation. `sqlite_tx.rs` and `postgres_tx.rs` implement `Backend` in their own SQL;
+//! `rows.rs` reads their rows back.
 
+mod backend;
+mod board_methods;
 mod error;
+mod ops;
 mod postgres;
 mod postgres_schema;
 mod postgres_tx;
+mod rows;
 mod rules;
 mod sqlite;
 mod sqlite_schema;

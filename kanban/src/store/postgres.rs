@@ -16,6 +16,9 @@ use crate::domain::{
     NewAttachment, NewBoard, NewTask, Run, RunId, Task, TaskFilter, TaskId, TaskLinks, TaskPatch,
     Timestamp, WorkerId,
 };
+use crate::store::backend::Backend;
+use crate::store::board_methods::board_methods;
+use crate::store::ops;
 use crate::store::postgres_schema::{self, MigrateOutcome};
 use crate::store::postgres_tx::{
     PgTx, PgTxError, TxResult, board_from_row, channel_name, pg_error,
@@ -274,11 +277,18 @@ fn parse_notice(payload: &str, board: &BoardSlug) -> Option<BoardChanged> {
     })
 }
 
-/// Runs `$body` (an expression using the transaction view `$t`) in one transaction on
-/// `$board`, appends its events and commits if it succeeded. With `linking`, a task missing
-/// here but present on another board is reported as a cross-board link.
+/// Runs `$body` (an expression using the transaction view `$t`, a `&PgTx`) in one transaction
+/// on `$board`, appends its events and commits if it succeeded (see [`board_methods`]). In
+/// `link` mode, a task missing here but present on another board is reported as a
+/// cross-board link.
 macro_rules! in_tx {
-    ($self:ident, $board:expr, linking = $linking:expr, |$t:ident| $body:expr) => {{
+    ($self:ident, $board:expr, link, |$t:ident| $body:expr) => {
+        in_tx!(@run $self, $board, true, |$t| $body)
+    };
+    ($self:ident, $board:expr, $mode:ident, |$t:ident| $body:expr) => {
+        in_tx!(@run $self, $board, false, |$t| $body)
+    };
+    (@run $self:ident, $board:expr, $linking:expr, |$t:ident| $body:expr) => {{
         let board: BoardSlug = $board.clone();
         let linking: bool = $linking;
         Box::pin(async move {
@@ -287,9 +297,10 @@ macro_rules! in_tx {
                 .transaction()
                 .await
                 .map_err(|e| pg_error(&board, e))?;
-            let $t = PgTx::open(&tx, &board)
+            let view = PgTx::open(&tx, &board)
                 .await
                 .map_err(|e| e.into_store(&board))?;
+            let $t = &view;
             let out: TxResult<_> = async {
                 $t.board_row().await?;
                 let v = match $body.await {
@@ -310,16 +321,13 @@ macro_rules! in_tx {
                 Ok(v)
             }
             .await;
-            drop($t);
+            drop(view);
             // On error the transaction rolls back when dropped.
             let v = out.map_err(|e| e.into_store(&board))?;
             tx.commit().await.map_err(|e| pg_error(&board, e))?;
             Ok::<_, StoreError>(v)
         })
     }};
-    ($self:ident, $board:expr, |$t:ident| $body:expr) => {
-        in_tx!($self, $board, linking = false, |$t| $body)
-    };
 }
 
 impl Store for PostgresStore {
@@ -348,14 +356,8 @@ impl Store for PostgresStore {
             let t = PgTx::open(&tx, slug)
                 .await
                 .map_err(|e| e.into_store(slug))?;
-            let name = new
-                .name
-                .as_deref()
-                .map(str::trim)
-                .filter(|n| !n.is_empty())
-                .unwrap_or(slug.as_str());
             let out: TxResult<Board> = async {
-                let b = t.create_board(name, &new.description).await?;
+                let b = ops::create_board(&t, &new).await?;
                 t.finish().await?;
                 Ok(b)
             }
@@ -367,19 +369,6 @@ impl Store for PostgresStore {
         })
     }
 
-    fn board(&self, slug: &BoardSlug) -> StoreFuture<'_, Board> {
-        in_tx!(self, slug, |t| t.board_row())
-    }
-
-    fn archive_board(&self, slug: &BoardSlug) -> StoreFuture<'_, Board> {
-        if slug.is_default() {
-            return Box::pin(async {
-                Err(StoreError::DefaultBoardProtected { action: "archived" })
-            });
-        }
-        in_tx!(self, slug, |t| t.archive_board())
-    }
-
     fn delete_board(&self, slug: &BoardSlug) -> StoreFuture<'_, ()> {
         if slug.is_default() {
             return Box::pin(async {
@@ -387,7 +376,7 @@ impl Store for PostgresStore {
             });
         }
         let logged = slug.clone();
-        let fut: StoreFuture<'_, ()> = in_tx!(self, slug, |t| t.delete_board());
+        let fut: StoreFuture<'_, ()> = in_tx!(self, slug, write, |t| t.delete_board());
         Box::pin(async move {
             fut.await?;
             tracing::info!(board = %logged, "board deleted");
@@ -395,252 +384,5 @@ impl Store for PostgresStore {
         })
     }
 
-    fn create_task(&self, board: &BoardSlug, task: &NewTask) -> StoreFuture<'_, Created> {
-        let task = task.clone();
-        in_tx!(self, board, linking = true, |t| t.create_task(&task))
-    }
-
-    fn task(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
-        let id = id.clone();
-        in_tx!(self, board, |t| t.task(&id))
-    }
-
-    fn list_tasks(&self, board: &BoardSlug, filter: &TaskFilter) -> StoreFuture<'_, Vec<Task>> {
-        let filter = filter.clone();
-        in_tx!(self, board, |t| t.list_tasks(&filter))
-    }
-
-    fn patch_task(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        patch: &TaskPatch,
-    ) -> StoreFuture<'_, Task> {
-        let (id, patch) = (id.clone(), patch.clone());
-        in_tx!(self, board, |t| t.patch_task(&id, &patch))
-    }
-
-    fn assign_task(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        assignee: Option<&str>,
-    ) -> StoreFuture<'_, Task> {
-        let (id, assignee) = (id.clone(), assignee.map(str::to_string));
-        in_tx!(self, board, |t| t.assign_task(&id, assignee.as_deref()))
-    }
-
-    fn stats(&self, board: &BoardSlug) -> StoreFuture<'_, BoardStats> {
-        in_tx!(self, board, |t| t.stats())
-    }
-
-    fn link(&self, board: &BoardSlug, parent: &TaskId, child: &TaskId) -> StoreFuture<'_, ()> {
-        let (parent, child) = (parent.clone(), child.clone());
-        in_tx!(self, board, linking = true, |t| t.link(&parent, &child))
-    }
-
-    fn unlink(&self, board: &BoardSlug, parent: &TaskId, child: &TaskId) -> StoreFuture<'_, ()> {
-        let (parent, child) = (parent.clone(), child.clone());
-        in_tx!(self, board, |t| t.unlink(&parent, &child))
-    }
-
-    fn links(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, TaskLinks> {
-        let id = id.clone();
-        in_tx!(self, board, |t| t.links(&id))
-    }
-
-    fn board_links(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Link>> {
-        in_tx!(self, board, |t| t.board_links())
-    }
-
-    fn add_comment(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        author: &str,
-        body: &str,
-    ) -> StoreFuture<'_, Comment> {
-        let (id, author, body) = (id.clone(), author.to_string(), body.to_string());
-        in_tx!(self, board, |t| t.add_comment(&id, &author, &body))
-    }
-
-    fn comments(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Comment>> {
-        let id = id.clone();
-        in_tx!(self, board, |t| t.comments(&id))
-    }
-
-    fn events_since(
-        &self,
-        board: &BoardSlug,
-        cursor: EventId,
-        limit: usize,
-    ) -> StoreFuture<'_, Vec<Event>> {
-        in_tx!(self, board, |t| t.events_since(cursor, limit))
-    }
-
-    fn task_events(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Event>> {
-        let id = id.clone();
-        in_tx!(self, board, |t| t.task_events(&id))
-    }
-
-    fn runs(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Run>> {
-        let id = id.clone();
-        in_tx!(self, board, |t| t.runs(&id))
-    }
-
-    fn run(&self, board: &BoardSlug, id: RunId) -> StoreFuture<'_, Run> {
-        in_tx!(self, board, |t| t.run(id))
-    }
-
-    fn record_run_usage(
-        &self,
-        board: &BoardSlug,
-        id: RunId,
-        usage: &serde_json::Value,
-    ) -> StoreFuture<'_, ()> {
-        let usage = usage.clone();
-        in_tx!(self, board, |t| t.record_run_usage(id, &usage))
-    }
-
-    fn attach(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        file: &NewAttachment,
-    ) -> StoreFuture<'_, Attachment> {
-        let (id, file) = (id.clone(), file.clone());
-        in_tx!(self, board, |t| t.attach(&id, &file))
-    }
-
-    fn attachments(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Attachment>> {
-        let id = id.clone();
-        in_tx!(self, board, |t| t.attachments(&id))
-    }
-
-    fn attachment_content(&self, board: &BoardSlug, attachment: i64) -> StoreFuture<'_, Vec<u8>> {
-        in_tx!(self, board, |t| t.attachment_content(attachment))
-    }
-
-    fn remove_attachment(&self, board: &BoardSlug, attachment: i64) -> StoreFuture<'_, ()> {
-        in_tx!(self, board, |t| t.remove_attachment(attachment))
-    }
-
-    fn promote(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<TaskId>> {
-        in_tx!(self, board, |t| t.promote())
-    }
-
-    fn claim_next(&self, board: &BoardSlug, spec: &ClaimSpec) -> StoreFuture<'_, Option<Claim>> {
-        let spec = spec.clone();
-        in_tx!(self, board, |t| t.claim_next(&spec))
-    }
-
-    fn claim_task(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        spec: &ClaimSpec,
-    ) -> StoreFuture<'_, Claim> {
-        let (id, spec) = (id.clone(), spec.clone());
-        in_tx!(self, board, |t| t.claim_task(&id, &spec))
-    }
-
-    fn heartbeat(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        worker: &WorkerId,
-        ttl: Duration,
-    ) -> StoreFuture<'_, Lease> {
-        let (id, worker) = (id.clone(), worker.clone());
-        in_tx!(self, board, |t| t.heartbeat(&id, &worker, ttl))
-    }
-
-    fn complete(&self, board: &BoardSlug, id: &TaskId, done: &Completion) -> StoreFuture<'_, Task> {
-        let (id, done) = (id.clone(), done.clone());
-        in_tx!(self, board, |t| t.complete(&id, &done))
-    }
-
-    fn block(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        block: &BlockRequest,
-    ) -> StoreFuture<'_, Transitioned> {
-        let (id, block) = (id.clone(), block.clone());
-        in_tx!(self, board, |t| t.block(&id, &block))
-    }
-
-    fn unblock(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
-        let id = id.clone();
-        in_tx!(self, board, |t| t.unblock(&id))
-    }
-
-    fn archive(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Transitioned> {
-        let id = id.clone();
-        in_tx!(self, board, |t| t.archive(&id))
-    }
-
-    fn schedule(&self, board: &BoardSlug, id: &TaskId, until: Timestamp) -> StoreFuture<'_, Task> {
-        let id = id.clone();
-        in_tx!(self, board, |t| t.schedule(&id, until))
-    }
-
-    fn specify(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
-        let id = id.clone();
-        in_tx!(self, board, |t| t.specify(&id))
-    }
-
-    fn request_review(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        summary: Option<&str>,
-        worker: Option<&WorkerId>,
-    ) -> StoreFuture<'_, Task> {
-        let (id, summary, worker) = (id.clone(), summary.map(str::to_string), worker.cloned());
-        in_tx!(self, board, |t| t.request_review(
-            &id,
-            summary.as_deref(),
-            worker.as_ref()
-        ))
-    }
-
-    fn request_changes(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        reason: &str,
-    ) -> StoreFuture<'_, Task> {
-        let (id, reason) = (id.clone(), reason.to_string());
-        in_tx!(self, board, |t| t.request_changes(&id, &reason))
-    }
-
-    fn reclaim_expired(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Reclaimed>> {
-        in_tx!(self, board, |t| t.reclaim_expired())
-    }
-
-    fn record_failure(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        failure: &Failure,
-    ) -> StoreFuture<'_, FailureOutcome> {
-        let (id, failure) = (id.clone(), failure.clone());
-        in_tx!(self, board, |t| t.record_failure(&id, &failure))
-    }
-
-    fn requeue_rate_limited(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        worker: Option<&WorkerId>,
-        error: &str,
-    ) -> StoreFuture<'_, Task> {
-        let (id, worker, error) = (id.clone(), worker.cloned(), error.to_string());
-        in_tx!(self, board, |t| t.requeue_rate_limited(
-            &id,
-            worker.as_ref(),
-            &error
-        ))
-    }
+    board_methods!(in_tx);
 }

@@ -261,39 +261,11 @@ pub(crate) fn is_open(status: TaskStatus) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{TaskId, Timestamp, Workspace};
+    use crate::domain::{NewTask, TaskId, Timestamp};
 
     fn task(status: TaskStatus) -> Task {
-        Task {
-            id: TaskId::parse("t_0000abcd").unwrap(),
-            title: "t".into(),
-            body: String::new(),
-            assignee: None,
-            status,
-            priority: 0,
-            tenant: None,
-            idempotency_key: None,
-            created_by: None,
-            created_at: Timestamp(0),
-            updated_at: Timestamp(0),
-            started_at: None,
-            completed_at: None,
-            workspace: Workspace::Scratch,
-            max_runtime_seconds: None,
-            max_retries: None,
-            result: None,
-            consecutive_failures: 0,
-            protocol_violations: 0,
-            last_failure_error: None,
-            block_kind: None,
-            block_reason: None,
-            block_recurrences: 0,
-            lease: None,
-            last_heartbeat_at: None,
-            scheduled_until: None,
-            budget: None,
-            traceparent: None,
-        }
+        let id = TaskId::parse("t_0000abcd").unwrap();
+        crate::store::ops::new_task_row(id, &NewTask::new("t"), status, None, Timestamp(0))
     }
 
     #[test]

@@ -18,6 +18,9 @@ use crate::domain::{
     NewBoard, NewTask, Run, RunId, Task, TaskFilter, TaskId, TaskLinks, TaskPatch, Timestamp,
     WorkerId,
 };
+use crate::store::backend::{Backend, run_ready};
+use crate::store::board_methods::board_methods;
+use crate::store::ops;
 use crate::store::sqlite_schema::{self, MigrateOutcome};
 use crate::store::sqlite_tx::{Tx, TxResult, db_error};
 use crate::store::{
@@ -235,8 +238,7 @@ impl SqliteStore {
             board,
             now: Timestamp::now(),
         };
-        let claimed = t
-            .claim_next(&ClaimSpec::new(worker))
+        let claimed = run_ready(board, ops::claim_next(&t, &ClaimSpec::new(worker)))
             .map_err(|e| e.into_store(board))?;
         if claimed.is_none() {
             return Ok(());
@@ -346,7 +348,7 @@ impl Inner {
                 now: Timestamp::now(),
             };
             // A board file whose creation never finished has no board row: not a board yet.
-            t.board_row()
+            run_ready(t.board, t.board_row())
                 .and_then(|_| f(&t))
                 .map_err(|e| e.into_store(board))?
         };
@@ -367,14 +369,7 @@ impl Inner {
                 board: slug,
                 now: Timestamp::now(),
             };
-            let name = new
-                .name
-                .as_deref()
-                .map(str::trim)
-                .filter(|n| !n.is_empty())
-                .unwrap_or(slug.as_str());
-            t.create_board(name, &new.description)
-                .map_err(|e| e.into_store(slug))?
+            run_ready(slug, ops::create_board(&t, new)).map_err(|e| e.into_store(slug))?
         };
         tx.commit().map_err(|e| db_error(slug, e))?;
         Ok(board)
@@ -406,11 +401,25 @@ impl Inner {
         slugs.into_iter().filter(|s| s != except).find(|slug| {
             let id = id.clone();
             self.transact(slug, TransactionBehavior::Deferred, move |t| {
-                t.task(&id).map(|_| ())
+                run_ready(t.board, ops::task(t, &id)).map(|_| ())
             })
             .is_ok()
         })
     }
+}
+
+/// Runs one operation of `ops.rs` in a transaction on a board's file (see
+/// [`board_methods`]); SQLite's operations never wait, so [`run_ready`] drives them.
+macro_rules! on_board_file {
+    ($self:ident, $board:expr, read, |$t:ident| $op:expr) => {
+        $self.read($board, move |$t| run_ready($t.board, $op))
+    };
+    ($self:ident, $board:expr, write, |$t:ident| $op:expr) => {
+        $self.write($board, move |$t| run_ready($t.board, $op))
+    };
+    ($self:ident, $board:expr, link, |$t:ident| $op:expr) => {
+        $self.write_linking($board, move |$t| run_ready($t.board, $op))
+    };
 }
 
 impl Store for SqliteStore {
@@ -418,7 +427,9 @@ impl Store for SqliteStore {
         Box::pin(self.blocking(move |inner| {
             let mut boards = Vec::new();
             for slug in inner.board_slugs()? {
-                match inner.transact(&slug, TransactionBehavior::Deferred, |t| t.board_row()) {
+                match inner.transact(&slug, TransactionBehavior::Deferred, |t| {
+                    run_ready(t.board, t.board_row())
+                }) {
                     Ok(b) if include_archived || b.archived_at.is_none() => boards.push(b),
                     Ok(_) | Err(StoreError::BoardNotFound { .. }) => {}
                     Err(e) => return Err(e),
@@ -433,26 +444,15 @@ impl Store for SqliteStore {
         Box::pin(self.blocking(move |inner| inner.create_board(&board)))
     }
 
-    fn board(&self, slug: &BoardSlug) -> StoreFuture<'_, Board> {
-        self.read(slug, |t| t.board_row())
-    }
-
-    fn archive_board(&self, slug: &BoardSlug) -> StoreFuture<'_, Board> {
-        if slug.is_default() {
-            return Box::pin(async {
-                Err(StoreError::DefaultBoardProtected { action: "archived" })
-            });
-        }
-        self.write(slug, |t| t.archive_board())
-    }
-
     fn delete_board(&self, slug: &BoardSlug) -> StoreFuture<'_, ()> {
         let slug = slug.clone();
         Box::pin(self.blocking(move |inner| {
             if slug.is_default() {
                 return Err(StoreError::DefaultBoardProtected { action: "deleted" });
             }
-            let board = inner.transact(&slug, TransactionBehavior::Immediate, |t| t.board_row())?;
+            let board = inner.transact(&slug, TransactionBehavior::Immediate, |t| {
+                run_ready(t.board, t.board_row())
+            })?;
             if board.archived_at.is_none() {
                 return Err(StoreError::BoardNotArchived { slug });
             }
@@ -464,248 +464,5 @@ impl Store for SqliteStore {
         }))
     }
 
-    fn create_task(&self, board: &BoardSlug, task: &NewTask) -> StoreFuture<'_, Created> {
-        let task = task.clone();
-        self.write_linking(board, move |t| t.create_task(&task))
-    }
-
-    fn task(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
-        let id = id.clone();
-        self.read(board, move |t| t.task(&id))
-    }
-
-    fn list_tasks(&self, board: &BoardSlug, filter: &TaskFilter) -> StoreFuture<'_, Vec<Task>> {
-        let filter = filter.clone();
-        self.read(board, move |t| t.list_tasks(&filter))
-    }
-
-    fn patch_task(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        patch: &TaskPatch,
-    ) -> StoreFuture<'_, Task> {
-        let (id, patch) = (id.clone(), patch.clone());
-        self.write(board, move |t| t.patch_task(&id, &patch))
-    }
-
-    fn assign_task(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        assignee: Option<&str>,
-    ) -> StoreFuture<'_, Task> {
-        let (id, assignee) = (id.clone(), assignee.map(str::to_string));
-        self.write(board, move |t| t.assign_task(&id, assignee.as_deref()))
-    }
-
-    fn stats(&self, board: &BoardSlug) -> StoreFuture<'_, BoardStats> {
-        self.read(board, |t| t.stats())
-    }
-
-    fn link(&self, board: &BoardSlug, parent: &TaskId, child: &TaskId) -> StoreFuture<'_, ()> {
-        let (parent, child) = (parent.clone(), child.clone());
-        self.write_linking(board, move |t| t.link(&parent, &child))
-    }
-
-    fn unlink(&self, board: &BoardSlug, parent: &TaskId, child: &TaskId) -> StoreFuture<'_, ()> {
-        let (parent, child) = (parent.clone(), child.clone());
-        self.write(board, move |t| t.unlink(&parent, &child))
-    }
-
-    fn links(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, TaskLinks> {
-        let id = id.clone();
-        self.read(board, move |t| t.links(&id))
-    }
-
-    fn board_links(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Link>> {
-        self.read(board, move |t| t.board_links())
-    }
-
-    fn add_comment(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        author: &str,
-        body: &str,
-    ) -> StoreFuture<'_, Comment> {
-        let (id, author, body) = (id.clone(), author.to_string(), body.to_string());
-        self.write(board, move |t| t.add_comment(&id, &author, &body))
-    }
-
-    fn comments(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Comment>> {
-        let id = id.clone();
-        self.read(board, move |t| t.comments(&id))
-    }
-
-    fn events_since(
-        &self,
-        board: &BoardSlug,
-        cursor: EventId,
-        limit: usize,
-    ) -> StoreFuture<'_, Vec<Event>> {
-        self.read(board, move |t| t.events_since(cursor, limit))
-    }
-
-    fn task_events(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Event>> {
-        let id = id.clone();
-        self.read(board, move |t| t.task_events(&id))
-    }
-
-    fn runs(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Run>> {
-        let id = id.clone();
-        self.read(board, move |t| t.runs(&id))
-    }
-
-    fn run(&self, board: &BoardSlug, id: RunId) -> StoreFuture<'_, Run> {
-        self.read(board, move |t| t.run(id))
-    }
-
-    fn record_run_usage(
-        &self,
-        board: &BoardSlug,
-        id: RunId,
-        usage: &serde_json::Value,
-    ) -> StoreFuture<'_, ()> {
-        let usage = usage.clone();
-        self.write(board, move |t| t.record_run_usage(id, &usage))
-    }
-
-    fn attach(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        file: &NewAttachment,
-    ) -> StoreFuture<'_, Attachment> {
-        let (id, file) = (id.clone(), file.clone());
-        self.write(board, move |t| t.attach(&id, &file))
-    }
-
-    fn attachments(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Vec<Attachment>> {
-        let id = id.clone();
-        self.read(board, move |t| t.attachments(&id))
-    }
-
-    fn attachment_content(&self, board: &BoardSlug, attachment: i64) -> StoreFuture<'_, Vec<u8>> {
-        self.read(board, move |t| t.attachment_content(attachment))
-    }
-
-    fn remove_attachment(&self, board: &BoardSlug, attachment: i64) -> StoreFuture<'_, ()> {
-        self.write(board, move |t| t.remove_attachment(attachment))
-    }
-
-    fn promote(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<TaskId>> {
-        self.write(board, |t| t.promote())
-    }
-
-    fn claim_next(&self, board: &BoardSlug, spec: &ClaimSpec) -> StoreFuture<'_, Option<Claim>> {
-        let spec = spec.clone();
-        self.write(board, move |t| t.claim_next(&spec))
-    }
-
-    fn claim_task(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        spec: &ClaimSpec,
-    ) -> StoreFuture<'_, Claim> {
-        let (id, spec) = (id.clone(), spec.clone());
-        self.write(board, move |t| t.claim_task(&id, &spec))
-    }
-
-    fn heartbeat(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        worker: &WorkerId,
-        ttl: Duration,
-    ) -> StoreFuture<'_, Lease> {
-        let (id, worker) = (id.clone(), worker.clone());
-        self.write(board, move |t| t.heartbeat(&id, &worker, ttl))
-    }
-
-    fn complete(&self, board: &BoardSlug, id: &TaskId, done: &Completion) -> StoreFuture<'_, Task> {
-        let (id, done) = (id.clone(), done.clone());
-        self.write(board, move |t| t.complete(&id, &done))
-    }
-
-    fn block(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        block: &BlockRequest,
-    ) -> StoreFuture<'_, Transitioned> {
-        let (id, block) = (id.clone(), block.clone());
-        self.write(board, move |t| t.block(&id, &block))
-    }
-
-    fn unblock(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
-        let id = id.clone();
-        self.write(board, move |t| t.unblock(&id))
-    }
-
-    fn archive(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Transitioned> {
-        let id = id.clone();
-        self.write(board, move |t| t.archive(&id))
-    }
-
-    fn schedule(&self, board: &BoardSlug, id: &TaskId, until: Timestamp) -> StoreFuture<'_, Task> {
-        let id = id.clone();
-        self.write(board, move |t| t.schedule(&id, until))
-    }
-
-    fn specify(&self, board: &BoardSlug, id: &TaskId) -> StoreFuture<'_, Task> {
-        let id = id.clone();
-        self.write(board, move |t| t.specify(&id))
-    }
-
-    fn request_review(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        summary: Option<&str>,
-        worker: Option<&WorkerId>,
-    ) -> StoreFuture<'_, Task> {
-        let (id, summary, worker) = (id.clone(), summary.map(str::to_string), worker.cloned());
-        self.write(board, move |t| {
-            t.request_review(&id, summary.as_deref(), worker.as_ref())
-        })
-    }
-
-    fn request_changes(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        reason: &str,
-    ) -> StoreFuture<'_, Task> {
-        let (id, reason) = (id.clone(), reason.to_string());
-        self.write(board, move |t| t.request_changes(&id, &reason))
-    }
-
-    fn reclaim_expired(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Reclaimed>> {
-        self.write(board, |t| t.reclaim_expired())
-    }
-
-    fn record_failure(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        failure: &Failure,
-    ) -> StoreFuture<'_, FailureOutcome> {
-        let (id, failure) = (id.clone(), failure.clone());
-        self.write(board, move |t| t.record_failure(&id, &failure))
-    }
-
-    fn requeue_rate_limited(
-        &self,
-        board: &BoardSlug,
-        id: &TaskId,
-        worker: Option<&WorkerId>,
-        error: &str,
-    ) -> StoreFuture<'_, Task> {
-        let (id, worker, error) = (id.clone(), worker.cloned(), error.to_string());
-        self.write(board, move |t| {
-            t.requeue_rate_limited(&id, worker.as_ref(), &error)
-        })
-    }
+    board_methods!(on_board_file);
 }
