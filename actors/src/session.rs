@@ -39,8 +39,8 @@ use crate::model::{
 };
 use crate::repeats::{CallKey, Decision, REPEAT_NOTE, RepeatGuard, is_pure_read};
 use crate::supervisor::{
-    BeginTurn, EndTurn, RegisterSession, Stop, Supervisor, SupervisorError, UnregisterSession,
-    WatchDelegations,
+    BeginTurn, EndTurn, RegisterSession, RequestExtension, Stop, Supervisor, SupervisorError,
+    Ticket, UnregisterSession, Verdict, WatchDelegations,
 };
 use crate::tool_runner::{BatchContext, RunnerLimits, ToolRunner};
 use crate::trace::TraceSpan;
@@ -1334,22 +1334,36 @@ impl Handler<ModelAnswered> for Session {
             self.finish_turn(text, status, None);
             return;
         }
+        tracing::debug!(requests, calls = response.tool_calls.len(), "tool round");
         if let Some(spent) = self.meter.exhausted() {
-            // More work was asked for and there is no budget for it: the calls are not run,
-            // and the conversation keeps only the text (a call with no result would be
-            // refused by the server at the next request).
-            self.conversation.push(ChatMessage::Assistant {
-                content: response.content.clone(),
-                tool_calls: Vec::new(),
-            });
-            self.finish_over_budget(spent);
+            // More work was asked for and there is no budget for it: a person may extend it,
+            // or the calls are not run.
+            self.ask_for_budget(ctx, spent, AfterExtension::Calls(response));
             return;
         }
+        self.run_calls(ctx, response);
+    }
+}
+
+/// What a turn that ran out of budget does once a person extends it.
+#[derive(Debug)]
+enum AfterExtension {
+    /// Runs the calls of this response.
+    Calls(ModelResponse),
+    /// Goes on after a batch (asks the model again, unless the turn was stopped).
+    Continue {
+        /// The time budget drained the batch; an extension undoes that drain.
+        drained_by_budget: bool,
+    },
+}
+
+impl Session {
+    /// Runs the calls the model asked for in `response` (or answers repeats without running).
+    fn run_calls(&mut self, ctx: &mut Context<Self>, response: ModelResponse) {
         self.conversation.push(ChatMessage::Assistant {
             content: response.content.clone(),
             tool_calls: response.tool_calls.clone(),
         });
-        tracing::debug!(requests, calls = response.tool_calls.len(), "tool round");
         let keys: Vec<CallKey> = response
             .tool_calls
             .iter()
@@ -1358,6 +1372,7 @@ impl Handler<ModelAnswered> for Session {
         let Some(turn) = self.turn.as_mut() else {
             return;
         };
+        let turn_id = turn.id.clone();
         match turn.repeats.check(&keys) {
             Decision::Run => {
                 turn.running = keys;
@@ -1365,9 +1380,79 @@ impl Handler<ModelAnswered> for Session {
             }
             Decision::Repeat { wrap_up } => {
                 turn.wrap_up = wrap_up;
-                self.answer_repeats(ctx, &msg.turn_id, &response.tool_calls, wrap_up);
+                self.answer_repeats(ctx, &turn_id, &response.tool_calls, wrap_up);
             }
         }
+    }
+
+    /// The turn has more to do and `spent` ran out: the supervisor may ask a person to extend
+    /// it (approvals on and somebody to answer). Extended, the turn goes on with `then`;
+    /// otherwise it ends softly with status `budget_exceeded`.
+    fn ask_for_budget(&mut self, ctx: &mut Context<Self>, spent: Exhausted, then: AfterExtension) {
+        let (Some(turn), Some(extend_to)) = (self.turn.as_ref(), self.meter.extension_of(&spent))
+        else {
+            self.refuse_extension(spent, then);
+            return;
+        };
+        let turn_id = turn.id.clone();
+        let ask = self.supervisor.send(RequestExtension {
+            session_id: self.id.clone(),
+            turn_id: turn_id.clone(),
+            spent: spent.clone(),
+            extend_to,
+        });
+        // A stop withdraws the question (the supervisor settles it as interrupted).
+        let verdict = async move {
+            match ask.await {
+                Ok(Ticket::Settled(verdict)) => verdict,
+                Ok(Ticket::Pending { verdict, .. }) => {
+                    verdict.await.unwrap_or(Verdict::Interrupted)
+                }
+                Err(_) => Verdict::Interrupted,
+            }
+        };
+        ctx.spawn(verdict.into_actor(self).map(move |verdict, session, ctx| {
+            if !session.is_current(&turn_id) {
+                return;
+            }
+            if verdict != Verdict::Approved || session.turn_stopped() {
+                session.refuse_extension(spent, then);
+                return;
+            }
+            session.meter.extend(&spent, extend_to);
+            tracing::info!(session_id = %session.id, %spent, extend_to, "budget extended by a person");
+            if let Some(more) = session.meter.exhausted() {
+                // Another limit (or an ancestor's) is spent too: that is a question of its own.
+                session.ask_for_budget(ctx, more, then);
+                return;
+            }
+            if let Some(left) = session.meter.wall_left() {
+                let turn_id = turn_id.clone();
+                ctx.run_later(left, move |session, _ctx| session.out_of_time(&turn_id));
+            }
+            match then {
+                AfterExtension::Calls(response) => session.run_calls(ctx, response),
+                AfterExtension::Continue { drained_by_budget } => {
+                    if drained_by_budget && let Some(turn) = session.turn.as_mut() {
+                        turn.drain = CancellationToken::new();
+                    }
+                    session.after_batch(ctx);
+                }
+            }
+        }));
+    }
+
+    /// No more budget: the turn ends with what it has.
+    fn refuse_extension(&mut self, spent: Exhausted, then: AfterExtension) {
+        if let AfterExtension::Calls(response) = then {
+            // The calls are not run, and the conversation keeps only the text (a call with
+            // no result would be refused by the server at the next request).
+            self.conversation.push(ChatMessage::Assistant {
+                content: response.content,
+                tool_calls: Vec::new(),
+            });
+        }
+        self.finish_over_budget(spent);
     }
 }
 
@@ -1415,11 +1500,9 @@ impl Handler<BatchFinished> for Session {
                 content: outcome.result.to_model_text(),
             });
         }
-        let stopped = self.turn_stopped();
         let Some(turn) = self.turn.as_mut() else {
             return;
         };
-        let drained = turn.drain.is_cancelled() && !stopped;
         let ok: Vec<bool> = msg
             .outcomes
             .iter()
@@ -1428,10 +1511,28 @@ impl Handler<BatchFinished> for Session {
         let running = std::mem::take(&mut turn.running);
         turn.repeats.ran(&running, &ok);
         turn.calls.extend(msg.outcomes);
+        let drained_by_budget = turn.out_of_budget.is_some();
         if let Some(spent) = turn.out_of_budget.take().or_else(|| self.meter.exhausted()) {
+            if !self.turn_stopped() {
+                self.ask_for_budget(ctx, spent, AfterExtension::Continue { drained_by_budget });
+                return;
+            }
             self.finish_over_budget(spent);
             return;
         }
+        self.after_batch(ctx);
+    }
+}
+
+impl Session {
+    /// A batch's results are in: the turn ends if it was stopped or drained, else the model
+    /// is asked again.
+    fn after_batch(&mut self, ctx: &mut Context<Self>) {
+        let stopped = self.turn_stopped();
+        let Some(turn) = self.turn.as_mut() else {
+            return;
+        };
+        let drained = turn.drain.is_cancelled() && !stopped;
         if drained {
             let text = format!(
                 "Stopped after the running calls finished ({} tool call(s) of this turn got a result); nothing new was started.",

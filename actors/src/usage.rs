@@ -314,6 +314,15 @@ impl BudgetLimit {
     }
 }
 
+/// A value of `limit` as people read it: `1200 tokens`, `$0.5000`, `90.0 s`.
+pub fn format_limit(limit: BudgetLimit, value: f64) -> String {
+    match limit {
+        BudgetLimit::Tokens => format!("{} tokens", value.round()),
+        BudgetLimit::CostUsd => format!("${value:.4}"),
+        BudgetLimit::WallSeconds => format!("{value:.1} s"),
+    }
+}
+
 /// A budget that ran out: which limit, whose, and by how much.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Exhausted {
@@ -403,7 +412,10 @@ const NANOS_PER_USD: f64 = 1e9;
 #[derive(Debug)]
 pub struct Meter {
     parent: Option<Arc<Meter>>,
-    budget: Budget,
+    /// The limits as set; an extension adds one of these again.
+    granted: Budget,
+    /// The limits now (a person may have extended them).
+    budget: Mutex<Budget>,
     requests: AtomicU64,
     input_tokens: AtomicU64,
     output_tokens: AtomicU64,
@@ -430,7 +442,8 @@ impl Meter {
     fn new(parent: Option<Arc<Meter>>, budget: Budget) -> Meter {
         Meter {
             parent,
-            budget,
+            granted: budget,
+            budget: Mutex::new(budget),
             requests: AtomicU64::new(0),
             input_tokens: AtomicU64::new(0),
             output_tokens: AtomicU64::new(0),
@@ -444,7 +457,54 @@ impl Meter {
 
     /// This session's own limits.
     pub fn budget(&self) -> Budget {
-        self.budget
+        self.budget.lock().map(|b| *b).unwrap_or(self.granted)
+    }
+
+    /// What extending `spent` would raise its limit to: the limit it ran out at plus the
+    /// amount first granted, so a person answering twice for the same shortfall (two children
+    /// waiting on their parent's budget) extends it once.
+    pub fn extension_of(&self, spent: &Exhausted) -> Option<f64> {
+        let granted = self.ancestor(spent.ancestor)?.granted;
+        let step = match spent.limit {
+            BudgetLimit::Tokens => granted.max_tokens.map(|t| t as f64),
+            BudgetLimit::CostUsd => granted.max_cost_usd,
+            BudgetLimit::WallSeconds => granted.max_wall_seconds,
+        }?;
+        Some(spent.allowed + step)
+    }
+
+    /// Raises the limit `spent` ran out at (on the meter whose budget it was) to at least `to`.
+    pub fn extend(&self, spent: &Exhausted, to: f64) {
+        let Some(meter) = self.ancestor(spent.ancestor) else {
+            return;
+        };
+        let Ok(mut budget) = meter.budget.lock() else {
+            return;
+        };
+        let raise = |limit: &mut Option<f64>| {
+            if let Some(limit) = limit {
+                *limit = limit.max(to);
+            }
+        };
+        match spent.limit {
+            BudgetLimit::Tokens => {
+                if let Some(limit) = budget.max_tokens.as_mut() {
+                    *limit = (*limit).max(to.round() as u64);
+                }
+            }
+            BudgetLimit::CostUsd => raise(&mut budget.max_cost_usd),
+            BudgetLimit::WallSeconds => raise(&mut budget.max_wall_seconds),
+        }
+    }
+
+    /// This meter (0), its parent's (1), and so on up.
+    fn ancestor(&self, mut up: usize) -> Option<&Meter> {
+        let mut meter = self;
+        while up > 0 {
+            meter = meter.parent.as_deref()?;
+            up -= 1;
+        }
+        Some(meter)
     }
 
     /// Adds one answered request, priced at `cost` (`None`: the model has no price), here and
@@ -530,8 +590,9 @@ impl Meter {
         let mut meter = Some(self);
         let mut ancestor = 0;
         while let Some(m) = meter {
-            if m.budget.is_limited()
-                && let Some((limit, used, allowed)) = m.budget.reached(&m.spent())
+            let budget = m.budget();
+            if budget.is_limited()
+                && let Some((limit, used, allowed)) = budget.reached(&m.spent())
             {
                 return Some(Exhausted {
                     limit,
@@ -551,7 +612,7 @@ impl Meter {
         let mut left: Option<f64> = None;
         let mut meter = Some(self);
         while let Some(m) = meter {
-            if let Some(max) = m.budget.max_wall_seconds {
+            if let Some(max) = m.budget().max_wall_seconds {
                 let here = (max - m.working().as_secs_f64()).max(0.0);
                 left = Some(left.map_or(here, |l| l.min(here)));
             }

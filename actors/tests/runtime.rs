@@ -22,8 +22,8 @@ use troupe_actors::hooks::{Hook, HookRegistry, PreToolDecision, ToolCallInfo};
 use troupe_actors::model::{ChatMessage, Script, ScriptTurn, ScriptedProvider};
 use troupe_actors::session::{SessionConfig, SessionHandle, SessionParams, TurnStatus};
 use troupe_actors::supervisor::{
-    AnswerApproval, ApprovalChoice, ApprovalConfig, ApprovalRules, DefaultRules, RuleInput,
-    RuleVerdict, SubscribeApprovals, Supervisor,
+    AnswerApproval, ApprovalChoice, ApprovalConfig, ApprovalKind, ApprovalRules, DefaultRules,
+    RuleInput, RuleVerdict, SubscribeApprovals, Supervisor,
 };
 use troupe_actors::tool_runner::RunnerLimits;
 use troupe_actors::usage::{Budget, Price, PriceTable};
@@ -1145,6 +1145,17 @@ async fn open_with_budget(
     script: Script,
     budget: Budget,
 ) -> SessionHandle {
+    let sup = supervisor(ApprovalConfig::default(), DefaultRules::default());
+    open_with_budget_on(registry, script, budget, sup).await
+}
+
+/// As [`open_with_budget`], under `sup`.
+async fn open_with_budget_on(
+    registry: &Arc<Registry>,
+    script: Script,
+    budget: Budget,
+    sup: Addr<Supervisor>,
+) -> SessionHandle {
     let mut prices = PriceTable::empty();
     prices.set(
         "test-model",
@@ -1160,7 +1171,6 @@ async fn open_with_budget(
         prices: Arc::new(prices),
         ..SessionConfig::default()
     };
-    let sup = supervisor(ApprovalConfig::default(), DefaultRules::default());
     SessionHandle::open(SessionParams {
         provider: Arc::new(ScriptedProvider::new(script)),
         view: registry.view_all(),
@@ -1183,6 +1193,94 @@ fn counting_step(ran: &Arc<AtomicUsize>) -> ToolDef {
             ToolResult::text("stepped")
         })
     })
+}
+
+/// The script of the budget extension tests: three rounds of 600 tokens, then an answer.
+fn three_steps() -> Script {
+    Script::new()
+        .turn(ScriptTurn::tool_call("step", json!({"n": 1})).with_usage(500, 100))
+        .turn(ScriptTurn::tool_call("step", json!({"n": 2})).with_usage(500, 100))
+        .turn(ScriptTurn::tool_call("step", json!({"n": 3})).with_usage(500, 100))
+        .turn(ScriptTurn::text("All three steps are done.").with_usage(500, 100))
+}
+
+#[actix_rt::test]
+async fn a_person_may_extend_a_spent_budget_or_refuse_to() {
+    for (choice, expected) in [
+        (ApprovalChoice::Once, TurnStatus::Completed),
+        (
+            ApprovalChoice::Deny { reason: None },
+            TurnStatus::BudgetExceeded,
+        ),
+    ] {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let registry = Registry::with_tools([counting_step(&ran)]);
+        let sup = supervisor(ApprovalConfig::default(), DefaultRules::default());
+        let mut pending = sup.send(SubscribeApprovals).await.unwrap();
+        let budget = Budget {
+            max_tokens: Some(1_000),
+            ..Budget::default()
+        };
+        let session = open_with_budget_on(&registry, three_steps(), budget, sup.clone()).await;
+        let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let answerer = {
+            let (choice, asked) = (choice.clone(), Arc::clone(&asked));
+            tokio::spawn(async move {
+                while let Some(request) = pending.recv().await {
+                    asked.lock().unwrap().push(request.clone());
+                    sup.send(AnswerApproval {
+                        request_id: request.request_id,
+                        choice: choice.clone(),
+                    })
+                    .await
+                    .unwrap();
+                }
+            })
+        };
+        let outcome = session.send("do the steps").await.unwrap();
+        answerer.abort();
+        assert_eq!(outcome.status, expected, "{outcome:?}");
+        let asked = asked.lock().unwrap().clone();
+        // Asked once: at 1,200 tokens of 1,000, for 1,000 more (the budget as first set).
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        let first = &asked[0];
+        assert_eq!(first.kind, ApprovalKind::BudgetExtension);
+        assert_eq!(first.tool, "budget");
+        assert_eq!(first.arguments["limit"], "max_tokens");
+        assert_eq!(first.arguments["extend_to"], 2_000.0);
+        assert!(
+            first.reason.contains("token budget is spent (1200 of 1000")
+                && first.reason.contains("2000 tokens"),
+            "{}",
+            first.reason
+        );
+        if expected == TurnStatus::Completed {
+            assert_eq!(ran.load(Ordering::SeqCst), 3);
+            assert_eq!(outcome.text, "All three steps are done.");
+        } else {
+            assert_eq!(ran.load(Ordering::SeqCst), 1, "the refused round never ran");
+            assert!(
+                outcome.text.contains("token budget is spent"),
+                "{}",
+                outcome.text
+            );
+        }
+    }
+}
+
+#[actix_rt::test]
+async fn a_spent_budget_is_not_extended_when_nobody_can_answer() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let registry = Registry::with_tools([counting_step(&ran)]);
+    let budget = Budget {
+        max_tokens: Some(1_000),
+        ..Budget::default()
+    };
+    // No answerer is subscribed: the budget holds without asking anyone.
+    let session = open_with_budget(&registry, three_steps(), budget).await;
+    let outcome = session.send("do the steps").await.unwrap();
+    assert_eq!(outcome.status, TurnStatus::BudgetExceeded, "{outcome:?}");
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
 }
 
 #[actix_rt::test]

@@ -60,11 +60,25 @@ pub enum Ticket {
     },
 }
 
+/// What a person is asked to approve.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalKind {
+    /// A tool call (`tool` and `arguments` say which).
+    #[default]
+    Call,
+    /// More budget for a session whose budget ran out (`arguments` hold the limit, what was
+    /// spent, the limit now and what it would become).
+    BudgetExtension,
+}
+
 /// An approval request waiting for a person, as answerers see it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PendingApproval {
     /// The id to answer it by.
     pub request_id: String,
+    /// A tool call, or more budget.
+    pub kind: ApprovalKind,
     /// The session asking.
     pub session_id: String,
     /// Session ids from the root down to the asking session.
@@ -185,6 +199,10 @@ impl Supervisor {
         }
         let key = entry.request.key.clone();
         let verdict = match outcome {
+            // An extension raises one limit to one value, however many sessions wait on it.
+            Outcome::Answered(
+                ApprovalChoice::Once | ApprovalChoice::Session | ApprovalChoice::Always,
+            ) if entry.request.kind == ApprovalKind::BudgetExtension => Verdict::Approved,
             Outcome::Answered(ApprovalChoice::Once) => {
                 // `once` covers the leader only: followers get a fresh prompt of their own.
                 let mut waiters = std::mem::take(&mut entry.waiters).into_iter();
@@ -585,6 +603,7 @@ impl Handler<RequestApproval> for Supervisor {
             .unwrap_or_else(|| vec![msg.session_id.clone()]);
         let request = PendingApproval {
             request_id: new_id(),
+            kind: ApprovalKind::Call,
             session_id: msg.session_id,
             agent_path,
             call_id: msg.call_id,
@@ -611,6 +630,84 @@ impl Handler<RequestApproval> for Supervisor {
             }
             None => self.enqueue(ctx, request, share_key, vec![tx]),
         }
+        MessageResult(Ticket::Pending {
+            request_id,
+            verdict: rx,
+        })
+    }
+}
+
+/// Asks a person for more budget: sent by a session whose budget (or an ancestor's) ran out
+/// when it has more to do. Settled at once (denied) when approvals are off or nobody can
+/// answer: a budget is a hard limit unless a person lifts it. Sessions waiting on the same
+/// shortfall share one question.
+#[derive(Debug, Message)]
+#[rtype(result = "Ticket")]
+pub struct RequestExtension {
+    /// The session that has more to do.
+    pub session_id: String,
+    /// Its running turn.
+    pub turn_id: String,
+    /// The budget that ran out.
+    pub spent: crate::usage::Exhausted,
+    /// What the limit would become.
+    pub extend_to: f64,
+}
+
+impl Handler<RequestExtension> for Supervisor {
+    type Result = MessageResult<RequestExtension>;
+
+    fn handle(&mut self, msg: RequestExtension, ctx: &mut Self::Context) -> Self::Result {
+        if self.config.mode == ApprovalMode::Off || !self.attended() {
+            return MessageResult(Ticket::Settled(Verdict::Denied(
+                "nobody is asked to extend a budget when approvals are off or unattended".into(),
+            )));
+        }
+        let agent_path = self
+            .sessions
+            .get(&msg.session_id)
+            .map(|n| n.path.clone())
+            .unwrap_or_else(|| vec![msg.session_id.clone()]);
+        // The session whose budget it is: the asker, or the ancestor `spent` names.
+        let owner = agent_path
+            .len()
+            .checked_sub(1 + msg.spent.ancestor)
+            .and_then(|i| agent_path.get(i))
+            .cloned()
+            .unwrap_or_else(|| msg.session_id.clone());
+        let limit = msg.spent.limit.key();
+        let share_key = format!("budget\u{0}{owner}\u{0}{limit}\u{0}{}", msg.extend_to);
+        let (tx, rx) = oneshot::channel();
+        if let Some(entry) = self.pending.values_mut().find(|e| e.share_key == share_key) {
+            entry.waiters.push(tx);
+            return MessageResult(Ticket::Pending {
+                request_id: entry.request.request_id.clone(),
+                verdict: rx,
+            });
+        }
+        let mut arguments = Map::new();
+        arguments.insert("limit".into(), Value::from(limit));
+        arguments.insert("spent".into(), Value::from(msg.spent.used));
+        arguments.insert("allowed".into(), Value::from(msg.spent.allowed));
+        arguments.insert("extend_to".into(), Value::from(msg.extend_to));
+        arguments.insert("budget_of".into(), Value::from(owner));
+        let request = PendingApproval {
+            request_id: new_id(),
+            kind: ApprovalKind::BudgetExtension,
+            session_id: msg.session_id,
+            agent_path,
+            call_id: msg.turn_id,
+            tool: "budget".into(),
+            arguments,
+            reason: format!(
+                "{}; approving raises budget.{limit} to {}",
+                msg.spent,
+                crate::usage::format_limit(msg.spent.limit, msg.extend_to)
+            ),
+            key: format!("budget:{limit}"),
+        };
+        let request_id = request.request_id.clone();
+        self.enqueue(ctx, request, share_key, vec![tx]);
         MessageResult(Ticket::Pending {
             request_id,
             verdict: rx,

@@ -17,7 +17,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use troupe_actors::events::{EventKind, SessionEvent};
 use troupe_actors::model::{ChatMessage, ModelProvider};
 use troupe_actors::session::{SessionError, SessionHandle, TurnOutcome};
-use troupe_actors::supervisor::{ApprovalChoice, PendingApproval};
+use troupe_actors::supervisor::{ApprovalChoice, ApprovalKind, PendingApproval};
 
 use super::display::{Display, Style, TICK};
 use super::input::{LineEditor, Names, Read, TurnInput, read_piped_line};
@@ -387,12 +387,15 @@ impl Conversation<'_> {
         } else {
             String::new()
         };
-        self.note(&format!(
-            "{} {}{from} wants to run: {}",
-            style.yellow("⚠"),
-            style.bold(&visible_line(&request.tool)),
-            visible_line(&summarise(&request.arguments))
-        ));
+        let what = match request.kind {
+            ApprovalKind::Call => format!(
+                "{}{from} wants to run: {}",
+                style.bold(&visible_line(&request.tool)),
+                visible_line(&summarise(&request.arguments))
+            ),
+            ApprovalKind::BudgetExtension => format!("the session{from} wants more budget"),
+        };
+        self.note(&format!("{} {what}", style.yellow("⚠")));
         self.note(&format!("  why: {}", visible_line(&request.reason)));
         let mut interrupted = false;
         let choice = loop {

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use troupe_actors::events::{EventKind, SessionEvent};
 use troupe_actors::model::{ModelProvider, Script, ScriptedProvider};
 use troupe_actors::session::TurnStatus;
-use troupe_actors::supervisor::{ApprovalChoice, PendingApproval};
+use troupe_actors::supervisor::{ApprovalChoice, ApprovalKind, PendingApproval};
 
 use super::error::{CliError, EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_DONE, EXIT_INTERRUPTED, report};
 use crate::api::SessionOptions;
@@ -392,11 +392,14 @@ fn ask_on_terminal(request: &PendingApproval) -> Option<ApprovalChoice> {
     // sequence cannot hide the real command from the person approving it.
     let shown = visible_line(&summarise(&request.arguments));
     let mut stderr = std::io::stderr();
-    let _ = writeln!(
-        stderr,
-        "\n⚠ {} wants to run: {shown}",
-        visible_line(&request.tool)
-    );
+    let _ = match request.kind {
+        ApprovalKind::Call => writeln!(
+            stderr,
+            "\n⚠ {} wants to run: {shown}",
+            visible_line(&request.tool)
+        ),
+        ApprovalKind::BudgetExtension => writeln!(stderr, "\n⚠ the session wants more budget"),
+    };
     let _ = writeln!(
         stderr,
         "  why approval is needed: {}",
