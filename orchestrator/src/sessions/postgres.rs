@@ -109,20 +109,20 @@ impl PostgresSessions {
             .wait_timeout(Some(Duration::from_secs(10)))
             .create_timeout(Some(Duration::from_secs(10)))
             .build()
-            .map_err(|e| error(e.to_string()))?;
-        {
-            let mut client = pool.get().await.map_err(|e| error(e.to_string()))?;
-            let tx = client
-                .transaction()
-                .await
-                .map_err(|e| error(e.to_string()))?;
-            tx.execute("SELECT pg_advisory_xact_lock(7242650198110311)", &[])
-                .await
-                .map_err(|e| error(e.to_string()))?;
-            tx.batch_execute(SCHEMA)
-                .await
-                .map_err(|e| error(e.to_string()))?;
-            tx.commit().await.map_err(|e| error(e.to_string()))?;
+            .map_err(|e| error(explain(&e)))?;
+        // Hosts starting together race for the first connections and the schema; what the
+        // server calls transient (a deadlock, too many clients, starting up) is tried again.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match create_schema(&pool).await {
+                Ok(()) => break,
+                Err(e) if attempt < SCHEMA_ATTEMPTS && transient(e.as_ref()) => {
+                    tracing::warn!(store = %shown, error = %explain(e.as_ref()), attempt, "creating the session tables failed; trying again");
+                    tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+                }
+                Err(e) => return Err(error(explain(e.as_ref()))),
+            }
         }
         let (writer, rx) = mpsc::unbounded_channel();
         tokio::spawn(write_loop(pool.clone(), rx, shown.clone()));
@@ -144,10 +144,14 @@ impl PostgresSessions {
         }
     }
 
-    fn error(&self, e: impl std::fmt::Display) -> SessionStoreError {
+    fn error(&self, e: impl std::error::Error) -> SessionStoreError {
+        self.message(explain(&e))
+    }
+
+    fn message(&self, message: String) -> SessionStoreError {
         SessionStoreError::Database {
             path: self.shown.clone(),
-            message: e.to_string(),
+            message,
         }
     }
 
@@ -250,8 +254,9 @@ impl PostgresSessions {
         let mut messages = Vec::with_capacity(rows.len());
         for row in rows {
             let body: String = row.try_get(0).map_err(|e| self.error(e))?;
-            let message: ChatMessage = serde_json::from_str(&body)
-                .map_err(|e| self.error(format!("a stored message of {id} is unreadable: {e}")))?;
+            let message: ChatMessage = serde_json::from_str(&body).map_err(|e| {
+                self.message(format!("a stored message of {id} is unreadable: {e}"))
+            })?;
             messages.push(message);
         }
         let rows = client
@@ -469,17 +474,70 @@ async fn write_loop(pool: Pool, mut rx: mpsc::UnboundedReceiver<Write>, shown: S
     }
 }
 
+/// How often the schema is tried at connect before the error is reported.
+const SCHEMA_ATTEMPTS: u64 = 5;
+
+/// Creates the tables when missing, under the advisory lock that serialises hosts.
+async fn create_schema(pool: &Pool) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock(7242650198110311)", &[])
+        .await?;
+    tx.batch_execute(SCHEMA).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Whether the server said to try again: a rolled-back transaction (deadlock, serialisation),
+/// too few resources (too many clients), an object created under our feet, or a server that
+/// is starting or stopping.
+fn transient(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = Some(e);
+    while let Some(cause) = source {
+        if let Some(db) = cause.downcast_ref::<tokio_postgres::error::DbError>() {
+            let code = db.code().code();
+            return code.starts_with("40")
+                || code.starts_with("53")
+                || code.starts_with("57P")
+                || code == "23505"
+                || code == "42P07";
+        }
+        // No answer from the server at all (refused, reset) is worth another try as well.
+        if cause.is::<std::io::Error>() {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
+}
+
+/// An error with its causes: the driver's own text is only "db error", the server's message is
+/// in the source chain.
+fn explain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// Applies `writes` in one transaction.
 async fn commit(pool: &Pool, writes: &[Write]) -> Result<(), String> {
     if writes.is_empty() {
         return Ok(());
     }
-    let mut client = pool.get().await.map_err(|e| e.to_string())?;
-    let tx = client.transaction().await.map_err(|e| e.to_string())?;
+    let mut client = pool.get().await.map_err(|e| explain(&e))?;
+    let tx = client.transaction().await.map_err(|e| explain(&e))?;
     for write in writes {
-        apply(&tx, write).await.map_err(|e| e.to_string())?;
+        apply(&tx, write).await.map_err(|e| explain(&e))?;
     }
-    tx.commit().await.map_err(|e| e.to_string())
+    tx.commit().await.map_err(|e| explain(&e))
 }
 
 async fn apply(

@@ -268,6 +268,25 @@ async fn the_postgres_store_keeps_finds_and_removes_sessions() {
     suite(SessionStore::connect_postgres(&db.url).await.unwrap()).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_connecting_to_a_new_database_at_once_all_get_the_tables() {
+    let Some(cluster) = troupe_kanban::store::test_cluster::cluster_url("session store race")
+    else {
+        return;
+    };
+    let db = troupe_kanban::store::test_cluster::fresh_database(&cluster, "sessions_race").await;
+    let connects: Vec<_> = (0..8)
+        .map(|_| {
+            let url = db.url.clone();
+            tokio::spawn(async move { SessionStore::connect_postgres(&url).await })
+        })
+        .collect();
+    for connect in connects {
+        let store = connect.await.unwrap().unwrap();
+        assert!(store.list(ListQuery::default()).await.unwrap().is_empty());
+    }
+}
+
 #[tokio::test]
 async fn openers_of_the_same_file_at_once_wait_their_turn() {
     let dir = tempfile::tempdir().unwrap();
