@@ -359,6 +359,48 @@ async fn approvals_are_answered_inline_with_y_and_n() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_budget_is_extended_by_answering_y() {
+    // Each request costs $0.30 at these prices (200 prompt tokens at $1,000 and 50 generated at
+    // $2,000 per million), so the second spends the $0.50 budget with a call still to run.
+    let server = MockServer::start(
+        Script::new()
+            .turn(
+                ScriptTurn::text("Reading it.")
+                    .with_tool_call("read_file", json!({"path": "notes.txt"}))
+                    .with_usage(200, 50),
+            )
+            .turn(
+                ScriptTurn::text("Once more to be sure.")
+                    .with_tool_call("read_file", json!({"path": "notes.txt", "offset": 1}))
+                    .with_usage(200, 50),
+            )
+            .turn(ScriptTurn::text("Both reads say hello.").with_usage(200, 50)),
+    )
+    .await
+    .unwrap();
+    let project = Project::new(
+        &server,
+        "approvals: {mode: manual}\npricing:\n  mock-model: {input: 1000, output: 2000}\nbudget:\n  max_cost_usd: 0.5\n",
+    );
+    std::fs::write(project.work().join("notes.txt"), "hello\n").unwrap();
+    let pane = project.chat(&[]);
+    pane.wait_for("Ctrl-D to leave");
+    pane.line("what does notes.txt say?");
+    let asked = pane.wait_for("approve?");
+    assert!(asked.contains("the session wants more budget"), "{asked}");
+    // The limit first set is added once more: $0.50 becomes $1.00.
+    assert!(asked.contains("$1.0000"), "{asked}");
+    pane.line("y");
+    let screen = pane.wait_for("Both reads say hello.");
+    let after = &screen[screen.find("approved once").unwrap()..];
+    assert!(after.contains("✓ read_file"), "{screen}");
+    pane.wait_turns(1);
+    let screen = pane.screen();
+    let after = &screen[screen.find("approved once").unwrap()..];
+    assert!(!after.contains("budget is spent"), "{screen}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_stops_softly_then_hard_and_nothing_is_left_running() {
     let server = MockServer::start(
         Script::new()
