@@ -12,7 +12,6 @@
     reason = "test code: a failed unwrap is the test failing"
 )]
 
-use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -23,176 +22,30 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use troupe_actors::model::Script;
 use troupe_actors::model::mock_server::MockServer;
 
-const TOKEN: &str = "durable-sessions-token-0123456789";
+#[path = "support/served_troupe.rs"]
+mod served_troupe;
+use served_troupe::{Served, TroupeDir};
 
-/// A directory with a troupe.yaml naming the mock model, and the model.
-struct Fixture {
-    dir: tempfile::TempDir,
-    model: MockServer,
+/// Sessions in a SQLite file under the directory.
+async fn fixture(script: &str) -> TroupeDir {
+    fixture_with_store(script, None).await
 }
 
-impl Fixture {
-    /// Sessions in a SQLite file under the fixture's directory.
-    async fn new(script: &str) -> Fixture {
-        Fixture::with_store(script, None).await
-    }
-
-    /// Sessions in the PostgreSQL database at `url` when given.
-    async fn with_store(script: &str, url: Option<&str>) -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
-        let model = MockServer::start(Script::from_yaml_str(script).unwrap())
-            .await
-            .unwrap();
-        let yaml = format!(
-            "model:\n  base_url: {}\n  model: mock-model\napprovals:\n  require_approval: [terminal]\nkanban:\n  store: {}\nsessions:\n  store: {}\n",
-            model.url(),
-            dir.path().join("boards").display(),
-            url.map_or_else(
-                || dir.path().join("state/sessions.db").display().to_string(),
-                str::to_string
-            ),
-        );
-        std::fs::write(dir.path().join("troupe.yaml"), yaml).unwrap();
-        Fixture { dir, model }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn troupe(&self) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
-        command
-            .current_dir(self.path())
-            .env("TROUPE_HOME", self.path().join("home"))
-            .env(troupe::http::auth::TOKEN_ENV, TOKEN)
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
-        for var in ["TROUPE_BASE_URL", "OPENAI_BASE_URL", "TROUPE_KANBAN_STORE"] {
-            command.env_remove(var);
-        }
-        command
-    }
-
-    async fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let output =
-            tokio::time::timeout(Duration::from_secs(120), self.troupe().args(args).output())
-                .await
-                .unwrap_or_else(|_| panic!("troupe {args:?} did not finish in two minutes"))
-                .unwrap();
-        (
-            output.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
-    }
-
-    /// Whether some request to the model carried `needle`.
-    fn model_saw(&self, needle: &str) -> bool {
-        self.model
-            .requests()
-            .iter()
-            .any(|r| Value::Array(r.messages()).to_string().contains(needle))
-    }
+/// Sessions in the PostgreSQL database at `url` when given, else in a SQLite file.
+async fn fixture_with_store(script: &str, url: Option<&str>) -> TroupeDir {
+    let yaml = format!(
+        "model:\n  base_url: {{{{MODEL_URL}}}}\n  model: mock-model\napprovals:\n  require_approval: [terminal]\nkanban:\n  store: {{{{STORE}}}}\nsessions:\n  store: {}\n",
+        url.unwrap_or("{{DIR}}/state/sessions.db"),
+    );
+    TroupeDir::new(&yaml, script).await
 }
 
-/// A `troupe serve` process.
-struct Served {
-    child: tokio::process::Child,
-    base: String,
-    stderr: Vec<String>,
-}
-
-impl Served {
-    async fn start(fx: &Fixture) -> Served {
-        let mut child = fx
-            .troupe()
-            .args(["serve", "--port", "0", "--no-dispatch"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut stderr = Vec::new();
-        let base = loop {
-            let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-                .await
-                .unwrap_or_else(|_| panic!("troupe serve did not start: {stderr:?}"))
-                .unwrap()
-                .unwrap_or_else(|| panic!("troupe serve exited: {stderr:?}"));
-            if let Some(rest) = line.strip_prefix("troupe serve: listening on ") {
-                break rest.split_whitespace().next().unwrap().to_string();
-            }
-            stderr.push(line);
-        };
-        // Then the line saying where sessions are kept and how many came back.
-        loop {
-            let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
-                .await
-                .unwrap()
-                .unwrap()
-                .unwrap();
-            let done = line.starts_with("troupe serve: sessions kept");
-            stderr.push(line);
-            if done {
-                break;
-            }
-        }
-        // The rest of its lines are read (so it never blocks on a full pipe) and dropped.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Served {
-            child,
-            base,
-            stderr,
-        }
-    }
-
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut request = reqwest::Client::new()
-            .request(method, format!("{}{path}", self.base))
-            .bearer_auth(TOKEN);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap();
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        )
-    }
-
-    fn events(&self, id: &str, last_event_id: Option<u64>) -> reqwest::RequestBuilder {
-        let mut request = reqwest::Client::new()
-            .get(format!("{}/api/sessions/{id}/events", self.base))
-            .bearer_auth(TOKEN);
-        if let Some(last) = last_event_id {
-            request = request.header("Last-Event-ID", last.to_string());
-        }
-        request
-    }
-
-    /// Polls `GET /api/approvals` until one is pending; returns it.
-    async fn pending_approval(&self) -> Value {
-        for _ in 0..300 {
-            let (status, all) = self
-                .call(reqwest::Method::GET, "/api/approvals", None)
-                .await;
-            assert_eq!(status, 200, "{all}");
-            if let Some(first) = all["approvals"].as_array().and_then(|a| a.first()) {
-                return first.clone();
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("no approval was ever pending");
-    }
-
-    /// SIGKILL: nothing is flushed, nothing is closed.
-    async fn kill(mut self) {
-        self.child.start_kill().unwrap();
-        self.child.wait().await.unwrap();
-    }
+/// `troupe serve` without dispatch, once it has said where sessions are kept and how many
+/// came back.
+async fn serve(fx: &TroupeDir) -> Served {
+    let served = Served::start(fx, &["--no-dispatch"]).await;
+    served.wait_for_line("troupe serve: sessions kept").await;
+    served
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -214,12 +67,12 @@ async fn serve_killed_while_a_call_waits_for_approval_goes_on_after_restart_on_p
 /// Kills `troupe serve` while a call waits for approval, restarts it on the same store, and
 /// answers the approval; `store`: the PostgreSQL URL, else a SQLite file.
 async fn serve_restart_case(store: Option<&str>, described: &str) {
-    let fx = Fixture::with_store(
+    let fx = fixture_with_store(
         "turns:\n  - tool_calls:\n      - name: terminal\n        arguments: {command: echo approved-after-restart}\n  - text: It printed the line.\n",
         store,
     )
     .await;
-    let served = Served::start(&fx).await;
+    let served = serve(&fx).await;
     let (status, created) = served
         .call(reqwest::Method::POST, "/api/sessions", Some(json!({})))
         .await;
@@ -257,14 +110,12 @@ async fn serve_restart_case(store: Option<&str>, described: &str) {
     drop(events);
     served.kill().await;
 
-    let served = Served::start(&fx).await;
+    let served = serve(&fx).await;
+    let log = served.log.lock().unwrap().clone();
     assert!(
-        served
-            .stderr
-            .iter()
+        log.iter()
             .any(|l| l.contains("1 reopened") && l.contains(described)),
-        "serve says it reopened the session: {:?}",
-        served.stderr
+        "serve says it reopened the session: {log:?}"
     );
     // The approval is pending again, for the same session and call.
     let pending = served.pending_approval().await;
@@ -339,7 +190,7 @@ async fn serve_restart_case(store: Option<&str>, described: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_chat_goes_on_with_the_interrupted_call_marked() {
-    let fx = Fixture::new(
+    let fx = fixture(
         "turns:\n  - tool_calls:\n      - name: read_file\n        arguments: {path: notes.txt}\n  - tool_calls:\n      - name: execute_code\n        arguments: {code: \"import time\\nprint('started-long-script', flush=True)\\ntime.sleep(60)\"}\n  - text: I see the script was interrupted.\n",
     )
     .await;
@@ -448,7 +299,7 @@ async fn a_killed_chat_goes_on_with_the_interrupted_call_marked() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_search_finds_past_turns_only_where_the_caller_may_look() {
-    let fx = Fixture::new(
+    let fx = fixture(
         "turns:\n  - tool_calls:\n      - name: read_file\n        arguments: {path: notes.txt}\n  - text: Read them.\n",
     )
     .await;
@@ -492,7 +343,7 @@ async fn session_search_finds_past_turns_only_where_the_caller_may_look() {
     );
 
     // A session opened over HTTP sees only its own tree: not the chats.
-    let served = Served::start(&fx).await;
+    let served = serve(&fx).await;
     let script = json!({"turns": [
         {"tool_calls": [{"name": "tool_call", "arguments": {"calls": [{"name": "session_search", "arguments": {"query": "pelican"}}]}}]},
         {"text": "Nothing."}
@@ -551,11 +402,11 @@ async fn session_search_finds_past_turns_only_where_the_caller_may_look() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_delegation_cut_by_a_crash_is_reported_after_restart() {
-    let fx = Fixture::new(
+    let fx = fixture(
         "turns:\n  - match: COUNT-THE-BIRDS\n    delay_ms: 60000\n    text: Counted.\n  - match: START-SURVEY\n    tool_calls:\n      - name: delegate_task\n        arguments: {tasks: [{goal: \"COUNT-THE-BIRDS on the lake\"}]}\n  - match: working in the background\n    text: Started it.\n  - match: was interrupted\n    text: SURVEY-WAS-CUT\n",
     )
     .await;
-    let served = Served::start(&fx).await;
+    let served = serve(&fx).await;
     let (status, created) = served
         .call(reqwest::Method::POST, "/api/sessions", Some(json!({})))
         .await;
@@ -579,7 +430,7 @@ async fn a_background_delegation_cut_by_a_crash_is_reported_after_restart() {
     }
     served.kill().await;
 
-    let served = Served::start(&fx).await;
+    let served = serve(&fx).await;
     let mut last = Value::Null;
     for _ in 0..200 {
         let (_, shown) = served

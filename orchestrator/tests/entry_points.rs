@@ -20,104 +20,37 @@
 )]
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use troupe_actors::model::Script;
-use troupe_actors::model::mock_server::MockServer;
 
 #[path = "support/mcp_servers.rs"]
 mod mcp_servers;
 use mcp_servers::{everything_bin, servers_available};
-
-const TOKEN: &str = "entry-points-token-0123456789";
+#[path = "support/served_troupe.rs"]
+mod served_troupe;
+use served_troupe::{Served, TroupeDir};
 const FIXTURE: &str = include_str!("fixtures/troupe.yaml");
 
-/// A directory with the fixture troupe.yaml filled in, and the mock model it names.
-struct Fixture {
+/// A directory with the fixture troupe.yaml (`edit` may change it first) and its mock model.
+async fn fixture_in(
     dir: tempfile::TempDir,
-    model: MockServer,
+    script: &str,
+    edit: impl FnOnce(String) -> String,
+) -> TroupeDir {
+    let yaml = FIXTURE.replace("{{EVERYTHING}}", &everything_bin().to_string_lossy());
+    TroupeDir::in_dir(dir, &edit(yaml), script).await
 }
 
-impl Fixture {
-    async fn new(script: &str) -> Fixture {
-        Fixture::with_yaml(script, |yaml| yaml).await
-    }
+async fn fixture_with(script: &str, edit: impl FnOnce(String) -> String) -> TroupeDir {
+    fixture_in(tempfile::tempdir().unwrap(), script, edit).await
+}
 
-    async fn with_yaml(script: &str, edit: impl FnOnce(String) -> String) -> Fixture {
-        Fixture::in_dir(tempfile::tempdir().unwrap(), script, edit).await
-    }
+async fn fixture(script: &str) -> TroupeDir {
+    fixture_with(script, |yaml| yaml).await
+}
 
-    async fn in_dir(
-        dir: tempfile::TempDir,
-        script: &str,
-        edit: impl FnOnce(String) -> String,
-    ) -> Fixture {
-        let model = MockServer::start(Script::from_yaml_str(script).unwrap())
-            .await
-            .unwrap();
-        let yaml = FIXTURE
-            .replace("{{MODEL_URL}}", &model.url())
-            .replace("{{EVERYTHING}}", &everything_bin().to_string_lossy())
-            .replace("{{STORE}}", &dir.path().join("boards").to_string_lossy());
-        std::fs::write(dir.path().join("troupe.yaml"), edit(yaml)).unwrap();
-        Fixture { dir, model }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// `troupe` in the fixture's directory, reading its troupe.yaml (the default file).
-    fn troupe(&self) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
-        command
-            .current_dir(self.path())
-            .env("TROUPE_HOME", self.path().join("home"))
-            .env("TROUPE_MCP_LOG_DIR", self.path().join("logs"))
-            .env(troupe::http::auth::TOKEN_ENV, TOKEN)
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
-        for var in [
-            "TROUPE_BASE_URL",
-            "OPENAI_BASE_URL",
-            "TROUPE_KANBAN_STORE",
-            "TROUPE_KANBAN_BOARD",
-        ] {
-            command.env_remove(var);
-        }
-        command
-    }
-
-    async fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let output =
-            tokio::time::timeout(Duration::from_secs(120), self.troupe().args(args).output())
-                .await
-                .unwrap_or_else(|_| panic!("troupe {args:?} did not finish in two minutes"))
-                .unwrap();
-        (
-            output.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
-    }
-
-    /// Every message the model was sent, as one text per request.
-    fn requests(&self) -> Vec<String> {
-        self.model
-            .requests()
-            .iter()
-            .map(|r| Value::Array(r.messages()).to_string())
-            .collect()
-    }
-
-    /// Whether some request to the model carried `needle` (a tool result it was shown).
-    fn model_saw(&self, needle: &str) -> bool {
-        self.requests().iter().any(|r| r.contains(needle))
-    }
-
+impl TroupeDir {
     /// Creates a task for `coder` on the default board; returns its id.
     async fn create_task(&self, title: &str, body: &str, extra: &[&str]) -> String {
         let (code, _, err) = self.run(&["kanban", "init"]).await;
@@ -169,7 +102,7 @@ fn mcp_script(marker: &str, worker: bool) -> String {
 }
 
 /// The model was shown the echo tool by tool_search, and the echo's answer by tool_call.
-fn assert_found_and_called(fx: &Fixture, marker: &str) {
+fn assert_found_and_called(fx: &TroupeDir, marker: &str) {
     let requests = fx.requests();
     assert!(
         requests
@@ -188,7 +121,7 @@ async fn chat_finds_and_calls_the_mcp_tool() {
     if !servers_available("chat_finds_and_calls_the_mcp_tool") {
         return;
     }
-    let fx = Fixture::new(&mcp_script("from-chat", false)).await;
+    let fx = fixture(&mcp_script("from-chat", false)).await;
     let (code, out, err) = fx.run(&["chat", "-q", "Echo something.", "--json"]).await;
     assert_eq!(code, 0, "stderr: {err}\nstdout: {out}");
     let events: Vec<Value> = out
@@ -206,7 +139,7 @@ async fn chat_finds_and_calls_the_mcp_tool() {
     assert_eq!(events.last().unwrap()["text"], "The echo came back.");
 
     // The same through a profile (its model, toolsets and prompt); an unknown one is bad input.
-    let fx = Fixture::new(&mcp_script("from-profile", false)).await;
+    let fx = fixture(&mcp_script("from-profile", false)).await;
     let (code, out, err) = fx
         .run(&[
             "chat",
@@ -235,7 +168,7 @@ async fn a_turn_finds_the_tools_of_a_server_that_was_still_starting() {
     }
     // The server takes seconds to come up: the turn starts without it, the bridge is offered
     // at once, and the search waits for the server instead of coming back empty.
-    let fx = Fixture::with_yaml(&mcp_script("late-server", false), |yaml| {
+    let fx = fixture_with(&mcp_script("late-server", false), |yaml| {
         let everything = everything_bin().to_string_lossy().into_owned();
         yaml.replace(
             &format!("    command: \"{everything}\"\n    args: [stdio]\n"),
@@ -269,81 +202,13 @@ async fn a_turn_finds_the_tools_of_a_server_that_was_still_starting() {
     assert_found_and_called(&fx, "late-server");
 }
 
-/// A `troupe serve` process, with its stderr lines.
-struct Served {
-    child: tokio::process::Child,
-    base: String,
-    lines: tokio::io::Lines<BufReader<tokio::process::ChildStderr>>,
-}
-
-impl Served {
-    async fn start(fx: &Fixture, extra: &[&str]) -> Served {
-        let (code, _, err) = fx.run(&["kanban", "init"]).await;
-        assert_eq!(code, 0, "{err}");
-        let mut child = fx
-            .troupe()
-            .args(["serve", "--port", "0"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut seen = Vec::new();
-        let base = loop {
-            let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-                .await
-                .unwrap_or_else(|_| panic!("troupe serve did not start: {seen:?}"))
-                .unwrap()
-                .unwrap_or_else(|| panic!("troupe serve exited: {seen:?}"));
-            if let Some(rest) = line.strip_prefix("troupe serve: listening on ") {
-                break rest.split_whitespace().next().unwrap().to_string();
-            }
-            seen.push(line);
-        };
-        Served { child, base, lines }
-    }
-
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut request = reqwest::Client::new()
-            .request(method, format!("{}{path}", self.base))
-            .bearer_auth(TOKEN);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap();
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        )
-    }
-
-    /// SIGTERM, then waits for a clean exit.
-    async fn stop(mut self) {
-        let pid = self.child.id().unwrap() as i32;
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGTERM,
-        )
-        .unwrap();
-        let status = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
-            .await
-            .unwrap()
-            .unwrap();
-        while let Ok(Some(_)) = self.lines.next_line().await {}
-        assert_eq!(status.code(), Some(0));
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_sessions_and_board_workers_find_and_call_the_mcp_tool() {
     if !servers_available("serve_sessions_and_board_workers_find_and_call_the_mcp_tool") {
         return;
     }
     // A session of `troupe serve`, on the configured model.
-    let fx = Fixture::new(&mcp_script("from-serve", false)).await;
+    let fx = fixture(&mcp_script("from-serve", false)).await;
     let served = Served::start(&fx, &["--no-dispatch"]).await;
     let (status, created) = served
         .call(reqwest::Method::POST, "/api/sessions", Some(json!({})))
@@ -381,7 +246,7 @@ async fn serve_sessions_and_board_workers_find_and_call_the_mcp_tool() {
     served.stop().await;
 
     // The board worker of `troupe serve` (its own dispatcher).
-    let fx = Fixture::new(&mcp_script("from-serve-worker", true)).await;
+    let fx = fixture(&mcp_script("from-serve-worker", true)).await;
     let served = Served::start(&fx, &[]).await;
     let (status, created) = served
         .call(
@@ -417,7 +282,7 @@ async fn kanban_dispatch_workers_find_and_call_the_mcp_tool() {
     if !servers_available("kanban_dispatch_workers_find_and_call_the_mcp_tool") {
         return;
     }
-    let fx = Fixture::new(&mcp_script("from-dispatch", true)).await;
+    let fx = fixture(&mcp_script("from-dispatch", true)).await;
     let id = fx
         .create_task("Echo through MCP", "Echo something.", &[])
         .await;
@@ -432,7 +297,7 @@ async fn kanban_worker_processes_find_and_call_the_mcp_tool() {
     if !servers_available("kanban_worker_processes_find_and_call_the_mcp_tool") {
         return;
     }
-    let fx = Fixture::new(&mcp_script("from-worker", true)).await;
+    let fx = fixture(&mcp_script("from-worker", true)).await;
     let id = fx
         .create_task("Echo through MCP", "Echo something.", &[])
         .await;
@@ -460,7 +325,7 @@ fn code_script(worker: bool) -> String {
 
 /// The script's output the model was shown: the file written and read through tools, and the
 /// refused command reported as a denial inside the script.
-fn assert_script_ran(fx: &Fixture) {
+fn assert_script_ran(fx: &TroupeDir) {
     let requests = fx.requests();
     let shown = requests
         .iter()
@@ -483,7 +348,7 @@ async fn execute_code_calls_tools_inside_a_chat_session() {
     if !servers_available("execute_code_calls_tools_inside_a_chat_session") {
         return;
     }
-    let fx = Fixture::new(&code_script(false)).await;
+    let fx = fixture(&code_script(false)).await;
     std::fs::create_dir(fx.path().join("precious")).unwrap();
     let (code, out, err) = fx.run(&["chat", "-q", "Run the script.", "--json"]).await;
     assert_eq!(code, 0, "stderr: {err}\nstdout: {out}");
@@ -520,7 +385,7 @@ async fn execute_code_calls_tools_inside_a_board_worker() {
     if !servers_available("execute_code_calls_tools_inside_a_board_worker") {
         return;
     }
-    let fx = Fixture::new(&code_script(true)).await;
+    let fx = fixture(&code_script(true)).await;
     let id = fx
         .create_task("Run the script", "Run the script.", &[])
         .await;
@@ -549,7 +414,7 @@ async fn a_board_worker_delegates_to_a_child_that_runs() {
     // The worker delegates; the child (asked CHILD-GOAL) answers; the worker sees the answer
     // and completes its task.
     let script = "cursor: conversation\nturns:\n  - match: PARENT-TASK\n    tool_calls:\n      - name: delegate_task\n        arguments: {tasks: [{goal: \"CHILD-GOAL: say the magic word\"}]}\n  - match: CHILD-SAYS-42\n    tool_calls:\n      - name: kanban_complete\n        arguments: {summary: the child answered}\n  - match: CHILD-GOAL\n    text: CHILD-SAYS-42\n  - text: Finished.\n";
-    let fx = Fixture::new(script).await;
+    let fx = fixture(script).await;
     let id = fx
         .create_task("Delegate", "PARENT-TASK: ask a subagent.", &[])
         .await;
@@ -573,7 +438,7 @@ async fn config_errors_and_broken_servers_are_told_the_same_way_everywhere() {
         return;
     }
     // A profile naming a toolset nobody provides: a config error listing what exists.
-    let fx = Fixture::with_yaml(&mcp_script("x", false), |yaml| {
+    let fx = fixture_with(&mcp_script("x", false), |yaml| {
         yaml.replace("[core, mcp-everything, delegation]", "[core, mcp-github]")
     })
     .await;
@@ -592,7 +457,7 @@ async fn config_errors_and_broken_servers_are_told_the_same_way_everywhere() {
         );
     }
     // An MCP server that cannot start: left out, said which and why, and the run goes on.
-    let fx = Fixture::with_yaml(&mcp_script("x", false), |yaml| {
+    let fx = fixture_with(&mcp_script("x", false), |yaml| {
         format!("{yaml}\n").replace(
             "mcp_servers:\n",
             "mcp_servers:\n  broken:\n    command: /no/such/mcp-server\n",
@@ -651,7 +516,7 @@ async fn worktree_workspaces_keep_parallel_workers_apart() {
         escape.display()
     ));
     script.push_str("  - tool_calls:\n      - name: kanban_complete\n        arguments: {summary: wrote it}\n  - text: Done.\n");
-    let fx = Fixture::in_dir(dir, &script, |yaml| yaml).await;
+    let fx = fixture_in(dir, &script, |yaml| yaml).await;
     std::fs::write(
         fx.path().join(".gitignore"),
         "troupe.yaml\nhome/\nboards/\nlogs/\n",
@@ -734,7 +599,7 @@ async fn a_workspace_that_cannot_be_made_blocks_the_task_without_a_failure() {
     if !servers_available("a_workspace_that_cannot_be_made_blocks_the_task_without_a_failure") {
         return;
     }
-    let fx = Fixture::new("turns:\n  - text: never asked\n").await;
+    let fx = fixture("turns:\n  - text: never asked\n").await;
     let missing = fx
         .create_task("dir", "x", &["--workspace", "dir:/no/such/dir/anywhere"])
         .await;

@@ -23,16 +23,21 @@ pub(crate) struct TroupeDir {
 }
 
 impl TroupeDir {
-    /// Writes `yaml` as troupe.yaml, with `{{MODEL_URL}}` and `{{STORE}}` filled in; the model
-    /// answers with `script`.
+    /// Writes `yaml` as troupe.yaml in a new directory, with `{{MODEL_URL}}`, `{{STORE}}` (the
+    /// board store) and `{{DIR}}` (the directory) filled in; the model answers with `script`.
     pub(crate) async fn new(yaml: &str, script: &str) -> TroupeDir {
-        let dir = tempfile::tempdir().unwrap();
+        TroupeDir::in_dir(tempfile::tempdir().unwrap(), yaml, script).await
+    }
+
+    /// [`TroupeDir::new`] in a directory the test prepared.
+    pub(crate) async fn in_dir(dir: tempfile::TempDir, yaml: &str, script: &str) -> TroupeDir {
         let model = MockServer::start(Script::from_yaml_str(script).unwrap())
             .await
             .unwrap();
         let yaml = yaml
             .replace("{{MODEL_URL}}", &model.url())
-            .replace("{{STORE}}", &dir.path().join("boards").to_string_lossy());
+            .replace("{{STORE}}", &dir.path().join("boards").to_string_lossy())
+            .replace("{{DIR}}", &dir.path().to_string_lossy());
         std::fs::write(dir.path().join("troupe.yaml"), yaml).unwrap();
         TroupeDir { dir, model }
     }
@@ -47,6 +52,7 @@ impl TroupeDir {
         command
             .current_dir(self.path())
             .env("TROUPE_HOME", self.path().join("home"))
+            .env("TROUPE_MCP_LOG_DIR", self.path().join("logs"))
             .env(troupe::http::auth::TOKEN_ENV, TOKEN)
             .stdin(Stdio::null())
             .kill_on_drop(true);
@@ -82,6 +88,20 @@ impl TroupeDir {
         let (code, out, err) = self.run(&all).await;
         assert_eq!(code, 0, "troupe {all:?}: {err}");
         serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+    }
+
+    /// Every message the model was sent, as one text per request.
+    pub(crate) fn requests(&self) -> Vec<String> {
+        self.model
+            .requests()
+            .iter()
+            .map(|r| Value::Array(r.messages()).to_string())
+            .collect()
+    }
+
+    /// Whether some request to the model carried `needle` (a tool result it was shown).
+    pub(crate) fn model_saw(&self, needle: &str) -> bool {
+        self.requests().iter().any(|r| r.contains(needle))
     }
 }
 
@@ -150,6 +170,58 @@ impl Served {
             status,
             serde_json::from_str(&text).unwrap_or(Value::String(text)),
         )
+    }
+
+    /// Waits for a line of its stderr starting with `prefix`; returns it.
+    pub(crate) async fn wait_for_line(&self, prefix: &str) -> String {
+        for _ in 0..600 {
+            if let Some(line) = self
+                .log
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|l| l.starts_with(prefix))
+            {
+                return line.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "troupe serve never said {prefix:?}: {:?}",
+            self.log.lock().unwrap()
+        );
+    }
+
+    /// `GET /api/sessions/{id}/events`, resuming after `last_event_id` when given.
+    pub(crate) fn events(&self, id: &str, last_event_id: Option<u64>) -> reqwest::RequestBuilder {
+        let mut request = reqwest::Client::new()
+            .get(format!("{}/api/sessions/{id}/events", self.base))
+            .bearer_auth(TOKEN);
+        if let Some(last) = last_event_id {
+            request = request.header("Last-Event-ID", last.to_string());
+        }
+        request
+    }
+
+    /// Polls `GET /api/approvals` until one is pending; returns it.
+    pub(crate) async fn pending_approval(&self) -> Value {
+        for _ in 0..300 {
+            let (status, all) = self
+                .call(reqwest::Method::GET, "/api/approvals", None)
+                .await;
+            assert_eq!(status, 200, "{all}");
+            if let Some(first) = all["approvals"].as_array().and_then(|a| a.first()) {
+                return first.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("no approval was ever pending");
+    }
+
+    /// SIGKILL: nothing is flushed, nothing is closed.
+    pub(crate) async fn kill(mut self) {
+        self.child.start_kill().unwrap();
+        self.child.wait().await.unwrap();
     }
 
     /// SIGTERM, then waits for a clean exit.
