@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::Actor;
-use futures::future::{BoxFuture, join_all};
-use serde_json::{Map, Value, json};
+use futures::future::join_all;
+use serde_json::{Map, json};
 use tokio_util::sync::CancellationToken;
 use troupe_actors::batch_planner::{BatchPlanner, Planners, claims_of};
 use troupe_actors::call::{CallEntry, CallStatus, CallTarget};
@@ -24,19 +24,7 @@ use troupe_actors::model::{Script, ScriptTurn, ScriptedProvider};
 use troupe_actors::session::{SessionConfig, SessionHandle, SessionParams};
 use troupe_actors::supervisor::{ApprovalConfig, DefaultRules, Supervisor};
 use troupe_actors::tool_runner::{BatchContext, RunnerLimits, ToolRunner};
-use troupe_tools::{CallContext, Registry, ToolDef, ToolHandler, ToolHints, ToolResult};
-
-struct Noop;
-
-impl ToolHandler for Noop {
-    fn call(
-        &self,
-        _arguments: Map<String, Value>,
-        _ctx: CallContext,
-    ) -> BoxFuture<'static, ToolResult> {
-        Box::pin(async { ToolResult::text("ok") })
-    }
-}
+use troupe_tools::{Registry, ToolDef, ToolHints, ToolResult};
 
 /// A hook that looks at every call, so the figure includes the hook path.
 struct Observe;
@@ -58,7 +46,7 @@ fn registry() -> Arc<Registry> {
                 read_only: true,
                 ..ToolHints::default()
             })
-            .with_handler(Arc::new(Noop)),
+            .with_fn(|_, _| Box::pin(async { ToolResult::text("ok") })),
     ])
 }
 

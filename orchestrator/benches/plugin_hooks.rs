@@ -17,8 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::Actor;
-use futures::future::BoxFuture;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 use tokio_util::sync::CancellationToken;
 use troupe::plugins::command_hook::{CommandHooks, Observers};
 use troupe::plugins::manifest::CommandSpec;
@@ -28,19 +27,7 @@ use troupe_actors::events::EventSink;
 use troupe_actors::hooks::HookRegistry;
 use troupe_actors::supervisor::{ApprovalConfig, DefaultRules, Supervisor};
 use troupe_actors::tool_runner::{BatchContext, RunnerLimits, ToolRunner};
-use troupe_tools::{CallContext, Registry, ToolDef, ToolHandler, ToolHints, ToolResult};
-
-struct Noop;
-
-impl ToolHandler for Noop {
-    fn call(
-        &self,
-        _arguments: Map<String, Value>,
-        _ctx: CallContext,
-    ) -> BoxFuture<'static, ToolResult> {
-        Box::pin(async { ToolResult::text("ok") })
-    }
-}
+use troupe_tools::{Registry, ToolDef, ToolHints, ToolResult};
 
 fn spec(command: &str, tools: &[&str]) -> CommandSpec {
     CommandSpec {
@@ -79,7 +66,7 @@ async fn per_call(
                     read_only: true,
                     ..ToolHints::default()
                 })
-                .with_handler(Arc::new(Noop)),
+                .with_fn(|_, _| Box::pin(async { ToolResult::text("ok") })),
         ]);
     let supervisor =
         Supervisor::new(ApprovalConfig::default(), Arc::new(DefaultRules::default())).start();

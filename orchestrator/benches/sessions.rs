@@ -15,8 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::Actor;
-use futures::future::BoxFuture;
-use serde_json::{Map, Value, json};
+use serde_json::json;
 use troupe::sessions::{ListQuery, SessionStore};
 use troupe_actors::hooks::HookRegistry;
 use troupe_actors::journal::{Journal, OpenedSession, Origin, Persist};
@@ -24,19 +23,7 @@ use troupe_actors::model::{ChatMessage, Script, ScriptTurn, ScriptedProvider};
 use troupe_actors::session::{SessionConfig, SessionHandle, SessionParams};
 use troupe_actors::supervisor::{ApprovalConfig, DefaultRules, Supervisor};
 use troupe_actors::usage::Spend;
-use troupe_tools::{CallContext, Registry, ToolDef, ToolHandler, ToolHints, ToolResult};
-
-struct Noop;
-
-impl ToolHandler for Noop {
-    fn call(
-        &self,
-        _arguments: Map<String, Value>,
-        _ctx: CallContext,
-    ) -> BoxFuture<'static, ToolResult> {
-        Box::pin(async { ToolResult::text("ok") })
-    }
-}
+use troupe_tools::{Registry, ToolDef, ToolHints, ToolResult};
 
 fn registry() -> Arc<Registry> {
     Registry::with_tools([
@@ -46,7 +33,7 @@ fn registry() -> Arc<Registry> {
                 read_only: true,
                 ..ToolHints::default()
             })
-            .with_handler(Arc::new(Noop)),
+            .with_fn(|_, _| Box::pin(async { ToolResult::text("ok") })),
     ])
 }
 

@@ -4,24 +4,9 @@
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use troupe_tools::bridge::{resolve, tool_describe, tool_search};
-use troupe_tools::{
-    CallContext, Registry, ToolDef, ToolHandler, ToolResult, ToolSearchConfig, ViewSpec,
-};
-
-struct Echo;
-
-impl ToolHandler for Echo {
-    fn call(
-        &self,
-        arguments: Map<String, Value>,
-        _ctx: CallContext,
-    ) -> BoxFuture<'static, ToolResult> {
-        Box::pin(async move { ToolResult::json(Value::Object(arguments)) })
-    }
-}
+use troupe_tools::{CallContext, Registry, ToolDef, ToolResult, ToolSearchConfig, ViewSpec};
 
 fn registry() -> Arc<Registry> {
     let tool = |name: &str, toolset: &str, description: &str| {
@@ -31,7 +16,7 @@ fn registry() -> Arc<Registry> {
             json!({"type": "object", "properties": {"text": {"type": "string"}}}),
         )
         .with_toolset(toolset)
-        .with_handler(Arc::new(Echo))
+        .with_fn(|arguments, _| Box::pin(async move { ToolResult::json(Value::Object(arguments)) }))
     };
     Registry::with_tools([
         tool(
