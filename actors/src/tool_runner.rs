@@ -606,17 +606,13 @@ fn finish(
     ctx.hooks.post_tool_call(&info, status, &result);
     let duration = meta.started.elapsed();
     meta.span.set(|| {
-        let arguments = Value::Object(meta.arguments.clone()).to_string();
+        use crate::trace::{CallText, call_text};
+        // Written straight from the map (no copy of it); masking is left to `call_text`.
+        let arguments = serde_json::to_string(&meta.arguments).unwrap_or_default();
         vec![
             KeyValue::new("troupe.call.status", status.as_str()),
-            KeyValue::new(
-                "troupe.call.arguments",
-                crate::trace::shown(&arguments, &meta.underlying),
-            ),
-            KeyValue::new(
-                "troupe.call.result",
-                crate::trace::shown(&result.to_model_text(), &meta.underlying),
-            ),
+            call_text(CallText::Arguments, arguments, &meta.underlying),
+            call_text(CallText::Result, result.to_model_text(), &meta.underlying),
         ]
     });
     if status != CallStatus::Ok {

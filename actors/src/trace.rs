@@ -19,6 +19,7 @@ use opentelemetry::trace::{
     SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceState, Tracer as _,
 };
 use opentelemetry::{Context, KeyValue, SpanId, TraceId, global};
+use troupe_tools::builtin::redact::{OwnSecrets, redact_with};
 
 /// The instrumentation scope of troupe's spans.
 pub const TRACER_NAME: &str = "troupe";
@@ -39,15 +40,109 @@ pub fn set_max_chars(max: usize) {
 /// rules, then cut to the configured length. A `read_file` result is summarised first (its
 /// head and tail, with how many lines were left out).
 pub fn shown(text: &str, tool: &str) -> String {
+    shown_with(text, tool, &OwnSecrets::current())
+}
+
+/// [`shown`] with troupe's own secrets as read once for a batch of spans.
+fn shown_with(text: &str, tool: &str, own: &OwnSecrets) -> String {
     let text = if tool == "read_file" {
         summarised(text)
     } else {
         Cow::Borrowed(text)
     };
-    capped(
-        &troupe_tools::builtin::redact::redact(&text),
-        MAX_CHARS.load(Ordering::Relaxed),
-    )
+    capped(redact_with(&text, own), MAX_CHARS.load(Ordering::Relaxed))
+}
+
+/// Whether every installed exporter masks and caps call texts itself ([`prepare_for_export`]).
+static EXPORTER_MASKS: AtomicBool = AtomicBool::new(false);
+
+/// Says whether every exporter of the installed provider passes its spans through
+/// [`prepare_for_export`] before encoding them. When it does, a call's span carries its raw
+/// arguments and result and the exporter's thread masks them, so the call pays nothing for
+/// that (and a span dropped by a full queue is never masked at all). Only an exporter that
+/// masks may say so: spans would otherwise leave with raw text.
+pub fn set_exporter_masks(masks: bool) {
+    EXPORTER_MASKS.store(masks, Ordering::Relaxed);
+}
+
+/// Which text of a tool call an attribute carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallText {
+    /// The call's arguments (as JSON).
+    Arguments,
+    /// The call's result as the model reads it.
+    Result,
+}
+
+impl CallText {
+    const ALL: [CallText; 2] = [CallText::Arguments, CallText::Result];
+
+    /// The attribute's key as exported, the text masked.
+    pub fn key(self) -> &'static str {
+        match self {
+            CallText::Arguments => "troupe.call.arguments",
+            CallText::Result => "troupe.call.result",
+        }
+    }
+
+    /// The key while the text is raw, before the exporter masks it.
+    fn raw_key(self) -> &'static str {
+        match self {
+            CallText::Arguments => "troupe.raw.call.arguments",
+            CallText::Result => "troupe.raw.call.result",
+        }
+    }
+}
+
+/// Start of the keys of attributes whose text is not masked yet.
+const RAW_PREFIX: &str = "troupe.raw.";
+
+/// Texts longer than this many bytes per `max_chars` are masked where they are made: a queue
+/// of spans holding whole large results would take too much memory.
+const DEFER_BYTES_PER_CHAR: usize = 4;
+
+/// A tool call's arguments or result as a span attribute: raw (moved, not copied) for the
+/// exporter to mask when it does ([`set_exporter_masks`]), otherwise masked and capped here.
+pub fn call_text(which: CallText, text: String, tool: &str) -> KeyValue {
+    let max = MAX_CHARS.load(Ordering::Relaxed);
+    if EXPORTER_MASKS.load(Ordering::Relaxed)
+        && text.len() <= max.saturating_mul(DEFER_BYTES_PER_CHAR)
+    {
+        KeyValue::new(which.raw_key(), text)
+    } else {
+        KeyValue::new(which.key(), shown(&text, tool))
+    }
+}
+
+/// Masks and caps, in place, the raw texts [`call_text`] left among a finished span's
+/// attributes, under their exported keys, with `own` (one reading of troupe's own secrets for
+/// a whole batch). Exporters call it on every span before encoding it; other attributes are
+/// left as they are.
+pub fn prepare_for_export(attributes: &mut [KeyValue], own: &OwnSecrets) {
+    if !attributes
+        .iter()
+        .any(|a| a.key.as_str().starts_with(RAW_PREFIX))
+    {
+        return;
+    }
+    let tool = attributes
+        .iter()
+        .find(|a| a.key.as_str() == "gen_ai.tool.name")
+        .map(|a| a.value.as_str().into_owned())
+        .unwrap_or_default();
+    for attribute in attributes.iter_mut() {
+        let key = attribute.key.as_str();
+        if !key.starts_with(RAW_PREFIX) {
+            continue;
+        }
+        // A raw key this module does not know keeps its name but is masked all the same.
+        let shown_key = CallText::ALL
+            .into_iter()
+            .find(|which| which.raw_key() == key)
+            .map_or_else(|| attribute.key.clone(), |which| which.key().into());
+        let text = shown_with(&attribute.value.as_str(), &tool, own);
+        *attribute = KeyValue::new(shown_key, text);
+    }
 }
 
 /// Lines kept from the start and the end of a file's text on a span.
@@ -68,15 +163,13 @@ fn summarised(text: &str) -> Cow<'_, str> {
 }
 
 /// `text` cut to at most `max` characters (on a character boundary), saying how much is gone.
-fn capped(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!(
-            "{}[... {} more characters]",
-            &text[..cut],
-            text[cut..].chars().count()
-        ),
-        None => text.to_string(),
+fn capped(mut text: String, max: usize) -> String {
+    if let Some((cut, _)) = text.char_indices().nth(max) {
+        let more = text[cut..].chars().count();
+        text.truncate(cut);
+        text.push_str(&format!("[... {more} more characters]"));
     }
+    text
 }
 
 /// Spans are made from now on (a tracer provider is installed).
@@ -184,10 +277,8 @@ impl TraceSpan {
     /// Adds attributes.
     pub fn set(&self, attributes: impl FnOnce() -> Vec<KeyValue>) {
         if let Some(cx) = &self.cx {
-            let span = cx.span();
-            for attribute in attributes() {
-                span.set_attribute(attribute);
-            }
+            // One lock of the span for all of them.
+            cx.span().set_attributes(attributes());
         }
     }
 
@@ -275,11 +366,40 @@ mod tests {
         let key = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD";
         let shown_args = shown(&format!("{{\"key\": \"{key}\"}}"), "terminal");
         assert!(!shown_args.contains(key), "{shown_args}");
-        assert_eq!(capped("héllo wörld", 4), "héll[... 7 more characters]");
+        assert_eq!(
+            capped("héllo wörld".to_string(), 4),
+            "héll[... 7 more characters]"
+        );
         let file: String = (1..=100).map(|n| format!("line {n}\n")).collect();
         let summary = shown(&file, "read_file");
         assert!(summary.starts_with("line 1\n"), "{summary}");
         assert!(summary.contains("[... 70 lines left out ...]"), "{summary}");
         assert!(summary.ends_with("line 100"), "{summary}");
+    }
+
+    #[test]
+    fn raw_call_texts_are_masked_capped_and_renamed_for_export() {
+        let key = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD";
+        let file: String = (1..=100).map(|n| format!("line {n} {key}\n")).collect();
+        let mut attributes = vec![
+            KeyValue::new("gen_ai.tool.name", "read_file"),
+            KeyValue::new(
+                CallText::Arguments.raw_key(),
+                format!("{{\"path\": \"{key}\"}}"),
+            ),
+            KeyValue::new(CallText::Result.raw_key(), file),
+            KeyValue::new("troupe.raw.something.new", format!("token={key}")),
+        ];
+        prepare_for_export(&mut attributes, &OwnSecrets::current());
+        assert_eq!(attributes.len(), 4);
+        for attribute in &attributes[1..] {
+            let text = attribute.value.as_str();
+            assert!(!text.contains(key), "{}: {text}", attribute.key);
+        }
+        assert_eq!(attributes[1].key.as_str(), "troupe.call.arguments");
+        assert_eq!(attributes[2].key.as_str(), "troupe.call.result");
+        let result = attributes[2].value.as_str();
+        assert!(result.contains("[... 70 lines left out ...]"), "{result}");
+        assert!(result.contains("sk-pro...ABCD"), "{result}");
     }
 }

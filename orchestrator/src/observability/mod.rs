@@ -262,6 +262,8 @@ pub fn install(
     }
     if PROVIDER.set(built.clone()).is_ok() {
         opentelemetry::global::set_tracer_provider(built);
+        // Every exporter built here is a `Counted`, which masks before encoding.
+        troupe_actors::trace::set_exporter_masks(true);
         troupe_actors::trace::enable();
         tracing::info!("traces are exported over OTLP");
     }
@@ -361,15 +363,27 @@ fn build_provider(
     Ok(provider)
 }
 
-/// The OTLP exporter, counting failures and logging the first.
+/// The OTLP exporter, masking call texts before they are encoded, counting failures and
+/// logging the first.
 #[derive(Debug)]
-struct Counted {
-    inner: opentelemetry_otlp::SpanExporter,
+struct Counted<E = opentelemetry_otlp::SpanExporter> {
+    inner: E,
     warned: Arc<std::sync::Once>,
 }
 
-impl SpanExporter for Counted {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+/// Masks and caps the raw call texts of a batch (see [`troupe_actors::trace::call_text`]),
+/// reading troupe's own secrets once for the whole batch.
+fn prepare(batch: &mut [SpanData]) {
+    let own = troupe_tools::builtin::redact::OwnSecrets::current();
+    for span in batch {
+        troupe_actors::trace::prepare_for_export(&mut span.attributes, &own);
+    }
+}
+
+impl<E: SpanExporter> SpanExporter for Counted<E> {
+    async fn export(&self, mut batch: Vec<SpanData>) -> OTelSdkResult {
+        // Here, on the exporter's thread, and before anything leaves the process.
+        prepare(&mut batch);
         let result = self.inner.export(batch).await;
         if let Err(error) = &result {
             FAILED_EXPORTS.fetch_add(1, Ordering::Relaxed);
@@ -425,5 +439,77 @@ mod tests {
                 .to_string();
             assert!(error.contains(says), "{yaml}: {error}");
         }
+    }
+
+    /// Keeps what it is given, as a collector would receive it.
+    #[derive(Debug, Clone, Default)]
+    struct Recording(Arc<std::sync::Mutex<Vec<SpanData>>>);
+
+    impl SpanExporter for Recording {
+        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+            self.0.lock().unwrap().extend(batch);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_exported_calls_texts_are_masked_by_the_exporter() {
+        use opentelemetry::trace::{Span as _, Tracer as _, TracerProvider as _};
+        use troupe_actors::trace::{CallText, call_text, set_exporter_masks};
+
+        let recording = Recording::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(Counted {
+                inner: recording.clone(),
+                warned: Arc::new(std::sync::Once::new()),
+            })
+            .build();
+        set_exporter_masks(true);
+        let key = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD";
+        let arguments = call_text(
+            CallText::Arguments,
+            format!("{{\"command\": \"curl -H 'Authorization: Bearer {key}'\"}}"),
+            "terminal",
+        );
+        let result = call_text(
+            CallText::Result,
+            format!("OPENAI_API_KEY={key}"),
+            "terminal",
+        );
+        // The span carries the raw text: the masking is the exporter's.
+        assert!(arguments.value.as_str().contains(key));
+        let mut span = provider.tracer("test").start("execute_tool terminal");
+        span.set_attributes([
+            opentelemetry::KeyValue::new("gen_ai.tool.name", "terminal"),
+            arguments,
+            result,
+        ]);
+        span.end();
+        let exported = recording.0.lock().unwrap().clone();
+        assert_eq!(exported.len(), 1);
+        let attributes = &exported[0].attributes;
+        let text = |key: &str| {
+            attributes
+                .iter()
+                .find(|a| a.key.as_str() == key)
+                .map(|a| a.value.as_str().into_owned())
+        };
+        for attribute in attributes {
+            assert!(
+                !attribute.key.as_str().starts_with("troupe.raw."),
+                "{attribute:?}"
+            );
+            assert!(!attribute.value.as_str().contains(key), "{attribute:?}");
+        }
+        let arguments = text("troupe.call.arguments").unwrap();
+        assert!(
+            arguments.contains("curl -H 'Authorization: Bearer "),
+            "{arguments}"
+        );
+        assert!(
+            text("troupe.call.result")
+                .unwrap()
+                .starts_with("OPENAI_API_KEY=")
+        );
     }
 }

@@ -5,7 +5,7 @@
 //! receipts and what `process` shows from a background process's output go through [`redact`].
 
 use std::hash::{Hash, Hasher};
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use regex::{Captures, Regex};
 
@@ -112,7 +112,13 @@ fn looks_secret(value: &str) -> bool {
 
 /// `text` with every secret the patterns know masked.
 pub fn redact(text: &str) -> String {
-    let own = redact_own_secrets(text);
+    redact_with(text, &OwnSecrets::current())
+}
+
+/// [`redact`] with troupe's own secrets as read once in `own`, for masking many texts (a batch
+/// of spans) with one reading of the environment.
+pub fn redact_with(text: &str, own: &OwnSecrets) -> String {
+    let own = own.redact(text);
     let text = PRIVATE_KEY.replace_all(
         &own,
         "-----BEGIN ${1}PRIVATE KEY----- [private key redacted] -----END ${1}PRIVATE KEY-----",
@@ -170,7 +176,7 @@ const OWN_SECRET_MIN_CHARS: usize = 8;
 static REMEMBERED: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// The pattern for troupe's own secrets, with the fingerprint of the values it was built from.
-static OWN_PATTERN: Mutex<Option<(u64, Option<Regex>)>> = Mutex::new(None);
+static OWN_PATTERN: Mutex<Option<(u64, Option<Arc<Regex>>)>> = Mutex::new(None);
 
 /// Adds a secret troupe holds (a key read from a config file, say) to those [`redact`] masks
 /// in every encoding, like the secrets in troupe's environment.
@@ -200,22 +206,48 @@ fn own_secret_values() -> Vec<String> {
     values
 }
 
-/// Masks troupe's own secret values, plain or encoded.
-fn redact_own_secrets(text: &str) -> std::borrow::Cow<'_, str> {
-    let values = own_secret_values();
-    if values.is_empty() {
-        return text.into();
+/// troupe's own secret values, plain or encoded, as one reading of the environment found them.
+/// Cloning shares the compiled pattern.
+#[derive(Clone, Default)]
+pub struct OwnSecrets {
+    pattern: Option<Arc<Regex>>,
+}
+
+impl std::fmt::Debug for OwnSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the pattern: it spells the secrets out.
+        f.debug_struct("OwnSecrets")
+            .field("any", &self.pattern.is_some())
+            .finish()
     }
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    values.hash(&mut hasher);
-    let fingerprint = hasher.finish();
-    let mut cached = crate::sync::lock(&OWN_PATTERN);
-    if cached.as_ref().is_none_or(|(f, _)| *f != fingerprint) {
-        *cached = Some((fingerprint, own_secret_pattern(&values)));
+}
+
+impl OwnSecrets {
+    /// Reads the environment and the remembered secrets now; the pattern is rebuilt only when
+    /// the values changed since the last reading.
+    pub fn current() -> OwnSecrets {
+        let values = own_secret_values();
+        if values.is_empty() {
+            return OwnSecrets::default();
+        }
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        values.hash(&mut hasher);
+        let fingerprint = hasher.finish();
+        let mut cached = crate::sync::lock(&OWN_PATTERN);
+        if cached.as_ref().is_none_or(|(f, _)| *f != fingerprint) {
+            *cached = Some((fingerprint, own_secret_pattern(&values).map(Arc::new)));
+        }
+        OwnSecrets {
+            pattern: cached.as_ref().and_then(|(_, re)| re.clone()),
+        }
     }
-    match cached.as_ref().and_then(|(_, re)| re.as_ref()) {
-        Some(re) => std::borrow::Cow::Owned(re.replace_all(text, OWN_SECRET_MASK).into_owned()),
-        None => text.into(),
+
+    /// Masks these secrets in `text`, plain or encoded.
+    fn redact<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        match &self.pattern {
+            Some(re) => re.replace_all(text, OWN_SECRET_MASK),
+            None => text.into(),
+        }
     }
 }
 
@@ -372,6 +404,20 @@ mod tests {
         let stream = "eHlzay1zZWNyZXQtdmFsdWU="; // "xysk-secret-value"
         let core = base64_core(b"sk-secret-value", 2).unwrap_or_default();
         assert!(stream.contains(&core), "{core}");
+    }
+
+    #[test]
+    fn one_reading_of_own_secrets_masks_like_redact() {
+        let secret = "own-secret-for-the-reading-test-4242";
+        remember_secret(secret);
+        let own = OwnSecrets::current();
+        let text = format!("x {secret} y {}", url_encode(secret));
+        assert_eq!(redact_with(&text, &own), redact(&text));
+        assert_eq!(
+            redact_with(&text, &own),
+            format!("x {OWN_SECRET_MASK} y {OWN_SECRET_MASK}")
+        );
+        assert!(!format!("{own:?}").contains(secret));
     }
 
     #[test]
