@@ -186,6 +186,15 @@ macro_rules! board_methods {
             $run!(self, board, write, |t| ops::claim_next(t, &spec))
         }
 
+        fn claim_many<'a>(
+            &'a self,
+            board: &'a BoardSlug,
+            specs: &'a [ClaimSpec],
+        ) -> StoreFuture<'a, Vec<Claim>> {
+            let specs = specs.to_vec();
+            $run!(self, board, write, |t| ops::claim_many(t, &specs))
+        }
+
         fn claim_task(
             &self,
             board: &BoardSlug,

@@ -215,7 +215,7 @@ pub struct Reclaimed {
 /// | (new) | `ready` / `todo` / `triage` / `blocked` | [`Store::create_task`] (`ready` only when every parent is done or archived) |
 /// | `todo` | `ready` | [`Store::promote`], and at once when a parent completes or is archived or unlinked |
 /// | `scheduled` | `ready` / `todo` | [`Store::promote`] once the time has come |
-/// | `ready`, `review` | `running` | [`Store::claim_next`], [`Store::claim_task`] (a `ready` task with an open parent is sent back to `todo` with `claim_rejected`) |
+/// | `ready`, `review` | `running` | [`Store::claim_next`], [`Store::claim_many`], [`Store::claim_task`] (a `ready` task with an open parent is sent back to `todo` with `claim_rejected`) |
 /// | `running`, `ready`, `blocked`, `review` | `done` | [`Store::complete`] (parents must be done; promotes children) |
 /// | `running`, `ready` | `todo` / `blocked` / `triage` | [`Store::block`]: kind `dependency` goes to `todo`; the same kind twice in a row goes to `triage` |
 /// | `blocked`, `scheduled` | `ready` / `review` / `todo` | [`Store::unblock`] (`todo` while a parent is open) |
@@ -372,6 +372,32 @@ pub trait Store: Send + Sync + 'static {
     /// becomes `running`, a lease and a run are opened and `claimed` is recorded. `None` when
     /// nothing is ready.
     fn claim_next(&self, board: &BoardSlug, spec: &ClaimSpec) -> StoreFuture<'_, Option<Claim>>;
+    /// Claims up to one `ready` task per spec, in order, as [`Store::claim_next`] would one by
+    /// one; stops at the first spec that finds nothing. A dispatcher with several free slots
+    /// fills them this way. The built-in stores take them all in one transaction; this default
+    /// calls `claim_next` per spec, and reports an error only when it claimed nothing (claims
+    /// made before it are returned, so their tasks get a worker).
+    fn claim_many<'a>(
+        &'a self,
+        board: &'a BoardSlug,
+        specs: &'a [ClaimSpec],
+    ) -> StoreFuture<'a, Vec<Claim>> {
+        Box::pin(async move {
+            let mut claims = Vec::with_capacity(specs.len());
+            for spec in specs {
+                match self.claim_next(board, spec).await {
+                    Ok(Some(claim)) => claims.push(claim),
+                    Ok(None) => break,
+                    Err(error) if claims.is_empty() => return Err(error),
+                    Err(error) => {
+                        tracing::warn!(%board, %error, "a claim after others failed; keeping those made");
+                        break;
+                    }
+                }
+            }
+            Ok(claims)
+        })
+    }
     /// Claims one named task that is `ready` (or `review`, for a reviewer).
     fn claim_task(
         &self,

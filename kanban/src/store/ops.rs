@@ -747,6 +747,29 @@ pub(crate) async fn claim_next<B: Backend>(
     spec: &ClaimSpec,
 ) -> Result<Option<Claim>, B::Error> {
     ensure_live(b).await?;
+    next_ready(b, spec).await
+}
+
+/// Claims the best ready task for each spec in turn, all in this one transaction; stops at the
+/// first spec that finds nothing. One commit for many claims is what makes a dispatcher with
+/// many free slots fast; each claim is decided exactly as [`claim_next`] decides it.
+pub(crate) async fn claim_many<B: Backend>(
+    b: &B,
+    specs: &[ClaimSpec],
+) -> Result<Vec<Claim>, B::Error> {
+    ensure_live(b).await?;
+    let mut claims = Vec::with_capacity(specs.len());
+    for spec in specs {
+        match next_ready(b, spec).await? {
+            Some(claim) => claims.push(claim),
+            None => break,
+        }
+    }
+    Ok(claims)
+}
+
+/// [`claim_next`] on a board already known to be live.
+async fn next_ready<B: Backend>(b: &B, spec: &ClaimSpec) -> Result<Option<Claim>, B::Error> {
     if spec.assignees.as_ref().is_some_and(Vec::is_empty) {
         return Ok(None);
     }
