@@ -87,6 +87,15 @@ macro_rules! board_methods {
             $run!(self, board, read, |t| ops::links(t, &id))
         }
 
+        fn task_context<'a>(
+            &'a self,
+            board: &'a BoardSlug,
+            id: &'a TaskId,
+        ) -> StoreFuture<'a, TaskContext> {
+            let id = id.clone();
+            $run!(self, board, read, |t| ops::task_context(t, &id))
+        }
+
         fn board_links(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Link>> {
             $run!(self, board, read, |t| ops::board_links(t))
         }

@@ -101,6 +101,22 @@ pub struct Claim {
     pub run: Run,
 }
 
+/// Everything a worker's first message says about its task besides the task itself, read in one
+/// go by [`Store::task_context`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskContext {
+    /// The task's parents and children.
+    pub links: TaskLinks,
+    /// Each parent, in the order of `links.parents`, with its runs, oldest first.
+    pub parents: Vec<(Task, Vec<Run>)>,
+    /// The task's attachments (without their bytes).
+    pub attachments: Vec<Attachment>,
+    /// The task's runs, oldest first.
+    pub runs: Vec<Run>,
+    /// The task's comments, oldest first.
+    pub comments: Vec<Comment>,
+}
+
 /// How a task is completed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Completion {
@@ -319,6 +335,32 @@ pub trait Store: Send + Sync + 'static {
 
     // ---- comments, events, runs, attachments ----
 
+    /// A task's links, its parents with their runs, its attachments, runs and comments: what
+    /// a worker is first told. The built-in stores read it all in one transaction (one
+    /// consistent view, one trip to the database); this default asks for each part in turn.
+    fn task_context<'a>(
+        &'a self,
+        board: &'a BoardSlug,
+        id: &'a TaskId,
+    ) -> StoreFuture<'a, TaskContext> {
+        Box::pin(async move {
+            let links = self.links(board, id).await?;
+            let mut parents = Vec::with_capacity(links.parents.len());
+            for parent in &links.parents {
+                parents.push((
+                    self.task(board, parent).await?,
+                    self.runs(board, parent).await?,
+                ));
+            }
+            Ok(TaskContext {
+                parents,
+                attachments: self.attachments(board, id).await?,
+                runs: self.runs(board, id).await?,
+                comments: self.comments(board, id).await?,
+                links,
+            })
+        })
+    }
     /// Adds a comment.
     fn add_comment(
         &self,

@@ -15,7 +15,7 @@ use crate::store::backend::{Backend, FileRow, NewEvent, Pick, RunEnd, RunRow, Se
 use crate::store::rules;
 use crate::store::{
     BlockRequest, Claim, ClaimSpec, Completion, Created, Failure, FailureOutcome, Reclaimed,
-    StoreError, Transitioned,
+    StoreError, TaskContext, Transitioned,
 };
 
 fn non_empty(field: &'static str, value: &str, example: &str) -> Result<(), ModelError> {
@@ -527,6 +527,22 @@ pub(crate) async fn links<B: Backend>(b: &B, id: &TaskId) -> Result<TaskLinks, B
     Ok(TaskLinks {
         parents: b.linked(id, Side::Parents).await?,
         children: b.linked(id, Side::Children).await?,
+    })
+}
+
+/// What a worker is first told about its task, in this one transaction.
+pub(crate) async fn task_context<B: Backend>(b: &B, id: &TaskId) -> Result<TaskContext, B::Error> {
+    let links = links(b, id).await?;
+    let mut parents = Vec::with_capacity(links.parents.len());
+    for parent in &links.parents {
+        parents.push((task(b, parent).await?, b.task_runs(parent).await?));
+    }
+    Ok(TaskContext {
+        parents,
+        attachments: b.task_attachments(id).await?,
+        runs: b.task_runs(id).await?,
+        comments: b.task_comments(id).await?,
+        links,
     })
 }
 

@@ -27,7 +27,7 @@ use crate::store::postgres_tx::{
 };
 use crate::store::{
     BlockRequest, Claim, ClaimSpec, Completion, Created, Failure, FailureOutcome, Reclaimed, Store,
-    StoreError, StoreFuture, Transitioned,
+    StoreError, StoreFuture, TaskContext, Transitioned,
 };
 
 /// How a [`PostgresStore`] uses the server.

@@ -51,6 +51,7 @@ macro_rules! store_suite {
             links_refuse_self_cycles_and_other_boards,
             claims_open_a_lease_and_a_run,
             batched_claims_take_the_best_tasks_in_order,
+            task_context_is_what_its_parts_say,
             heartbeats_extend_only_the_holders_lease,
             blocks_go_to_blocked_todo_or_triage,
             archiving_ends_the_run_and_frees_children,
@@ -105,6 +106,7 @@ where
         links_refuse_self_cycles_and_other_boards,
         claims_open_a_lease_and_a_run,
         batched_claims_take_the_best_tasks_in_order,
+        task_context_is_what_its_parts_say,
         heartbeats_extend_only_the_holders_lease,
         blocks_go_to_blocked_todo_or_triage,
         archiving_ends_the_run_and_frees_children,
@@ -816,6 +818,69 @@ pub async fn batched_claims_take_the_best_tasks_in_order(b: &dyn SuiteBackend) {
     assert!(matches!(
         s.claim_many(&other, &[long_ttl()]).await,
         Err(StoreError::BoardArchived { .. })
+    ));
+}
+
+/// `task_context` gives what `links`, `task`, `runs`, `attachments` and `comments` give one by
+/// one; a task that does not exist is `TaskNotFound`.
+pub async fn task_context_is_what_its_parts_say(b: &dyn SuiteBackend) {
+    let s = b.open().await.unwrap();
+    let board = default_board();
+    let parent = new_task(&*s, "parent").await;
+    let claim = s.claim_next(&board, &long_ttl()).await.unwrap().unwrap();
+    s.complete(
+        &board,
+        &parent,
+        &Completion {
+            summary: Some("parent done".into()),
+            worker: Some(claim.lease.worker.clone()),
+            ..Completion::default()
+        },
+    )
+    .await
+    .unwrap();
+    let child = s
+        .create_task(&board, &NewTask::new("child").with_parent(parent.clone()))
+        .await
+        .unwrap()
+        .task
+        .id;
+    s.add_comment(&board, &child, "alice", "mind the edge cases")
+        .await
+        .unwrap();
+    let file = NewAttachment {
+        filename: "notes.txt".into(),
+        content_type: "text/plain".into(),
+        content: b"notes".to_vec(),
+        uploaded_by: None,
+    };
+    s.attach(&board, &child, &file).await.unwrap();
+    let claim = s.claim_next(&board, &long_ttl()).await.unwrap().unwrap();
+    assert_eq!(claim.task.id, child);
+
+    let context = s.task_context(&board, &child).await.unwrap();
+    assert_eq!(context.links, s.links(&board, &child).await.unwrap());
+    assert_eq!(context.links.parents, vec![parent.clone()]);
+    assert_eq!(
+        context.parents,
+        vec![(
+            s.task(&board, &parent).await.unwrap(),
+            s.runs(&board, &parent).await.unwrap()
+        )]
+    );
+    assert_eq!(
+        context.attachments,
+        s.attachments(&board, &child).await.unwrap()
+    );
+    assert_eq!(context.attachments.len(), 1);
+    assert_eq!(context.runs, s.runs(&board, &child).await.unwrap());
+    assert_eq!(context.runs.len(), 1);
+    assert_eq!(context.comments, s.comments(&board, &child).await.unwrap());
+    assert_eq!(context.comments.len(), 1);
+    let ghost = TaskId::parse("t_00000000").unwrap();
+    assert!(matches!(
+        s.task_context(&board, &ghost).await,
+        Err(StoreError::TaskNotFound { .. })
     ));
 }
 
