@@ -150,18 +150,17 @@ pub async fn build_worker_context(
     // Room for the sections, less a margin for their headings and left-out notes.
     let mut budget = TOTAL_CAP.saturating_sub(out.len() + footer.len() + 4 * 1024);
 
-    let links = store.links(board, &task.id).await?;
+    // One read for everything below: one consistent view, and one trip to the store.
+    let context = store.task_context(board, &task.id).await?;
     let mut parents = Section::new("\n## Results of the tasks this one waited for\n");
     let mut parents_budget = budget.min(PARENTS_CAP);
-    for parent_id in &links.parents {
-        let parent = store.task(board, parent_id).await?;
+    for (parent, runs) in &context.parents {
         let mut entry = format!(
             "\n### {} ({}): {}\n",
             parent.id,
             parent.status.as_str(),
             clip(&parent.title, FIELD_CAP)
         );
-        let runs = store.runs(board, parent_id).await?;
         let latest = runs
             .iter()
             .rev()
@@ -182,11 +181,11 @@ pub async fn build_worker_context(
     }
     budget = budget.saturating_sub(budget.min(PARENTS_CAP) - parents_budget);
 
-    let attachments = store.attachments(board, &task.id).await?;
+    let attachments = &context.attachments;
     let mut files = Section::new(
         "\n## Files attached to this task\nTheir bytes are kept on the board, not in your workspace; your tools cannot open them, so if one is essential, block with kanban_block and say which.\n",
     );
-    for file in &attachments {
+    for file in attachments {
         let entry = format!(
             "- {} ({}, {} bytes, attachment id {})\n",
             clip(&file.filename, FIELD_CAP),
@@ -198,7 +197,7 @@ pub async fn build_worker_context(
     }
 
     // Attempts and comments: the newest matter most, so they are offered newest first.
-    let runs = store.runs(board, &task.id).await?;
+    let runs = &context.runs;
     let prior: Vec<&Run> = runs.iter().filter(|r| r.ended_at.is_some()).collect();
     let mut attempts = Section::new("\n## Earlier attempts at this task\n");
     let skip = prior.len().saturating_sub(MAX_PRIOR_RUNS);
@@ -221,7 +220,7 @@ pub async fn build_worker_context(
     }
     attempts.entries.reverse();
 
-    let comments = store.comments(board, &task.id).await?;
+    let comments = &context.comments;
     let mut said = Section::new("\n## Comments (newest last)\n");
     let skip = comments.len().saturating_sub(MAX_COMMENTS);
     for comment in comments[skip..].iter().rev() {

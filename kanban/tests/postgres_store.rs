@@ -275,6 +275,79 @@ async fn listeners_wake_on_commits_from_other_stores() {
     assert_eq!(notice.board, board());
 }
 
+/// Every subscription to a board from one store and its clones shares one listening
+/// connection; each subscriber gets every notice; the connection goes once the last is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn subscribers_of_a_board_share_one_listening_connection() {
+    if !postgres_configured() {
+        return;
+    }
+    let b = fresh().await;
+    let store = b.store().await;
+    let clone = store.clone();
+    let mut first = store.subscribe(&board());
+    let mut second = clone.subscribe(&board());
+    let mut third = store.subscribe(&board());
+    let admin = test_cluster::connect(&admin_config()).await;
+    let listening = || async {
+        let row = admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 \
+                 AND query LIKE 'LISTEN %'",
+                &[&b.dbname],
+            )
+            .await
+            .unwrap();
+        row.get::<_, i64>(0)
+    };
+    // LISTEN may not be in place yet: keep writing until every subscriber has a notice.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut heard = [false; 3];
+    while heard.iter().any(|h| !h) {
+        assert!(Instant::now() < deadline, "not every subscriber was woken");
+        store
+            .create_task(&board(), &NewTask::new("wake up"))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        for (h, changes) in heard.iter_mut().zip([&mut first, &mut second, &mut third]) {
+            while changes.try_recv().is_some() {
+                *h = true;
+            }
+        }
+    }
+    assert_eq!(
+        listening().await,
+        1,
+        "one listening connection for the board"
+    );
+    drop((first, second, third));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while listening().await != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the listening connection outlived its subscribers"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A new subscriber after that gets a listener of its own again.
+    let mut again = store.subscribe(&board());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the new subscriber was never woken"
+        );
+        store
+            .create_task(&board(), &NewTask::new("again"))
+            .await
+            .unwrap();
+        if let Ok(Some(_)) = tokio::time::timeout(Duration::from_secs(1), again.recv()).await {
+            break;
+        }
+    }
+}
+
 /// Killing every connection of the database: calls fail only with transient errors, the pool
 /// reconnects, and the listener comes back with a "re-read the board" notice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

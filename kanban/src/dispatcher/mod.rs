@@ -5,8 +5,8 @@
 //! taken back), reclaims lapsed leases, promotes tasks whose parents are done, then claims ready
 //! tasks within the budgets and starts a worker per claim. Rounds run one at a time; a round is
 //! asked for by the tick, by a [`WakeSource`] (new events), by a worker ending, or by
-//! [`DispatcherHandle::dispatch_once`]. Claims go through [`Store::claim_next`] so dispatchers on
-//! several hosts take different tasks; a round stops at the first sign that the database is out
+//! [`DispatcherHandle::dispatch_once`]. Claims go through [`Store::claim_many`] (every free slot
+//! in one transaction) so dispatchers on several hosts take different tasks; a round stops at the first sign that the database is out
 //! of reach and automatic rounds then back off. Used by the `troupe kanban` CLI, the `Troupe` API
 //! and the HTTP API; it works against any [`Store`], in one process or many.
 //!

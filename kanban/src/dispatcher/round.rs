@@ -15,6 +15,10 @@ use crate::store::{Claim, ClaimSpec, Store, StoreError};
 
 use super::{ClaimedTask, DispatchReport, DispatcherConfig, EVENT_PAGE, RoundKind};
 
+/// Most claims one store call takes together: a bigger batch holds the board's write lock
+/// longer for little more gain.
+const CLAIM_BATCH: usize = 32;
+
 /// Event kinds after which a running worker no longer holds its task.
 pub(super) fn ends_a_run(kind: EventKind) -> bool {
     matches!(
@@ -242,10 +246,10 @@ fn runnable(
 /// Step 3 of a round: claims ready tasks within `budget` and the per-profile caps. Returns
 /// whether claimable work was left for a later round.
 ///
-/// The usual way is [`Store::claim_next`] with the profiles that still have a free slot, which
+/// The usual way is [`Store::claim_many`] with the profiles that still have a free slot, which
 /// lets dispatchers on several hosts take different tasks instead of racing for the same ones
-/// (PostgreSQL skips rows another claimer holds). Claiming by id is kept for what `claim_next`
-/// cannot say: a dry run, and a round where a task this dispatcher must leave alone (its old
+/// (PostgreSQL skips rows another claimer holds), and fills every free slot in one transaction.
+/// Claiming by id is kept for what `claim_many` cannot say: a dry run, and a round where a task this dispatcher must leave alone (its old
 /// worker is still stopping, or it is cooling down after a rate limit) is among the ready ones.
 async fn claim_ready(
     input: &RoundInput,
@@ -275,7 +279,7 @@ async fn claim_ready(
     }
 
     // Note what cannot run here, and give unassigned tasks to the default assignee so that
-    // `claim_next`, which filters by assignee, can see them.
+    // `claim_many`, which filters by assignee, can see them.
     let mut runnable_page: Vec<(TaskId, String)> = Vec::new();
     let mut to_assign = budget;
     for task in &ready {
@@ -322,43 +326,67 @@ async fn claim_ready(
         if open.is_empty() {
             break;
         }
-        let worker = WorkerId::local();
-        let spec = ClaimSpec::new(worker.clone())
-            .with_ttl(input.config.lease_ttl)
-            .with_assignees(open);
-        let claim = match store.claim_next(board, &spec).await {
-            Ok(Some(claim)) => claim,
-            Ok(None) => break,
+        // As many claims as can be made with this list of open profiles: each of them could
+        // take any one, so no capped profile may get more than it has room for.
+        let room = open
+            .iter()
+            .filter_map(|name| {
+                let used = per_assignee.get(name.as_str()).copied().unwrap_or(0);
+                input
+                    .config
+                    .cap_for(name)
+                    .map(|cap| cap.saturating_sub(used))
+            })
+            .min()
+            .unwrap_or(budget)
+            .min(budget)
+            .clamp(1, CLAIM_BATCH);
+        let specs: Vec<ClaimSpec> = (0..room)
+            .map(|_| {
+                ClaimSpec::new(WorkerId::local())
+                    .with_ttl(input.config.lease_ttl)
+                    .with_assignees(open.clone())
+            })
+            .collect();
+        let claims = match store.claim_many(board, &specs).await {
+            Ok(claims) => claims,
             Err(error) => {
                 note(output, "claiming the next ready task", error)?;
                 stopped_early = true;
                 break;
             }
         };
-        let profile = claim
-            .task
-            .assignee
-            .as_deref()
-            .and_then(|name| input.profiles.get(name))
-            .map(Arc::clone);
-        // A task whose old worker here is still ending (it became ready after the listing) is
-        // kept: the actor starts its new worker only once the old one has ended. One cooling
-        // down after a rate limit is handed back.
-        let Some(profile) = profile.filter(|_| !input.cooling.contains(&claim.task.id)) else {
-            crate::worker::release(store, board, &claim.task.id, &worker).await;
-            stopped_early = true;
+        let exhausted = claims.len() < specs.len();
+        for claim in claims {
+            let worker = claim.lease.worker.clone();
+            let profile = claim
+                .task
+                .assignee
+                .as_deref()
+                .and_then(|name| input.profiles.get(name))
+                .map(Arc::clone);
+            // A task whose old worker here is still ending (it became ready after the listing)
+            // is kept: the actor starts its new worker only once the old one has ended. One
+            // cooling down after a rate limit is handed back.
+            let Some(profile) = profile.filter(|_| !input.cooling.contains(&claim.task.id)) else {
+                crate::worker::release(store, board, &claim.task.id, &worker).await;
+                stopped_early = true;
+                continue;
+            };
+            output.report.claimed.push(ClaimedTask {
+                task_id: claim.task.id.clone(),
+                title: claim.task.title.clone(),
+                assignee: profile.name.clone(),
+                run_id: Some(claim.run.id),
+                worker: Some(worker.clone()),
+            });
+            *per_assignee.entry(profile.name.clone()).or_default() += 1;
+            budget -= 1;
+            output.claims.push((claim, profile, worker));
+        }
+        if exhausted || stopped_early {
             break;
-        };
-        output.report.claimed.push(ClaimedTask {
-            task_id: claim.task.id.clone(),
-            title: claim.task.title.clone(),
-            assignee: profile.name.clone(),
-            run_id: Some(claim.run.id),
-            worker: Some(worker.clone()),
-        });
-        *per_assignee.entry(profile.name.clone()).or_default() += 1;
-        budget -= 1;
-        output.claims.push((claim, profile, worker));
+        }
     }
     // What the page held that this round left for lack of a slot.
     let claimed: std::collections::HashSet<&TaskId> =

@@ -87,6 +87,15 @@ macro_rules! board_methods {
             $run!(self, board, read, |t| ops::links(t, &id))
         }
 
+        fn task_context<'a>(
+            &'a self,
+            board: &'a BoardSlug,
+            id: &'a TaskId,
+        ) -> StoreFuture<'a, TaskContext> {
+            let id = id.clone();
+            $run!(self, board, read, |t| ops::task_context(t, &id))
+        }
+
         fn board_links(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Link>> {
             $run!(self, board, read, |t| ops::board_links(t))
         }
@@ -184,6 +193,15 @@ macro_rules! board_methods {
         ) -> StoreFuture<'_, Option<Claim>> {
             let spec = spec.clone();
             $run!(self, board, write, |t| ops::claim_next(t, &spec))
+        }
+
+        fn claim_many<'a>(
+            &'a self,
+            board: &'a BoardSlug,
+            specs: &'a [ClaimSpec],
+        ) -> StoreFuture<'a, Vec<Claim>> {
+            let specs = specs.to_vec();
+            $run!(self, board, write, |t| ops::claim_many(t, &specs))
         }
 
         fn claim_task(

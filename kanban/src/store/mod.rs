@@ -101,6 +101,22 @@ pub struct Claim {
     pub run: Run,
 }
 
+/// Everything a worker's first message says about its task besides the task itself, read in one
+/// go by [`Store::task_context`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskContext {
+    /// The task's parents and children.
+    pub links: TaskLinks,
+    /// Each parent, in the order of `links.parents`, with its runs, oldest first.
+    pub parents: Vec<(Task, Vec<Run>)>,
+    /// The task's attachments (without their bytes).
+    pub attachments: Vec<Attachment>,
+    /// The task's runs, oldest first.
+    pub runs: Vec<Run>,
+    /// The task's comments, oldest first.
+    pub comments: Vec<Comment>,
+}
+
 /// How a task is completed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Completion {
@@ -215,7 +231,7 @@ pub struct Reclaimed {
 /// | (new) | `ready` / `todo` / `triage` / `blocked` | [`Store::create_task`] (`ready` only when every parent is done or archived) |
 /// | `todo` | `ready` | [`Store::promote`], and at once when a parent completes or is archived or unlinked |
 /// | `scheduled` | `ready` / `todo` | [`Store::promote`] once the time has come |
-/// | `ready`, `review` | `running` | [`Store::claim_next`], [`Store::claim_task`] (a `ready` task with an open parent is sent back to `todo` with `claim_rejected`) |
+/// | `ready`, `review` | `running` | [`Store::claim_next`], [`Store::claim_many`], [`Store::claim_task`] (a `ready` task with an open parent is sent back to `todo` with `claim_rejected`) |
 /// | `running`, `ready`, `blocked`, `review` | `done` | [`Store::complete`] (parents must be done; promotes children) |
 /// | `running`, `ready` | `todo` / `blocked` / `triage` | [`Store::block`]: kind `dependency` goes to `todo`; the same kind twice in a row goes to `triage` |
 /// | `blocked`, `scheduled` | `ready` / `review` / `todo` | [`Store::unblock`] (`todo` while a parent is open) |
@@ -319,6 +335,32 @@ pub trait Store: Send + Sync + 'static {
 
     // ---- comments, events, runs, attachments ----
 
+    /// A task's links, its parents with their runs, its attachments, runs and comments: what
+    /// a worker is first told. The built-in stores read it all in one transaction (one
+    /// consistent view, one trip to the database); this default asks for each part in turn.
+    fn task_context<'a>(
+        &'a self,
+        board: &'a BoardSlug,
+        id: &'a TaskId,
+    ) -> StoreFuture<'a, TaskContext> {
+        Box::pin(async move {
+            let links = self.links(board, id).await?;
+            let mut parents = Vec::with_capacity(links.parents.len());
+            for parent in &links.parents {
+                parents.push((
+                    self.task(board, parent).await?,
+                    self.runs(board, parent).await?,
+                ));
+            }
+            Ok(TaskContext {
+                parents,
+                attachments: self.attachments(board, id).await?,
+                runs: self.runs(board, id).await?,
+                comments: self.comments(board, id).await?,
+                links,
+            })
+        })
+    }
     /// Adds a comment.
     fn add_comment(
         &self,
@@ -372,6 +414,32 @@ pub trait Store: Send + Sync + 'static {
     /// becomes `running`, a lease and a run are opened and `claimed` is recorded. `None` when
     /// nothing is ready.
     fn claim_next(&self, board: &BoardSlug, spec: &ClaimSpec) -> StoreFuture<'_, Option<Claim>>;
+    /// Claims up to one `ready` task per spec, in order, as [`Store::claim_next`] would one by
+    /// one; stops at the first spec that finds nothing. A dispatcher with several free slots
+    /// fills them this way. The built-in stores take them all in one transaction; this default
+    /// calls `claim_next` per spec, and reports an error only when it claimed nothing (claims
+    /// made before it are returned, so their tasks get a worker).
+    fn claim_many<'a>(
+        &'a self,
+        board: &'a BoardSlug,
+        specs: &'a [ClaimSpec],
+    ) -> StoreFuture<'a, Vec<Claim>> {
+        Box::pin(async move {
+            let mut claims = Vec::with_capacity(specs.len());
+            for spec in specs {
+                match self.claim_next(board, spec).await {
+                    Ok(Some(claim)) => claims.push(claim),
+                    Ok(None) => break,
+                    Err(error) if claims.is_empty() => return Err(error),
+                    Err(error) => {
+                        tracing::warn!(%board, %error, "a claim after others failed; keeping those made");
+                        break;
+                    }
+                }
+            }
+            Ok(claims)
+        })
+    }
     /// Claims one named task that is `ready` (or `review`, for a reviewer).
     fn claim_task(
         &self,

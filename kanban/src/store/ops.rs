@@ -15,7 +15,7 @@ use crate::store::backend::{Backend, FileRow, NewEvent, Pick, RunEnd, RunRow, Se
 use crate::store::rules;
 use crate::store::{
     BlockRequest, Claim, ClaimSpec, Completion, Created, Failure, FailureOutcome, Reclaimed,
-    StoreError, Transitioned,
+    StoreError, TaskContext, Transitioned,
 };
 
 fn non_empty(field: &'static str, value: &str, example: &str) -> Result<(), ModelError> {
@@ -530,6 +530,22 @@ pub(crate) async fn links<B: Backend>(b: &B, id: &TaskId) -> Result<TaskLinks, B
     })
 }
 
+/// What a worker is first told about its task, in this one transaction.
+pub(crate) async fn task_context<B: Backend>(b: &B, id: &TaskId) -> Result<TaskContext, B::Error> {
+    let links = links(b, id).await?;
+    let mut parents = Vec::with_capacity(links.parents.len());
+    for parent in &links.parents {
+        parents.push((task(b, parent).await?, b.task_runs(parent).await?));
+    }
+    Ok(TaskContext {
+        parents,
+        attachments: b.task_attachments(id).await?,
+        runs: b.task_runs(id).await?,
+        comments: b.task_comments(id).await?,
+        links,
+    })
+}
+
 // ---- comments, events, runs, attachments ----
 
 pub(crate) async fn add_comment<B: Backend>(
@@ -747,6 +763,29 @@ pub(crate) async fn claim_next<B: Backend>(
     spec: &ClaimSpec,
 ) -> Result<Option<Claim>, B::Error> {
     ensure_live(b).await?;
+    next_ready(b, spec).await
+}
+
+/// Claims the best ready task for each spec in turn, all in this one transaction; stops at the
+/// first spec that finds nothing. One commit for many claims is what makes a dispatcher with
+/// many free slots fast; each claim is decided exactly as [`claim_next`] decides it.
+pub(crate) async fn claim_many<B: Backend>(
+    b: &B,
+    specs: &[ClaimSpec],
+) -> Result<Vec<Claim>, B::Error> {
+    ensure_live(b).await?;
+    let mut claims = Vec::with_capacity(specs.len());
+    for spec in specs {
+        match next_ready(b, spec).await? {
+            Some(claim) => claims.push(claim),
+            None => break,
+        }
+    }
+    Ok(claims)
+}
+
+/// [`claim_next`] on a board already known to be live.
+async fn next_ready<B: Backend>(b: &B, spec: &ClaimSpec) -> Result<Option<Claim>, B::Error> {
     if spec.assignees.as_ref().is_some_and(Vec::is_empty) {
         return Ok(None);
     }

@@ -5,10 +5,12 @@
 //! `postgres_tx.rs`). Claims lock their row with `FOR UPDATE SKIP LOCKED`; time comes from the
 //! database clock. [`PostgresStore::subscribe`] wakes idle dispatchers through `LISTEN`.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
-use tokio::sync::mpsc;
+use tokio::sync::broadcast;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use crate::domain::{
@@ -25,7 +27,7 @@ use crate::store::postgres_tx::{
 };
 use crate::store::{
     BlockRequest, Claim, ClaimSpec, Completion, Created, Failure, FailureOutcome, Reclaimed, Store,
-    StoreError, StoreFuture, Transitioned,
+    StoreError, StoreFuture, TaskContext, Transitioned,
 };
 
 /// How a [`PostgresStore`] uses the server.
@@ -47,7 +49,8 @@ impl Default for PostgresOptions {
     }
 }
 
-/// The PostgreSQL board store. Cheap to clone; clones share the pool.
+/// The PostgreSQL board store. Cheap to clone; clones share the pool and the listening
+/// connections.
 ///
 /// A connection that breaks is dropped from the pool and replaced on the next call; the call
 /// that saw it break fails with [`StoreError::Unavailable`], which is transient.
@@ -55,7 +58,16 @@ impl Default for PostgresOptions {
 pub struct PostgresStore {
     pool: Pool,
     config: tokio_postgres::Config,
+    listeners: Listeners,
 }
+
+/// Per board, the sender of the one listening connection every subscriber shares. A sender
+/// with no receiver left belongs to a listener that has stopped, or is stopping.
+type Listeners = Arc<Mutex<HashMap<BoardSlug, broadcast::Sender<BoardChanged>>>>;
+
+/// Notices a listener holds for a subscriber that has not read them; one further behind is
+/// told to re-read the board.
+const NOTICE_QUEUE: usize = 64;
 
 impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -76,29 +88,40 @@ pub struct BoardChanged {
     pub last_event_id: Option<EventId>,
 }
 
-/// "Board changed" notices for one board, from [`PostgresStore::subscribe`]. Dropping it stops
-/// the listening connection.
+/// "Board changed" notices for one board, from [`PostgresStore::subscribe`]. Every
+/// subscription to a board from one store (and its clones) shares one listening connection;
+/// dropping the last of them stops it.
 #[derive(Debug)]
 pub struct BoardChanges {
-    rx: mpsc::Receiver<BoardChanged>,
-    task: tokio::task::JoinHandle<()>,
+    rx: broadcast::Receiver<BoardChanged>,
+    board: BoardSlug,
 }
 
 impl BoardChanges {
     /// The next notice; `None` only once the listener has stopped for good.
     pub async fn recv(&mut self) -> Option<BoardChanged> {
-        self.rx.recv().await
+        match self.rx.recv().await {
+            Ok(notice) => Some(notice),
+            Err(broadcast::error::RecvError::Lagged(_)) => Some(self.reread()),
+            Err(broadcast::error::RecvError::Closed) => None,
+        }
     }
 
     /// A notice already waiting, without waiting for one.
     pub fn try_recv(&mut self) -> Option<BoardChanged> {
-        self.rx.try_recv().ok()
+        match self.rx.try_recv() {
+            Ok(notice) => Some(notice),
+            Err(broadcast::error::TryRecvError::Lagged(_)) => Some(self.reread()),
+            Err(_) => None,
+        }
     }
-}
 
-impl Drop for BoardChanges {
-    fn drop(&mut self) {
-        self.task.abort();
+    /// Notices were missed while this subscriber lagged: it must re-read the board.
+    fn reread(&self) -> BoardChanged {
+        BoardChanged {
+            board: self.board.clone(),
+            last_event_id: None,
+        }
     }
 }
 
@@ -156,7 +179,11 @@ impl PostgresStore {
                 board: BoardSlug::default_board(),
                 source: Box::new(e),
             })?;
-        let store = PostgresStore { pool, config };
+        let store = PostgresStore {
+            pool,
+            config,
+            listeners: Listeners::default(),
+        };
         let default = BoardSlug::default_board();
         {
             let mut client = store.client(&default).await?;
@@ -194,20 +221,43 @@ impl PostgresStore {
     /// Listens for changes on `board`: a notice arrives each time a transaction that wrote
     /// events on it commits, from any host. The listening connection reconnects with backoff
     /// on its own; after a reconnect a notice with no event id says "re-read the board".
+    ///
+    /// Subscriptions to one board share one listening connection, started by the first: a
+    /// process with many feeds and dispatchers on a board holds one, not one each.
     pub fn subscribe(&self, board: &BoardSlug) -> BoardChanges {
-        let (tx, rx) = mpsc::channel(64);
-        let task = tokio::spawn(listen(self.config.clone(), board.clone(), tx));
-        BoardChanges { rx, task }
+        let mut listeners = self
+            .listeners
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Receivers are only made under this lock, so a sender with none left stays without:
+        // its listener is stopping and a new one takes its place.
+        let rx = match listeners.get(board) {
+            Some(tx) if tx.receiver_count() > 0 => tx.subscribe(),
+            _ => {
+                let (tx, rx) = broadcast::channel(NOTICE_QUEUE);
+                tokio::spawn(listen(self.config.clone(), board.clone(), tx.clone()));
+                listeners.insert(board.clone(), tx);
+                rx
+            }
+        };
+        BoardChanges {
+            rx,
+            board: board.clone(),
+        }
     }
 }
 
 /// Keeps one connection LISTENing on the board's channel and forwards its notices.
-async fn listen(config: tokio_postgres::Config, board: BoardSlug, out: mpsc::Sender<BoardChanged>) {
+async fn listen(
+    config: tokio_postgres::Config,
+    board: BoardSlug,
+    out: broadcast::Sender<BoardChanged>,
+) {
     let channel = channel_name(&board);
     let mut backoff = Duration::from_millis(100);
     let mut reconnecting = false;
     loop {
-        if out.is_closed() {
+        if out.receiver_count() == 0 {
             return;
         }
         let (client, mut conn) = match config.connect(NoTls).await {
@@ -232,7 +282,7 @@ async fn listen(config: tokio_postgres::Config, board: BoardSlug, out: mpsc::Sen
                         listening = true;
                         backoff = Duration::from_millis(100);
                         if reconnecting {
-                            let _ = out.try_send(BoardChanged { board: board.clone(), last_event_id: None });
+                            let _ = out.send(BoardChanged { board: board.clone(), last_event_id: None });
                         }
                         tracing::debug!(board = %board, "kanban listener is listening");
                     }
@@ -244,8 +294,8 @@ async fn listen(config: tokio_postgres::Config, board: BoardSlug, out: mpsc::Sen
                 m = std::future::poll_fn(|cx| conn.poll_message(cx)) => match m {
                     Some(Ok(AsyncMessage::Notification(n))) => {
                         if let Some(notice) = parse_notice(n.payload(), &board) {
-                            // A full queue already holds a wake-up; dropping this one loses nothing.
-                            let _ = out.try_send(notice);
+                            // A subscriber too far behind is told to re-read instead.
+                            let _ = out.send(notice);
                         }
                     }
                     Some(Ok(_)) => {}

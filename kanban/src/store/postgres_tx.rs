@@ -195,23 +195,36 @@ pub(crate) struct PgTx<'a, 'b> {
     pub(crate) now: Timestamp,
     /// Events appended so far; numbered and written by [`PgTx::finish`].
     events: Mutex<Vec<PendingEvent>>,
+    /// The board row as read in this transaction, until a step writes it: every operation
+    /// asks for it at least twice (the board must exist, and be live), and each ask would be
+    /// a round trip.
+    board_row: Mutex<Option<Board>>,
 }
 
 impl<'a, 'b> PgTx<'a, 'b> {
     /// Starts an operation: reads the database clock.
+    /// Starts an operation: reads the database clock, and the board row with it (one round
+    /// trip for both).
     pub(crate) async fn open(tx: &'a Transaction<'b>, board: &'a BoardSlug) -> TxResult<Self> {
-        let row = tx
-            .query_one(
-                "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
-                &[],
-            )
+        let stmt = tx
+            .prepare_cached(&format!(
+                "SELECT {BOARD_COLS}, (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
+                 FROM (SELECT 1 AS one) AS clock LEFT JOIN kanban_boards ON slug = $1"
+            ))
             .await?;
-        let now = Timestamp(row.try_get(0)?);
+        let row = tx.query_one(&stmt, &[&board.as_str()]).await?;
+        let now = Timestamp(row.try_get(5)?);
+        let found: Option<&str> = row.try_get(0)?;
+        let board_row = match found {
+            Some(_) => Some(rows::board(&Reader { row: &row, board })?),
+            None => None,
+        };
         Ok(PgTx {
             tx,
             board,
             now,
             events: Mutex::new(Vec::new()),
+            board_row: Mutex::new(board_row),
         })
     }
 }
@@ -257,6 +270,12 @@ impl PgTx<'_, '_> {
         rows.iter().map(|r| decode(&self.reader(r))).collect()
     }
 
+    fn cached_board(&self) -> std::sync::MutexGuard<'_, Option<Board>> {
+        self.board_row
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn lock_events(&self) -> std::sync::MutexGuard<'_, Vec<PendingEvent>> {
         self.events
             .lock()
@@ -272,53 +291,43 @@ impl PgTx<'_, '_> {
             return Ok(());
         }
         let n = i64::try_from(pending.len()).unwrap_or(i64::MAX);
-        let row = self
-            .row(
-                "UPDATE kanban_boards SET last_event_id = last_event_id + $2 WHERE slug = $1 \
-                 RETURNING last_event_id",
-                &[&self.board.as_str(), &n],
-            )
-            .await?
-            .ok_or_else(|| StoreError::BoardNotFound {
-                slug: self.board.clone(),
-            })?;
-        let last: i64 = self.reader(&row).get(0)?;
-        let first = last - n + 1;
-        let mut ids = Vec::with_capacity(pending.len());
         let mut tasks = Vec::with_capacity(pending.len());
         let mut runs = Vec::with_capacity(pending.len());
         let mut kinds = Vec::with_capacity(pending.len());
         let mut payloads = Vec::with_capacity(pending.len());
-        for (i, e) in pending.into_iter().enumerate() {
-            ids.push(first + i64::try_from(i).unwrap_or(0));
+        for e in pending {
             tasks.push(e.task);
             runs.push(e.run);
             kinds.push(e.kind);
             payloads.push(e.payload);
         }
-        // One round trip for every event of the operation.
-        self.exec(
-            "INSERT INTO kanban_task_events (board, id, task_id, run_id, kind, payload, created_at) \
-             SELECT $1, * , $7 FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[], \
-             $6::text[])",
+        // One round trip for the whole step: take the ids from the board row (locking it until
+        // commit), write every event numbered in order, and queue the notice, which listeners
+        // get only if and when the transaction commits.
+        self.row(
+            "WITH ids AS (UPDATE kanban_boards SET last_event_id = last_event_id + $2 \
+             WHERE slug = $1 RETURNING last_event_id), \
+             written AS (INSERT INTO kanban_task_events \
+             (board, id, task_id, run_id, kind, payload, created_at) \
+             SELECT $1, ids.last_event_id - $2 + e.n, e.task_id, e.run_id, e.kind, e.payload, $7 \
+             FROM ids, unnest($3::text[], $4::bigint[], $5::text[], $6::text[]) \
+             WITH ORDINALITY AS e(task_id, run_id, kind, payload, n)) \
+             SELECT last_event_id, pg_notify($8, $1 || ':' || last_event_id) FROM ids",
             &[
                 &self.board.as_str(),
-                &ids,
+                &n,
                 &tasks,
                 &runs,
                 &kinds,
                 &payloads,
                 &self.now.0,
+                &channel_name(self.board),
             ],
         )
-        .await?;
-        // Delivered to listeners only if and when the transaction commits.
-        let notice = format!("{}:{last}", self.board.as_str());
-        self.exec(
-            "SELECT pg_notify($1, $2)",
-            &[&channel_name(self.board), &notice],
-        )
-        .await?;
+        .await?
+        .ok_or_else(|| StoreError::BoardNotFound {
+            slug: self.board.clone(),
+        })?;
         Ok(())
     }
 
@@ -331,6 +340,7 @@ impl PgTx<'_, '_> {
             }
             .into());
         }
+        self.cached_board().take();
         let slug = self.board.as_str();
         for table in [
             "kanban_task_attachments",
@@ -383,6 +393,9 @@ impl Backend for PgTx<'_, '_> {
     // ---- reads ----
 
     async fn board_row(&self) -> TxResult<Board> {
+        if let Some(board) = self.cached_board().clone() {
+            return Ok(board);
+        }
         let row = self
             .row(
                 &format!("SELECT {BOARD_COLS} FROM kanban_boards WHERE slug = $1"),
@@ -392,7 +405,9 @@ impl Backend for PgTx<'_, '_> {
             .ok_or_else(|| StoreError::BoardNotFound {
                 slug: self.board.clone(),
             })?;
-        rows::board(&self.reader(&row))
+        let board = rows::board(&self.reader(&row))?;
+        *self.cached_board() = Some(board.clone());
+        Ok(board)
     }
 
     async fn try_task(&self, id: &TaskId) -> TxResult<Option<Task>> {
@@ -671,6 +686,7 @@ impl Backend for PgTx<'_, '_> {
     // ---- writes ----
 
     async fn insert_board(&self, name: &str, description: &str) -> TxResult<bool> {
+        self.cached_board().take();
         let inserted = self
             .exec(
                 "INSERT INTO kanban_boards (slug, name, description, created_at) \
@@ -682,6 +698,7 @@ impl Backend for PgTx<'_, '_> {
     }
 
     async fn mark_board_archived(&self) -> TxResult<()> {
+        self.cached_board().take();
         self.exec(
             "UPDATE kanban_boards SET archived_at = $2 WHERE slug = $1",
             &[&self.board.as_str(), &self.now.0],

@@ -25,7 +25,7 @@ use crate::store::sqlite_schema::{self, MigrateOutcome};
 use crate::store::sqlite_tx::{Tx, TxResult, db_error};
 use crate::store::{
     BlockRequest, Claim, ClaimSpec, Completion, Created, Failure, FailureOutcome, Reclaimed, Store,
-    StoreError, StoreFuture, Transitioned,
+    StoreError, StoreFuture, TaskContext, Transitioned,
 };
 
 /// File name of a board's database inside its directory.

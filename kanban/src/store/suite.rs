@@ -50,6 +50,8 @@ macro_rules! store_suite {
             completing_parents_promotes_children,
             links_refuse_self_cycles_and_other_boards,
             claims_open_a_lease_and_a_run,
+            batched_claims_take_the_best_tasks_in_order,
+            task_context_is_what_its_parts_say,
             heartbeats_extend_only_the_holders_lease,
             blocks_go_to_blocked_todo_or_triage,
             archiving_ends_the_run_and_frees_children,
@@ -103,6 +105,8 @@ where
         completing_parents_promotes_children,
         links_refuse_self_cycles_and_other_boards,
         claims_open_a_lease_and_a_run,
+        batched_claims_take_the_best_tasks_in_order,
+        task_context_is_what_its_parts_say,
         heartbeats_extend_only_the_holders_lease,
         blocks_go_to_blocked_todo_or_triage,
         archiving_ends_the_run_and_frees_children,
@@ -683,6 +687,201 @@ pub async fn claims_open_a_lease_and_a_run(b: &dyn SuiteBackend) {
     );
     assert!(s.claim_next(&board, &spec).await.unwrap().is_none());
     assert_consistent(&*s, &board).await;
+}
+
+/// `claim_many` takes one task per spec, best first, each exactly as `claim_next` would (its
+/// own worker, lease, run and `claimed` event); it stops when nothing is left, honours the
+/// assignee filter, takes nothing for no specs, and is refused on an archived board. Batches
+/// racing on two handles never take a task twice.
+pub async fn batched_claims_take_the_best_tasks_in_order(b: &dyn SuiteBackend) {
+    let s = b.open().await.unwrap();
+    let board = default_board();
+    let low = new_task(&*s, "low").await;
+    let high = s
+        .create_task(&board, &NewTask::new("high").with_priority(5))
+        .await
+        .unwrap()
+        .task
+        .id;
+    let mine = s
+        .create_task(
+            &board,
+            &NewTask::new("for-coder")
+                .with_assignee("coder")
+                .with_priority(-1),
+        )
+        .await
+        .unwrap()
+        .task
+        .id;
+    s.create_task(
+        &board,
+        &NewTask::new("triaged").with_initial(InitialStatus::Triage),
+    )
+    .await
+    .unwrap();
+    let last = s
+        .create_task(&board, &NewTask::new("last").with_priority(-2))
+        .await
+        .unwrap()
+        .task
+        .id;
+    assert!(s.claim_many(&board, &[]).await.unwrap().is_empty());
+
+    let coder = [
+        long_ttl().with_assignees(vec!["coder".into()]),
+        long_ttl().with_assignees(vec!["coder".into()]),
+    ];
+    let claims = s.claim_many(&board, &coder).await.unwrap();
+    assert_eq!(
+        claims.len(),
+        1,
+        "one coder task, then nothing for the second spec"
+    );
+    assert_eq!(claims[0].task.id, mine);
+    assert_eq!(claims[0].lease.worker, coder[0].worker);
+
+    let specs = [long_ttl(), long_ttl(), long_ttl(), long_ttl()];
+    let claims = s.claim_many(&board, &specs).await.unwrap();
+    let ids: Vec<&TaskId> = claims.iter().map(|c| &c.task.id).collect();
+    assert_eq!(ids.len(), 3, "three ready tasks were left: {ids:?}");
+    // Best first, by priority.
+    assert_eq!(ids[0], &high);
+    assert_eq!(ids[1], &low);
+    assert_eq!(ids[2], &last);
+    let runs: HashSet<RunId> = claims.iter().map(|c| c.run.id).collect();
+    assert_eq!(runs.len(), 3, "each claim opens its own run");
+    for (claim, spec) in claims.iter().zip(&specs) {
+        assert_eq!(claim.task.status, TaskStatus::Running);
+        assert_eq!(claim.lease.worker, spec.worker);
+        assert_eq!(claim.task.lease.as_ref(), Some(&claim.lease));
+        assert_eq!(claim.run.worker.as_ref(), Some(&spec.worker));
+        let claimed: Vec<_> = s
+            .task_events(&board, &claim.task.id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.kind == EventKind::Claimed)
+            .collect();
+        assert_eq!(claimed.len(), 1);
+        assert_eq!(claimed[0].run_id, Some(claim.run.id));
+    }
+    assert!(s.claim_many(&board, &specs).await.unwrap().is_empty());
+    assert_eq!(
+        s.stats(&board).await.unwrap().count(TaskStatus::Triage),
+        1,
+        "a task in triage is never claimed"
+    );
+    assert_consistent(&*s, &board).await;
+
+    // Batches racing from two handles.
+    const TASKS: usize = 90;
+    let other = BoardSlug::parse("batches").unwrap();
+    s.create_board(&NewBoard::new(other.clone())).await.unwrap();
+    for i in 0..TASKS {
+        s.create_task(&other, &NewTask::new(format!("job {i}")))
+            .await
+            .unwrap();
+    }
+    let second = b.open().await.unwrap();
+    let mut claimers = tokio::task::JoinSet::new();
+    for n in 0..4 {
+        let store = if n % 2 == 0 {
+            Arc::clone(&s)
+        } else {
+            Arc::clone(&second)
+        };
+        let board = other.clone();
+        claimers.spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let specs: Vec<ClaimSpec> = (0..7).map(|_| long_ttl()).collect();
+                match store.claim_many(&board, &specs).await {
+                    Ok(claims) if claims.is_empty() => return mine,
+                    Ok(claims) => mine.extend(claims.into_iter().map(|c| c.task.id)),
+                    Err(e) if e.is_transient() => tokio::task::yield_now().await,
+                    Err(e) => panic!("batch claim failed: {e}"),
+                }
+            }
+        });
+    }
+    let mut claimed = Vec::new();
+    while let Some(part) = claimers.join_next().await {
+        claimed.extend(part.unwrap());
+    }
+    let unique: HashSet<_> = claimed.iter().cloned().collect();
+    assert_eq!(claimed.len(), TASKS, "every task claimed once, none twice");
+    assert_eq!(unique.len(), TASKS);
+    assert_consistent(&*second, &other).await;
+
+    s.archive_board(&other).await.unwrap();
+    assert!(matches!(
+        s.claim_many(&other, &[long_ttl()]).await,
+        Err(StoreError::BoardArchived { .. })
+    ));
+}
+
+/// `task_context` gives what `links`, `task`, `runs`, `attachments` and `comments` give one by
+/// one; a task that does not exist is `TaskNotFound`.
+pub async fn task_context_is_what_its_parts_say(b: &dyn SuiteBackend) {
+    let s = b.open().await.unwrap();
+    let board = default_board();
+    let parent = new_task(&*s, "parent").await;
+    let claim = s.claim_next(&board, &long_ttl()).await.unwrap().unwrap();
+    s.complete(
+        &board,
+        &parent,
+        &Completion {
+            summary: Some("parent done".into()),
+            worker: Some(claim.lease.worker.clone()),
+            ..Completion::default()
+        },
+    )
+    .await
+    .unwrap();
+    let child = s
+        .create_task(&board, &NewTask::new("child").with_parent(parent.clone()))
+        .await
+        .unwrap()
+        .task
+        .id;
+    s.add_comment(&board, &child, "alice", "mind the edge cases")
+        .await
+        .unwrap();
+    let file = NewAttachment {
+        filename: "notes.txt".into(),
+        content_type: "text/plain".into(),
+        content: b"notes".to_vec(),
+        uploaded_by: None,
+    };
+    s.attach(&board, &child, &file).await.unwrap();
+    let claim = s.claim_next(&board, &long_ttl()).await.unwrap().unwrap();
+    assert_eq!(claim.task.id, child);
+
+    let context = s.task_context(&board, &child).await.unwrap();
+    assert_eq!(context.links, s.links(&board, &child).await.unwrap());
+    assert_eq!(context.links.parents, vec![parent.clone()]);
+    assert_eq!(
+        context.parents,
+        vec![(
+            s.task(&board, &parent).await.unwrap(),
+            s.runs(&board, &parent).await.unwrap()
+        )]
+    );
+    assert_eq!(
+        context.attachments,
+        s.attachments(&board, &child).await.unwrap()
+    );
+    assert_eq!(context.attachments.len(), 1);
+    assert_eq!(context.runs, s.runs(&board, &child).await.unwrap());
+    assert_eq!(context.runs.len(), 1);
+    assert_eq!(context.comments, s.comments(&board, &child).await.unwrap());
+    assert_eq!(context.comments.len(), 1);
+    let ghost = TaskId::parse("t_00000000").unwrap();
+    assert!(matches!(
+        s.task_context(&board, &ghost).await,
+        Err(StoreError::TaskNotFound { .. })
+    ));
 }
 
 /// A heartbeat moves the expiry forward for the holder only.
