@@ -17,11 +17,10 @@ use std::time::{Duration, Instant};
 use actix::Actor;
 use axum::body::Bytes;
 use axum::extract::State;
-use futures::future::BoxFuture;
 use opentelemetry::trace::SpanKind;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 use tokio_util::sync::CancellationToken;
 use troupe::observability::{self, ObservabilitySettings};
 use troupe_actors::batch_planner::Planners;
@@ -31,19 +30,7 @@ use troupe_actors::hooks::HookRegistry;
 use troupe_actors::supervisor::{ApprovalConfig, DefaultRules, Supervisor};
 use troupe_actors::tool_runner::{BatchContext, RunnerLimits, ToolRunner};
 use troupe_actors::trace::TraceSpan;
-use troupe_tools::{CallContext, Registry, ToolDef, ToolHandler, ToolHints, ToolResult};
-
-struct Noop;
-
-impl ToolHandler for Noop {
-    fn call(
-        &self,
-        _arguments: Map<String, Value>,
-        _ctx: CallContext,
-    ) -> BoxFuture<'static, ToolResult> {
-        Box::pin(async { ToolResult::text("ok") })
-    }
-}
+use troupe_tools::{Registry, ToolDef, ToolHints, ToolResult};
 
 fn registry() -> Arc<Registry> {
     Registry::with_tools([
@@ -53,7 +40,7 @@ fn registry() -> Arc<Registry> {
                 read_only: true,
                 ..ToolHints::default()
             })
-            .with_handler(Arc::new(Noop)),
+            .with_fn(|_, _| Box::pin(async { ToolResult::text("ok") })),
     ])
 }
 
