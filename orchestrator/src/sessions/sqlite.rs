@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::mpsc;
 
+use crossbeam::channel::{Receiver, SendError, Sender};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, params};
 use troupe_actors::journal::CallPhase;
 use troupe_actors::model::ChatMessage;
@@ -74,7 +74,8 @@ CREATE VIRTUAL TABLE IF NOT EXISTS session_text USING fts5(
 #[derive(Debug)]
 pub struct SqliteSessions {
     path: PathBuf,
-    writer: Mutex<mpsc::Sender<Write>>,
+    /// To the writer thread; every session actor sends its steps here without a lock.
+    writer: Sender<Write>,
     reader: Mutex<Connection>,
 }
 
@@ -106,7 +107,7 @@ impl SqliteSessions {
             .map_err(|e| error(&e))?;
         tx.commit().map_err(|e| error(&e))?;
         let writer = connect(path).map_err(|e| error(&e))?;
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = crossbeam::channel::unbounded();
         let shown = path.display().to_string();
         std::thread::Builder::new()
             .name("troupe-sessions".into())
@@ -114,7 +115,7 @@ impl SqliteSessions {
             .map_err(|e| error(&e))?;
         Ok(SqliteSessions {
             path: path.to_path_buf(),
-            writer: Mutex::new(tx),
+            writer: tx,
             reader: Mutex::new(conn),
         })
     }
@@ -124,7 +125,7 @@ impl SqliteSessions {
     }
 
     pub(super) fn write(&self, write: Write) {
-        if let Err(mpsc::SendError(write)) = lock(&self.writer).send(write) {
+        if let Err(SendError(write)) = self.writer.send(write) {
             tracing::error!(store = %self.path.display(), "the session writer has stopped; this step is not stored");
             write.undeliverable();
         }
@@ -436,7 +437,7 @@ fn connect(path: &Path) -> rusqlite::Result<Connection> {
 
 /// The writer thread: takes what is queued, commits it as one transaction, then tells those
 /// waiting. Ends when the store is dropped.
-fn write_loop(mut conn: Connection, rx: mpsc::Receiver<Write>, shown: &str) {
+fn write_loop(mut conn: Connection, rx: Receiver<Write>, shown: &str) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
