@@ -3,14 +3,17 @@
 //! Layout: `<root>/boards/<slug>/kanban.db`. Each file runs in WAL mode; every write is one
 //! `BEGIN IMMEDIATE` transaction holding the change and its events (see `sqlite_tx.rs`), so
 //! several handles or processes on the same root never both claim a task. rusqlite is
-//! synchronous, so every call runs on tokio's blocking pool, never on an executor thread.
+//! synchronous, so no call runs on an executor thread: a board's transactions go to that
+//! board's own thread, everything else to tokio's blocking pool.
 
-use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use troupe_tools::sync::lock;
 
+use crossbeam::channel::{Receiver, SendError, Sender};
+use dashmap::DashMap;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::domain::{
@@ -30,6 +33,9 @@ use crate::store::{
 
 /// File name of a board's database inside its directory.
 const DB_FILE: &str = "kanban.db";
+
+/// One transaction (or a few) to run on a board's thread.
+type Job = Box<dyn FnOnce() + Send>;
 
 /// How a [`SqliteStore`] treats its files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +81,11 @@ struct Inner {
     opts: SqliteOptions,
     /// One connection per board; the mutex serializes this handle's use of it (SQLite allows
     /// one writer at a time anyway).
-    conns: Mutex<HashMap<BoardSlug, Arc<Mutex<Connection>>>>,
+    conns: DashMap<BoardSlug, Arc<Mutex<Connection>>>,
+    /// The queue of each board's thread. A board's transactions run one at a time anyway (its
+    /// connection is one writer); one thread that stays awake while work is queued costs far
+    /// less than waking a pool thread per call only to have it wait for the connection.
+    threads: DashMap<BoardSlug, Sender<Job>>,
 }
 
 impl SqliteStore {
@@ -93,7 +103,8 @@ impl SqliteStore {
             inner: Arc::new(Inner {
                 root: root.into(),
                 opts,
-                conns: Mutex::new(HashMap::new()),
+                conns: DashMap::new(),
+                threads: DashMap::new(),
             }),
         };
         store
@@ -169,6 +180,45 @@ impl SqliteStore {
         }
     }
 
+    /// Runs `f` on `board`'s thread (inline when there is no tokio runtime, like
+    /// [`SqliteStore::blocking`]). Dropping the returned future does not stop `f`.
+    async fn on_board<T, F>(&self, board: BoardSlug, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Inner) -> Result<T, StoreError> + Send + 'static,
+    {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return f(&self.inner);
+        }
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let inner = Arc::clone(&self.inner);
+        let mut job: Job = Box::new(move || {
+            let _ = answer.send(f(&inner));
+        });
+        // A queue whose thread is gone (it cannot be, short of an abort) gets a new thread.
+        for _ in 0..2 {
+            let queue = self.inner.board_thread(&board)?;
+            match queue.send(job) {
+                Ok(()) => {
+                    return answered.await.map_err(|_| {
+                        StoreError::WorkerGone(format!(
+                            "a transaction on board {board} ended without an answer (it panicked; see the log)"
+                        ))
+                    })?;
+                }
+                Err(SendError(back)) => {
+                    self.inner
+                        .threads
+                        .remove_if(&board, |_, q| q.same_channel(&queue));
+                    job = back;
+                }
+            }
+        }
+        Err(StoreError::WorkerGone(format!(
+            "no thread would take work for board {board}"
+        )))
+    }
+
     /// A write on `board`, as one immediate transaction.
     fn write<T, F>(&self, board: &BoardSlug, f: F) -> StoreFuture<'_, T>
     where
@@ -176,9 +226,9 @@ impl SqliteStore {
         F: FnOnce(&Tx<'_>) -> TxResult<T> + Send + 'static,
     {
         let board = board.clone();
-        Box::pin(
-            self.blocking(move |inner| inner.transact(&board, TransactionBehavior::Immediate, f)),
-        )
+        Box::pin(self.on_board(board.clone(), move |inner| {
+            inner.transact(&board, TransactionBehavior::Immediate, f)
+        }))
     }
 
     /// A read on `board`, in one snapshot.
@@ -188,9 +238,9 @@ impl SqliteStore {
         F: FnOnce(&Tx<'_>) -> TxResult<T> + Send + 'static,
     {
         let board = board.clone();
-        Box::pin(
-            self.blocking(move |inner| inner.transact(&board, TransactionBehavior::Deferred, f)),
-        )
+        Box::pin(self.on_board(board.clone(), move |inner| {
+            inner.transact(&board, TransactionBehavior::Deferred, f)
+        }))
     }
 
     /// A write that names other tasks (links, parents): a task missing here but present on
@@ -201,7 +251,7 @@ impl SqliteStore {
         F: FnOnce(&Tx<'_>) -> TxResult<T> + Send + 'static,
     {
         let board = board.clone();
-        Box::pin(self.blocking(move |inner| {
+        Box::pin(self.on_board(board.clone(), move |inner| {
             match inner.transact(&board, TransactionBehavior::Immediate, f) {
                 Err(StoreError::TaskNotFound { board, id }) => {
                     match inner.find_task_board(&id, &board) {
@@ -250,6 +300,16 @@ impl SqliteStore {
     }
 }
 
+/// A board thread's loop: jobs in the order they came, until the board is deleted or every
+/// handle of the store is gone (and what was queued has run). A thread lives as long as the
+/// board's connection does, which this handle also keeps.
+fn run_jobs(jobs: &Receiver<Job>) {
+    while let Ok(job) = jobs.recv() {
+        // A job that panics loses only its own answer (its caller sees the thread gone).
+        drop(std::panic::catch_unwind(AssertUnwindSafe(job)));
+    }
+}
+
 fn io_error(path: &Path, source: std::io::Error) -> StoreError {
     StoreError::Io {
         path: path.display().to_string(),
@@ -266,14 +326,21 @@ impl Inner {
     /// `create`, a board whose file does not exist is `BoardNotFound`.
     fn conn(&self, slug: &BoardSlug, create: bool) -> Result<Arc<Mutex<Connection>>, StoreError> {
         let path = self.board_dir(slug).join(DB_FILE);
-        let mut conns = lock(&self.conns);
-        if let Some(c) = conns.get(slug) {
+        // The common case reads one shard of the map; handles to other boards are not held up.
+        let cached = self.conns.get(slug).map(|c| Arc::clone(c.value()));
+        if let Some(c) = cached {
             // A board deleted through another handle must not live on in this one's cache.
             if path.exists() {
-                return Ok(Arc::clone(c));
+                return Ok(c);
             }
-            conns.remove(slug);
+            self.conns.remove(slug);
         }
+        // First use: the entry holds its shard while the file is opened, so two callers do not
+        // both open (and migrate) the same board.
+        let entry = match self.conns.entry(slug.clone()) {
+            dashmap::Entry::Occupied(found) => return Ok(Arc::clone(found.get())),
+            dashmap::Entry::Vacant(vacant) => vacant,
+        };
         if !create && !path.exists() {
             return Err(StoreError::BoardNotFound { slug: slug.clone() });
         }
@@ -294,9 +361,30 @@ impl Inner {
                 });
             }
         };
-        let conn = Arc::new(Mutex::new(conn));
-        conns.insert(slug.clone(), Arc::clone(&conn));
-        Ok(conn)
+        Ok(Arc::clone(entry.insert(Arc::new(Mutex::new(conn))).value()))
+    }
+
+    /// The queue of `board`'s thread, started on first use.
+    fn board_thread(&self, board: &BoardSlug) -> Result<Sender<Job>, StoreError> {
+        if let Some(queue) = self.threads.get(board) {
+            return Ok(queue.value().clone());
+        }
+        match self.threads.entry(board.clone()) {
+            dashmap::Entry::Occupied(found) => Ok(found.get().clone()),
+            dashmap::Entry::Vacant(vacant) => {
+                let (queue, jobs) = crossbeam::channel::unbounded();
+                std::thread::Builder::new()
+                    .name("troupe-board".into())
+                    .spawn(move || run_jobs(&jobs))
+                    .map_err(|e| {
+                        StoreError::WorkerGone(format!(
+                            "could not start a thread for board {board}: {e}"
+                        ))
+                    })?;
+                vacant.insert(queue.clone());
+                Ok(queue)
+            }
+        }
     }
 
     /// Opens and prepares one connection; the inner `Err` is a too-new schema version.
@@ -456,7 +544,8 @@ impl Store for SqliteStore {
             if board.archived_at.is_none() {
                 return Err(StoreError::BoardNotArchived { slug });
             }
-            lock(&inner.conns).remove(&slug);
+            inner.conns.remove(&slug);
+            inner.threads.remove(&slug);
             let dir = inner.board_dir(&slug);
             std::fs::remove_dir_all(&dir).map_err(|source| io_error(&dir, source))?;
             tracing::info!(board = %slug, "board deleted");
