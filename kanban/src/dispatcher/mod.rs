@@ -303,6 +303,19 @@ pub struct ClaimedTask {
     pub worker: Option<WorkerId>,
 }
 
+impl ClaimedTask {
+    /// A claim this round made for `assignee`'s worker.
+    pub(crate) fn made(claim: &Claim, assignee: &str, worker: &WorkerId) -> ClaimedTask {
+        ClaimedTask {
+            task_id: claim.task.id.clone(),
+            title: claim.task.title.clone(),
+            assignee: assignee.to_string(),
+            run_id: Some(claim.run.id),
+            worker: Some(worker.clone()),
+        }
+    }
+}
+
 /// What one round did (or, in a dry run, would do).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct DispatchReport {

@@ -373,13 +373,10 @@ async fn claim_ready(
                 stopped_early = true;
                 continue;
             };
-            output.report.claimed.push(ClaimedTask {
-                task_id: claim.task.id.clone(),
-                title: claim.task.title.clone(),
-                assignee: profile.name.clone(),
-                run_id: Some(claim.run.id),
-                worker: Some(worker.clone()),
-            });
+            output
+                .report
+                .claimed
+                .push(ClaimedTask::made(&claim, &profile.name, &worker));
             *per_assignee.entry(profile.name.clone()).or_default() += 1;
             budget -= 1;
             output.claims.push((claim, profile, worker));
@@ -451,13 +448,10 @@ async fn claim_by_id(
         } else {
             match claim_one(store, board, &task, &profile, &input.config).await {
                 Ok(Some((claim, worker))) => {
-                    output.report.claimed.push(ClaimedTask {
-                        task_id: claim.task.id.clone(),
-                        title: claim.task.title.clone(),
-                        assignee: profile.name.clone(),
-                        run_id: Some(claim.run.id),
-                        worker: Some(worker.clone()),
-                    });
+                    output
+                        .report
+                        .claimed
+                        .push(ClaimedTask::made(&claim, &profile.name, &worker));
                     output.claims.push((claim, Arc::clone(&profile), worker));
                 }
                 Ok(None) => continue,

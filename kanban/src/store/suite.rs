@@ -558,12 +558,10 @@ pub async fn links_refuse_self_cycles_and_other_boards(b: &dyn SuiteBackend) {
     assert!(s.links(&board, &a).await.unwrap().children.is_empty());
 }
 
-/// A claim moves the best ready task to `running` with a lease, a run and a `claimed` event;
-/// nobody can claim it again; the holder completes it.
-pub async fn claims_open_a_lease_and_a_run(b: &dyn SuiteBackend) {
-    let s = b.open().await.unwrap();
+/// Three ready tasks: "low" (priority 0), "high" (5) and "for-coder" (-1, assigned to coder).
+async fn low_high_and_for_coder(s: &dyn Store) -> (TaskId, TaskId, TaskId) {
     let board = default_board();
-    let low = new_task(&*s, "low").await;
+    let low = new_task(s, "low").await;
     let high = s
         .create_task(&board, &NewTask::new("high").with_priority(5))
         .await
@@ -581,6 +579,15 @@ pub async fn claims_open_a_lease_and_a_run(b: &dyn SuiteBackend) {
         .unwrap()
         .task
         .id;
+    (low, high, mine)
+}
+
+/// A claim moves the best ready task to `running` with a lease, a run and a `claimed` event;
+/// nobody can claim it again; the holder completes it.
+pub async fn claims_open_a_lease_and_a_run(b: &dyn SuiteBackend) {
+    let s = b.open().await.unwrap();
+    let board = default_board();
+    let (low, high, mine) = low_high_and_for_coder(&*s).await;
     let spec = long_ttl();
     let claim = s.claim_next(&board, &spec).await.unwrap().unwrap();
     assert_eq!(claim.task.id, high);
@@ -696,24 +703,7 @@ pub async fn claims_open_a_lease_and_a_run(b: &dyn SuiteBackend) {
 pub async fn batched_claims_take_the_best_tasks_in_order(b: &dyn SuiteBackend) {
     let s = b.open().await.unwrap();
     let board = default_board();
-    let low = new_task(&*s, "low").await;
-    let high = s
-        .create_task(&board, &NewTask::new("high").with_priority(5))
-        .await
-        .unwrap()
-        .task
-        .id;
-    let mine = s
-        .create_task(
-            &board,
-            &NewTask::new("for-coder")
-                .with_assignee("coder")
-                .with_priority(-1),
-        )
-        .await
-        .unwrap()
-        .task
-        .id;
+    let (low, high, mine) = low_high_and_for_coder(&*s).await;
     s.create_task(
         &board,
         &NewTask::new("triaged").with_initial(InitialStatus::Triage),
