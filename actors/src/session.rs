@@ -209,6 +209,12 @@ struct Turn {
     spent_before: Spend,
     /// The budget that ran out while the turn worked (the time budget), if one did.
     out_of_budget: Option<Exhausted>,
+    /// Whether a model request is out.
+    in_request: bool,
+    /// Whether a person is being asked for more time while a model request is out.
+    asking_for_time: bool,
+    /// The model's answer when it came back before the person did.
+    held_answer: Option<Answer>,
     /// The turn's span.
     trace: TraceSpan,
 }
@@ -359,6 +365,7 @@ impl Session {
         let (turn_id, requests, token) = match self.turn.as_mut() {
             Some(turn) => {
                 turn.requests += 1;
+                turn.in_request = true;
                 (turn.id.clone(), turn.requests, turn.token.clone())
             }
             None => return,
@@ -888,6 +895,9 @@ impl Session {
             drain: CancellationToken::new(),
             spent_before: self.meter.spent(),
             out_of_budget: None,
+            in_request: false,
+            asking_for_time: false,
+            held_answer: None,
             trace,
         });
         self.model_state.begin_turn();
@@ -898,14 +908,15 @@ impl Session {
         }
         if let Some(left) = self.meter.wall_left() {
             let turn_id = self.turn.as_ref().map(|t| t.id.clone()).unwrap_or_default();
-            ctx.run_later(left, move |session, _ctx| session.out_of_time(&turn_id));
+            ctx.run_later(left, move |session, ctx| session.out_of_time(ctx, &turn_id));
         }
         true
     }
 
     /// The time budget ran out during the turn `turn_id`: it ends gently, as on a drain (the
-    /// running calls finish, nothing new starts), with status `budget_exceeded`.
-    fn out_of_time(&mut self, turn_id: &str) {
+    /// running calls finish, nothing new starts), with status `budget_exceeded`. While a model
+    /// request is out, a person may be asked for more time first; the request goes on meanwhile.
+    fn out_of_time(&mut self, ctx: &mut Context<Self>, turn_id: &str) {
         if !self.is_current(turn_id) {
             return;
         }
@@ -915,12 +926,19 @@ impl Session {
         let Some(turn) = self.turn.as_mut() else {
             return;
         };
+        if turn.asking_for_time {
+            // Another timer for the same deadline: the person is being asked already.
+            return;
+        }
         tracing::info!(session_id = %self.id, %spent, "budget spent; the turn ends");
-        turn.out_of_budget = Some(spent);
-        if turn.running.is_empty() {
-            turn.token.cancel();
-        } else {
+        turn.out_of_budget = Some(spent.clone());
+        if !turn.running.is_empty() {
             turn.drain.cancel();
+        } else if turn.in_request {
+            turn.asking_for_time = true;
+            self.ask_for_budget(ctx, spent, AfterExtension::Request);
+        } else {
+            turn.token.cancel();
         }
     }
 
@@ -1251,6 +1269,37 @@ impl Handler<ModelAnswered> for Session {
         if !self.is_current(&msg.turn_id) {
             return;
         }
+        let answer = Answer {
+            turn_id: msg.turn_id,
+            final_round: msg.final_round,
+            result: msg.result,
+            cost_usd,
+        };
+        if let Some(turn) = self.turn.as_mut() {
+            turn.in_request = false;
+            if turn.asking_for_time {
+                // Its fate is the person's verdict on the time budget.
+                turn.held_answer = Some(answer);
+                return;
+            }
+        }
+        self.answered(ctx, answer);
+    }
+}
+
+/// A model answer for the running turn, its usage already counted.
+#[derive(Debug)]
+struct Answer {
+    turn_id: String,
+    final_round: bool,
+    result: Result<ModelResponse, ModelError>,
+    cost_usd: Option<f64>,
+}
+
+impl Session {
+    /// Goes on with the model's answer: ends the turn, or runs the calls it asks for.
+    fn answered(&mut self, ctx: &mut Context<Self>, msg: Answer) {
+        let cost_usd = msg.cost_usd;
         if let Some(spent) = self.turn.as_mut().and_then(|t| t.out_of_budget.take()) {
             self.finish_over_budget(spent);
             return;
@@ -1350,6 +1399,8 @@ impl Handler<ModelAnswered> for Session {
 enum AfterExtension {
     /// Runs the calls of this response.
     Calls(ModelResponse),
+    /// The model request that is out goes on (and its answer, if it came meanwhile, is used).
+    Request,
     /// Goes on after a batch (asks the model again, unless the turn was stopped).
     Continue {
         /// The time budget drained the batch; an extension undoes that drain.
@@ -1428,10 +1479,20 @@ impl Session {
             }
             if let Some(left) = session.meter.wall_left() {
                 let turn_id = turn_id.clone();
-                ctx.run_later(left, move |session, _ctx| session.out_of_time(&turn_id));
+                ctx.run_later(left, move |session, ctx| session.out_of_time(ctx, &turn_id));
             }
             match then {
                 AfterExtension::Calls(response) => session.run_calls(ctx, response),
+                AfterExtension::Request => {
+                    let Some(turn) = session.turn.as_mut() else {
+                        return;
+                    };
+                    turn.asking_for_time = false;
+                    turn.out_of_budget = None;
+                    if let Some(answer) = turn.held_answer.take() {
+                        session.answered(ctx, answer);
+                    }
+                }
                 AfterExtension::Continue { drained_by_budget } => {
                     if drained_by_budget && let Some(turn) = session.turn.as_mut() {
                         turn.drain = CancellationToken::new();
@@ -1444,8 +1505,26 @@ impl Session {
 
     /// No more budget: the turn ends with what it has.
     fn refuse_extension(&mut self, spent: Exhausted, then: AfterExtension) {
-        if let AfterExtension::Calls(response) = then {
-            // The calls are not run, and the conversation keeps only the text (a call with
+        let response = match then {
+            AfterExtension::Calls(response) => Some(response),
+            AfterExtension::Request => {
+                let Some(turn) = self.turn.as_mut() else {
+                    return;
+                };
+                turn.asking_for_time = false;
+                match turn.held_answer.take() {
+                    Some(answer) => answer.result.ok(),
+                    None => {
+                        // The request is called off; its (cancelled) answer ends the turn.
+                        turn.token.cancel();
+                        return;
+                    }
+                }
+            }
+            AfterExtension::Continue { .. } => None,
+        };
+        if let Some(response) = response {
+            // Its calls are not run, and the conversation keeps only the text (a call with
             // no result would be refused by the server at the next request).
             self.conversation.push(ChatMessage::Assistant {
                 content: response.content,

@@ -474,9 +474,16 @@ impl Meter {
     }
 
     /// Raises the limit `spent` ran out at (on the meter whose budget it was) to at least `to`.
+    /// A time budget is raised to at least the first grant beyond the time worked by now: the
+    /// work went on while the person read the question, and that wait must not eat what they
+    /// gave (or they would be asked again at once).
     pub fn extend(&self, spent: &Exhausted, to: f64) {
         let Some(meter) = self.ancestor(spent.ancestor) else {
             return;
+        };
+        let to = match (spent.limit, meter.granted.max_wall_seconds) {
+            (BudgetLimit::WallSeconds, Some(step)) => to.max(meter.working().as_secs_f64() + step),
+            _ => to,
         };
         let Ok(mut budget) = meter.budget.lock() else {
             return;

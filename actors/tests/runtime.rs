@@ -1268,6 +1268,76 @@ async fn a_person_may_extend_a_spent_budget_or_refuse_to() {
     }
 }
 
+/// The time budget runs out while the model is still answering: with somebody to ask, the
+/// request goes on while they decide; more time lets its answer through (also one that came
+/// back before they did), a refusal calls the request off. Nobody to ask: it is called off.
+#[actix_rt::test]
+async fn a_time_budget_spent_while_the_model_answers_may_be_extended() {
+    let cases = [
+        (Some((ApprovalChoice::Once, 0)), TurnStatus::Completed),
+        (Some((ApprovalChoice::Once, 400)), TurnStatus::Completed),
+        (
+            Some((ApprovalChoice::Deny { reason: None }, 0)),
+            TurnStatus::BudgetExceeded,
+        ),
+        (None, TurnStatus::BudgetExceeded),
+    ];
+    for (answer, expected) in cases {
+        let registry = Registry::with_tools(Vec::new());
+        let sup = supervisor(ApprovalConfig::default(), DefaultRules::default());
+        // Nobody answering: a model that would keep the test waiting for a minute.
+        let delay = if answer.is_some() { 300 } else { 60_000 };
+        let script = Script::new()
+            .turn(ScriptTurn::text("Here is the answer.").with_delay(Duration::from_millis(delay)));
+        let budget = Budget {
+            max_wall_seconds: Some(0.2),
+            ..Budget::default()
+        };
+        let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let answerer = match answer.clone() {
+            Some((choice, wait_ms)) => {
+                let mut pending = sup.send(SubscribeApprovals).await.unwrap();
+                let (sup, asked) = (sup.clone(), Arc::clone(&asked));
+                Some(tokio::spawn(async move {
+                    while let Some(request) = pending.recv().await {
+                        asked.lock().unwrap().push(request.clone());
+                        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+                        sup.send(AnswerApproval {
+                            request_id: request.request_id,
+                            choice: choice.clone(),
+                        })
+                        .await
+                        .unwrap();
+                    }
+                }))
+            }
+            None => None,
+        };
+        let session = open_with_budget_on(&registry, script, budget, sup).await;
+        let outcome = session.send("answer slowly").await.unwrap();
+        if let Some(answerer) = answerer {
+            answerer.abort();
+        }
+        assert_eq!(outcome.status, expected, "{answer:?}: {outcome:?}");
+        assert_eq!(outcome.model_requests, 1, "{outcome:?}");
+        let asked = asked.lock().unwrap().clone();
+        if answer.is_some() {
+            assert!(!asked.is_empty(), "nobody was asked: {outcome:?}");
+            assert_eq!(asked[0].kind, ApprovalKind::BudgetExtension);
+            assert_eq!(asked[0].arguments["limit"], "max_wall_seconds");
+        }
+        if expected == TurnStatus::Completed {
+            assert_eq!(outcome.text, "Here is the answer.");
+        } else {
+            assert!(
+                outcome.text.contains("time budget is spent"),
+                "{answer:?}: {}",
+                outcome.text
+            );
+        }
+    }
+}
+
 #[actix_rt::test]
 async fn a_spent_budget_is_not_extended_when_nobody_can_answer() {
     let ran = Arc::new(AtomicUsize::new(0));

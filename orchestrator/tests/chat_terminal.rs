@@ -401,6 +401,33 @@ async fn a_spent_budget_is_extended_by_answering_y() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_time_budget_is_extended_while_the_model_is_still_thinking() {
+    // The model takes 3 s; the session has 2 s. The question comes while the request is out,
+    // and `y` lets its answer through instead of calling the request off.
+    let server = MockServer::start(
+        Script::new().turn(ScriptTurn::text("Slow, but here.").with_delay(Duration::from_secs(3))),
+    )
+    .await
+    .unwrap();
+    let project = Project::new(
+        &server,
+        "approvals: {mode: manual}\nbudget:\n  max_wall_seconds: 2\n",
+    );
+    let pane = project.chat(&[]);
+    pane.wait_for("Ctrl-D to leave");
+    pane.line("take your time");
+    let asked = pane.wait_for("approve?");
+    assert!(asked.contains("the session wants more budget"), "{asked}");
+    assert!(asked.contains("time budget is spent"), "{asked}");
+    pane.line("y");
+    pane.wait_for("Slow, but here.");
+    pane.wait_turns(1);
+    let screen = pane.screen();
+    let after = &screen[screen.find("approved once").unwrap()..];
+    assert!(!after.contains("budget is spent"), "{screen}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_stops_softly_then_hard_and_nothing_is_left_running() {
     let server = MockServer::start(
         Script::new()
