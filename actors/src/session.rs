@@ -40,7 +40,7 @@ use crate::model::{
 use crate::repeats::{CallKey, Decision, REPEAT_NOTE, RepeatGuard, is_pure_read};
 use crate::supervisor::{
     BeginTurn, EndTurn, RegisterSession, RequestExtension, Stop, Supervisor, SupervisorError,
-    Ticket, UnregisterSession, Verdict, WatchDelegations,
+    Ticket, UnregisterSession, Verdict, WatchDelegations, WithdrawApproval,
 };
 use crate::tool_runner::{BatchContext, RunnerLimits, ToolRunner};
 use crate::trace::TraceSpan;
@@ -215,6 +215,8 @@ struct Turn {
     asking_for_time: bool,
     /// The model's answer when it came back before the person did.
     held_answer: Option<Answer>,
+    /// Whether somebody drained the turn (as opposed to its time budget draining it).
+    drain_asked: bool,
     /// The turn's span.
     trace: TraceSpan,
 }
@@ -898,6 +900,7 @@ impl Session {
             in_request: false,
             asking_for_time: false,
             held_answer: None,
+            drain_asked: false,
             trace,
         });
         self.model_state.begin_turn();
@@ -934,7 +937,7 @@ impl Session {
         turn.out_of_budget = Some(spent.clone());
         if !turn.running.is_empty() {
             turn.drain.cancel();
-        } else if turn.in_request {
+        } else if turn.in_request && !turn.token.is_cancelled() {
             turn.asking_for_time = true;
             self.ask_for_budget(ctx, spent, AfterExtension::Request);
         } else {
@@ -1446,18 +1449,33 @@ impl Session {
             return;
         };
         let turn_id = turn.id.clone();
+        let stopped = turn.token.clone();
+        let supervisor = self.supervisor.clone();
         let ask = self.supervisor.send(RequestExtension {
             session_id: self.id.clone(),
             turn_id: turn_id.clone(),
             spent: spent.clone(),
             extend_to,
         });
-        // A stop withdraws the question (the supervisor settles it as interrupted).
+        // A stop or a drain of the turn ends the wait at once and takes the question back (a
+        // drain alone would leave it waiting for an answer nobody needs).
         let verdict = async move {
             match ask.await {
                 Ok(Ticket::Settled(verdict)) => verdict,
-                Ok(Ticket::Pending { verdict, .. }) => {
-                    verdict.await.unwrap_or(Verdict::Interrupted)
+                Ok(Ticket::Pending {
+                    request_id,
+                    mut verdict,
+                }) => {
+                    let answered = tokio::select! {
+                        answer = &mut verdict => Some(answer.unwrap_or(Verdict::Interrupted)),
+                        () = stopped.cancelled() => None,
+                    };
+                    answered.unwrap_or_else(|| {
+                        // Dropped first: the supervisor withdraws a question nobody waits on.
+                        drop(verdict);
+                        supervisor.do_send(WithdrawApproval { request_id });
+                        Verdict::Interrupted
+                    })
                 }
                 Err(_) => Verdict::Interrupted,
             }
@@ -1494,9 +1512,7 @@ impl Session {
                     }
                 }
                 AfterExtension::Continue { drained_by_budget } => {
-                    if drained_by_budget && let Some(turn) = session.turn.as_mut() {
-                        turn.drain = CancellationToken::new();
-                    }
+                    session.undo_budget_drain(drained_by_budget);
                     session.after_batch(ctx);
                 }
             }
@@ -1590,8 +1606,10 @@ impl Handler<BatchFinished> for Session {
         let running = std::mem::take(&mut turn.running);
         turn.repeats.ran(&running, &ok);
         turn.calls.extend(msg.outcomes);
-        let drained_by_budget = turn.out_of_budget.is_some();
-        if let Some(spent) = turn.out_of_budget.take().or_else(|| self.meter.exhausted()) {
+        let drained_by_budget = turn.out_of_budget.take().is_some();
+        // Read again rather than kept from when time ran out: a person may have raised the
+        // budget meanwhile (answering a subagent's question about it).
+        if let Some(spent) = self.meter.exhausted() {
             if !self.turn_stopped() {
                 self.ask_for_budget(ctx, spent, AfterExtension::Continue { drained_by_budget });
                 return;
@@ -1599,11 +1617,23 @@ impl Handler<BatchFinished> for Session {
             self.finish_over_budget(spent);
             return;
         }
+        self.undo_budget_drain(drained_by_budget);
         self.after_batch(ctx);
     }
 }
 
 impl Session {
+    /// The budget that drained the running batch has room again: the turn goes on, unless
+    /// somebody drained it too.
+    fn undo_budget_drain(&mut self, drained_by_budget: bool) {
+        if let Some(turn) = self.turn.as_mut()
+            && drained_by_budget
+            && !turn.drain_asked
+        {
+            turn.drain = CancellationToken::new();
+        }
+    }
+
     /// A batch's results are in: the turn ends if it was stopped or drained, else the model
     /// is asked again.
     fn after_batch(&mut self, ctx: &mut Context<Self>) {
@@ -1651,6 +1681,7 @@ impl Handler<Drain> for Session {
             return false;
         };
         let turn_id = turn.id.clone();
+        turn.drain_asked = true;
         if turn.running.is_empty() {
             turn.token.cancel();
         } else {

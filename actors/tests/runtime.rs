@@ -23,7 +23,7 @@ use troupe_actors::model::{ChatMessage, Script, ScriptTurn, ScriptedProvider};
 use troupe_actors::session::{SessionConfig, SessionHandle, SessionParams, TurnStatus};
 use troupe_actors::supervisor::{
     AnswerApproval, ApprovalChoice, ApprovalConfig, ApprovalKind, ApprovalRules, DefaultRules,
-    RuleInput, RuleVerdict, SubscribeApprovals, Supervisor,
+    ListPending, RuleInput, RuleVerdict, SubscribeApprovals, Supervisor,
 };
 use troupe_actors::tool_runner::RunnerLimits;
 use troupe_actors::usage::{Budget, Price, PriceTable};
@@ -1336,6 +1336,42 @@ async fn a_time_budget_spent_while_the_model_answers_may_be_extended() {
             );
         }
     }
+}
+
+/// Nobody answers the question about more time and the person drains the turn instead: it
+/// ends at once (not when the question times out), the question is taken back, and the
+/// request still out is called off.
+#[actix_rt::test]
+async fn a_drain_while_a_budget_question_is_open_ends_the_turn_and_takes_it_back() {
+    let registry = Registry::with_tools(Vec::new());
+    let sup = supervisor(ApprovalConfig::default(), DefaultRules::default());
+    let mut pending = sup.send(SubscribeApprovals).await.unwrap();
+    let script =
+        Script::new().turn(ScriptTurn::text("far too late").with_delay(Duration::from_secs(60)));
+    let budget = Budget {
+        max_wall_seconds: Some(0.2),
+        ..Budget::default()
+    };
+    let session = open_with_budget_on(&registry, script, budget, sup.clone()).await;
+    let turn = {
+        let session = session.clone();
+        tokio::spawn(async move { session.send("answer slowly").await })
+    };
+    let asked = pending.recv().await.unwrap();
+    assert_eq!(asked.kind, ApprovalKind::BudgetExtension);
+    assert!(session.drain().await.unwrap());
+    let outcome = tokio::time::timeout(Duration::from_secs(20), turn)
+        .await
+        .expect("the drained turn waited for an answer nobody gave")
+        .unwrap()
+        .unwrap();
+    assert_eq!(outcome.status, TurnStatus::BudgetExceeded, "{outcome:?}");
+    assert!(
+        outcome.text.contains("time budget is spent"),
+        "{}",
+        outcome.text
+    );
+    assert!(sup.send(ListPending).await.unwrap().is_empty());
 }
 
 #[actix_rt::test]

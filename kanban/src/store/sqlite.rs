@@ -326,7 +326,7 @@ impl Inner {
     /// `create`, a board whose file does not exist is `BoardNotFound`.
     fn conn(&self, slug: &BoardSlug, create: bool) -> Result<Arc<Mutex<Connection>>, StoreError> {
         let path = self.board_dir(slug).join(DB_FILE);
-        // The common case reads one shard of the map; handles to other boards are not held up.
+        // The common case takes one shard of the map for reading, briefly.
         let cached = self.conns.get(slug).map(|c| Arc::clone(c.value()));
         if let Some(c) = cached {
             // A board deleted through another handle must not live on in this one's cache.
