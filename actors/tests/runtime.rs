@@ -23,7 +23,7 @@ use troupe_actors::model::{ChatMessage, Script, ScriptTurn, ScriptedProvider};
 use troupe_actors::session::{SessionConfig, SessionHandle, SessionParams, TurnStatus};
 use troupe_actors::supervisor::{
     AnswerApproval, ApprovalChoice, ApprovalConfig, ApprovalKind, ApprovalRules, DefaultRules,
-    ListPending, RuleInput, RuleVerdict, SubscribeApprovals, Supervisor,
+    ListPending, PendingApproval, RuleInput, RuleVerdict, SubscribeApprovals, Supervisor,
 };
 use troupe_actors::tool_runner::RunnerLimits;
 use troupe_actors::usage::{Budget, Price, PriceTable};
@@ -1195,6 +1195,35 @@ fn counting_step(ran: &Arc<AtomicUsize>) -> ToolDef {
     })
 }
 
+/// What a person asked by `sup` was asked, in order.
+type Asked = Arc<std::sync::Mutex<Vec<PendingApproval>>>;
+
+/// A person who answers every question `sup` asks from now on with `choice`, after `wait`.
+async fn answer_every_question(
+    sup: &Addr<Supervisor>,
+    choice: ApprovalChoice,
+    wait: Duration,
+) -> (Asked, tokio::task::JoinHandle<()>) {
+    let mut pending = sup.send(SubscribeApprovals).await.unwrap();
+    let asked = Asked::default();
+    let answerer = {
+        let (sup, asked) = (sup.clone(), Arc::clone(&asked));
+        tokio::spawn(async move {
+            while let Some(request) = pending.recv().await {
+                asked.lock().unwrap().push(request.clone());
+                tokio::time::sleep(wait).await;
+                sup.send(AnswerApproval {
+                    request_id: request.request_id,
+                    choice: choice.clone(),
+                })
+                .await
+                .unwrap();
+            }
+        })
+    };
+    (asked, answerer)
+}
+
 /// The script of the budget extension tests: three rounds of 600 tokens, then an answer.
 fn three_steps() -> Script {
     Script::new()
@@ -1216,27 +1245,12 @@ async fn a_person_may_extend_a_spent_budget_or_refuse_to() {
         let ran = Arc::new(AtomicUsize::new(0));
         let registry = Registry::with_tools([counting_step(&ran)]);
         let sup = supervisor(ApprovalConfig::default(), DefaultRules::default());
-        let mut pending = sup.send(SubscribeApprovals).await.unwrap();
+        let (asked, answerer) = answer_every_question(&sup, choice, Duration::ZERO).await;
         let budget = Budget {
             max_tokens: Some(1_000),
             ..Budget::default()
         };
         let session = open_with_budget_on(&registry, three_steps(), budget, sup.clone()).await;
-        let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let answerer = {
-            let (choice, asked) = (choice.clone(), Arc::clone(&asked));
-            tokio::spawn(async move {
-                while let Some(request) = pending.recv().await {
-                    asked.lock().unwrap().push(request.clone());
-                    sup.send(AnswerApproval {
-                        request_id: request.request_id,
-                        choice: choice.clone(),
-                    })
-                    .await
-                    .unwrap();
-                }
-            })
-        };
         let outcome = session.send("do the steps").await.unwrap();
         answerer.abort();
         assert_eq!(outcome.status, expected, "{outcome:?}");
@@ -1293,25 +1307,13 @@ async fn a_time_budget_spent_while_the_model_answers_may_be_extended() {
             max_wall_seconds: Some(0.2),
             ..Budget::default()
         };
-        let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let answerer = match answer.clone() {
+        let (asked, answerer) = match answer.clone() {
             Some((choice, wait_ms)) => {
-                let mut pending = sup.send(SubscribeApprovals).await.unwrap();
-                let (sup, asked) = (sup.clone(), Arc::clone(&asked));
-                Some(tokio::spawn(async move {
-                    while let Some(request) = pending.recv().await {
-                        asked.lock().unwrap().push(request.clone());
-                        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
-                        sup.send(AnswerApproval {
-                            request_id: request.request_id,
-                            choice: choice.clone(),
-                        })
-                        .await
-                        .unwrap();
-                    }
-                }))
+                let (asked, answerer) =
+                    answer_every_question(&sup, choice, Duration::from_millis(wait_ms)).await;
+                (asked, Some(answerer))
             }
-            None => None,
+            None => (Arc::default(), None),
         };
         let session = open_with_budget_on(&registry, script, budget, sup).await;
         let outcome = session.send("answer slowly").await.unwrap();
