@@ -3,7 +3,8 @@
 //! Every operation is one transaction on a pooled connection (deadpool-postgres): the state
 //! change, its events and a `NOTIFY` on the board's channel commit together (see
 //! `postgres_tx.rs`). Claims lock their row with `FOR UPDATE SKIP LOCKED`; time comes from the
-//! database clock. [`PostgresStore::subscribe`] wakes idle dispatchers through `LISTEN`.
+//! database clock, read again with every task row so a run never starts before the one it
+//! follows ended. [`PostgresStore::subscribe`] wakes idle dispatchers through `LISTEN`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -435,4 +436,62 @@ impl Store for PostgresStore {
     }
 
     board_methods!(in_tx);
+}
+
+#[cfg(all(test, feature = "test-suite"))]
+mod tests {
+    use super::*;
+    use crate::store::test_cluster;
+
+    /// A claim whose transaction began before the task came back to `ready` (it finds the task
+    /// in a later statement) starts its run no earlier than the last run ended; a claim that
+    /// used the time its transaction began would start the new run before the old one ended.
+    #[tokio::test]
+    async fn a_claim_begun_before_its_task_came_back_starts_after_the_last_run_ended() {
+        let Some(url) = test_cluster::cluster_url("PostgreSQL claim clock test") else {
+            return;
+        };
+        let db = test_cluster::fresh_database(&url, "kanban_clock").await;
+        let store = PostgresStore::connect_with(db.config.clone(), PostgresOptions::default())
+            .await
+            .unwrap();
+        let board = BoardSlug::default_board();
+        let id = store
+            .create_task(&board, &NewTask::new("comes back"))
+            .await
+            .unwrap()
+            .task
+            .id;
+        let brief = ClaimSpec::new(WorkerId::local()).with_ttl(Duration::from_millis(1));
+        store.claim_next(&board, &brief).await.unwrap().unwrap();
+
+        // The second claimer's transaction begins (and reads the clock) now...
+        let mut client = store.client(&board).await.unwrap();
+        let tx = client.transaction().await.unwrap();
+        let view = PgTx::open(&tx, &board).await.unwrap();
+        // ...the lease lapses and the task is put back while that transaction is open...
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let reclaimed = store.reclaim_expired(&board).await.unwrap();
+        assert_eq!(reclaimed.len(), 1, "the lapsed lease is reclaimed");
+        // ...and only then does it look for a ready task.
+        let claim = ops::claim_next(&view, &ClaimSpec::new(WorkerId::local()))
+            .await
+            .unwrap()
+            .expect("the task is ready again");
+        view.finish().await.unwrap();
+        drop(view);
+        tx.commit().await.unwrap();
+
+        let runs = store.runs(&board, &id).await.unwrap();
+        assert_eq!(runs.len(), 2, "{runs:?}");
+        let first_ended = runs[0].ended_at.expect("the reclaimed run ended");
+        assert_eq!(runs[1].id, claim.lease.run_id);
+        assert!(
+            runs[1].started_at >= first_ended,
+            "run {} started at {:?}, before run {} ended at {first_ended:?}",
+            runs[1].id.0,
+            runs[1].started_at,
+            runs[0].id.0
+        );
+    }
 }

@@ -7,6 +7,7 @@
 //! order.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use deadpool_postgres::Transaction;
 use serde_json::Value;
@@ -93,6 +94,9 @@ fn describe_pg(e: &tokio_postgres::Error) -> String {
         None => e.to_string(),
     }
 }
+
+/// The database clock in milliseconds, as a column.
+const CLOCK: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 /// What every operation in this file returns.
 pub(crate) type TxResult<T> = Result<T, PgTxError>;
@@ -191,8 +195,9 @@ pub(crate) struct PgTx<'a, 'b> {
     tx: &'a Transaction<'b>,
     /// The board worked on.
     pub(crate) board: &'a BoardSlug,
-    /// The database clock's reading for the whole operation (shared by every host).
-    pub(crate) now: Timestamp,
+    /// The database clock (shared by every host), in milliseconds: read when the operation
+    /// starts and again with every task row it reads (see [`PgTx::clock`]).
+    now: AtomicI64,
     /// Events appended so far; numbered and written by [`PgTx::finish`].
     events: Mutex<Vec<PendingEvent>>,
     /// The board row as read in this transaction, until a step writes it: every operation
@@ -202,18 +207,17 @@ pub(crate) struct PgTx<'a, 'b> {
 }
 
 impl<'a, 'b> PgTx<'a, 'b> {
-    /// Starts an operation: reads the database clock.
     /// Starts an operation: reads the database clock, and the board row with it (one round
     /// trip for both).
     pub(crate) async fn open(tx: &'a Transaction<'b>, board: &'a BoardSlug) -> TxResult<Self> {
         let stmt = tx
             .prepare_cached(&format!(
-                "SELECT {BOARD_COLS}, (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
-                 FROM (SELECT 1 AS one) AS clock LEFT JOIN kanban_boards ON slug = $1"
+                "SELECT {BOARD_COLS}, {CLOCK} FROM (SELECT 1 AS one) AS clock \
+                 LEFT JOIN kanban_boards ON slug = $1"
             ))
             .await?;
         let row = tx.query_one(&stmt, &[&board.as_str()]).await?;
-        let now = Timestamp(row.try_get(5)?);
+        let now = row.try_get(5)?;
         let found: Option<&str> = row.try_get(0)?;
         let board_row = match found {
             Some(_) => Some(rows::board(&Reader { row: &row, board })?),
@@ -222,7 +226,7 @@ impl<'a, 'b> PgTx<'a, 'b> {
         Ok(PgTx {
             tx,
             board,
-            now,
+            now: AtomicI64::new(now),
             events: Mutex::new(Vec::new()),
             board_row: Mutex::new(board_row),
         })
@@ -231,6 +235,23 @@ impl<'a, 'b> PgTx<'a, 'b> {
 
 impl PgTx<'_, '_> {
     // ---- plumbing ----
+
+    /// The time this operation writes. A transaction here sees each statement's own snapshot
+    /// (read committed), so a task row can show a change committed after the operation began:
+    /// a claim that finds a task put back in `ready` a moment ago must not start its run before
+    /// the last run ended. Every task row is therefore read with the clock, and the clock only
+    /// moves forward.
+    fn clock(&self) -> Timestamp {
+        Timestamp(self.now.load(Ordering::Relaxed))
+    }
+
+    /// Moves the clock to the reading in `row`'s last column, if that is later.
+    fn clock_read_with(&self, row: &Row) -> TxResult<()> {
+        let last = row.len().saturating_sub(1);
+        let read: i64 = self.reader(row).get(last)?;
+        self.now.fetch_max(read, Ordering::Relaxed);
+        Ok(())
+    }
 
     async fn rows(&self, sql: &str, params: &[Param<'_>]) -> TxResult<Vec<Row>> {
         let stmt = self.tx.prepare_cached(sql).await?;
@@ -320,7 +341,7 @@ impl PgTx<'_, '_> {
                 &runs,
                 &kinds,
                 &payloads,
-                &self.now.0,
+                &self.clock().0,
                 &channel_name(self.board),
             ],
         )
@@ -387,7 +408,7 @@ impl Backend for PgTx<'_, '_> {
     }
 
     fn now(&self) -> Timestamp {
-        self.now
+        self.clock()
     }
 
     // ---- reads ----
@@ -413,11 +434,17 @@ impl Backend for PgTx<'_, '_> {
     async fn try_task(&self, id: &TaskId) -> TxResult<Option<Task>> {
         let row = self
             .row(
-                &format!("SELECT {TASK_COLS} FROM kanban_tasks WHERE board = $1 AND id = $2"),
+                &format!(
+                    "SELECT {TASK_COLS}, {CLOCK} FROM kanban_tasks WHERE board = $1 AND id = $2"
+                ),
                 &[&self.board.as_str(), &id.as_str()],
             )
             .await?;
-        row.map(|r| rows::task(&self.reader(&r))).transpose()
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        self.clock_read_with(&row)?;
+        rows::task(&self.reader(&row)).map(Some)
     }
 
     async fn task_by_key(&self, key: &str) -> TxResult<Option<Task>> {
@@ -474,7 +501,7 @@ impl Backend for PgTx<'_, '_> {
                 self.ids(
                     "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'running' \
                      AND claim_expires <= $2 ORDER BY claim_expires, id FOR UPDATE SKIP LOCKED",
-                    &[&board_s, &self.now.0],
+                    &[&board_s, &self.clock().0],
                 )
                 .await
             }
@@ -482,7 +509,7 @@ impl Backend for PgTx<'_, '_> {
                 self.ids(
                     "SELECT id FROM kanban_tasks WHERE board = $1 AND status = 'scheduled' \
                      AND scheduled_until <= $2 ORDER BY id FOR UPDATE SKIP LOCKED",
-                    &[&board_s, &self.now.0],
+                    &[&board_s, &self.clock().0],
                 )
                 .await
             }
@@ -691,7 +718,7 @@ impl Backend for PgTx<'_, '_> {
             .exec(
                 "INSERT INTO kanban_boards (slug, name, description, created_at) \
                  VALUES ($1, $2, $3, $4) ON CONFLICT (slug) DO NOTHING",
-                &[&self.board.as_str(), &name, &description, &self.now.0],
+                &[&self.board.as_str(), &name, &description, &self.clock().0],
             )
             .await?;
         Ok(inserted > 0)
@@ -701,7 +728,7 @@ impl Backend for PgTx<'_, '_> {
         self.cached_board().take();
         self.exec(
             "UPDATE kanban_boards SET archived_at = $2 WHERE slug = $1",
-            &[&self.board.as_str(), &self.now.0],
+            &[&self.board.as_str(), &self.clock().0],
         )
         .await?;
         Ok(())
@@ -752,7 +779,7 @@ impl Backend for PgTx<'_, '_> {
                 &t.workspace.kind(),
                 &t.workspace.path(),
                 &t.result,
-                &self.now.0,
+                &self.clock().0,
                 &t.id.as_str(),
                 &self.board.as_str(),
             ],
@@ -765,7 +792,12 @@ impl Backend for PgTx<'_, '_> {
         self.exec(
             "UPDATE kanban_tasks SET assignee = $1, consecutive_failures = 0, \
              protocol_violations = 0, updated_at = $2 WHERE board = $4 AND id = $3",
-            &[&assignee, &self.now.0, &id.as_str(), &self.board.as_str()],
+            &[
+                &assignee,
+                &self.clock().0,
+                &id.as_str(),
+                &self.board.as_str(),
+            ],
         )
         .await?;
         Ok(())
@@ -775,7 +807,8 @@ impl Backend for PgTx<'_, '_> {
         let sql = backend::swap_statement(SWAP_STATUS, sets, 6, '$');
         let board_s = self.board.as_str();
         let (to_s, id_s, from_s) = (to.as_str(), task.id.as_str(), task.status.as_str());
-        let mut args: Vec<Param<'_>> = vec![&to_s, &self.now.0, &id_s, &from_s, &board_s];
+        let now = self.clock().0;
+        let mut args: Vec<Param<'_>> = vec![&to_s, &now, &id_s, &from_s, &board_s];
         args.extend(sets.iter().filter_map(Set::value).map(param));
         Ok(self.exec(&sql, &args).await? == 1)
     }
@@ -819,7 +852,7 @@ impl Backend for PgTx<'_, '_> {
             "UPDATE kanban_task_runs SET ended_at = $1, outcome = $2, summary = $3, metadata = $4, \
              error = $5 WHERE id = $6 AND board = $7 AND ended_at IS NULL",
             &[
-                &self.now.0,
+                &self.clock().0,
                 &end.outcome.as_str(),
                 &end.summary,
                 &end.metadata.map(Value::to_string),
@@ -836,7 +869,7 @@ impl Backend for PgTx<'_, '_> {
         self.exec(
             "UPDATE kanban_task_runs SET claim_expires = $1, last_heartbeat_at = $2 \
              WHERE id = $3 AND board = $4",
-            &[&expires.0, &self.now.0, &run.0, &self.board.as_str()],
+            &[&expires.0, &self.clock().0, &run.0, &self.board.as_str()],
         )
         .await?;
         Ok(())
@@ -860,7 +893,7 @@ impl Backend for PgTx<'_, '_> {
                 &self.board.as_str(),
                 &parent.as_str(),
                 &child.as_str(),
-                &self.now.0,
+                &self.clock().0,
             ],
         )
         .await?;
@@ -887,7 +920,7 @@ impl Backend for PgTx<'_, '_> {
                     &id.as_str(),
                     &author,
                     &body,
-                    &self.now.0,
+                    &self.clock().0,
                 ],
             )
             .await?;
@@ -908,7 +941,7 @@ impl Backend for PgTx<'_, '_> {
                     &sql_int(file.content.len() as u64),
                     &file.content,
                     &file.uploaded_by,
-                    &self.now.0,
+                    &self.clock().0,
                 ],
             )
             .await?;
