@@ -209,12 +209,8 @@ struct Turn {
     spent_before: Spend,
     /// The budget that ran out while the turn worked (the time budget), if one did.
     out_of_budget: Option<Exhausted>,
-    /// Whether a model request is out.
-    in_request: bool,
-    /// Whether a person is being asked for more time while a model request is out.
-    asking_for_time: bool,
-    /// The model's answer when it came back before the person did.
-    held_answer: Option<Answer>,
+    /// Where the turn's model request stands.
+    request: Request,
     /// Whether somebody drained the turn (as opposed to its time budget draining it).
     drain_asked: bool,
     /// The turn's span.
@@ -367,7 +363,7 @@ impl Session {
         let (turn_id, requests, token) = match self.turn.as_mut() {
             Some(turn) => {
                 turn.requests += 1;
-                turn.in_request = true;
+                turn.request = Request::Out;
                 (turn.id.clone(), turn.requests, turn.token.clone())
             }
             None => return,
@@ -897,9 +893,7 @@ impl Session {
             drain: CancellationToken::new(),
             spent_before: self.meter.spent(),
             out_of_budget: None,
-            in_request: false,
-            asking_for_time: false,
-            held_answer: None,
+            request: Request::Idle,
             drain_asked: false,
             trace,
         });
@@ -929,7 +923,7 @@ impl Session {
         let Some(turn) = self.turn.as_mut() else {
             return;
         };
-        if turn.asking_for_time {
+        if matches!(turn.request, Request::AskingForTime(_)) {
             // Another timer for the same deadline: the person is being asked already.
             return;
         }
@@ -937,8 +931,8 @@ impl Session {
         turn.out_of_budget = Some(spent.clone());
         if !turn.running.is_empty() {
             turn.drain.cancel();
-        } else if turn.in_request && !turn.token.is_cancelled() {
-            turn.asking_for_time = true;
+        } else if matches!(turn.request, Request::Out) && !turn.token.is_cancelled() {
+            turn.request = Request::AskingForTime(None);
             self.ask_for_budget(ctx, spent, AfterExtension::Request);
         } else {
             turn.token.cancel();
@@ -1279,14 +1273,46 @@ impl Handler<ModelAnswered> for Session {
             cost_usd,
         };
         if let Some(turn) = self.turn.as_mut() {
-            turn.in_request = false;
-            if turn.asking_for_time {
-                // Its fate is the person's verdict on the time budget.
-                turn.held_answer = Some(answer);
-                return;
+            match &mut turn.request {
+                Request::AskingForTime(held) => {
+                    // Its fate is the person's verdict on the time budget.
+                    *held = Some(answer);
+                    return;
+                }
+                request => *request = Request::Idle,
             }
         }
         self.answered(ctx, answer);
+    }
+}
+
+/// Where a turn's model request stands.
+#[derive(Debug)]
+enum Request {
+    /// None is out.
+    Idle,
+    /// One is out.
+    Out,
+    /// The time budget ran out while one was out, and a person is asked for more time; the
+    /// model's answer waits here if it comes back first.
+    AskingForTime(Option<Answer>),
+}
+
+impl Turn {
+    /// The person has answered about the time budget: the model's answer if it came back
+    /// meanwhile, else `None` (the request is still out).
+    fn time_question_settled(&mut self) -> Option<Answer> {
+        match std::mem::replace(&mut self.request, Request::Out) {
+            Request::AskingForTime(Some(answer)) => {
+                self.request = Request::Idle;
+                Some(answer)
+            }
+            Request::AskingForTime(None) => None,
+            other => {
+                self.request = other;
+                None
+            }
+        }
     }
 }
 
@@ -1505,9 +1531,8 @@ impl Session {
                     let Some(turn) = session.turn.as_mut() else {
                         return;
                     };
-                    turn.asking_for_time = false;
                     turn.out_of_budget = None;
-                    if let Some(answer) = turn.held_answer.take() {
+                    if let Some(answer) = turn.time_question_settled() {
                         session.answered(ctx, answer);
                     }
                 }
@@ -1527,8 +1552,7 @@ impl Session {
                 let Some(turn) = self.turn.as_mut() else {
                     return;
                 };
-                turn.asking_for_time = false;
-                match turn.held_answer.take() {
+                match turn.time_question_settled() {
                     Some(answer) => answer.result.ok(),
                     None => {
                         // The request is called off; its (cancelled) answer ends the turn.
