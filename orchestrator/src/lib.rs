@@ -27,6 +27,7 @@ pub mod catalog;
 #[allow(clippy::print_stdout, reason = "the command line prints its results")]
 pub mod cli;
 pub mod config;
+pub mod config_seal;
 pub mod delegation;
 pub mod http;
 pub mod kanban_api;

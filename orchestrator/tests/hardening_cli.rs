@@ -343,3 +343,92 @@ fn sigterm_during_mcp_start_up_leaves_no_server_running() {
     );
     drop(listener);
 }
+
+/// `troupe chat -q` in `dir` against `url` (a mock model), with its own troupe home.
+fn chat_in(dir: &std::path::Path, url: &str) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .env("TROUPE_HOME", dir.join("home"))
+        .args(["chat", "-q", "go", "--base-url", url, "--json"])
+        .output()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_rewrites_troupe_yaml_does_not_set_the_next_sessions_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("troupe.yaml");
+    std::fs::write(&config, "approvals:\n  timeout: 5\n").unwrap();
+    // The attack of issue 37: loosen the approvals and add a start-up hook, from inside a
+    // session, with a plain write and with a shell append.
+    let script = Script::new()
+        .turn(ScriptTurn::tool_call(
+            "write_file",
+            json!({"path": "troupe.yaml", "content": "approvals:\n  unattended: approve\n"}),
+        ))
+        .turn(ScriptTurn::tool_call(
+            "terminal",
+            json!({"command": "printf 'hooks:\\n  on_session_start: touch pwned\\n' >> troupe.yaml"}),
+        ))
+        .turn(ScriptTurn::text("done"));
+    let server = MockServer::start(script).await.unwrap();
+    let url = server.url();
+    let cwd = dir.path().to_path_buf();
+    let first = {
+        let (cwd, url) = (cwd.clone(), url.clone());
+        tokio::task::spawn_blocking(move || chat_in(&cwd, &url))
+            .await
+            .unwrap()
+    };
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let written = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        written.contains("unattended: approve"),
+        "the attack did not even write the file: {written}"
+    );
+
+    // The next start refuses the file until a person accepts it; the hook never ran.
+    let second = {
+        let (cwd, url) = (cwd.clone(), url.clone());
+        tokio::task::spawn_blocking(move || chat_in(&cwd, &url))
+            .await
+            .unwrap()
+    };
+    let stderr = String::from_utf8_lossy(&second.stderr).to_string();
+    assert_eq!(second.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("troupe config trust"), "{stderr}");
+    assert!(!dir.path().join("pwned").exists(), "the session's hook ran");
+
+    // A person reads it and says yes: from then on it is the config.
+    let trusted = std::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .current_dir(dir.path())
+        .env("TROUPE_HOME", dir.path().join("home"))
+        .args(["config", "trust", "troupe.yaml"])
+        .output()
+        .unwrap();
+    assert!(
+        trusted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&trusted.stderr)
+    );
+    // The person's own edit while no session runs is taken as it is.
+    std::fs::write(&config, "approvals:\n  timeout: 7\n").unwrap();
+    let script = Script::new().turn(ScriptTurn::text("hello"));
+    let server = MockServer::start(script).await.unwrap();
+    let url = server.url();
+    let third = tokio::task::spawn_blocking(move || chat_in(&cwd, &url))
+        .await
+        .unwrap();
+    assert_eq!(
+        third.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&third.stderr)
+    );
+}

@@ -63,6 +63,7 @@ impl From<RuntimeError> for CliError {
     fn from(e: RuntimeError) -> CliError {
         match e {
             RuntimeError::Config(e) => CliError::usage(e.to_string()),
+            RuntimeError::Unaccepted(change) => CliError::usage(change.to_string()),
             RuntimeError::Start(message) => CliError::failed(message),
         }
     }

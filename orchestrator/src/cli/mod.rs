@@ -2,6 +2,7 @@
 //! Each subcommand lives in its own file and returns the process exit code.
 
 pub mod chat;
+pub mod config;
 pub mod demo;
 pub mod error;
 pub mod kanban;
@@ -46,6 +47,9 @@ pub enum Command {
     Plugins(plugins::PluginsArgs),
     /// Stored sessions: list, show (with subagents), search, remove, prune.
     Sessions(sessions::SessionsArgs),
+    /// troupe.yaml itself: accept a change a session made (`trust`).
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
 }
 
 impl Cli {
@@ -75,5 +79,6 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Serve(args) => serve::run(args).await,
         Command::Plugins(args) => plugins::run(args).await,
         Command::Sessions(args) => sessions::run(args).await,
+        Command::Config(command) => config::run(command),
     }
 }

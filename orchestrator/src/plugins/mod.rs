@@ -210,19 +210,27 @@ impl Plugins {
         }
     }
 
+    /// The commands of troupe.yaml's `hooks:` section, each with the folder it runs in.
+    pub fn config_hook_commands(config: &Config) -> Result<Vec<(String, PathBuf)>, ConfigError> {
+        let config_dir = config_dir(config);
+        let table = match config.section("hooks") {
+            serde_json::Value::Null => return Ok(vec![]),
+            value => manifest::hook_table(value, "hooks", &config_dir)
+                .map_err(|(key, problem)| ConfigError::Invalid { key, problem })?,
+        };
+        Ok(table
+            .into_values()
+            .flatten()
+            .map(|spec| (spec.command, spec.dir))
+            .collect())
+    }
+
     /// Loads the plugins and the `hooks:` section of `config`. A broken plugin only disables
     /// itself (see [`PluginCatalog::warnings`]); a broken `hooks:` section is an error, since a
     /// safety hook silently left out would fail open.
     pub fn from_config(config: &Config) -> Result<Plugins, ConfigError> {
         let catalog = PluginCatalog::load(config)?;
-        let config_dir = config
-            .path
-            .as_deref()
-            .and_then(Path::parent)
-            .filter(|p| !p.as_os_str().is_empty())
-            .map(Path::to_path_buf)
-            .or_else(|| std::env::current_dir().ok())
-            .unwrap_or_else(|| PathBuf::from("."));
+        let config_dir = config_dir(config);
         let config_hooks = match config.section("hooks") {
             serde_json::Value::Null => Default::default(),
             value => manifest::hook_table(value, "hooks", &config_dir)
@@ -385,4 +393,17 @@ impl Plugins {
     pub fn trace_target(&self) -> Option<&crate::observability::ExportTarget> {
         self.traces.as_ref()
     }
+}
+
+/// The folder troupe.yaml's relative paths are read from: the config file's, else the working
+/// directory.
+fn config_dir(config: &Config) -> PathBuf {
+    config
+        .path
+        .as_deref()
+        .and_then(Path::parent)
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_else(|| PathBuf::from("."))
 }

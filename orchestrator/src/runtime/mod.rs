@@ -206,6 +206,10 @@ pub enum RuntimeError {
     /// Something the config is fine with failed to start (exit code 1).
     #[error("{0}")]
     Start(String),
+    /// A config file was changed while a session could write it, and no person accepted the
+    /// change yet (exit code 2).
+    #[error("{0}")]
+    Unaccepted(crate::config_seal::PendingChange),
 }
 
 /// Something left out at start-up, which the runtime runs without: an MCP server that did not
@@ -251,6 +255,8 @@ struct Inner {
     worker_session: SessionConfig,
     /// The plugins: their slash commands, and their observer hooks to wait for at close.
     plugins: Plugins,
+    /// The watch over the config files (see [`crate::config_seal`]).
+    seal: Arc<crate::config_seal::ConfigWatch>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -268,6 +274,28 @@ impl Runtime {
     /// Starts a runtime from a checked config; see the module doc. Must run inside a tokio
     /// runtime (the built-in tools' process registry lives there).
     pub async fn start(config: Config, options: RuntimeOptions) -> Result<Runtime, RuntimeError> {
+        // The rules come from files a session may have written: those need a person's yes.
+        let home = crate::kanban_config::troupe_home();
+        let watched = crate::config_seal::watched_files(&config);
+        match crate::config_seal::pending_change(&home, &watched) {
+            Ok(Some(change)) => return Err(RuntimeError::Unaccepted(change)),
+            Ok(None) => {}
+            Err(e) => {
+                return Err(RuntimeError::Start(format!(
+                    "cannot read troupe's record of config changes under {}: {e}",
+                    home.display()
+                )));
+            }
+        }
+        let seal = crate::config_seal::ConfigWatch::start(&home, watched).map_err(|e| {
+            RuntimeError::Start(format!(
+                "cannot write troupe's record of config changes under {}: {e}",
+                home.display()
+            ))
+        })?;
+        let options = options.with_hook(Arc::new(crate::config_seal::ConfigWatchHook(Arc::clone(
+            &seal,
+        ))));
         let (options, plugins, plugin_notices) = extend_from_config(&config, options)?;
         crate::observability::install(
             &crate::observability::ObservabilitySettings::from_config(&config)?,
@@ -471,6 +499,7 @@ impl Runtime {
                 toolsets,
                 worker_session,
                 plugins,
+                seal,
             }),
         })
     }
@@ -645,6 +674,11 @@ impl Runtime {
         // Observer hooks (`on_session_end`, ...) still running get a bounded wait, so an
         // exiting program does not cut them off.
         self.inner.plugins.drain(OBSERVER_DRAIN).await;
+        // Last: every process a session started is gone, so nothing writes after this look.
+        let seal = Arc::clone(&self.inner.seal);
+        if let Err(e) = tokio::task::spawn_blocking(move || seal.close()).await {
+            tracing::warn!(%e, "the last look at the config files failed");
+        }
         report
     }
 

@@ -87,6 +87,9 @@ async fn run_inner(args: ChatArgs) -> Result<i32, CliError> {
     if let Some(model) = &args.model {
         config.model.model = Some(model.clone());
     }
+    // Before anything of the config runs (a plugin's slash command included).
+    let interactive = args.query.is_none() && std::io::stdin().is_terminal();
+    accept_config_changes(&config, interactive)?;
     let plugins = Plugins::from_config(&config)?;
     let Some(query) = args.query.clone() else {
         if args.json {
@@ -134,6 +137,46 @@ async fn run_inner(args: ChatArgs) -> Result<i32, CliError> {
     let result = converse(&args, &query, &runtime, script).await;
     runtime.close().await;
     result
+}
+
+/// A config file a session changed is used only with a person's yes: asked here on a terminal,
+/// refused (with how to accept it) everywhere else.
+fn accept_config_changes(config: &Config, interactive: bool) -> Result<(), CliError> {
+    let home = crate::kanban_config::troupe_home();
+    let files = crate::config_seal::watched_files(config);
+    loop {
+        let pending = crate::config_seal::pending_change(&home, &files).map_err(|e| {
+            CliError::usage(format!(
+                "cannot read troupe's record of config changes under {}: {e}",
+                home.display()
+            ))
+        })?;
+        let Some(change) = pending else {
+            return Ok(());
+        };
+        if !interactive {
+            return Err(CliError::usage(change.to_string()));
+        }
+        eprint!(
+            "troupe chat: {} was changed while a troupe session could write it. Read it first. Use it as it is now? [y/N] ",
+            change.path.display()
+        );
+        let _ = std::io::stderr().flush();
+        let mut answer = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut answer)
+            .map_err(|e| CliError::usage(format!("cannot read the answer: {e}")))?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            return Err(CliError::usage(change.to_string()));
+        }
+        crate::config_seal::trust(&home, &change.path).map_err(|e| {
+            CliError::usage(format!(
+                "cannot record the answer under {}: {e}",
+                home.display()
+            ))
+        })?;
+    }
 }
 
 /// What to change from the command line and config when a session opens.

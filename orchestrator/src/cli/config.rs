@@ -1,0 +1,59 @@
+//! `troupe config`: what a person says about troupe's own config files. `trust` accepts a file
+//! that a session changed (see [`crate::config_seal`]), after the person has read it.
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+
+use super::error::{CliError, EXIT_DONE, report};
+use crate::config::DEFAULT_CONFIG_FILE;
+
+/// The `troupe config` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Accept a config file (or a hook's script) that was changed while a session could write
+    /// it; troupe refuses to use it until then. Read the file first.
+    Trust {
+        /// The file (default: ./troupe.yaml).
+        #[arg(value_name = "FILE")]
+        file: Option<PathBuf>,
+    },
+}
+
+/// Runs `troupe config`; returns the exit code.
+pub fn run(command: ConfigCommand) -> i32 {
+    report("config", run_inner(command))
+}
+
+fn run_inner(command: ConfigCommand) -> Result<i32, CliError> {
+    match command {
+        ConfigCommand::Trust { file } => {
+            let file = file.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_FILE));
+            if !file.exists() {
+                return Err(CliError::usage(format!(
+                    "{} does not exist; name the config file to accept: troupe config trust FILE",
+                    file.display()
+                )));
+            }
+            let home = crate::kanban_config::troupe_home();
+            let removed = crate::config_seal::trust(&home, &file).map_err(|e| {
+                CliError::usage(format!(
+                    "cannot update troupe's record of config changes under {}: {e}",
+                    home.display()
+                ))
+            })?;
+            if removed {
+                eprintln!(
+                    "troupe config: {} accepted as it is now; troupe uses it from the next start",
+                    file.display()
+                );
+            } else {
+                eprintln!(
+                    "troupe config: {} had no change waiting for a yes; nothing to do",
+                    file.display()
+                );
+            }
+            Ok(EXIT_DONE)
+        }
+    }
+}
