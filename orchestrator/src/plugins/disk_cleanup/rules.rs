@@ -17,12 +17,13 @@ pub const PROTECTED_TOP_LEVEL: &[&str] = &[
     "plugins",
     "disk-cleanup",
     "kanban",
-    "workspace",
+    "workspaces",
     "home",
     "backups",
     "profiles",
     "mcp-logs",
-    "receipts",
+    "process-results",
+    "config-seals.json",
     ".git",
     "troupe.yaml",
     ".env",
@@ -270,6 +271,23 @@ fn lexical(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_folders_troupe_keeps_in_its_home_are_protected() {
+        // What the runtime, the built-in tools and the board create under the home; an empty
+        // one of them must never be swept.
+        for name in [
+            "workspaces",
+            "process-results",
+            "kanban",
+            "logs",
+            "cache",
+            "plugins",
+            "config-seals.json",
+        ] {
+            assert!(PROTECTED_TOP_LEVEL.contains(&name), "{name} is not protected");
+        }
+    }
 
     #[test]
     fn categories_follow_the_name_and_the_tree() {
