@@ -194,7 +194,8 @@ pub trait ApprovalRules: Send + Sync + 'static {
     fn check(&self, input: &RuleInput<'_>) -> RuleVerdict;
 }
 
-/// troupe's rules: `terminal` commands through the dangerous-command checks, file tools through
+/// troupe's rules: `terminal` commands and text typed into a background process (`process`
+/// write and close) through the dangerous-command checks, file tools through
 /// the path checks, destructive MCP tools, and tool names the config lists.
 #[derive(Clone, Default)]
 pub struct DefaultRules {
@@ -411,6 +412,29 @@ mod tests {
         assert_eq!(ApprovalMode::parse(&json!("auto")), ApprovalMode::Manual);
         assert_eq!(ApprovalMode::parse(&json!(true)), ApprovalMode::Manual);
         assert_eq!(ApprovalMode::parse(&Value::Null), ApprovalMode::Manual);
+    }
+
+    #[test]
+    fn text_typed_into_a_process_is_checked_like_a_command() {
+        let rules = DefaultRules::new(Vec::<String>::new());
+        let none = ToolHints::default();
+        let rm = obj(
+            json!({"action": "write", "session_id": "proc_0123456789ab", "data": "rm -rf build\n"}),
+        );
+        assert!(matches!(
+            rules.check(&input("process", &rm, Some(ToolKind::Core), &none)),
+            RuleVerdict::Ask { key, .. } if key.starts_with("process:")
+        ));
+        let ls = obj(json!({"action": "write", "session_id": "proc_0123456789ab", "data": "ls\n"}));
+        assert_eq!(
+            rules.check(&input("process", &ls, Some(ToolKind::Core), &none)),
+            RuleVerdict::Allow
+        );
+        let poll = obj(json!({"action": "poll", "session_id": "proc_0123456789ab"}));
+        assert_eq!(
+            rules.check(&input("process", &poll, Some(ToolKind::Core), &none)),
+            RuleVerdict::Allow
+        );
     }
 
     #[test]
