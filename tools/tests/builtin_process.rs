@@ -326,3 +326,54 @@ fn receipt_retention_keeps_the_newest_64_young_ones() {
     assert!(store.load("proc_ffffffffffff", &|s| s == "s").is_some());
     assert!(store.load("proc_ffffffffffff", &|s| s == "other").is_none());
 }
+
+/// Keystrokes into a shell are checked like a command, with earlier unfinished writes: a
+/// command split across writes is refused whole and never reaches the shell.
+#[tokio::test]
+async fn keystrokes_into_a_shell_need_approval() {
+    let f = Fixture::new();
+    let victim = f.work().join("victim");
+    std::fs::create_dir_all(victim.join("inner")).unwrap();
+    let id = start(&f, "s1", "bash").await;
+    let first = process(
+        &f,
+        "s1",
+        json!({"action": "write", "session_id": id, "data": "rm -r"}),
+    )
+    .await;
+    assert_eq!(first["status"], "ok", "{first}");
+    let second = process(
+        &f,
+        "s1",
+        json!({"action": "write", "session_id": id, "data": format!("f {}\n", victim.display())}),
+    )
+    .await;
+    assert_eq!(second["status"], "blocked", "{second}");
+    assert!(
+        second["error"].as_str().unwrap().contains("needs approval"),
+        "{second}"
+    );
+    let whole = process(
+        &f,
+        "s1",
+        json!({"action": "write", "session_id": id, "data": format!("\nrm -rf {}\n", victim.display())}),
+    )
+    .await;
+    assert_eq!(whole["status"], "blocked", "{whole}");
+    // Closing stdin would run the unfinished `rm -r`: refused too.
+    let close = process(&f, "s1", json!({"action": "close", "session_id": id})).await;
+    assert_eq!(close["status"], "blocked", "{close}");
+    let fine = process(
+        &f,
+        "s1",
+        json!({"action": "write", "session_id": id, "data": "\necho still-here\n"}),
+    )
+    .await;
+    assert_eq!(
+        fine["status"], "blocked",
+        "the pending `rm -r` line ends here: {fine}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(victim.join("inner").is_dir());
+    process(&f, "s1", json!({"action": "kill", "session_id": id})).await;
+}

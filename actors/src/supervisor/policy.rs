@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use troupe_tools::builtin::{
-    Builtins, CommandVerdict, PathAccess, check_command, path_needs_approval,
+    Builtins, CommandVerdict, PathAccess, check_command, check_keystrokes, path_needs_approval,
 };
 use troupe_tools::{ToolHints, ToolKind};
 
@@ -194,7 +194,8 @@ pub trait ApprovalRules: Send + Sync + 'static {
     fn check(&self, input: &RuleInput<'_>) -> RuleVerdict;
 }
 
-/// troupe's rules: `terminal` commands through the dangerous-command checks, file tools through
+/// troupe's rules: `terminal` commands and text typed into a background process (`process`
+/// write and close) through the dangerous-command checks, file tools through
 /// the path checks, destructive MCP tools, and tool names the config lists.
 #[derive(Clone, Default)]
 pub struct DefaultRules {
@@ -243,8 +244,27 @@ impl ApprovalRules for DefaultRules {
     fn check(&self, input: &RuleInput<'_>) -> RuleVerdict {
         let arg = |key: &str| input.arguments.get(key).and_then(Value::as_str);
         match input.tool {
-            "terminal" => {
-                match check_command(arg("command").unwrap_or("")) {
+            "terminal" | "process" => {
+                let verdict = match (input.tool, &self.builtins) {
+                    ("terminal", Some(b)) => b.check_terminal_command(
+                        input.session_id,
+                        arg("command").unwrap_or(""),
+                        arg("workdir"),
+                    ),
+                    ("terminal", None) => check_command(arg("command").unwrap_or("")),
+                    // Text written to a background process's stdin runs like a command.
+                    (_, builtins) => match process_input(input.arguments) {
+                        Some((id, data, closing)) => match builtins {
+                            Some(b) => {
+                                b.check_process_write(input.session_id, id, data, closing)
+                                    .verdict
+                            }
+                            None => check_keystrokes("", data, "", None, closing).verdict,
+                        },
+                        None => CommandVerdict::Allowed,
+                    },
+                };
+                match verdict {
                     // A harmless command still waits when the config lists `terminal`.
                     CommandVerdict::Allowed => {}
                     // Inside an isolated backend the configuration may waive the question.
@@ -254,7 +274,7 @@ impl ApprovalRules for DefaultRules {
                         }) => {}
                     CommandVerdict::NeedsApproval { key, reason } => {
                         return RuleVerdict::Ask {
-                            key: format!("terminal:{key}"),
+                            key: format!("{}:{key}", input.tool),
                             reason: reason.to_string(),
                         };
                     }
@@ -298,6 +318,25 @@ impl ApprovalRules for DefaultRules {
             };
         }
         RuleVerdict::Allow
+    }
+}
+
+/// The process id, the text and whether stdin closes, for a `process` call that types into a
+/// process (`write`, and `close`, which runs an unfinished line).
+fn process_input(arguments: &Map<String, Value>) -> Option<(&str, &str, bool)> {
+    let action = arguments
+        .get("action")?
+        .as_str()?
+        .trim()
+        .to_ascii_lowercase();
+    let id = arguments
+        .get("session_id")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    match action.as_str() {
+        "write" => Some((id, arguments.get("data")?.as_str()?, false)),
+        "close" => Some((id, "", true)),
+        _ => None,
     }
 }
 
@@ -373,6 +412,29 @@ mod tests {
         assert_eq!(ApprovalMode::parse(&json!("auto")), ApprovalMode::Manual);
         assert_eq!(ApprovalMode::parse(&json!(true)), ApprovalMode::Manual);
         assert_eq!(ApprovalMode::parse(&Value::Null), ApprovalMode::Manual);
+    }
+
+    #[test]
+    fn text_typed_into_a_process_is_checked_like_a_command() {
+        let rules = DefaultRules::new(Vec::<String>::new());
+        let none = ToolHints::default();
+        let rm = obj(
+            json!({"action": "write", "session_id": "proc_0123456789ab", "data": "rm -rf build\n"}),
+        );
+        assert!(matches!(
+            rules.check(&input("process", &rm, Some(ToolKind::Core), &none)),
+            RuleVerdict::Ask { key, .. } if key.starts_with("process:")
+        ));
+        let ls = obj(json!({"action": "write", "session_id": "proc_0123456789ab", "data": "ls\n"}));
+        assert_eq!(
+            rules.check(&input("process", &ls, Some(ToolKind::Core), &none)),
+            RuleVerdict::Allow
+        );
+        let poll = obj(json!({"action": "poll", "session_id": "proc_0123456789ab"}));
+        assert_eq!(
+            rules.check(&input("process", &poll, Some(ToolKind::Core), &none)),
+            RuleVerdict::Allow
+        );
     }
 
     #[test]

@@ -14,7 +14,8 @@
 //!   docker, ssh. [`files`]: the file system the file tools see through a backend.
 //! - `terminal`, `process_tool`: the two process tools; [`process_registry`] the registry actor,
 //!   [`receipts`] what finished processes leave on disk.
-//! - [`dangerous`], [`paths`]: what needs approval; [`exit_codes`]: exit codes explained;
+//! - [`danger`] (the dangerous-command check, the second layer behind confinement), [`paths`]:
+//!   what needs approval; [`exit_codes`]: exit codes explained;
 //!   [`redact`]: secret masking; [`sandbox_env`]: child environments.
 //! - `file_read`, `file_write`, `patch`, `search_files`: the file tools.
 //! - `execute_code`, `code_rpc`, `code_stub`: scripts calling tools over a Unix socket.
@@ -27,7 +28,7 @@ mod capture;
 mod code_rpc;
 #[cfg(unix)]
 mod code_stub;
-pub mod dangerous;
+pub mod danger;
 #[cfg(unix)]
 mod execute_code;
 pub mod exit_codes;
@@ -61,13 +62,16 @@ pub use backend::{
     DockerBackend, DockerSettings, LocalBackend, SandboxBackend, SandboxSettings, SpawnRequest,
     SpawnedCommand, SshBackend, SshSettings, TerminalBackend,
 };
-pub use dangerous::{CommandVerdict, approval_reason, check_command, forbidden_reason};
+pub use danger::{
+    CommandVerdict, KeystrokeCheck, approval_reason, check_command, check_command_in,
+    check_keystrokes, forbidden_reason, write_targets,
+};
 #[cfg(unix)]
 pub use execute_code::{ALLOWED_IN_SCRIPTS, CodeMode};
 pub use exit_codes::exit_code_meaning;
 pub use files::Files;
 pub use paths::{PathAccess, path_needs_approval, resolve_path};
-pub use process_registry::{ProcessRegistry, RegistryConfig, StartedProcess};
+pub use process_registry::{ProcessRegistry, RegistryConfig, StartedProcess, StdinText};
 pub use receipts::{Receipt, ReceiptStore};
 
 use crate::tool::{CallContext, ToolDef, ToolHandler, ToolHints, ToolResult};
@@ -347,6 +351,55 @@ impl Builtins {
         match self.named_of(session_id) {
             Some(named) => named.dangerous_command_approval || !named.backend.isolated(),
             None => self.config.terminal.dangerous_command_approval || !self.backend.isolated(),
+        }
+    }
+
+    /// Where the dangerous-command check reads the script files a command of `session_id`
+    /// names: the directory it runs in (`workdir`, or the session's), when its backend shares
+    /// the host's paths; `None` otherwise, so relative scripts count as unreadable.
+    fn check_dir(&self, session_id: &str, workdir: Option<&str>) -> Option<PathBuf> {
+        if !self.backend_of(session_id).shares_host_paths() {
+            return None;
+        }
+        let dir = self.session_cwd(session_id);
+        Some(match workdir.filter(|w| !w.trim().is_empty()) {
+            Some(w) => {
+                let p = paths::expand_home(w);
+                if p.is_absolute() { p } else { dir.join(p) }
+            }
+            None => dir,
+        })
+    }
+
+    /// The dangerous-command verdict for a `terminal` command of `session_id` that runs in
+    /// `workdir` (or the session's directory).
+    pub fn check_terminal_command(
+        &self,
+        session_id: &str,
+        command: &str,
+        workdir: Option<&str>,
+    ) -> CommandVerdict {
+        danger::check_command_at(command, self.check_dir(session_id, workdir).as_deref())
+    }
+
+    /// The dangerous-command check of writing `data` to the stdin of background process
+    /// `process_id` (`closing`: its stdin is then closed, which runs an unfinished line): every
+    /// line the write completes, with what earlier writes left unfinished before it, and what
+    /// stays unfinished after it.
+    pub fn check_process_write(
+        &self,
+        session_id: &str,
+        process_id: &str,
+        data: &str,
+        closing: bool,
+    ) -> KeystrokeCheck {
+        let host = self.check_dir(session_id, None).is_some();
+        match self.processes.stdin_text(process_id) {
+            Some(typed) => {
+                let cwd = host.then_some(typed.cwd.as_path());
+                check_keystrokes(&typed.pending, data, &typed.command, cwd, closing)
+            }
+            None => check_keystrokes("", data, "", None, closing),
         }
     }
 

@@ -47,10 +47,21 @@ pub(crate) const HOME_CREDENTIALS: &[&str] = &[
 /// Directories in the home directory whose whole content is secret or security-relevant.
 const HOME_SECRET_DIRS: &[&str] = &[".ssh", ".gnupg", ".troupe", ".aws"];
 
+/// `~` and `~/x` against `$HOME`.
+pub fn expand_home(path: &str) -> PathBuf {
+    if let Some(rest) = path.strip_prefix("~")
+        && (rest.is_empty() || rest.starts_with('/'))
+        && let Some(home) = std::env::var_os("HOME")
+    {
+        return PathBuf::from(home).join(rest.trim_start_matches('/'));
+    }
+    PathBuf::from(path)
+}
+
 /// `path` resolved against `cwd`: `~` expanded, `.` and `..` folded, symlinks of the existing
 /// part followed (so a link inside the project cannot point a write at `~/.ssh`).
 pub fn resolve_path(path: &str, cwd: &Path) -> PathBuf {
-    let expanded = super::terminal::expand_home(path);
+    let expanded = expand_home(path);
     let joined = if expanded.is_absolute() {
         expanded
     } else {

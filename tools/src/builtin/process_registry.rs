@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
@@ -172,6 +172,21 @@ pub struct ProcessRegistry {
 struct HandleInner {
     tx: mpsc::UnboundedSender<Msg>,
     config: RegistryConfig,
+    typed: Typed,
+}
+
+/// What has been typed into each live process, by id, for the dangerous-command check.
+type Typed = Arc<Mutex<HashMap<String, StdinText>>>;
+
+/// A live process's command and what was written to its stdin without ending a line.
+#[derive(Debug, Clone)]
+pub struct StdinText {
+    /// The command the process runs.
+    pub command: String,
+    /// Where it runs.
+    pub cwd: PathBuf,
+    /// Text written since the last line end.
+    pub pending: String,
 }
 
 impl Drop for HandleInner {
@@ -198,7 +213,9 @@ impl ProcessRegistry {
     /// `receipts`.
     pub fn launch(receipts: ReceiptStore, config: RegistryConfig) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
+        let typed = Typed::default();
         let actor = Actor {
+            typed: typed.clone(),
             procs: HashMap::new(),
             previous: HashMap::new(),
             receipts,
@@ -206,7 +223,7 @@ impl ProcessRegistry {
         };
         tokio::spawn(actor.run(rx));
         ProcessRegistry {
-            inner: Arc::new(HandleInner { tx, config }),
+            inner: Arc::new(HandleInner { tx, config, typed }),
         }
     }
 
@@ -255,6 +272,14 @@ impl ProcessRegistry {
             stop_source: None,
             on_finish: vec![],
         };
+        self.typed().insert(
+            id.clone(),
+            StdinText {
+                command: command.to_string(),
+                cwd: cwd.to_path_buf(),
+                pending: String::new(),
+            },
+        );
         let (reply, registered) = oneshot::channel();
         self.send(Msg::Register(Box::new(proc), reply));
         if registered.await.is_err() {
@@ -272,6 +297,28 @@ impl ProcessRegistry {
             id,
             pid: spawned.pid,
         })
+    }
+
+    fn typed(&self) -> std::sync::MutexGuard<'_, HashMap<String, StdinText>> {
+        self.inner.typed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A live process's command and what was typed into it without a line end, by its id or a
+    /// unique prefix of it (as `write` takes it); `None` when no live process matches.
+    pub fn stdin_text(&self, id: &str) -> Option<StdinText> {
+        let typed = self.typed();
+        let key = typed_key(&typed, id)?;
+        typed.get(&key).cloned()
+    }
+
+    /// Records what a write left unfinished, for the check of the next one.
+    pub fn set_pending(&self, id: &str, pending: String) {
+        let mut typed = self.typed();
+        if let Some(key) = typed_key(&typed, id)
+            && let Some(entry) = typed.get_mut(&key)
+        {
+            entry.pending = pending;
+        }
     }
 
     async fn ask<T>(&self, build: impl FnOnce(oneshot::Sender<T>) -> Msg) -> Option<T> {
@@ -469,6 +516,24 @@ impl ProcessRegistry {
     }
 }
 
+/// The id in `typed` that `id` names: itself, or the one id a 4+ hex prefix starts.
+fn typed_key(typed: &HashMap<String, StdinText>, id: &str) -> Option<String> {
+    let id = id.trim();
+    if typed.contains_key(id) {
+        return Some(id.to_string());
+    }
+    let hex = id.strip_prefix("proc_").unwrap_or(id);
+    if hex.len() < MIN_PREFIX || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    let prefix = format!("proc_{hex}");
+    let mut matches = typed.keys().filter(|k| k.starts_with(&prefix));
+    match (matches.next(), matches.next()) {
+        (Some(one), None) => Some(one.clone()),
+        _ => None,
+    }
+}
+
 /// Owns a process's stdin and writes what the actor forwards; dropping the channel closes it.
 async fn stdin_writer(
     mut stdin: Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
@@ -530,6 +595,7 @@ async fn watch(
 }
 
 struct Actor {
+    typed: Typed,
     procs: HashMap<String, Proc>,
     /// continuation session -> the session it continued.
     previous: HashMap<String, String>,
@@ -666,6 +732,10 @@ impl Actor {
                         Some(p) if p.ending.is_some() => Err(json!({"status": "already_exited", "error": "The process has already finished."})),
                         Some(p) if close => {
                             p.stdin = None;
+                            self.typed
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .remove(&p.id);
                             Ok(mpsc::channel(1).0)
                         }
                         Some(p) => p.stdin.clone().ok_or_else(|| json!({"status": "error", "error": "The process's stdin was closed; nothing more can be written."})),
@@ -810,6 +880,10 @@ impl Actor {
         }
         p.guard.disarm();
         p.stdin = None;
+        self.typed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
         let ending = Ending {
             code,
             reason: if p.stop_source.is_some() {

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::Builtins;
 use super::args::{optional_int, optional_str};
+use super::danger::CommandVerdict;
 use crate::tool::{CallContext, ToolResult};
 
 /// The actions `process` accepts.
@@ -21,6 +22,39 @@ fn answer(value: Value) -> ToolResult {
         ToolResult::error_json(value)
     } else {
         ToolResult::json(value)
+    }
+}
+
+/// Holds text written to a process to the dangerous-command check, as `terminal` holds a
+/// command: forbidden text is never written, flagged text only with a person's approval (or
+/// on an isolated backend configured to waive it). `Ok` carries a note for the result.
+fn gate(
+    builtins: &Builtins,
+    ctx: &CallContext,
+    verdict: &CommandVerdict,
+    what: &str,
+) -> Result<Option<String>, ToolResult> {
+    let blocked = |message: String| {
+        ToolResult::error_json(json!({"status": "blocked", "error": message, "bytes_written": 0}))
+    };
+    match verdict {
+        CommandVerdict::Allowed => Ok(None),
+        CommandVerdict::Forbidden { reason, .. } => Err(blocked(format!(
+            "Refused to {what}: a process runs what is typed into it, and this is never run: {reason}. Nothing was written."
+        ))),
+        CommandVerdict::NeedsApproval { reason, .. }
+            if !ctx.approved && builtins.dangerous_commands_need_approval(&ctx.session_id) =>
+        {
+            Err(blocked(format!(
+                "This needs approval first: a process runs what is typed into it, and {reason}. Nothing was written. Ask the user, or send something safer."
+            )))
+        }
+        CommandVerdict::NeedsApproval { reason, .. } if !ctx.approved => Ok(Some(format!(
+            "This text would need approval on this machine ({reason}); it was written without one inside the isolated backend, as configured."
+        ))),
+        CommandVerdict::NeedsApproval { reason, .. } => Ok(Some(format!(
+            "This text needed approval ({reason}) and was approved."
+        ))),
     }
 }
 
@@ -90,13 +124,39 @@ pub(crate) async fn call(
         }
         "kill" => answer(registry.kill(session, &id).await),
         "write" => match optional_str(&args, "data") {
-            Ok(Some(data)) => answer(registry.write(session, &id, data).await),
+            Ok(Some(data)) => {
+                let check = builtins.check_process_write(session, &id, data, false);
+                let note = match gate(&builtins, &ctx, &check.verdict, "write this text") {
+                    Ok(note) => note,
+                    Err(refused) => return refused,
+                };
+                let mut value = registry.write(session, &id, data).await;
+                if value["status"] == "ok" {
+                    registry.set_pending(&id, check.pending);
+                }
+                if let Some(note) = note {
+                    value["approval"] = json!(note);
+                }
+                answer(value)
+            }
             Ok(None) => ToolResult::error_json(
                 json!({"error": "'data' is required for write: the text to send to the process's stdin (add \\n to end a line)."}),
             ),
             Err(e) => ToolResult::error_json(json!({"error": e})),
         },
-        "close" => answer(registry.close_stdin(session, &id).await),
+        "close" => {
+            // Closing stdin makes a shell run the line it was given without an end.
+            let check = builtins.check_process_write(session, &id, "", true);
+            let note = match gate(&builtins, &ctx, &check.verdict, "close its stdin") {
+                Ok(note) => note,
+                Err(refused) => return refused,
+            };
+            let mut value = registry.close_stdin(session, &id).await;
+            if let Some(note) = note {
+                value["approval"] = json!(note);
+            }
+            answer(value)
+        }
         _ => ToolResult::error_json(json!({"error": format!("Unknown action '{action}'.")})),
     }
 }

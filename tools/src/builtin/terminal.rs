@@ -15,8 +15,9 @@ use super::Builtins;
 use super::args::{flag, optional_int, optional_str, required_str};
 use super::backend::{SpawnRequest, TerminalBackend};
 use super::capture::{Captured, HeadTail, Utf8Stream, thousands};
-use super::dangerous::{CommandVerdict, check_command};
+use super::danger::CommandVerdict;
 use super::exit_codes::{EXIT_INTERRUPTED, EXIT_TIMEOUT, exit_code_meaning};
+use super::paths::expand_home;
 use super::process_group::{KillOnDrop, terminate};
 use super::redact::redact;
 use super::sandbox_env::terminal_env;
@@ -266,7 +267,7 @@ pub(crate) async fn call(
 
     let backend = builtins.backend_of(&ctx.session_id);
     let mut approval_note = None;
-    match check_command(&command) {
+    match builtins.check_terminal_command(&ctx.session_id, &command, workdir) {
         CommandVerdict::Forbidden { reason, .. } => {
             return blocked(format!(
                 "This command is never run: {reason}. No approval can allow it; find a narrower command."
@@ -402,17 +403,6 @@ pub(crate) async fn call(
         );
     }
     ToolResult::json(result)
-}
-
-/// `~` and `~/x` against `$HOME`.
-pub(crate) fn expand_home(path: &str) -> PathBuf {
-    if let Some(rest) = path.strip_prefix("~")
-        && (rest.is_empty() || rest.starts_with('/'))
-        && let Some(home) = std::env::var_os("HOME")
-    {
-        return PathBuf::from(home).join(rest.trim_start_matches('/'));
-    }
-    PathBuf::from(path)
 }
 
 #[cfg(test)]
