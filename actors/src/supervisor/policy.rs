@@ -244,6 +244,26 @@ impl ApprovalRules for DefaultRules {
         let arg = |key: &str| input.arguments.get(key).and_then(Value::as_str);
         match input.tool {
             "terminal" => {
+                // Asking to write beyond the boundary is always a person's call (a command
+                // that is never run stays forbidden).
+                if let Some(paths) = writable_request(input.arguments) {
+                    let verdict = check_command(arg("command").unwrap_or(""));
+                    let also = match &verdict {
+                        CommandVerdict::Forbidden { reason, .. } => {
+                            return RuleVerdict::Forbid {
+                                reason: reason.to_string(),
+                            };
+                        }
+                        CommandVerdict::NeedsApproval { reason, .. } => format!("; and {reason}"),
+                        CommandVerdict::Allowed => String::new(),
+                    };
+                    return RuleVerdict::Ask {
+                        key: format!("terminal:writable:{paths}"),
+                        reason: format!(
+                            "the command asks to write outside its workspace and temp: {paths}{also}"
+                        ),
+                    };
+                }
                 match check_command(arg("command").unwrap_or("")) {
                     // A harmless command still waits when the config lists `terminal`.
                     CommandVerdict::Allowed => {}
@@ -298,6 +318,31 @@ impl ApprovalRules for DefaultRules {
             };
         }
         RuleVerdict::Allow
+    }
+}
+
+/// The paths a `terminal` call's `writable` names (sorted, comma-separated), if any; a value
+/// that is not a list of paths is shown as written (the tool refuses it later).
+fn writable_request(arguments: &Map<String, Value>) -> Option<String> {
+    match arguments.get("writable") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(items)) if items.is_empty() => None,
+        Some(Value::Array(items)) => {
+            let mut paths: Vec<String> = items
+                .iter()
+                .map(|i| {
+                    i.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| i.to_string())
+                })
+                .collect();
+            paths.sort();
+            paths.dedup();
+            Some(paths.join(", "))
+        }
+        Some(Value::String(one)) if one.trim().is_empty() => None,
+        Some(Value::String(one)) => Some(one.clone()),
+        Some(other) => Some(other.to_string()),
     }
 }
 
@@ -363,6 +408,30 @@ mod tests {
 
     fn obj(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn asking_to_write_more_always_asks_and_shows_the_paths() {
+        let rules = DefaultRules::new(Vec::<String>::new());
+        let none = ToolHints::default();
+        let ask = obj(json!({"command": "ls", "writable": ["/srv/b", "/srv/a"]}));
+        match rules.check(&input("terminal", &ask, Some(ToolKind::Core), &none)) {
+            RuleVerdict::Ask { key, reason } => {
+                assert_eq!(key, "terminal:writable:/srv/a, /srv/b");
+                assert!(reason.contains("/srv/a, /srv/b"), "{reason}");
+            }
+            other => panic!("expected a question, got {other:?}"),
+        }
+        let none_asked = obj(json!({"command": "ls", "writable": []}));
+        assert_eq!(
+            rules.check(&input("terminal", &none_asked, Some(ToolKind::Core), &none)),
+            RuleVerdict::Allow
+        );
+        let wipe = obj(json!({"command": "rm -rf /", "writable": ["/"]}));
+        assert!(matches!(
+            rules.check(&input("terminal", &wipe, Some(ToolKind::Core), &none)),
+            RuleVerdict::Forbid { .. }
+        ));
     }
 
     #[test]
