@@ -76,14 +76,23 @@ impl Confined {
         json_of(&tool.handler.as_ref().unwrap().call(args, ctx).await)
     }
 
-    /// Runs `command` with `terminal`: (exit code, output, whole result).
+    /// Runs `command` with `terminal`, approved as a person (or `approvals: off`) would:
+    /// (exit code, output and error, whole result).
     async fn sh(&self, command: &str) -> (i64, String, Value) {
         let out = self
-            .call_with("terminal", json!({"command": command}), ctx("s1"))
+            .call_with(
+                "terminal",
+                json!({"command": command}),
+                ctx("s1").with_approval(true),
+            )
             .await;
         (
             out["exit_code"].as_i64().unwrap_or(-99),
-            out["output"].as_str().unwrap_or_default().to_string(),
+            format!(
+                "{}{}",
+                out["output"].as_str().unwrap_or_default(),
+                out["error"].as_str().unwrap_or_default()
+            ),
             out,
         )
     }
@@ -145,7 +154,7 @@ async fn an_approved_call_writes_exactly_what_it_asked_for() {
     assert!(refused["error"].as_str().unwrap().contains(&outside));
     assert!(!c.outside.join("granted.txt").exists());
     let ran = c
-        .call_with("terminal", args, ctx("s1").with_approval())
+        .call_with("terminal", args, ctx("s1").with_approval(true))
         .await;
     assert_eq!(ran["exit_code"], 0, "{ran}");
     assert!(c.outside.join("granted.txt").exists());
@@ -155,7 +164,7 @@ async fn an_approved_call_writes_exactly_what_it_asked_for() {
         .call_with(
             "terminal",
             json!({"command": "true", "writable": [home]}),
-            ctx("s1").with_approval(),
+            ctx("s1").with_approval(true),
         )
         .await;
     assert_eq!(never["status"], "blocked", "{never}");
