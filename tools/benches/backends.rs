@@ -163,5 +163,83 @@ fn bench(c: &mut Criterion) {
         .status();
 }
 
-criterion_group!(benches, bench);
+/// The boundary's cost on the local backend: `terminal` running `true` and `execute_code`
+/// running `print(1)`, unconfined and confined (troupe's home at `$HOME/.troupe` hidden), in the
+/// same run.
+fn confinement(c: &mut Criterion) {
+    use troupe_tools::builtin::confine::{ConfinePolicy, ConfineSettings, Support, probe};
+    let Support::Available { abi } = probe() else {
+        eprintln!("no Landlock here: the confinement benchmark is skipped");
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let cwd = dir.path().to_path_buf();
+    let home = std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| cwd.clone());
+    let policy = ConfinePolicy::new(
+        abi,
+        ConfineSettings {
+            hidden: vec![home.join(".troupe")],
+            network: true,
+            ..ConfineSettings::default()
+        },
+    )
+    .expect("the policy");
+    let backends: Vec<(&str, Arc<dyn TerminalBackend>)> = vec![
+        ("unconfined", Arc::new(LocalBackend::default())),
+        (
+            "confined",
+            Arc::new(LocalBackend::default().confined(Arc::new(policy))),
+        ),
+    ];
+    let mut group = c.benchmark_group("local_confinement");
+    group
+        .sample_size(30)
+        .measurement_time(Duration::from_secs(8));
+    for (name, backend) in backends {
+        let builtins = rt
+            .block_on(async {
+                Builtins::start_with_backend(
+                    BuiltinConfig {
+                        default_cwd: cwd.clone(),
+                        receipts_dir: cwd.join("receipts"),
+                        ..BuiltinConfig::default()
+                    },
+                    backend,
+                )
+            })
+            .expect("the built-ins start");
+        let tools = core_tools(&builtins);
+        for (tool, args) in [
+            ("terminal", json!({"command": "true"})),
+            ("execute_code", json!({"code": "print(1)"})),
+        ] {
+            let handler = tools
+                .iter()
+                .find(|t| t.name == tool)
+                .and_then(|t| t.handler.clone())
+                .expect("the tool has a handler");
+            let args = args.as_object().cloned().unwrap_or_default();
+            group.bench_function(format!("{tool}/{name}"), |b| {
+                b.iter(|| {
+                    rt.block_on(async {
+                        let result = handler
+                            .call(args.clone(), CallContext::detached("bench"))
+                            .await;
+                        assert!(!result.is_error, "{result:?}");
+                        black_box(result)
+                    })
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, confinement);
 criterion_main!(benches);

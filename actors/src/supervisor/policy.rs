@@ -245,13 +245,33 @@ impl ApprovalRules for DefaultRules {
         let arg = |key: &str| input.arguments.get(key).and_then(Value::as_str);
         match input.tool {
             "terminal" | "process" => {
+                let terminal_verdict = |command: &str| match &self.builtins {
+                    Some(b) => b.check_terminal_command(input.session_id, command, arg("workdir")),
+                    None => check_command(command),
+                };
+                // Asking to write beyond the boundary is always a person's call (a command
+                // that is never run stays forbidden).
+                if input.tool == "terminal"
+                    && let Some(paths) = writable_request(input.arguments)
+                {
+                    let also = match terminal_verdict(arg("command").unwrap_or("")) {
+                        CommandVerdict::Forbidden { reason, .. } => {
+                            return RuleVerdict::Forbid {
+                                reason: reason.to_string(),
+                            };
+                        }
+                        CommandVerdict::NeedsApproval { reason, .. } => format!("; and {reason}"),
+                        CommandVerdict::Allowed => String::new(),
+                    };
+                    return RuleVerdict::Ask {
+                        key: format!("terminal:writable:{paths}"),
+                        reason: format!(
+                            "the command asks to write outside its workspace and temp: {paths}{also}"
+                        ),
+                    };
+                }
                 let verdict = match (input.tool, &self.builtins) {
-                    ("terminal", Some(b)) => b.check_terminal_command(
-                        input.session_id,
-                        arg("command").unwrap_or(""),
-                        arg("workdir"),
-                    ),
-                    ("terminal", None) => check_command(arg("command").unwrap_or("")),
+                    ("terminal", _) => terminal_verdict(arg("command").unwrap_or("")),
                     // Text written to a background process's stdin runs like a command.
                     (_, builtins) => match process_input(input.arguments) {
                         Some((id, data, closing)) => match builtins {
@@ -340,6 +360,31 @@ fn process_input(arguments: &Map<String, Value>) -> Option<(&str, &str, bool)> {
     }
 }
 
+/// The paths a `terminal` call's `writable` names (sorted, comma-separated), if any; a value
+/// that is not a list of paths is shown as written (the tool refuses it later).
+fn writable_request(arguments: &Map<String, Value>) -> Option<String> {
+    match arguments.get("writable") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(items)) if items.is_empty() => None,
+        Some(Value::Array(items)) => {
+            let mut paths: Vec<String> = items
+                .iter()
+                .map(|i| {
+                    i.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| i.to_string())
+                })
+                .collect();
+            paths.sort();
+            paths.dedup();
+            Some(paths.join(", "))
+        }
+        Some(Value::String(one)) if one.trim().is_empty() => None,
+        Some(Value::String(one)) => Some(one.clone()),
+        Some(other) => Some(other.to_string()),
+    }
+}
+
 /// A person's answer to one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApprovalChoice {
@@ -402,6 +447,30 @@ mod tests {
 
     fn obj(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn asking_to_write_more_always_asks_and_shows_the_paths() {
+        let rules = DefaultRules::new(Vec::<String>::new());
+        let none = ToolHints::default();
+        let ask = obj(json!({"command": "ls", "writable": ["/srv/b", "/srv/a"]}));
+        match rules.check(&input("terminal", &ask, Some(ToolKind::Core), &none)) {
+            RuleVerdict::Ask { key, reason } => {
+                assert_eq!(key, "terminal:writable:/srv/a, /srv/b");
+                assert!(reason.contains("/srv/a, /srv/b"), "{reason}");
+            }
+            other => panic!("expected a question, got {other:?}"),
+        }
+        let none_asked = obj(json!({"command": "ls", "writable": []}));
+        assert_eq!(
+            rules.check(&input("terminal", &none_asked, Some(ToolKind::Core), &none)),
+            RuleVerdict::Allow
+        );
+        let wipe = obj(json!({"command": "rm -rf /", "writable": ["/"]}));
+        assert!(matches!(
+            rules.check(&input("terminal", &wipe, Some(ToolKind::Core), &none)),
+            RuleVerdict::Forbid { .. }
+        ));
     }
 
     #[test]

@@ -108,9 +108,29 @@ pub fn run_raw(
     for (key, value) in env {
         command.env(key, value);
     }
+    // Inside troupe's boundary, with its own folder readable; a hook that cannot be confined
+    // does not run (a pre_tool_call hook then denies, as for any failure).
+    let ruleset =
+        troupe_tools::builtin::confine::service_ruleset(Some(&spec.dir)).map_err(|e| {
+            HookFailure::Spawn(format!(
+                "`{}`: troupe's boundary could not be set up: {e}",
+                spec.command
+            ))
+        })?;
+    if let Some(fd) = ruleset
+        .as_ref()
+        .map(troupe_tools::builtin::confine::Ruleset::raw_fd)
+    {
+        // SAFETY: restrict_self only makes system calls (async-signal-safe); the ruleset
+        // outlives the spawn.
+        unsafe {
+            command.pre_exec(move || troupe_tools::builtin::confine::restrict_self(fd));
+        }
+    }
     let mut child = command.spawn().map_err(|e| {
         HookFailure::Spawn(format!("`{}` in {}: {e}", spec.command, spec.dir.display()))
     })?;
+    drop(ruleset);
     let pid = child.id();
     let input = input.to_string();
     let stdin = child.stdin.take();

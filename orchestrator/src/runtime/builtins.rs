@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+use troupe_tools::builtin::confine::ConfineMode;
 use troupe_tools::builtin::{BuiltinConfig, CodeMode};
 
 use super::backends::{BACKEND_KEYS, BackendChoice};
@@ -21,6 +22,9 @@ const TERMINAL_KEYS: &[&str] = &[
     "max_output_chars",
     "kill_grace",
     "env_passthrough",
+    "confine",
+    "network",
+    "writable",
 ];
 
 const CODE_KEYS: &[&str] = &[
@@ -110,6 +114,55 @@ pub fn builtin_config(config: &Config) -> Result<BuiltinConfig, ConfigError> {
     }
     if let Some(v) = terminal.get("env_passthrough").filter(|v| !v.is_null()) {
         out.terminal.env_passthrough = strings(v, "terminal.env_passthrough")?;
+    }
+    match terminal.get("confine") {
+        None | Some(Value::Null) => {}
+        Some(Value::Bool(on)) => {
+            out.terminal.confine = if *on {
+                ConfineMode::On
+            } else {
+                ConfineMode::Off
+            }
+        }
+        Some(Value::String(text)) => {
+            out.terminal.confine = ConfineMode::parse(text).ok_or_else(|| {
+                invalid(
+                    "terminal.confine",
+                    format!("{text:?} is not a setting; write auto (confine where the kernel can), on (refuse to start without it) or off"),
+                )
+            })?;
+        }
+        Some(other) => {
+            return Err(invalid(
+                "terminal.confine",
+                format!("expected auto, on or off, found {}", yaml_kind(other)),
+            ));
+        }
+    }
+    match terminal.get("network") {
+        None | Some(Value::Null) => {}
+        Some(Value::Bool(on)) => out.terminal.network = *on,
+        Some(other) => {
+            return Err(invalid(
+                "terminal.network",
+                format!("expected true or false, found {}", yaml_kind(other)),
+            ));
+        }
+    }
+    if let Some(v) = terminal.get("writable").filter(|v| !v.is_null()) {
+        for raw in strings(v, "terminal.writable")? {
+            let path = absolute(&raw, base.as_deref());
+            if !path.exists() {
+                return Err(invalid(
+                    "terminal.writable",
+                    format!(
+                        "{} does not exist; create it first, or remove it from the list",
+                        path.display()
+                    ),
+                ));
+            }
+            out.terminal.writable.push(path);
+        }
     }
 
     let (name, code) = match config.section("code_execution") {
@@ -281,6 +334,15 @@ mod tests {
         assert_eq!(b.code.timeout, Duration::from_secs(20));
         assert_eq!(b.code.max_tool_calls, 7);
         assert_eq!(b.code.mode, CodeMode::Strict);
+        assert_eq!(b.terminal.confine, ConfineMode::Auto);
+        let yaml = format!(
+            "terminal:\n  confine: off\n  network: false\n  writable: ['{}']\n",
+            dir.path().display()
+        );
+        let b = builtin_config(&Config::parse(&yaml).unwrap()).unwrap();
+        assert_eq!(b.terminal.confine, ConfineMode::Off);
+        assert!(!b.terminal.network);
+        assert_eq!(b.terminal.writable, vec![dir.path().to_path_buf()]);
     }
 
     #[test]
@@ -296,6 +358,12 @@ mod tests {
             ),
             ("execute_code: {mode: loose}", "execute_code.mode"),
             ("terminal: [1]", "terminal"),
+            ("terminal: {confine: sometimes}", "terminal.confine"),
+            ("terminal: {network: maybe}", "terminal.network"),
+            (
+                "terminal: {writable: [/no/such/dir/anywhere]}",
+                "terminal.writable",
+            ),
         ] {
             let err = builtin_config(&Config::parse(yaml).unwrap())
                 .unwrap_err()

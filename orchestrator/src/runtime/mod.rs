@@ -316,22 +316,41 @@ impl Runtime {
         };
         let default_provider = model_provider(&config.model)?;
         check_cost_budgets(&config, &delegation, &kanban, default_provider.as_deref())?;
-        let workspaces_dir = crate::kanban_config::troupe_home().join("workspaces");
+        let home = crate::kanban_config::troupe_home();
+        let workspaces_dir = home.join("workspaces");
+        // The boundary of what commands, hooks and MCP servers reach (terminal.confine).
+        let boundary = backends::boundary(&builtin_settings, &home, config.path.as_deref())?;
+        troupe_tools::builtin::confine::set_service_policy(boundary.policy.clone());
+        let mut boundary_notices = vec![];
+        if let Some(warning) = &boundary.warning {
+            tracing::warn!("{warning}");
+            boundary_notices.push(StartupNotice {
+                source: String::new(),
+                reason: warning.clone(),
+            });
+        }
         let backend = backends::start_backend(
             &backends::configured_backend(&config)?,
             &builtin_settings,
             Some(&workspaces_dir),
+            &boundary,
+            &home,
         )
         .map_err(|e| RuntimeError::Start(format!("terminal.backend: {e}")))?;
         // A profile with a terminal: of its own runs its workers (and their subagents) there.
         let mut named = vec![];
         for (name, profile) in &kanban.profiles {
             if let Some((choice, ask)) = &profile.terminal {
-                let backend =
-                    backends::start_backend(choice, &builtin_settings, Some(&workspaces_dir))
-                        .map_err(|e| {
-                            RuntimeError::Start(format!("profiles.{name}.terminal.backend: {e}"))
-                        })?;
+                let backend = backends::start_backend(
+                    choice,
+                    &builtin_settings,
+                    Some(&workspaces_dir),
+                    &boundary,
+                    &home,
+                )
+                .map_err(|e| {
+                    RuntimeError::Start(format!("profiles.{name}.terminal.backend: {e}"))
+                })?;
                 named.push(NamedBackend::new(name.clone(), backend, *ask));
             }
         }
@@ -352,7 +371,8 @@ impl Runtime {
         if let Some(store) = &sessions {
             registry.register(crate::sessions::session_search_tool(store.clone()));
         }
-        let mut notices = plugin_notices;
+        let mut notices = boundary_notices;
+        notices.extend(plugin_notices);
         let mut provided: BTreeSet<String> = BTreeSet::new();
 
         // MCP servers: once per process, into the one registry.

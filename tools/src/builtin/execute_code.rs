@@ -290,8 +290,12 @@ pub(crate) async fn call(
         shell_quote(&python.to_string_lossy()),
         shell_quote(&exposed.dir.join("script.py").to_string_lossy())
     );
+    // The scratch directory is the script's own: writable under a boundary too.
+    let mut workspace = builtins.writable_roots(&ctx.session_id);
+    workspace.push(exposed.dir.clone());
     let spawned = match backend.spawn(SpawnRequest {
         split_stderr: true,
+        workspace,
         ..SpawnRequest::new(run, cwd, env)
     }) {
         Ok(spawned) => spawned,

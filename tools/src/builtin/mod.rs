@@ -14,6 +14,7 @@
 //!   docker, ssh. [`files`]: the file system the file tools see through a backend.
 //! - `terminal`, `process_tool`: the two process tools; [`process_registry`] the registry actor,
 //!   [`receipts`] what finished processes leave on disk.
+//! - [`confine`]: the boundary (Landlock) of what commands, hooks and MCP servers reach.
 //! - [`danger`] (the dangerous-command check, the second layer behind confinement), [`paths`]:
 //!   what needs approval; [`exit_codes`]: exit codes explained;
 //!   [`redact`]: secret masking; [`sandbox_env`]: child environments.
@@ -28,6 +29,7 @@ mod capture;
 mod code_rpc;
 #[cfg(unix)]
 mod code_stub;
+pub mod confine;
 pub mod danger;
 #[cfg(unix)]
 mod execute_code;
@@ -59,8 +61,8 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 pub use backend::{
-    DockerBackend, DockerSettings, LocalBackend, SandboxBackend, SandboxSettings, SpawnRequest,
-    SpawnedCommand, SshBackend, SshSettings, TerminalBackend,
+    CommandReach, DockerBackend, DockerSettings, LocalBackend, SandboxBackend, SandboxSettings,
+    SpawnRequest, SpawnedCommand, SshBackend, SshSettings, TerminalBackend,
 };
 pub use danger::{
     CommandVerdict, KeystrokeCheck, approval_reason, check_command, check_command_in,
@@ -94,6 +96,12 @@ pub struct TerminalConfig {
     /// Ask before dangerous commands. Turning it off only takes effect on a backend that
     /// keeps commands off this machine and its network ([`TerminalBackend::isolated`]).
     pub dangerous_command_approval: bool,
+    /// `terminal.confine`: whether commands run inside the boundary.
+    pub confine: confine::ConfineMode,
+    /// `terminal.network`: commands may use TCP (local backend, under the boundary).
+    pub network: bool,
+    /// `terminal.writable`: more paths commands may write.
+    pub writable: Vec<PathBuf>,
 }
 
 impl Default for TerminalConfig {
@@ -106,6 +114,9 @@ impl Default for TerminalConfig {
             env_passthrough: vec![],
             extra_blocked_env: vec![],
             dangerous_command_approval: true,
+            confine: confine::ConfineMode::Auto,
+            network: true,
+            writable: vec![],
         }
     }
 }
@@ -449,6 +460,19 @@ impl Builtins {
         drop(workspaces);
         let mut dirs = self.dirs.lock().unwrap_or_else(|p| p.into_inner());
         dirs.remove(session_id);
+    }
+
+    /// What `session_id`'s commands may write under the boundary: its workspace (a board
+    /// task's directory, else the directory troupe started in) and the configured roots. Not
+    /// the directory a `cd` moved to: that would let `cd /` widen the boundary.
+    pub fn writable_roots(&self, session_id: &str) -> Vec<PathBuf> {
+        let workspace = {
+            let workspaces = self.workspaces.lock().unwrap_or_else(|p| p.into_inner());
+            workspaces.get(session_id).cloned()
+        };
+        let mut roots = vec![workspace.unwrap_or_else(|| self.config.default_cwd.clone())];
+        roots.extend(self.config.allowed_roots.iter().cloned());
+        roots
     }
 
     /// The directories `session_id` may use without approval.

@@ -285,14 +285,25 @@ impl KeptChild {
 
 /// Spawns `command` in a session of its own, without inspection capabilities, under a keeper
 /// (Linux) that holds on to whatever it leaves behind.
-pub(crate) fn spawn_kept(command: &mut tokio::process::Command) -> std::io::Result<KeptChild> {
+/// With `confine`, the command (not its keeper) runs inside that Landlock ruleset.
+pub(crate) fn spawn_kept(
+    command: &mut tokio::process::Command,
+    confine: Option<&super::confine::Ruleset>,
+) -> std::io::Result<KeptChild> {
     let (status_read, status_write) = std::io::pipe()?;
     let status_fd = status_write.as_raw_fd();
-    // SAFETY: child_setup and split_off_keeper only make async-signal-safe system calls.
+    let ruleset = confine.map(super::confine::Ruleset::raw_fd);
+    // SAFETY: child_setup, split_off_keeper and restrict_self only make async-signal-safe
+    // system calls. The ruleset's descriptor outlives the spawn (the caller holds it).
     unsafe {
         command.pre_exec(move || {
             super::privileges::child_setup()?;
-            split_off_keeper(status_fd)
+            split_off_keeper(status_fd)?;
+            // Only the command's branch gets here: the keeper stays outside the boundary.
+            match ruleset {
+                Some(fd) => super::confine::restrict_self(fd),
+                None => Ok(()),
+            }
         });
     }
     let child = command.spawn()?;
@@ -302,10 +313,15 @@ pub(crate) fn spawn_kept(command: &mut tokio::process::Command) -> std::io::Resu
 }
 
 /// The set-up of an MCP server's process between fork and exec: no inspection capabilities,
-/// and a keeper (without a status pipe: the server's end is seen through its stdio).
-pub(crate) fn mcp_child_setup() -> std::io::Result<()> {
+/// a keeper (without a status pipe: the server's end is seen through its stdio), and the
+/// server (not its keeper) inside the Landlock ruleset `confine` (a descriptor), if any.
+pub(crate) fn mcp_child_setup(confine: Option<i32>) -> std::io::Result<()> {
     super::privileges::drop_inspection_capabilities()?;
-    split_off_keeper(-1)
+    split_off_keeper(-1)?;
+    match confine {
+        Some(fd) => super::confine::restrict_self(fd),
+        None => Ok(()),
+    }
 }
 
 /// prctl's unsigned-long arguments (plain literals would be passed as 32-bit ints).

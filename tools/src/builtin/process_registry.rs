@@ -238,6 +238,7 @@ impl ProcessRegistry {
         command: &str,
         cwd: &Path,
         mut env: Vec<(String, String)>,
+        reach: super::backend::CommandReach,
         backend: &dyn TerminalBackend,
     ) -> Result<StartedProcess, String> {
         env.push(("PYTHONUNBUFFERED".into(), "1".into()));
@@ -248,6 +249,8 @@ impl ProcessRegistry {
                 env,
                 stdin: true,
                 split_stderr: false,
+                workspace: reach.workspace,
+                extra_writable: reach.extra_writable,
             })
             .map_err(|e| format!("The command could not be started: {e}."))?;
         let id = format!("proc_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);

@@ -18,7 +18,8 @@ pub(crate) fn schema(name: &str) -> (&'static str, Value) {
                     "command": {"type": "string", "description": "The shell command."},
                     "background": {"type": "boolean", "description": "Start it and return at once with a process id (default false)."},
                     "timeout": {"type": "integer", "minimum": 1, "description": "Seconds before the command is stopped (default 180, foreground at most 600)."},
-                    "workdir": {"type": "string", "description": "Run in this directory for this one command instead of the session's."}
+                    "workdir": {"type": "string", "description": "Run in this directory for this one command instead of the session's."},
+                    "writable": {"type": "array", "items": {"type": "string"}, "description": "Existing directories or files outside the workspace and temp that this one command must write; the user is asked to approve them."}
                 },
                 "required": ["command"]
             }),

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Builtins;
 use super::args::{flag, optional_int, optional_str, required_str};
-use super::backend::{SpawnRequest, TerminalBackend};
+use super::backend::{CommandReach as Reach, SpawnRequest, TerminalBackend};
 use super::capture::{Captured, HeadTail, Utf8Stream, thousands};
 use super::danger::CommandVerdict;
 use super::exit_codes::{EXIT_INTERRUPTED, EXIT_TIMEOUT, exit_code_meaning};
@@ -50,6 +50,48 @@ pub(crate) struct RunOutcome {
     pub(crate) stopped_leftovers: bool,
 }
 
+/// Reads `writable`: existing paths (`~` expanded, relative ones against `base`), made
+/// canonical; an error says what to send instead.
+fn writable_paths(args: &Map<String, Value>, base: &Path) -> Result<Vec<PathBuf>, String> {
+    let items = match args.get("writable") {
+        None | Some(Value::Null) => return Ok(vec![]),
+        Some(Value::Array(items)) => items,
+        Some(Value::String(one)) => {
+            return writable_paths(
+                &Map::from_iter([("writable".to_string(), json!([one]))]),
+                base,
+            );
+        }
+        Some(_) => {
+            return Err("'writable' must be a list of paths, for example [\"/srv/out\"].".into());
+        }
+    };
+    let mut paths = vec![];
+    for item in items {
+        let Some(text) = item.as_str().filter(|t| !t.trim().is_empty()) else {
+            return Err(format!(
+                "'writable' holds {item}, which is not a path; send a list of paths such as [\"/srv/out\"]."
+            ));
+        };
+        let path = expand_home(text.trim());
+        let path = if path.is_absolute() {
+            path
+        } else {
+            base.join(path)
+        };
+        match std::fs::canonicalize(&path) {
+            Ok(real) => paths.push(real),
+            Err(_) => {
+                return Err(format!(
+                    "'writable' names {}, which does not exist. Ask for an existing directory (its parent, to create it).",
+                    path.display()
+                ));
+            }
+        }
+    }
+    Ok(paths)
+}
+
 /// Limits of one foreground run.
 #[derive(Debug, Clone)]
 pub(crate) struct RunLimits {
@@ -65,6 +107,7 @@ pub(crate) async fn run_foreground(
     command: &str,
     cwd: &Path,
     env: Vec<(String, String)>,
+    reach: Reach,
     limits: &RunLimits,
     cancel: &CancellationToken,
 ) -> std::io::Result<RunOutcome> {
@@ -74,7 +117,11 @@ pub(crate) async fn run_foreground(
     let script = format!(
         "{command}\n__troupe_status=$?\nprintf '\\n{marker}%s\\n' \"$PWD\"\nexit $__troupe_status\n"
     );
-    let spawned = backend.spawn(SpawnRequest::new(script, cwd, env))?;
+    let spawned = backend.spawn(SpawnRequest {
+        workspace: reach.workspace,
+        extra_writable: reach.extra_writable,
+        ..SpawnRequest::new(script, cwd, env)
+    })?;
     let group = spawned.group.clone();
     let mut guard = KillOnDrop::new(group.clone());
     let mut output = spawned.output;
@@ -266,6 +313,37 @@ pub(crate) async fn call(
     }
 
     let backend = builtins.backend_of(&ctx.session_id);
+    let session_dir = builtins.session_cwd(&ctx.session_id);
+    let extra_writable = match writable_paths(&args, &session_dir) {
+        Ok(paths) => paths,
+        Err(e) => {
+            return ToolResult::error_json(json!({"output": "", "exit_code": -1, "error": e}));
+        }
+    };
+    if !extra_writable.is_empty() {
+        if !backend.confined() {
+            return blocked(format!(
+                "'writable' widens troupe's boundary, and commands on the {} backend do not run inside one here. Leave 'writable' out.",
+                backend.name()
+            ));
+        }
+        if let Some(hidden) = extra_writable.iter().find(|p| backend.out_of_reach(p)) {
+            return blocked(format!(
+                "'writable' names {}, which is or holds troupe's home or a config file troupe read; no approval grants that.",
+                hidden.display()
+            ));
+        }
+        if !ctx.approved {
+            return blocked(format!(
+                "Writing {} needs the user's approval first. It was not run.",
+                extra_writable
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
     let mut approval_note = None;
     match builtins.check_terminal_command(&ctx.session_id, &command, workdir) {
         CommandVerdict::Forbidden { reason, .. } => {
@@ -294,7 +372,6 @@ pub(crate) async fn call(
         CommandVerdict::Allowed => {}
     }
 
-    let session_dir = builtins.session_cwd(&ctx.session_id);
     let cwd = match workdir {
         Some(w) => {
             let p = expand_home(w);
@@ -320,9 +397,20 @@ pub(crate) async fn call(
     );
 
     if background {
+        let reach = Reach {
+            workspace: builtins.writable_roots(&ctx.session_id),
+            extra_writable: extra_writable.clone(),
+        };
         return match builtins
             .processes
-            .start(&ctx.session_id, &command, &cwd, env, backend.as_ref())
+            .start(
+                &ctx.session_id,
+                &command,
+                &cwd,
+                env,
+                reach,
+                backend.as_ref(),
+            )
             .await
         {
             Ok(started) => {
@@ -350,8 +438,20 @@ pub(crate) async fn call(
         max_output_chars: config.max_output_chars,
         kill_grace: config.kill_grace,
     };
-    let outcome = match run_foreground(backend.as_ref(), &command, &cwd, env, &limits, &ctx.cancel)
-        .await
+    let reach = Reach {
+        workspace: builtins.writable_roots(&ctx.session_id),
+        extra_writable,
+    };
+    let outcome = match run_foreground(
+        backend.as_ref(),
+        &command,
+        &cwd,
+        env,
+        reach,
+        &limits,
+        &ctx.cancel,
+    )
+    .await
     {
         Ok(o) => o,
         Err(err) => {
@@ -396,6 +496,14 @@ pub(crate) async fn call(
         && let Some(meaning) = exit_code_meaning(&command, outcome.exit_code)
     {
         result["exit_code_meaning"] = json!(meaning);
+    }
+    // Only a failure is scanned, and only inside a boundary.
+    if outcome.end == RunEnd::Exited
+        && outcome.exit_code != 0
+        && backend.confined()
+        && let Some(note) = super::confine::boundary_note(&outcome.output.text)
+    {
+        result["boundary"] = json!(note);
     }
     if outcome.stopped_leftovers {
         result["hint"] = json!(

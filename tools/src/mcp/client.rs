@@ -80,12 +80,21 @@ pub(crate) async fn open(
             // A group of its own: killing the group reaches whatever the server spawned.
             #[cfg(unix)]
             cmd.process_group(0);
-            // Without inspection capabilities, and with a keeper that kills the server and
-            // whatever it started once troupe is gone, however troupe went (a signal, a crash).
-            // SAFETY: it only makes async-signal-safe system calls.
+            // Inside troupe's boundary (built here, applied in the child; a server that cannot
+            // be confined does not start), without inspection capabilities, and with a keeper
+            // that kills the server and whatever it started once troupe is gone, however
+            // troupe went (a signal, a crash).
+            let ruleset =
+                crate::builtin::confine::service_ruleset(cwd.as_deref()).map_err(|e| {
+                    format!("troupe's boundary for `{command}` could not be set up: {e}")
+                })?;
+            let confine = ruleset
+                .as_ref()
+                .map(crate::builtin::confine::Ruleset::raw_fd);
+            // SAFETY: it only makes async-signal-safe system calls; `ruleset` outlives the spawn.
             #[cfg(unix)]
             unsafe {
-                cmd.pre_exec(crate::builtin::process_group::mcp_child_setup);
+                cmd.pre_exec(move || crate::builtin::process_group::mcp_child_setup(confine));
             }
             // Backstop for a session dropped while the runtime is going away: the child still dies.
             cmd.kill_on_drop(true);
@@ -93,6 +102,7 @@ pub(crate) async fn open(
                 .stderr(Stdio::from(log))
                 .spawn()
                 .map_err(|e| spawn_error(command, cwd.as_deref(), &e))?;
+            drop(ruleset);
             let pid = transport.id();
             let process_group = pid.and_then(|p| i32::try_from(p).ok());
             let mut abandoned = KillGroupOnDrop(process_group);

@@ -36,6 +36,9 @@ pub struct DockerSettings {
     pub pids: Option<u32>,
     /// A docker network to join; `None` means no network at all.
     pub network: Option<String>,
+    /// Directories covered by an empty one when a mount holds them (troupe's home); the
+    /// mounts inside them are mounted again on top.
+    pub hidden: Vec<PathBuf>,
     /// The docker command.
     pub docker: PathBuf,
 }
@@ -53,6 +56,7 @@ impl DockerSettings {
             cpus: None,
             pids: Some(1024),
             network: None,
+            hidden: vec![],
             docker: PathBuf::from("docker"),
         }
     }
@@ -180,8 +184,18 @@ impl Docker {
         if let Some(cpus) = &self.settings.cpus {
             run.args(["--cpus", cpus]);
         }
-        for dir in self.settings.mounts.iter().chain([&self.scratch]) {
+        let mounts: Vec<&PathBuf> = self.settings.mounts.iter().chain([&self.scratch]).collect();
+        for dir in &mounts {
             run.args(["--mount", &bind(dir)?]);
+        }
+        // Docker mounts by depth, so an empty directory over troupe's home inside a mount (the
+        // working directory holding it) comes after that mount, and the workspaces inside the
+        // home after the empty directory.
+        for hidden in &self.settings.hidden {
+            let held = mounts.iter().any(|m| hidden.starts_with(m) && hidden != *m);
+            if held && hidden.is_dir() {
+                run.args(["--tmpfs", &format!("{}:ro,mode=0500", hidden.display())]);
+            }
         }
         run.args([image.as_str(), "sleep", "infinity"]);
         let out = run.output().map_err(|e| {

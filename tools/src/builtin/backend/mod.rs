@@ -25,6 +25,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use super::confine::{ConfinePolicy, Ruleset};
 use super::files::{Files, LocalFiles};
 use super::process_group::{ProcessGroup, spawn_kept};
 
@@ -45,6 +46,12 @@ pub struct SpawnRequest {
     pub stdin: bool,
     /// Keep stderr apart from stdout (in [`SpawnedCommand::stderr`]).
     pub split_stderr: bool,
+    /// The session's workspace (its roots): writable under a boundary
+    /// ([`LocalBackend::confined`]), re-granted in the sandbox when troupe's home hides it.
+    pub workspace: Vec<PathBuf>,
+    /// More paths a person approved this one call to write (`terminal`'s `writable`, the
+    /// targets of an approved command).
+    pub extra_writable: Vec<PathBuf>,
 }
 
 impl SpawnRequest {
@@ -60,8 +67,20 @@ impl SpawnRequest {
             env,
             stdin: false,
             split_stderr: false,
+            workspace: vec![],
+            extra_writable: vec![],
         }
     }
+}
+
+/// What a command may write beyond temp and the configured grants, under a boundary: the
+/// two fields of [`SpawnRequest`] that say so, for callers that pass them along.
+#[derive(Debug, Clone, Default)]
+pub struct CommandReach {
+    /// The session's workspace roots ([`SpawnRequest::workspace`]).
+    pub workspace: Vec<PathBuf>,
+    /// Paths a person approved for this call ([`SpawnRequest::extra_writable`]).
+    pub extra_writable: Vec<PathBuf>,
 }
 
 /// A started command. Dropping it does not stop the command: stop it through `group`.
@@ -141,15 +160,28 @@ pub trait TerminalBackend: Send + Sync + 'static {
     fn isolated(&self) -> bool {
         false
     }
+    /// Whether commands run inside troupe's boundary here, and a call may ask for more
+    /// writable paths ([`SpawnRequest::extra_writable`]).
+    fn confined(&self) -> bool {
+        false
+    }
+    /// Whether `path` lies beyond the boundary for good (troupe's home, a config file troupe
+    /// read, or a directory holding one): no approval may make it writable.
+    fn out_of_reach(&self, path: &Path) -> bool {
+        let _ = path;
+        false
+    }
     /// Gives back what the backend holds (a container, a connection). Called once, at the end.
     fn shutdown(&self) {}
 }
 
 /// Runs scripts on this machine with bash (or `sh` when bash is missing), each command leading
-/// a new session so that its whole tree can be signalled.
+/// a new session so that its whole tree can be signalled; inside the boundary of a
+/// [`ConfinePolicy`] when given one ([`LocalBackend::confined`]).
 #[derive(Debug, Clone)]
 pub struct LocalBackend {
     shell: PathBuf,
+    confine: Option<Arc<ConfinePolicy>>,
 }
 
 impl Default for LocalBackend {
@@ -159,7 +191,10 @@ impl Default for LocalBackend {
             .map(PathBuf::from)
             .find(|p| p.exists())
             .unwrap_or_else(|| PathBuf::from("/bin/sh"));
-        LocalBackend { shell }
+        LocalBackend {
+            shell,
+            confine: None,
+        }
     }
 }
 
@@ -168,7 +203,20 @@ impl LocalBackend {
     pub fn with_shell(shell: impl Into<PathBuf>) -> Self {
         LocalBackend {
             shell: shell.into(),
+            confine: None,
         }
+    }
+
+    /// Runs every command inside `policy`'s boundary: writable only the request's workspace,
+    /// its approved extras, temp and the configured grants; troupe's home out of reach.
+    pub fn confined(mut self, policy: Arc<ConfinePolicy>) -> Self {
+        self.confine = Some(policy);
+        self
+    }
+
+    /// The boundary, when commands run in one.
+    pub fn policy(&self) -> Option<&Arc<ConfinePolicy>> {
+        self.confine.as_ref()
     }
 
     /// The shell it runs scripts with.
@@ -182,13 +230,39 @@ impl TerminalBackend for LocalBackend {
         "local"
     }
 
-    fn spawn(&self, request: SpawnRequest) -> std::io::Result<SpawnedCommand> {
+    fn spawn(&self, mut request: SpawnRequest) -> std::io::Result<SpawnedCommand> {
         let mut command = tokio::process::Command::new(&self.shell);
         command
             .arg("-c")
             .arg(&request.script)
             .current_dir(&request.cwd);
-        spawn_here(command, &request)
+        let Some(policy) = &self.confine else {
+            return spawn_here(command, &request, None);
+        };
+        // Built in the parent, applied in the child; a boundary that cannot be built means
+        // the command does not run.
+        let ruleset = policy
+            .command_ruleset(&request.workspace, &request.extra_writable)
+            .map_err(|e| {
+                std::io::Error::other(format!("troupe's boundary could not be set up: {e}"))
+            })?;
+        if let Some(tmp) = policy.private_tmp() {
+            request.env.retain(|(k, _)| k != "TMPDIR");
+            request
+                .env
+                .push(("TMPDIR".into(), tmp.display().to_string()));
+        }
+        spawn_here(command, &request, Some(&ruleset))
+    }
+
+    fn confined(&self) -> bool {
+        self.confine.is_some()
+    }
+
+    fn out_of_reach(&self, path: &Path) -> bool {
+        self.confine
+            .as_ref()
+            .is_some_and(|p| p.touches_hidden(path))
     }
 }
 
@@ -202,10 +276,12 @@ pub(crate) fn command_of(argv: &[OsString]) -> std::io::Result<tokio::process::C
     Ok(command)
 }
 
-/// Starts `command` on this machine under a keeper, with `request`'s environment and streams.
+/// Starts `command` on this machine under a keeper, with `request`'s environment and streams,
+/// inside `confine` when given.
 pub(crate) fn spawn_here(
     mut command: tokio::process::Command,
     request: &SpawnRequest,
+    confine: Option<&Ruleset>,
 ) -> std::io::Result<SpawnedCommand> {
     command
         .env_clear()
@@ -216,7 +292,7 @@ pub(crate) fn spawn_here(
             Stdio::null()
         });
     let (output, stderr) = wire_output(&mut command, request.split_stderr)?;
-    let mut kept = spawn_kept(&mut command)?;
+    let mut kept = spawn_kept(&mut command, confine)?;
     // The command object still holds our copies of the pipes' write ends; while they live
     // the readers would never see end-of-file.
     drop(command);

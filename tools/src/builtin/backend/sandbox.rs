@@ -91,8 +91,9 @@ impl SandboxBackend {
 }
 
 impl Sandbox {
-    /// bwrap's options, then `--`.
-    fn options(&self, cwd: Option<&Path>) -> Vec<OsString> {
+    /// bwrap's options, then `--`; `extra` are more writable paths (a task's workspace, what
+    /// a person approved for the call).
+    fn options(&self, cwd: Option<&Path>, extra: &[PathBuf]) -> Vec<OsString> {
         let mut args: Vec<OsString> = vec![];
         let mut push =
             |items: &[&std::ffi::OsStr]| args.extend(items.iter().map(|s| s.to_os_string()));
@@ -105,6 +106,7 @@ impl Sandbox {
             .writable
             .iter()
             .chain([&self.scratch])
+            .chain(extra.iter().filter(|p| p.exists()))
             .collect();
         for dir in &writable {
             push(&["--bind".as_ref(), dir.as_os_str(), dir.as_os_str()]);
@@ -116,6 +118,14 @@ impl Sandbox {
             for dir in writable.iter().filter(|d| d.starts_with(hidden)) {
                 push(&["--bind".as_ref(), dir.as_os_str(), dir.as_os_str()]);
             }
+        }
+        // A hidden file (a config file troupe read) reads as empty.
+        for hidden in self.settings.hidden.iter().filter(|f| f.is_file()) {
+            push(&[
+                "--ro-bind".as_ref(),
+                "/dev/null".as_ref(),
+                hidden.as_os_str(),
+            ]);
         }
         push(&[
             // A user namespace of its own: bubblewrap then needs no capability (troupe's
@@ -145,7 +155,7 @@ impl Sandbox {
         cwd: Option<&Path>,
     ) -> io::Result<std::process::Command> {
         let mut command = std::process::Command::new(&self.settings.bwrap);
-        command.args(self.options(cwd)).args(argv);
+        command.args(self.options(cwd, &[])).args(argv);
         Ok(command)
     }
 }
@@ -177,7 +187,13 @@ impl TerminalBackend for SandboxBackend {
     fn spawn(&self, request: SpawnRequest) -> io::Result<SpawnedCommand> {
         let inner = &self.inner;
         let mut argv = vec![inner.settings.bwrap.clone().into_os_string()];
-        argv.extend(inner.options(Some(&request.cwd)));
+        let extra: Vec<PathBuf> = request
+            .workspace
+            .iter()
+            .chain(&request.extra_writable)
+            .cloned()
+            .collect();
+        argv.extend(inner.options(Some(&request.cwd), &extra));
         argv.extend([
             inner.shell.clone().into_os_string(),
             "-c".into(),
@@ -185,7 +201,7 @@ impl TerminalBackend for SandboxBackend {
         ]);
         let mut command = command_of(&argv)?;
         command.current_dir("/");
-        spawn_here(command, &request)
+        spawn_here(command, &request, None)
     }
 
     fn files(&self) -> Arc<dyn Files> {
@@ -198,6 +214,18 @@ impl TerminalBackend for SandboxBackend {
 
     fn isolated(&self) -> bool {
         !self.inner.settings.network
+    }
+
+    fn confined(&self) -> bool {
+        true
+    }
+
+    fn out_of_reach(&self, path: &Path) -> bool {
+        self.inner
+            .settings
+            .hidden
+            .iter()
+            .any(|h| path.starts_with(h) || h.starts_with(path))
     }
 
     fn shutdown(&self) {

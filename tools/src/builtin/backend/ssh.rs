@@ -3,6 +3,10 @@
 //! master connection per backend (started on first use, closed at the end) that every command
 //! reuses, host key checking on, and no password prompts. A script's tool socket is forwarded
 //! over the same connection.
+//!
+//! troupe's boundary: nothing of troupe's (its home, tokens, sessions, config) is on the remote
+//! host, so commands there need no Landlock to keep them off it; what they may do on that host
+//! is the remote user's rights. `terminal`'s `writable` has nothing to widen here.
 
 use std::io;
 use std::path::{Path, PathBuf};
