@@ -432,6 +432,7 @@ impl ToolRunner {
             call_token.clone(),
         )
         .with_approval(approved)
+        .with_person_approval(approved && asked_person)
         // A tool that calls tools (execute_code's scripts) goes through this same runner: the
         // session's view, hooks and approvals, never around them.
         .with_dispatch(RunnerDispatch::new(

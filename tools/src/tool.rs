@@ -284,6 +284,9 @@ pub struct CallContext {
     /// a path that requires a person's approval. Built-in tools refuse such calls when this is
     /// false. `false` by default; approvals switched off means the Supervisor sets it.
     pub approved: bool,
+    /// A person answered yes to this very call (not the mode, an allowlist or an unattended
+    /// policy): only then may a tool widen what the call reaches (troupe's boundary).
+    pub approved_by_person: bool,
 }
 
 impl fmt::Debug for CallContext {
@@ -294,6 +297,7 @@ impl fmt::Debug for CallContext {
             .field("cancelled", &self.cancel.is_cancelled())
             .field("dispatch", &self.dispatch.is_some())
             .field("approved", &self.approved)
+            .field("approved_by_person", &self.approved_by_person)
             .finish()
     }
 }
@@ -311,6 +315,7 @@ impl CallContext {
             cancel,
             dispatch: None,
             approved: false,
+            approved_by_person: false,
         }
     }
 
@@ -322,6 +327,13 @@ impl CallContext {
     /// Marks the call as approved (or not) by whoever routes approvals.
     pub fn with_approval(mut self, approved: bool) -> Self {
         self.approved = approved;
+        self
+    }
+
+    /// Marks the call as approved by a person who was asked about it (which implies approved).
+    pub fn with_person_approval(mut self, approved: bool) -> Self {
+        self.approved_by_person = approved;
+        self.approved |= approved;
         self
     }
 

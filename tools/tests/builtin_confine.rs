@@ -153,8 +153,15 @@ async fn an_approved_call_writes_exactly_what_it_asked_for() {
     assert_eq!(refused["status"], "blocked", "{refused}");
     assert!(refused["error"].as_str().unwrap().contains(&outside));
     assert!(!c.outside.join("granted.txt").exists());
+    // Approvals switched off (or an unattended policy) approve it, but do not move the
+    // boundary: only a person asked about this call does.
+    let by_mode = c
+        .call_with("terminal", args.clone(), ctx("s1").with_approval(true))
+        .await;
+    assert_eq!(by_mode["status"], "blocked", "{by_mode}");
+    assert!(!c.outside.join("granted.txt").exists());
     let ran = c
-        .call_with("terminal", args, ctx("s1").with_approval(true))
+        .call_with("terminal", args, ctx("s1").with_person_approval(true))
         .await;
     assert_eq!(ran["exit_code"], 0, "{ran}");
     assert!(c.outside.join("granted.txt").exists());
@@ -164,7 +171,7 @@ async fn an_approved_call_writes_exactly_what_it_asked_for() {
         .call_with(
             "terminal",
             json!({"command": "true", "writable": [home]}),
-            ctx("s1").with_approval(true),
+            ctx("s1").with_person_approval(true),
         )
         .await;
     assert_eq!(never["status"], "blocked", "{never}");
@@ -214,4 +221,31 @@ async fn a_script_is_confined_too_and_a_home_in_tmp_gets_a_private_tmpdir() {
     assert!(text.contains("refused 13"), "{out}");
     assert!(!text.contains("secret-token-123"), "{out}");
     assert!(c.work.join("made.txt").exists(), "{out}");
+}
+
+#[tokio::test]
+async fn a_flagged_command_a_person_approved_may_write_what_it_names() {
+    let Some(abi) = abi() else { return };
+    let c = Confined::new(abi, true, &target_tmp());
+    let victim = c.outside.join("old-build");
+    std::fs::create_dir_all(victim.join("deep")).unwrap();
+    std::fs::write(victim.join("deep/f"), "x").unwrap();
+    let args = json!({"command": format!("rm -rf {}", victim.display())});
+    // Approved by the mode alone: it runs, and the boundary stops it.
+    let by_mode = c
+        .call_with("terminal", args.clone(), ctx("s1").with_approval(true))
+        .await;
+    assert_ne!(by_mode["exit_code"], 0, "{by_mode}");
+    assert!(victim.join("deep/f").exists(), "the boundary did not hold");
+    // A person saw `rm -rf <that path>` and said yes: that path (and the folder holding it,
+    // for the removal itself) is granted for this call, nothing else.
+    let ran = c
+        .call_with("terminal", args, ctx("s1").with_person_approval(true))
+        .await;
+    assert_eq!(ran["exit_code"], 0, "{ran}");
+    assert!(!victim.exists());
+    let (code, _, _) = c
+        .sh(&format!("echo z > {}/later.txt", c.outside.display()))
+        .await;
+    assert_ne!(code, 0, "the grant outlived its call");
 }

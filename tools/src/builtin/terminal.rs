@@ -50,6 +50,42 @@ pub(crate) struct RunOutcome {
     pub(crate) stopped_leftovers: bool,
 }
 
+/// The paths an approved command names as what it writes or removes, as the boundary must
+/// grant them: an existing file itself; an existing directory and the folder holding it
+/// (removing or renaming an entry is a write to its folder); for a path not there yet, the
+/// folder it would be made in.
+fn granted_targets(command: &str, base: &Path) -> Vec<PathBuf> {
+    let mut granted = vec![];
+    for target in super::danger::write_targets(command) {
+        let path = expand_home(&target);
+        let path = if path.is_absolute() {
+            path
+        } else {
+            base.join(path)
+        };
+        let mut add = |p: &Path| {
+            if !granted.iter().any(|g: &PathBuf| g == p) {
+                granted.push(p.to_path_buf());
+            }
+        };
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_dir() => {
+                add(&path);
+                if let Some(parent) = path.parent() {
+                    add(parent);
+                }
+            }
+            Ok(_) => add(&path),
+            Err(_) => {
+                if let Some(parent) = path.parent().filter(|p| p.is_dir()) {
+                    add(parent);
+                }
+            }
+        }
+    }
+    granted
+}
+
 /// Reads `writable`: existing paths (`~` expanded, relative ones against `base`), made
 /// canonical; an error says what to send instead.
 fn writable_paths(args: &Map<String, Value>, base: &Path) -> Result<Vec<PathBuf>, String> {
@@ -314,7 +350,7 @@ pub(crate) async fn call(
 
     let backend = builtins.backend_of(&ctx.session_id);
     let session_dir = builtins.session_cwd(&ctx.session_id);
-    let extra_writable = match writable_paths(&args, &session_dir) {
+    let mut extra_writable = match writable_paths(&args, &session_dir) {
         Ok(paths) => paths,
         Err(e) => {
             return ToolResult::error_json(json!({"output": "", "exit_code": -1, "error": e}));
@@ -333,9 +369,9 @@ pub(crate) async fn call(
                 hidden.display()
             ));
         }
-        if !ctx.approved {
+        if !ctx.approved_by_person {
             return blocked(format!(
-                "Writing {} needs the user's approval first. It was not run.",
+                "Writing {} needs a person's yes for this call (approvals switched off or an unattended policy do not widen troupe's boundary). It was not run.",
                 extra_writable
                     .iter()
                     .map(|p| p.display().to_string())
@@ -368,6 +404,16 @@ pub(crate) async fn call(
             approval_note = Some(format!(
                 "This command needed approval ({reason}) and was approved."
             ));
+            // What the person saw and said yes to is what the command names: those paths are
+            // granted for this call (never troupe's home or its config).
+            if backend.confined() && ctx.approved_by_person {
+                let base = workdir.map_or_else(|| session_dir.clone(), |w| session_dir.join(w));
+                for path in granted_targets(&command, &base) {
+                    if !backend.out_of_reach(&path) && !extra_writable.contains(&path) {
+                        extra_writable.push(path);
+                    }
+                }
+            }
         }
         CommandVerdict::Allowed => {}
     }

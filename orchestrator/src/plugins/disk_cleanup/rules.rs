@@ -285,7 +285,10 @@ mod tests {
             "plugins",
             "config-seals.json",
         ] {
-            assert!(PROTECTED_TOP_LEVEL.contains(&name), "{name} is not protected");
+            assert!(
+                PROTECTED_TOP_LEVEL.contains(&name),
+                "{name} is not protected"
+            );
         }
     }
 
