@@ -268,14 +268,18 @@ pub fn start_backend(
             let mut settings = settings.clone();
             settings.cwd = builtins.default_cwd.clone();
             settings.mounts = writable;
+            settings.secrets = builtins.secrets.clone();
             Arc::new(DockerBackend::new(settings).map_err(|e| format!("the docker backend: {e}"))?)
         }
-        BackendChoice::Ssh(settings) => Arc::new(
-            SshBackend::new(settings.clone()).map_err(|e| format!("the ssh backend: {e}"))?,
-        ),
+        BackendChoice::Ssh(settings) => {
+            let mut settings = settings.clone();
+            settings.secrets = builtins.secrets.clone();
+            Arc::new(SshBackend::new(settings).map_err(|e| format!("the ssh backend: {e}"))?)
+        }
         BackendChoice::Sandbox { network } => {
             let mut settings = SandboxSettings::new(writable);
             settings.network = *network;
+            settings.secrets = builtins.secrets.clone();
             // troupe's home holds tokens and session logs: hidden unless commands work there.
             settings.hidden.push(crate::kanban_config::troupe_home());
             Arc::new(

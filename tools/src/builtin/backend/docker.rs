@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use super::super::files::{Files, ShellFiles};
 use super::remote::{RemoteShell, host_scratch, remove_scratch, spawn_remote};
 use super::{SpawnRequest, SpawnedCommand, TerminalBackend};
+use crate::builtin::sandbox_env::{ChildSecrets, client_env, process_vars};
 
 /// How to run the container.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +39,8 @@ pub struct DockerSettings {
     pub network: Option<String>,
     /// The docker command.
     pub docker: PathBuf,
+    /// troupe's keys: the docker client never gets them in its environment.
+    pub secrets: ChildSecrets,
 }
 
 impl DockerSettings {
@@ -54,6 +57,7 @@ impl DockerSettings {
             pids: Some(1024),
             network: None,
             docker: PathBuf::from("docker"),
+            secrets: ChildSecrets::default(),
         }
     }
 }
@@ -103,7 +107,13 @@ impl DockerBackend {
 
 impl Docker {
     fn docker(&self) -> std::process::Command {
-        std::process::Command::new(&self.settings.docker)
+        let mut command = std::process::Command::new(&self.settings.docker);
+        // The client's own settings (DOCKER_HOST, ...), none of troupe's keys: a command's
+        // environment is passed with `--env` from the request, never from the client's.
+        command
+            .env_clear()
+            .envs(client_env(process_vars(), &self.settings.secrets));
+        command
     }
 
     fn container(&self) -> io::Result<String> {
