@@ -180,11 +180,11 @@ fn hostile_commands() -> Vec<String> {
         "cat /proc/$PPID/environ | tr '\\0' '\\n' | tee ppid.txt".into(),
         // Every ancestor up to init: its environ, its command line, whether its memory opens.
         "p=$PPID; while [ \"$p\" -gt 1 ]; do echo \"== $p\"; tr '\\0' '\\n' < /proc/$p/environ; \
-         tr '\\0' ' ' < /proc/$p/cmdline; echo; ( exec 3< /proc/$p/mem ) 2>/dev/null && echo \"mem-opened $p\"; \
-         p=$(sed 's/.*) //' /proc/$p/stat | cut -d' ' -f2); done 2>&1 | tee ancestors.txt"
+         tr '\\0' ' ' < /proc/$p/cmdline; echo; : < /proc/$p/mem 2>/dev/null && echo \"mem-opened $p\"; \
+         p=$(cut -d ' ' -f 4 /proc/$p/stat); done 2>&1 | tee ancestors.txt"
             .into(),
         // Every process there is, as a script hunting for keys would look.
-        "ls /proc | grep -x '[0-9]*' | while read p; do tr '\\0' '\\n' < /proc/$p/environ; done > all-environ.txt 2>/dev/null; wc -l < all-environ.txt".into(),
+        "cat /proc/*/environ > all-environ.txt 2>/dev/null; tr '\\0' '\\n' < all-environ.txt | wc -l".into(),
     ]
 }
 
@@ -298,9 +298,19 @@ fn check_chat_run(
     assert_eq!(finished.len(), hostile_commands().len(), "{finished:?}");
     for call in &finished {
         assert_eq!(
-            call["status"], "ok",
-            "every command should have run: {call}; results: {}",
-            tool_results(server)
+            call["status"],
+            "ok",
+            "every command should have run: {call}; calls: {}",
+            server
+                .requests()
+                .last()
+                .map(|r| r
+                    .messages()
+                    .iter()
+                    .map(|m| m.to_string().chars().take(160).collect::<String>())
+                    .collect::<Vec<_>>()
+                    .join("\n"))
+                .unwrap_or_default()
         );
     }
     let secrets = keys.all();
@@ -411,7 +421,13 @@ fn check_chat_run(
 async fn chat_keeps_every_key_from_commands_servers_hooks_the_model_and_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let server = MockServer::start(hostile_script()).await.unwrap();
-    let python = which_python().expect("python3 runs the test MCP server");
+    // A plain interpreter (a version manager's shim would add variables of its own).
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .map(str::to_string)
+        .or_else(which_python)
+        .expect("python3 runs the test MCP server");
     let keys = Keys::new("root");
     std::fs::write(
         dir.path().join("troupe.yaml"),
@@ -578,8 +594,12 @@ async fn serve_without_a_token_variable_writes_no_token_file_and_shows_the_token
         .unwrap();
     use tokio::io::AsyncBufReadExt;
     let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let (mut base, mut token, mut seen): (Option<String>, Option<String>, Vec<String>) = (None, None, vec![]);
-    while base.is_none() || token.is_none() || !seen.iter().any(|l| l.contains("TROUPE_SERVE_TOKEN")) {
+    let (mut base, mut token, mut seen): (Option<String>, Option<String>, Vec<String>) =
+        (None, None, vec![]);
+    while base.is_none()
+        || token.is_none()
+        || !seen.iter().any(|l| l.contains("TROUPE_SERVE_TOKEN"))
+    {
         let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
             .await
             .unwrap_or_else(|_| panic!("troupe serve did not start: {seen:?}"))

@@ -471,8 +471,12 @@ mod tests {
         ] {
             let out = redact(&format!("before {shown} after"));
             assert_eq!(out, format!("before {OWN_SECRET_MASK} after"), "{shown}");
-            let out = mask_own_secrets(&format!("[{shown}]"));
-            assert_eq!(out, format!("[{OWN_SECRET_MASK}]"), "{shown}");
+            let text = format!("[{shown}]");
+            assert_eq!(
+                mask_own_secrets(&text),
+                format!("[{OWN_SECRET_MASK}]"),
+                "{shown}"
+            );
         }
         // Nothing else is touched by the own-secrets pass.
         let text = "password=hunter2hunter2 and sk-proj-abcdefghijklmnopqrstuvwxyz";

@@ -938,6 +938,34 @@ mod tests {
     }
 
     #[test]
+    fn env_passthrough_names_variables_for_stdio_servers_only() {
+        let parsed = McpServers::parse(
+            &json!({
+                "ok": {"command": "srv", "env_passthrough": ["GITHUB_TOKEN", "PROXY_URL"]},
+                "bad": {"command": "srv", "env_passthrough": ["NOT A NAME"]},
+                "http": {"url": "http://127.0.0.1/mcp", "env_passthrough": ["X"]},
+            }),
+            None,
+        );
+        assert_eq!(
+            parsed.get("ok").unwrap().env_passthrough,
+            ["GITHUB_TOKEN", "PROXY_URL"]
+        );
+        assert_eq!(parsed.errors.len(), 2, "{:?}", parsed.errors);
+        let text: Vec<String> = parsed.errors.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter()
+                .any(|e| e.contains("env_passthrough[0]") && e.contains("variable name")),
+            "{text:?}"
+        );
+        assert!(
+            text.iter()
+                .any(|e| e.contains("local (stdio) servers only")),
+            "{text:?}"
+        );
+    }
+
+    #[test]
     fn reserved_headers_and_sse_are_refused() {
         let parsed = McpServers::parse(
             &json!({
