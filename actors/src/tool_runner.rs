@@ -591,6 +591,9 @@ fn finish(
     status: CallStatus,
     mut result: ToolResult,
 ) -> CallOutcome {
+    // troupe's own keys reach neither the model nor a hook, a trace or the store, whichever
+    // tool printed them (a file read, an MCP server's answer).
+    troupe_tools::builtin::redact::mask_own_secrets_in(&mut result);
     for note in &meta.notes {
         result
             .content

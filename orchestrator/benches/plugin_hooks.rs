@@ -36,6 +36,8 @@ fn spec(command: &str, tools: &[&str]) -> CommandSpec {
         timeout: Duration::from_secs(10),
         tools: tools.iter().map(|t| t.to_string()).collect(),
         description: None,
+        env_passthrough: Vec::new(),
+        secrets: Default::default(),
     }
 }
 

@@ -105,6 +105,9 @@ pub struct ProfileSettings {
     pub base_url: Option<String>,
     /// Model name; the `model` section's when absent.
     pub model: Option<String>,
+    /// Its API key itself (prefer `api_key_env`); masked in every output like any of troupe's
+    /// keys.
+    pub api_key: Option<String>,
     /// The environment variable holding its API key.
     pub api_key_env: Option<String>,
     /// Toolsets its workers get, besides the kanban tools (none when empty).
@@ -414,9 +417,9 @@ pub(crate) fn profile_provider(
         .or_else(|| env("TROUPE_MODEL"))
         .unwrap_or_else(|| DEFAULT_MODEL.to_string());
     let key = p
-        .api_key_env
-        .as_deref()
-        .and_then(env)
+        .api_key
+        .clone()
+        .or_else(|| p.api_key_env.as_deref().and_then(env))
         .or_else(|| model.api_key.clone())
         .or_else(|| model.api_key_env.as_deref().and_then(env))
         .or_else(|| env("TROUPE_API_KEY"))
@@ -495,6 +498,7 @@ fn profiles_section(value: &Value) -> Result<BTreeMap<String, ProfileSettings>, 
                 name: name.clone(),
                 base_url: field("base_url")?,
                 model: field("model")?,
+                api_key: field("api_key")?,
                 api_key_env: field("api_key_env")?,
                 toolsets,
                 system_prompt: field("system_prompt")?,

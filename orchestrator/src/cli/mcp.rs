@@ -77,17 +77,19 @@ pub async fn start_configured(
     config: &Config,
     registry: Arc<Registry>,
 ) -> (McpManager, Vec<ServerStatus>) {
-    McpManager::start(&mcp_servers_of(config), registry).await
+    McpManager::start_with(&mcp_servers_of(config), registry, mcp_options(config)).await
+}
+
+/// The manager settings for `config`'s servers: troupe's keys withheld from them.
+fn mcp_options(config: &Config) -> troupe_tools::mcp::McpOptions {
+    troupe_tools::mcp::McpOptions::default()
+        .with_secrets(crate::runtime::secrets::child_secrets(config))
 }
 
 /// Starts every MCP server of `config` into `registry` in the background and returns at once
 /// (see [`McpManager::start_in_background`]); the manager's statuses say how each start went.
 pub fn start_configured_in_background(config: &Config, registry: Arc<Registry>) -> McpManager {
-    McpManager::start_in_background(
-        &mcp_servers_of(config),
-        registry,
-        troupe_tools::mcp::McpOptions::default(),
-    )
+    McpManager::start_in_background(&mcp_servers_of(config), registry, mcp_options(config))
 }
 
 /// Runs one `troupe mcp` command; returns the exit code.
@@ -108,7 +110,8 @@ async fn list(args: ListArgs) -> Result<i32, CliError> {
         );
         return Ok(EXIT_DONE);
     }
-    let (manager, statuses) = McpManager::start(&servers, Registry::new()).await;
+    let (manager, statuses) =
+        McpManager::start_with(&servers, Registry::new(), mcp_options(&config)).await;
     manager.shutdown().await;
     if args.json {
         let rows: Vec<Value> = statuses.iter().map(status_json).collect();
@@ -144,7 +147,8 @@ async fn tools(args: ToolsArgs) -> Result<i32, CliError> {
         ..McpServers::default()
     };
     let registry = Registry::new();
-    let (manager, statuses) = McpManager::start(&only, Arc::clone(&registry)).await;
+    let (manager, statuses) =
+        McpManager::start_with(&only, Arc::clone(&registry), mcp_options(&config)).await;
     let status = &statuses[0];
     let tools = manager.tools(&args.server).unwrap_or_default();
     manager.shutdown().await;

@@ -15,7 +15,7 @@ use troupe_kanban::{BoardSlug, DispatcherHandle};
 
 use super::error::CliError;
 use crate::config::Config;
-use crate::http::auth::{TOKEN_ENV, TokenSource, resolve_token};
+use crate::http::auth::{MIN_TOKEN_CHARS, TOKEN_ENV, TokenSource, resolve_token};
 use crate::http::{DispatcherPass, FeedWake, HttpState, PromotePass, ServeConfig};
 use crate::kanban_api::Kanban;
 use crate::kanban_config::{KanbanSettings, StoreLocation, open_location, troupe_home};
@@ -82,8 +82,18 @@ async fn run_inner(args: ServeArgs) -> Result<(), (i32, String)> {
     };
     let home = troupe_home();
     let from_env = std::env::var(TOKEN_ENV).ok();
-    let (token, source) = resolve_token(serve.token.as_deref(), from_env.as_deref(), &home)
-        .map_err(|e| usage(e.to_string()))?;
+    // Whether the commands troupe runs are kept from reading troupe's home (the confinement
+    // decides it): only then may the token live in a file there.
+    let commands_cannot_read_home = false;
+    let (token, source) = resolve_token(
+        serve.token.as_deref(),
+        from_env.as_deref(),
+        &home,
+        commands_cannot_read_home,
+    )
+    .map_err(|e| usage(e.to_string()))?;
+    // Masked wherever it shows up (a tool result, a trace, the session store).
+    troupe_tools::builtin::redact::remember_secret(&token);
 
     // The store: a PostgreSQL store is kept by its own type too, so the feed can LISTEN.
     let (store, wake) = match &settings.store {
@@ -179,6 +189,8 @@ async fn serve_with(
         Some((handle, profiles.names().join(", ")))
     };
 
+    // Shown once below when it lives nowhere else (an ephemeral token); dropped otherwise.
+    let shown_token = matches!(source, TokenSource::Ephemeral { .. }).then(|| token.clone());
     let mut state = HttpState::new(troupe.clone(), Arc::clone(&store), token)
         .await
         .map_err(|e| failed(e.to_string()))?
@@ -242,6 +254,21 @@ async fn serve_with(
                 "troupe serve: generated a token into {} (mode 0600)",
                 path.display()
             )
+        }
+        TokenSource::Ephemeral { ignored } => {
+            if let Some(path) = ignored {
+                eprintln!(
+                    "troupe serve: ignoring the token file {}: the commands sessions run could read it; delete it",
+                    path.display()
+                );
+            }
+            eprintln!(
+                "troupe serve: this run's token (shown once, gone when the server stops; no file is written because the commands sessions run could read it): {}",
+                shown_token.as_deref().unwrap_or_default()
+            );
+            eprintln!(
+                "troupe serve: to keep one token across runs, set {TOKEN_ENV} to a random string of at least {MIN_TOKEN_CHARS} characters before `troupe serve`"
+            );
         }
     }
     match &dispatcher {

@@ -1,5 +1,8 @@
 //! The bearer token every route of the HTTP API needs: where it comes from (`serve.token`, the
-//! `TROUPE_SERVE_TOKEN` variable, else a file generated once under the troupe home, mode 0600),
+//! `TROUPE_SERVE_TOKEN` variable, else a file generated once under the troupe home, mode 0600,
+//! but only when the commands troupe runs cannot read that home: otherwise a token made for
+//! this run alone, shown once on stderr, so no session can read it and answer its own
+//! approvals),
 //! the middleware that checks it in constant time, and the CORS layer, closed unless
 //! `serve.cors_origins` lists origins. Used by [`super::router`] and `troupe serve`.
 
@@ -31,6 +34,13 @@ pub enum TokenSource {
     File(PathBuf),
     /// A token generated now and written to this file.
     Generated(PathBuf),
+    /// A token generated now for this run only and kept in memory: the commands troupe runs
+    /// could read a file under the troupe home. `ignored` is a token file that exists there
+    /// and was not used, for the same reason.
+    Ephemeral {
+        /// A token file found under the home and left unused.
+        ignored: Option<PathBuf>,
+    },
 }
 
 /// Why no token could be had.
@@ -64,11 +74,15 @@ pub enum TokenError {
 
 /// Finds the token: `configured` (from `serve.token`), else `from_env` (the value of
 /// [`TOKEN_ENV`], passed in so callers and tests decide), else the token file under `home`,
-/// generating it (mode 0600) on first use.
+/// generating it (mode 0600) on first use. The file is read or written only when
+/// `commands_cannot_read_home` (the commands troupe runs are confined away from `home`): a file
+/// a command could read would let a session answer its own approvals. Otherwise the token is
+/// made for this run and kept in memory ([`TokenSource::Ephemeral`]).
 pub fn resolve_token(
     configured: Option<&str>,
     from_env: Option<&str>,
     home: &Path,
+    commands_cannot_read_home: bool,
 ) -> Result<(String, TokenSource), TokenError> {
     if let Some(token) = configured {
         return Ok((check("serve.token", token)?, TokenSource::Config));
@@ -77,6 +91,10 @@ pub fn resolve_token(
         return Ok((check(TOKEN_ENV, token)?, TokenSource::Environment));
     }
     let path = home.join(TOKEN_FILE);
+    if !commands_cannot_read_home {
+        let ignored = path.exists().then_some(path);
+        return Ok((generate_token(), TokenSource::Ephemeral { ignored }));
+    }
     match std::fs::read_to_string(&path) {
         Ok(text) => {
             // An empty file is not ours to overwrite: someone made it, so ask them.
@@ -326,10 +344,10 @@ mod tests {
     #[test]
     fn a_token_is_generated_once_and_kept_private() {
         let home = tempfile::tempdir().unwrap();
-        let (first, source) = resolve_token(None, None, home.path()).unwrap();
+        let (first, source) = resolve_token(None, None, home.path(), true).unwrap();
         assert_eq!(first.len(), 64);
         assert!(matches!(source, TokenSource::Generated(_)));
-        let (second, source) = resolve_token(None, None, home.path()).unwrap();
+        let (second, source) = resolve_token(None, None, home.path(), true).unwrap();
         assert_eq!(first, second);
         assert!(matches!(source, TokenSource::File(_)));
         #[cfg(unix)]
@@ -346,10 +364,10 @@ mod tests {
     #[test]
     fn short_configured_tokens_are_refused_with_a_reason() {
         let home = tempfile::tempdir().unwrap();
-        let error = resolve_token(Some("short"), None, home.path()).unwrap_err();
+        let error = resolve_token(Some("short"), None, home.path(), true).unwrap_err();
         assert!(error.to_string().contains("at least 16"), "{error}");
         let (token, source) =
-            resolve_token(Some("  0123456789abcdef0123  "), None, home.path()).unwrap();
+            resolve_token(Some("  0123456789abcdef0123  "), None, home.path(), false).unwrap();
         assert_eq!(token, "0123456789abcdef0123");
         assert_eq!(source, TokenSource::Config);
     }
@@ -359,7 +377,7 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let path = home.path().join(TOKEN_FILE);
         std::fs::write(&path, "  \n").unwrap();
-        let error = resolve_token(None, None, home.path()).unwrap_err();
+        let error = resolve_token(None, None, home.path(), true).unwrap_err();
         let text = error.to_string();
         assert!(text.contains("is empty"), "{text}");
         assert!(text.contains(&path.display().to_string()), "{text}");
@@ -374,16 +392,42 @@ mod tests {
         let path = home.path().join(TOKEN_FILE);
         std::fs::write(&path, "0123456789abcdef0123456789abcdef\n").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let error = resolve_token(None, None, home.path()).unwrap_err();
+        let error = resolve_token(None, None, home.path(), true).unwrap_err();
         let text = error.to_string();
         assert!(
             text.contains(&format!("chmod 600 {}", path.display())),
             "{text}"
         );
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let (token, source) = resolve_token(None, None, home.path()).unwrap();
+        let (token, source) = resolve_token(None, None, home.path(), true).unwrap();
         assert_eq!(token, "0123456789abcdef0123456789abcdef");
         assert!(matches!(source, TokenSource::File(_)));
+    }
+
+    #[test]
+    fn no_token_file_is_written_or_read_where_commands_can_read_the_home() {
+        let home = tempfile::tempdir().unwrap();
+        let (first, source) = resolve_token(None, None, home.path(), false).unwrap();
+        assert_eq!(first.len(), 64);
+        assert_eq!(source, TokenSource::Ephemeral { ignored: None });
+        assert!(!home.path().join(TOKEN_FILE).exists());
+        // A file left from a confined run is not trusted either: a command could read it.
+        let path = home.path().join(TOKEN_FILE);
+        std::fs::write(&path, "0123456789abcdef0123456789abcdef\n").unwrap();
+        let (second, source) = resolve_token(None, None, home.path(), false).unwrap();
+        assert_ne!(second, "0123456789abcdef0123456789abcdef");
+        assert_ne!(second, first);
+        assert_eq!(
+            source,
+            TokenSource::Ephemeral {
+                ignored: Some(path)
+            }
+        );
+        // The variable still wins, and is used as given.
+        let (token, source) =
+            resolve_token(None, Some("from-the-environment-0123"), home.path(), false).unwrap();
+        assert_eq!(token, "from-the-environment-0123");
+        assert_eq!(source, TokenSource::Environment);
     }
 
     #[test]

@@ -24,6 +24,7 @@ use troupe_actors::model::{ModelRequest, ModelResponse};
 use troupe_kanban::domain::{BoardSlug, Run, Task};
 use troupe_kanban::hooks::KanbanHook;
 use troupe_tools::ToolResult;
+use troupe_tools::builtin::sandbox_env::{minimal_env, process_vars};
 
 use super::manifest::CommandSpec;
 
@@ -96,7 +97,15 @@ pub fn run_raw(
     env: &[(&str, &str)],
 ) -> Result<String, HookFailure> {
     let mut command = Command::new("/bin/sh");
+    // The basics, what the entry passes through, and the hook's own variables: never troupe's
+    // keys (a hook could hand them on, and while it runs a command could read its environ).
     command
+        .env_clear()
+        .envs(minimal_env(
+            process_vars(),
+            &spec.env_passthrough,
+            &spec.secrets,
+        ))
         .arg("-c")
         .arg(&spec.command)
         .current_dir(&spec.dir)
@@ -105,6 +114,11 @@ pub fn run_raw(
         .stderr(Stdio::piped())
         // Its own process group, so a timeout kills what it started too.
         .process_group(0);
+    // Without the capabilities that read another process's memory (troupe's, for one).
+    // SAFETY: it only makes system calls, which are async-signal-safe.
+    unsafe {
+        command.pre_exec(troupe_tools::builtin::privileges::drop_inspection_capabilities);
+    }
     for (key, value) in env {
         command.env(key, value);
     }

@@ -85,6 +85,12 @@ pub struct CommandSpec {
     pub tools: Vec<String>,
     /// What it does, for `/help` and listings.
     pub description: Option<String>,
+    /// Variables of troupe's environment it gets besides the basics (`PATH`, `HOME`, `LANG`,
+    /// ...): the entry's `env_passthrough`, and a plugin's `requires_env`.
+    pub env_passthrough: Vec<String>,
+    /// troupe's keys, which it never gets whatever `env_passthrough` says (set by the loader
+    /// from the runtime's config; empty as parsed).
+    pub secrets: troupe_tools::builtin::sandbox_env::ChildSecrets,
 }
 
 /// A plugin's MCP server: its tools become the toolset named after the plugin.
@@ -433,12 +439,41 @@ fn command_spec(value: &Value, field: &str, dir: &Path) -> Result<CommandSpec, (
         Ok(d) => d,
         Err(problem) => return fail("description", problem),
     };
+    let env_passthrough = match map.get("env_passthrough") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => {
+            let mut names = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                match item {
+                    Value::String(name) if is_env_name(name) => names.push(name.clone()),
+                    _ => {
+                        return fail(
+                            &format!("env_passthrough[{i}]"),
+                            "must be an environment variable name like `GITHUB_TOKEN`".into(),
+                        );
+                    }
+                }
+            }
+            names
+        }
+        Some(other) => {
+            return fail(
+                "env_passthrough",
+                format!(
+                    "must be a list of variable names, found {}; write `env_passthrough: [GITHUB_TOKEN]`",
+                    yaml_kind(other)
+                ),
+            );
+        }
+    };
     Ok(CommandSpec {
         command,
         dir: dir.to_path_buf(),
         timeout,
         tools,
         description,
+        env_passthrough,
+        secrets: Default::default(),
     })
 }
 

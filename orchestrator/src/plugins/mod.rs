@@ -5,6 +5,12 @@
 //! `hooks:` section adds the same hook commands without a plugin folder. The bundled
 //! [`disk_cleanup`] plugin is compiled in ([`bundled`]).
 //!
+//! Every program a plugin or a hook runs gets only the basic variables (`PATH`, `HOME`,
+//! `USER`, `LOGNAME`, `LANG`, `LC_*`, `TERM`, `TZ`, `TMPDIR`, `SHELL`), the names a plugin's
+//! `requires_env` lists, the names a hook or command entry's own `env_passthrough` lists, and
+//! the `TROUPE_*` variables describing the call; never troupe's keys
+//! ([`crate::runtime::secrets`]).
+//!
 //! [`PluginCatalog`] is what was found and what is switched on (for `troupe plugins`);
 //! [`Plugins`] is the running part: the runtime ([`crate::runtime`]) adds its hooks and
 //! toolsets to every session and worker ([`Plugins::apply`]), and the chat and HTTP doors ask
@@ -25,6 +31,7 @@ use std::time::Duration;
 
 use troupe_actors::hooks::{Hook, HookRegistry};
 use troupe_kanban::hooks::KanbanHook;
+use troupe_tools::builtin::sandbox_env::ChildSecrets;
 use troupe_tools::mcp::{McpServerConfig, McpTransport};
 
 use crate::config::{Config, ConfigError};
@@ -174,6 +181,41 @@ pub struct Plugins {
     servers: Vec<McpServerConfig>,
     /// Where the Langfuse plugin sends traces, when it is active.
     traces: Option<crate::observability::ExportTarget>,
+    /// troupe's keys, withheld from the plugins' MCP servers.
+    secrets: ChildSecrets,
+}
+
+/// `spec` as it runs: with `passthrough` added to its own list, and `secrets` withheld.
+fn spec_withholding(
+    mut spec: manifest::CommandSpec,
+    passthrough: &[String],
+    secrets: &ChildSecrets,
+) -> manifest::CommandSpec {
+    for name in passthrough {
+        if !spec.env_passthrough.contains(name) {
+            spec.env_passthrough.push(name.clone());
+        }
+    }
+    spec.secrets = secrets.clone();
+    spec
+}
+
+/// [`spec_withholding`] for every command of a hook table.
+fn withholding(
+    table: std::collections::BTreeMap<String, Vec<manifest::CommandSpec>>,
+    passthrough: &[String],
+    secrets: &ChildSecrets,
+) -> std::collections::BTreeMap<String, Vec<manifest::CommandSpec>> {
+    table
+        .into_iter()
+        .map(|(point, specs)| {
+            let specs = specs
+                .into_iter()
+                .map(|spec| spec_withholding(spec, passthrough, secrets))
+                .collect();
+            (point, specs)
+        })
+        .collect()
 }
 
 impl std::fmt::Debug for Plugins {
@@ -207,6 +249,7 @@ impl Plugins {
             observers: Observers::new(),
             servers: Vec::new(),
             traces: None,
+            secrets: ChildSecrets::default(),
         }
     }
 
@@ -236,14 +279,20 @@ impl Plugins {
             value => manifest::hook_table(value, "hooks", &config_dir)
                 .map_err(|(key, problem)| ConfigError::Invalid { key, problem })?,
         };
-        Ok(Plugins::build(catalog, config_hooks))
+        let secrets = crate::runtime::secrets::child_secrets(config);
+        crate::runtime::secrets::mask_in_outputs(&secrets);
+        Ok(Plugins::build(catalog, config_hooks, &secrets))
     }
 
-    /// The running part of `catalog`, plus `config_hooks` (troupe.yaml's `hooks:`).
+    /// The running part of `catalog`, plus `config_hooks` (troupe.yaml's `hooks:`). Every
+    /// program they run gets the minimal environment without `secrets`; a plugin's programs
+    /// also get the variables its `requires_env` names.
     pub fn build(
         catalog: PluginCatalog,
         config_hooks: std::collections::BTreeMap<String, Vec<manifest::CommandSpec>>,
+        secrets: &ChildSecrets,
     ) -> Plugins {
+        let config_hooks = withholding(config_hooks, &[], secrets);
         let observers = Observers::new();
         let mut hooks: Vec<Arc<dyn Hook>> = Vec::new();
         let mut kanban: Vec<Arc<dyn KanbanHook>> = Vec::new();
@@ -285,7 +334,7 @@ impl Plugins {
             if !manifest.hooks.is_empty() {
                 let owned = Arc::new(CommandHooks::new(
                     name.clone(),
-                    manifest.hooks.clone(),
+                    withholding(manifest.hooks.clone(), &manifest.requires_env, secrets),
                     observers.clone(),
                 ));
                 hooks.push(owned.clone());
@@ -300,14 +349,19 @@ impl Plugins {
                             .description
                             .clone()
                             .unwrap_or_else(|| format!("from the {name} plugin")),
-                        handler: Handler::Program(spec.clone()),
+                        handler: Handler::Program(spec_withholding(
+                            spec.clone(),
+                            &manifest.requires_env,
+                            secrets,
+                        )),
                     },
                 ));
             }
             if let Some(server) = &manifest.mcp_server {
                 let mut config =
                     McpServerConfig::stdio(&name, &server.command, server.args.clone())
-                        .with_toolset_name(&name);
+                        .with_toolset_name(&name)
+                        .with_env_passthrough(manifest.requires_env.clone());
                 for (key, value) in &server.env {
                     config = config.with_env(key, value);
                 }
@@ -325,6 +379,7 @@ impl Plugins {
             observers,
             servers,
             traces,
+            secrets: secrets.clone(),
         }
     }
 
@@ -379,7 +434,10 @@ impl Plugins {
         for server in &self.servers {
             options
                 .tool_sources
-                .push(Arc::new(toolset::PluginToolset::new(server.clone())));
+                .push(Arc::new(toolset::PluginToolset::new(
+                    server.clone(),
+                    self.secrets.clone(),
+                )));
         }
         options
     }

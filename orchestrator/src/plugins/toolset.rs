@@ -8,21 +8,25 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio::sync::Mutex;
 use troupe_tools::Registry;
-use troupe_tools::mcp::{McpManager, McpServerConfig, McpServers, ServerState};
+use troupe_tools::builtin::sandbox_env::ChildSecrets;
+use troupe_tools::mcp::{McpManager, McpOptions, McpServerConfig, McpServers, ServerState};
 
 use crate::runtime::ToolSource;
 
 /// One plugin's MCP server as a tool source.
 pub struct PluginToolset {
     server: McpServerConfig,
+    /// troupe's keys, withheld from the server.
+    secrets: ChildSecrets,
     manager: Arc<Mutex<Option<McpManager>>>,
 }
 
 impl PluginToolset {
-    /// The source for `server` (whose toolset is the plugin's name).
-    pub fn new(server: McpServerConfig) -> PluginToolset {
+    /// The source for `server` (whose toolset is the plugin's name), run without `secrets`.
+    pub fn new(server: McpServerConfig, secrets: ChildSecrets) -> PluginToolset {
         PluginToolset {
             server,
+            secrets,
             manager: Arc::new(Mutex::new(None)),
         }
     }
@@ -35,6 +39,7 @@ impl ToolSource for PluginToolset {
 
     fn start(&self, registry: Arc<Registry>) -> BoxFuture<'static, Result<Vec<String>, String>> {
         let server = self.server.clone();
+        let options = McpOptions::default().with_secrets(self.secrets.clone());
         let slot = Arc::clone(&self.manager);
         Box::pin(async move {
             let toolset = server.toolset();
@@ -47,7 +52,7 @@ impl ToolSource for PluginToolset {
                 servers: vec![server],
                 ..McpServers::default()
             };
-            let (manager, statuses) = McpManager::start(&servers, registry).await;
+            let (manager, statuses) = McpManager::start_with(&servers, registry, options).await;
             let failed = statuses
                 .iter()
                 .find(|s| s.state != ServerState::Connected)

@@ -383,14 +383,18 @@ pub fn start_backend(
             // covered by an empty directory (the workspaces inside it mounted again on top).
             settings.hidden = vec![home.to_path_buf()];
             settings.mounts = writable;
+            settings.secrets = builtins.secrets.clone();
             Arc::new(DockerBackend::new(settings).map_err(|e| format!("the docker backend: {e}"))?)
         }
-        BackendChoice::Ssh(settings) => Arc::new(
-            SshBackend::new(settings.clone()).map_err(|e| format!("the ssh backend: {e}"))?,
-        ),
+        BackendChoice::Ssh(settings) => {
+            let mut settings = settings.clone();
+            settings.secrets = builtins.secrets.clone();
+            Arc::new(SshBackend::new(settings).map_err(|e| format!("the ssh backend: {e}"))?)
+        }
         BackendChoice::Sandbox { network } => {
             let mut settings = SandboxSettings::new(writable);
             settings.network = *network;
+            settings.secrets = builtins.secrets.clone();
             // troupe's home holds tokens and session logs: hidden unless commands work there;
             // so are the config files troupe read outside the writable places.
             settings.hidden.push(home.to_path_buf());

@@ -22,6 +22,7 @@
 
 pub mod backends;
 pub mod builtins;
+pub mod secrets;
 pub mod workspaces;
 
 use std::collections::{BTreeSet, HashMap};
@@ -310,10 +311,14 @@ impl Runtime {
             })?;
         let delegation = crate::delegation::delegation_config(&config)?;
         let kanban = KanbanSettings::from_config(&config)?;
-        let builtin_settings = match options.builtins.clone() {
+        // troupe's keys: kept out of every program it starts, masked in every output.
+        let secrets = secrets::child_secrets(&config);
+        secrets::mask_in_outputs(&secrets);
+        let mut builtin_settings = match options.builtins.clone() {
             Some(settings) => settings,
             None => builtin_config(&config)?,
         };
+        builtin_settings.secrets.merge(&secrets);
         let default_provider = model_provider(&config.model)?;
         check_cost_budgets(&config, &delegation, &kanban, default_provider.as_deref())?;
         let home = crate::kanban_config::troupe_home();
@@ -388,7 +393,7 @@ impl Runtime {
             let started = McpManager::start_in_background(
                 &servers,
                 Arc::clone(&registry),
-                troupe_tools::mcp::McpOptions::default(),
+                troupe_tools::mcp::McpOptions::default().with_secrets(secrets.clone()),
             );
             started.wait_started(MCP_STARTUP_GRACE).await;
             let still_starting = started.starting();

@@ -3,8 +3,10 @@
 //! `troupe serve`'s restart.
 //!
 //! Writes go through one writer in order; a batch of them is one transaction, so a step is
-//! stored whole or not at all. Message text is redacted with the receipts' rules before it is
-//! written. The backend is SQLite under the troupe home by default ([`SqliteSessions`]), PostgreSQL
+//! stored whole or not at all. Everything written is redacted with the receipts' rules first
+//! (message text, event bodies, what a session was opened with), troupe's own keys and the
+//! serve token included in every encoding the masking knows: the store never holds them. The
+//! backend is SQLite under the troupe home by default ([`SqliteSessions`]), PostgreSQL
 //! ([`PostgresSessions`]) when `sessions.store` (else `kanban.store`) names a database.
 
 mod postgres;
@@ -360,7 +362,7 @@ impl SessionStore {
         self.write(Write::Event {
             log_id: log_id.to_string(),
             seq,
-            body,
+            body: redacted_json_text(&body),
         });
         self.write(Write::Ack(Ack::Call(Box::new(done))));
     }
@@ -548,7 +550,9 @@ pub(crate) fn below(tree: Vec<SessionSummary>, id: &str) -> Vec<SessionSummary> 
 }
 
 impl Journal for SessionStore {
-    fn opened(&self, session: OpenedSession) {
+    fn opened(&self, mut session: OpenedSession) {
+        // What the session was opened with (a script, a system prompt) is stored masked too.
+        redact_json(&mut session.origin.options);
         self.write(Write::Opened {
             session,
             at: now_ms(),
@@ -706,6 +710,34 @@ fn redacted(message: &ChatMessage) -> ChatMessage {
             name: name.clone(),
             content: redact(content),
         },
+    }
+}
+
+/// `value` with every string in it (keys aside) masked by the receipts' rules.
+pub(crate) fn redact_json(value: &mut Value) {
+    use troupe_tools::builtin::redact::redact;
+    match value {
+        Value::String(text) => {
+            let masked = redact(text);
+            if masked != *text {
+                *text = masked;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact_json),
+        Value::Object(map) => map.values_mut().for_each(redact_json),
+        _ => {}
+    }
+}
+
+/// A JSON text with its strings masked (so the masking cannot break its syntax); text that is
+/// not JSON is masked as it is.
+pub(crate) fn redacted_json_text(text: &str) -> String {
+    match serde_json::from_str::<Value>(text) {
+        Ok(mut value) => {
+            redact_json(&mut value);
+            value.to_string()
+        }
+        Err(_) => troupe_tools::builtin::redact::redact(text),
     }
 }
 

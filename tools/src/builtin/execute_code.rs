@@ -23,7 +23,7 @@ use super::code_rpc::{RpcState, serve};
 use super::code_stub::{MODULE_NAME, STUB_SOURCE};
 use super::process_group::{KillOnDrop, ProcessGroup, outlives, terminate};
 use super::redact::redact;
-use super::sandbox_env::code_env;
+use super::sandbox_env::{code_env, process_vars};
 use crate::text::json_kind;
 use crate::tool::{CallContext, ToolResult};
 
@@ -251,7 +251,11 @@ pub(crate) async fn call(
     let server = tokio::spawn(serve(listener, state.clone(), stop_server.clone()));
     let _stop_on_exit = stop_server.clone().drop_guard();
 
-    let mut env = code_env(std::env::vars(), &config.env_passthrough);
+    let mut env = code_env(
+        process_vars(),
+        &config.env_passthrough,
+        &builtins.config().secrets,
+    );
     let python_path = match env.iter().find(|(k, _)| k == "PYTHONPATH") {
         Some((_, existing)) if !existing.is_empty() => {
             format!("{}:{existing}", exposed.dir.display())

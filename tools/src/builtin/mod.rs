@@ -89,10 +89,9 @@ pub struct TerminalConfig {
     pub max_output_chars: usize,
     /// Between SIGTERM and SIGKILL when a command is stopped.
     pub kill_grace: Duration,
-    /// Variables passed to commands even when they would be stripped.
+    /// Variables passed to commands even when they would be stripped (never troupe's own
+    /// keys: see [`BuiltinConfig::secrets`]).
     pub env_passthrough: Vec<String>,
-    /// More variable names to strip (the configured providers' key variables).
-    pub extra_blocked_env: Vec<String>,
     /// Ask before dangerous commands. Turning it off only takes effect on a backend that
     /// keeps commands off this machine and its network ([`TerminalBackend::isolated`]).
     pub dangerous_command_approval: bool,
@@ -112,7 +111,6 @@ impl Default for TerminalConfig {
             max_output_chars: 50_000,
             kill_grace: Duration::from_secs(2),
             env_passthrough: vec![],
-            extra_blocked_env: vec![],
             dangerous_command_approval: true,
             confine: confine::ConfineMode::Auto,
             network: true,
@@ -173,6 +171,9 @@ pub struct BuiltinConfig {
     pub terminal: TerminalConfig,
     /// `execute_code` settings.
     pub code: CodeConfig,
+    /// troupe's keys (the variables naming them, their values): no command, script or backend
+    /// client gets them, whatever `env_passthrough` says.
+    pub secrets: sandbox_env::ChildSecrets,
 }
 
 impl Default for BuiltinConfig {
@@ -187,6 +188,7 @@ impl Default for BuiltinConfig {
             receipts_dir: home.join("process-results"),
             terminal: TerminalConfig::default(),
             code: CodeConfig::default(),
+            secrets: sandbox_env::ChildSecrets::default(),
         }
     }
 }

@@ -293,12 +293,13 @@ pub(crate) fn spawn_kept(
     let (status_read, status_write) = std::io::pipe()?;
     let status_fd = status_write.as_raw_fd();
     let ruleset = confine.map(super::confine::Ruleset::raw_fd);
+    let environ = environ_area();
     // SAFETY: child_setup, split_off_keeper and restrict_self only make async-signal-safe
     // system calls. The ruleset's descriptor outlives the spawn (the caller holds it).
     unsafe {
         command.pre_exec(move || {
             super::privileges::child_setup()?;
-            split_off_keeper(status_fd)?;
+            split_off_keeper(status_fd, environ)?;
             // Only the command's branch gets here: the keeper stays outside the boundary.
             match ruleset {
                 Some(fd) => super::confine::restrict_self(fd),
@@ -315,14 +316,50 @@ pub(crate) fn spawn_kept(
 /// The set-up of an MCP server's process between fork and exec: no inspection capabilities,
 /// a keeper (without a status pipe: the server's end is seen through its stdio), and the
 /// server (not its keeper) inside the Landlock ruleset `confine` (a descriptor), if any.
-pub(crate) fn mcp_child_setup(confine: Option<i32>) -> std::io::Result<()> {
+/// `environ` is [`environ_area`], read before the fork.
+pub(crate) fn mcp_child_setup(confine: Option<i32>, environ: (usize, usize)) -> std::io::Result<()> {
     super::privileges::drop_inspection_capabilities()?;
-    split_off_keeper(-1)?;
+    split_off_keeper(-1, environ)?;
     match confine {
         Some(fd) => super::confine::restrict_self(fd),
         None => Ok(()),
     }
 }
+
+/// Where troupe's initial environment strings lie in its memory (`env_start`, `env_end` of
+/// `/proc/self/stat`), read once; what `/proc/<pid>/environ` of troupe, and of a keeper
+/// forked from it, shows. `(0, 0)` when unknown.
+pub(crate) fn environ_area() -> (usize, usize) {
+    static AREA: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
+    *AREA.get_or_init(|| {
+        #[cfg(target_os = "linux")]
+        {
+            let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+                return (0, 0);
+            };
+            // Fields after the command name (in parentheses, maybe with spaces): the 3rd field
+            // of the line is the first here, so env_start (50) and env_end (51) are at 47, 48.
+            let Some(rest) = stat.rfind(')').map(|at| &stat[at + 1..]) else {
+                return (0, 0);
+            };
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let field = |n: usize| fields.get(n).and_then(|f| f.parse::<usize>().ok());
+            match (field(47), field(48)) {
+                (Some(start), Some(end)) if start > 0 && end > start => (start, end),
+                _ => (0, 0),
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            (0, 0)
+        }
+    })
+}
+
+/// Most bytes of an environment area the keeper wipes (the kernel's limit on arguments and
+/// environment together is far below this on any usual setup).
+#[cfg(target_os = "linux")]
+const MAX_ENVIRON_BYTES: usize = 64 << 20;
 
 /// prctl's unsigned-long arguments (plain literals would be passed as 32-bit ints).
 #[cfg(target_os = "linux")]
@@ -347,7 +384,7 @@ extern "C" fn keeper_tick(_signal: libc::c_int) {}
 /// Between fork and exec: becomes a child subreaper and forks; the new child returns to exec
 /// the command, this process becomes its keeper and never returns. Without subreapers (not
 /// Linux) the command simply runs.
-fn split_off_keeper(status_fd: RawFd) -> std::io::Result<()> {
+fn split_off_keeper(status_fd: RawFd, environ: (usize, usize)) -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: only async-signal-safe system calls from here on.
@@ -361,13 +398,22 @@ fn split_off_keeper(status_fd: RawFd) -> std::io::Result<()> {
                 // The command: not a subreaper (that is not inherited); the status pipe closes
                 // at exec.
                 0 => Ok(()),
-                command => keep(command, parent, status_fd),
+                command => {
+                    // The keeper is a copy of troupe that never execs: its environ (what
+                    // /proc/<pid>/environ shows) would still be troupe's, keys and all. Zero
+                    // it; the keeper reads no variable. (It is non-dumpable like troupe too.)
+                    let (start, end) = environ;
+                    if start > 0 && end > start && end - start <= MAX_ENVIRON_BYTES {
+                        std::ptr::write_bytes(start as *mut u8, 0, end - start);
+                    }
+                    keep(command, parent, status_fd)
+                }
             }
         }
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = status_fd;
+        let _ = (status_fd, environ);
         Ok(())
     }
 }

@@ -1,5 +1,6 @@
-//! Masks secrets in text before it is kept or shown: troupe's own secret values (plain, and in
-//! the base64, hex and URL encodings a script would use to sneak them out), vendor API keys and
+//! Masks secrets in text before it is kept or shown: troupe's own secret values (plain in any
+//! case, reversed, and in the base64, hex and URL encodings a script would use to sneak them
+//! out), vendor API keys and
 //! tokens by their prefixes, `NAME=value` assignments whose name says secret (in any case),
 //! authorization headers, private-key blocks, passwords in database URLs and JWTs. Tool output,
 //! receipts and what `process` shows from a background process's output go through [`redact`].
@@ -206,6 +207,34 @@ fn own_secret_values() -> Vec<String> {
     values
 }
 
+/// `text` with only troupe's own secrets masked (plain, reversed or encoded), nothing else: for
+/// every tool result, where the general patterns would also change ordinary file contents.
+pub fn mask_own_secrets(text: &str) -> std::borrow::Cow<'_, str> {
+    OwnSecrets::current().redact(text)
+}
+
+/// Masks troupe's own secrets in every text part of `result` (see [`mask_own_secrets`]): the
+/// tool runner does this for every tool, so no tool (a file read, an MCP server's answer) hands
+/// one of troupe's keys to the model, a hook, a trace or the session store.
+pub fn mask_own_secrets_in(result: &mut crate::tool::ToolResult) {
+    let own = OwnSecrets::current();
+    if own.pattern.is_none() {
+        return;
+    }
+    for part in &mut result.content {
+        let text = match part {
+            crate::tool::Content::Text(text) => text,
+            crate::tool::Content::Resource {
+                text: Some(text), ..
+            } => text,
+            _ => continue,
+        };
+        if let std::borrow::Cow::Owned(masked) = own.redact(text) {
+            *text = masked;
+        }
+    }
+}
+
 /// troupe's own secret values, plain or encoded, as one reading of the environment found them.
 /// Cloning shares the compiled pattern.
 #[derive(Clone, Default)]
@@ -242,8 +271,8 @@ impl OwnSecrets {
         }
     }
 
-    /// Masks these secrets in `text`, plain or encoded.
-    fn redact<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
+    /// Masks these secrets in `text`, plain, reversed or encoded.
+    pub fn redact<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
         match &self.pattern {
             Some(re) => re.replace_all(text, OWN_SECRET_MASK),
             None => text.into(),
@@ -257,7 +286,10 @@ impl OwnSecrets {
 fn own_secret_pattern(values: &[String]) -> Option<Regex> {
     let mut alternatives: Vec<String> = vec![];
     for value in values {
-        alternatives.push(regex::escape(value));
+        // Plain and reversed (`rev`), in any case (`tr a-z A-Z`).
+        alternatives.push(format!("(?i:{})", regex::escape(value)));
+        let reversed: String = value.chars().rev().collect();
+        alternatives.push(format!("(?i:{})", regex::escape(&reversed)));
         let url = url_encode(value);
         if url != *value {
             alternatives.push(regex::escape(&url));
@@ -424,5 +456,30 @@ mod tests {
     fn mask_lengths() {
         assert_eq!(mask("short"), "***");
         assert_eq!(mask("abcdefghijklmnopqrstuvwxyz"), "abcdef...wxyz");
+    }
+
+    #[test]
+    fn own_secrets_are_masked_reversed_and_in_any_case() {
+        let secret = "Own-Secret-For-The-Reverse-Test-77";
+        remember_secret(secret);
+        let reversed: String = secret.chars().rev().collect();
+        for shown in [
+            secret.to_string(),
+            reversed.clone(),
+            secret.to_uppercase(),
+            reversed.to_lowercase(),
+        ] {
+            let out = redact(&format!("before {shown} after"));
+            assert_eq!(out, format!("before {OWN_SECRET_MASK} after"), "{shown}");
+            let text = format!("[{shown}]");
+            assert_eq!(
+                mask_own_secrets(&text),
+                format!("[{OWN_SECRET_MASK}]"),
+                "{shown}"
+            );
+        }
+        // Nothing else is touched by the own-secrets pass.
+        let text = "password=hunter2hunter2 and sk-proj-abcdefghijklmnopqrstuvwxyz";
+        assert_eq!(mask_own_secrets(text), text);
     }
 }

@@ -20,7 +20,7 @@ use super::exit_codes::{EXIT_INTERRUPTED, EXIT_TIMEOUT, exit_code_meaning};
 use super::paths::expand_home;
 use super::process_group::{KillOnDrop, terminate};
 use super::redact::redact;
-use super::sandbox_env::terminal_env;
+use super::sandbox_env::{process_vars, terminal_env};
 use crate::tool::{CallContext, ToolResult};
 
 /// How long output may stay silent after the shell exited before we stop waiting for it (a
@@ -437,9 +437,9 @@ pub(crate) async fn call(
         None => session_dir.clone(),
     };
     let env = terminal_env(
-        std::env::vars(),
+        process_vars(),
         &config.env_passthrough,
-        &config.extra_blocked_env,
+        &builtins.config().secrets,
     );
 
     if background {

@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{McpServerConfig, McpTransport};
+use crate::builtin::sandbox_env::{ChildSecrets, minimal_env, process_vars};
 
 /// The rmcp client side of one session: it answers the server with troupe's name and forwards
 /// tool-list changes to the connection's refresh task.
@@ -53,12 +54,14 @@ pub(crate) struct Opened {
     pub(crate) pid: Option<u32>,
 }
 
-/// Starts the server and completes `initialize` within `config.connect_timeout`. `ct` ends the
+/// Starts the server and completes `initialize` within `config.connect_timeout`; a stdio
+/// server gets the minimal environment ([`minimal_env`]) without `secrets`. `ct` ends the
 /// session later; `list_changed` receives tool-list notifications. The error says what failed
 /// in words an operator can act on.
 pub(crate) async fn open(
     config: &McpServerConfig,
     log_path: &Path,
+    secrets: &ChildSecrets,
     list_changed: mpsc::Sender<()>,
     ct: CancellationToken,
 ) -> Result<Opened, String> {
@@ -73,7 +76,17 @@ pub(crate) async fn open(
         } => {
             let log = open_log(log_path, command, args)?;
             let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args).envs(env);
+            // Only the basics, the names `env_passthrough` lists and the entry's own `env`:
+            // never troupe's keys, which a server (or a command reading its environ) could
+            // otherwise hand on.
+            cmd.args(args)
+                .env_clear()
+                .envs(minimal_env(
+                    process_vars(),
+                    &config.env_passthrough,
+                    secrets,
+                ))
+                .envs(env);
             if let Some(cwd) = cwd {
                 cmd.current_dir(cwd);
             }
@@ -94,7 +107,10 @@ pub(crate) async fn open(
             // SAFETY: it only makes async-signal-safe system calls; `ruleset` outlives the spawn.
             #[cfg(unix)]
             unsafe {
-                cmd.pre_exec(move || crate::builtin::process_group::mcp_child_setup(confine));
+                let environ = crate::builtin::process_group::environ_area();
+                cmd.pre_exec(move || {
+                    crate::builtin::process_group::mcp_child_setup(confine, environ)
+                });
             }
             // Backstop for a session dropped while the runtime is going away: the child still dies.
             cmd.kill_on_drop(true);

@@ -21,6 +21,7 @@ const KNOWN_KEYS: &[&str] = &[
     "command",
     "args",
     "env",
+    "env_passthrough",
     "cwd",
     "url",
     "headers",
@@ -128,6 +129,9 @@ pub struct McpServerConfig {
     /// The toolset its tools go in when not `mcp-<name>`: a plugin's server uses the plugin's
     /// name (its tools then count as the plugin's in listings and views).
     pub toolset_name: Option<String>,
+    /// Variables of troupe's environment a stdio server gets besides the basics (`PATH`,
+    /// `HOME`, `LANG`, ...); never troupe's own keys.
+    pub env_passthrough: Vec<String>,
 }
 
 impl McpServerConfig {
@@ -169,6 +173,7 @@ impl McpServerConfig {
             supports_parallel_tool_calls: false,
             tools: ToolFilter::default(),
             toolset_name: None,
+            env_passthrough: Vec::new(),
         }
     }
 
@@ -177,6 +182,15 @@ impl McpServerConfig {
         if let McpTransport::Stdio { env, .. } = &mut self.transport {
             env.insert(key.into(), value.into());
         }
+        self
+    }
+
+    /// Passes the variables `names` of troupe's environment on to a stdio server.
+    pub fn with_env_passthrough<S: Into<String>>(
+        mut self,
+        names: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.env_passthrough = names.into_iter().map(Into::into).collect();
         self
     }
 
@@ -366,6 +380,7 @@ fn parse_entry(
         opt_bool(ctx, map, "supports_parallel_tool_calls")?.unwrap_or(false);
     let tools = parse_tool_filter(ctx, map.get("tools"))?;
     let transport = parse_transport(ctx, map, base_dir)?;
+    let env_passthrough = parse_env_passthrough(ctx, map.get("env_passthrough"))?;
 
     Ok(McpServerConfig {
         name: ctx.server.to_string(),
@@ -376,7 +391,54 @@ fn parse_entry(
         supports_parallel_tool_calls,
         tools,
         toolset_name: None,
+        env_passthrough,
     })
+}
+
+/// `env_passthrough: [NAME, ...]`: names of variables a stdio server gets from troupe's
+/// environment.
+fn parse_env_passthrough(
+    ctx: &EntryCtx<'_>,
+    value: Option<&Value>,
+) -> Result<Vec<String>, McpConfigError> {
+    let items = match value {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items,
+        Some(other) => {
+            return Err(ctx.error(
+                "env_passthrough",
+                format!(
+                    "expected a list of variable names, found {}; write `env_passthrough: [GITHUB_TOKEN]`",
+                    yaml_kind(other)
+                ),
+            ));
+        }
+    };
+    let mut names = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let key = format!("env_passthrough[{i}]");
+        match item {
+            Value::String(name)
+                if !name.is_empty()
+                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') =>
+            {
+                names.push(name.clone());
+            }
+            other => {
+                return Err(ctx.error(
+                    key.as_str(),
+                    format!(
+                        "expected a variable name (letters, digits and `_`), found {}; write for example `GITHUB_TOKEN`",
+                        match other {
+                            Value::String(s) => format!("{s:?}"),
+                            v => yaml_kind(v).to_string(),
+                        }
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(names)
 }
 
 fn parse_transport(
@@ -482,7 +544,7 @@ fn parse_transport(
             if declared == Some("stdio") {
                 return Err(ctx.error("transport", "`transport: stdio` needs `command`, but this entry has `url`"));
             }
-            for key in ["args", "env", "cwd"] {
+            for key in ["args", "env", "env_passthrough", "cwd"] {
                 if map.contains_key(key) {
                     return Err(ctx.error(
                         key,
@@ -873,6 +935,34 @@ mod tests {
         assert!(parsed.servers.is_empty());
         assert_eq!(parsed.errors.len(), 1);
         assert!(parsed.errors[0].to_string().contains("expected a mapping"));
+    }
+
+    #[test]
+    fn env_passthrough_names_variables_for_stdio_servers_only() {
+        let parsed = McpServers::parse(
+            &json!({
+                "ok": {"command": "srv", "env_passthrough": ["GITHUB_TOKEN", "PROXY_URL"]},
+                "bad": {"command": "srv", "env_passthrough": ["NOT A NAME"]},
+                "http": {"url": "http://127.0.0.1/mcp", "env_passthrough": ["X"]},
+            }),
+            None,
+        );
+        assert_eq!(
+            parsed.get("ok").unwrap().env_passthrough,
+            ["GITHUB_TOKEN", "PROXY_URL"]
+        );
+        assert_eq!(parsed.errors.len(), 2, "{:?}", parsed.errors);
+        let text: Vec<String> = parsed.errors.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter()
+                .any(|e| e.contains("env_passthrough[0]") && e.contains("variable name")),
+            "{text:?}"
+        );
+        assert!(
+            text.iter()
+                .any(|e| e.contains("local (stdio) servers only")),
+            "{text:?}"
+        );
     }
 
     #[test]

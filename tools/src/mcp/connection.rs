@@ -23,6 +23,7 @@ use super::names::NameBook;
 use super::result::map_call_result;
 use super::status::{ServerState, ServerStatus};
 use super::tool_handler::McpToolHandler;
+use crate::builtin::sandbox_env::ChildSecrets;
 use crate::registry::Registry;
 use crate::tool::{ToolDef, ToolHints, ToolKind, ToolResult};
 use crate::view::ViewSpec;
@@ -44,6 +45,8 @@ pub(crate) struct ServerConn {
     names: Arc<Mutex<NameBook>>,
     /// The stdio server's stderr goes here.
     log_path: PathBuf,
+    /// troupe's keys, kept out of a stdio server's environment.
+    secrets: ChildSecrets,
     /// Fires on shutdown: every session of this server ends.
     shutdown: CancellationToken,
     /// The live session and the status fields; held only briefly, never across an await.
@@ -94,6 +97,7 @@ impl ServerConn {
         registry: Arc<Registry>,
         names: Arc<Mutex<NameBook>>,
         log_path: PathBuf,
+        secrets: ChildSecrets,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         let disabled = !config.enabled;
@@ -102,6 +106,7 @@ impl ServerConn {
             registry,
             names,
             log_path,
+            secrets,
             shutdown,
             state: Mutex::new(State {
                 phase: if disabled {
@@ -147,7 +152,7 @@ impl ServerConn {
             running,
             process_group,
             pid,
-        } = client::open(&self.config, &self.log_path, tx, ct.clone()).await?;
+        } = client::open(&self.config, &self.log_path, &self.secrets, tx, ct.clone()).await?;
         let peer = running.peer().clone();
         let tools = match tokio::time::timeout(self.config.connect_timeout, peer.list_all_tools())
             .await

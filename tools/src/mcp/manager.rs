@@ -12,6 +12,7 @@ use super::config::McpServers;
 use super::connection::ServerConn;
 use super::names::NameBook;
 use super::status::ServerStatus;
+use crate::builtin::sandbox_env::ChildSecrets;
 use crate::registry::Registry;
 use crate::tool::ToolDef;
 use crate::view::ViewSpec;
@@ -21,12 +22,15 @@ use crate::view::ViewSpec;
 pub struct McpOptions {
     /// Folder for the per-server stderr logs (`<name>.log`).
     pub log_dir: PathBuf,
+    /// troupe's keys: no stdio server gets them, whatever its `env_passthrough` says.
+    pub secrets: ChildSecrets,
 }
 
 impl Default for McpOptions {
     fn default() -> Self {
         McpOptions {
             log_dir: default_log_dir(),
+            secrets: ChildSecrets::default(),
         }
     }
 }
@@ -35,6 +39,12 @@ impl McpOptions {
     /// Puts the server logs in `dir`.
     pub fn with_log_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.log_dir = dir.into();
+        self
+    }
+
+    /// Withholds `secrets` from every stdio server.
+    pub fn with_secrets(mut self, secrets: ChildSecrets) -> Self {
+        self.secrets = secrets;
         self
     }
 }
@@ -126,6 +136,7 @@ impl McpManager {
                     Arc::clone(&registry),
                     Arc::clone(&names),
                     options.log_dir.join(log_file_name(&server.name)),
+                    options.secrets.clone(),
                     root.child_token(),
                 )
             })
@@ -187,6 +198,7 @@ impl McpManager {
                     Arc::clone(&registry),
                     Arc::clone(&names),
                     options.log_dir.join(log_file_name(&server.name)),
+                    options.secrets.clone(),
                     root.child_token(),
                 )
             })

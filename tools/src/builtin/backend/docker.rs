@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use super::super::files::{Files, ShellFiles};
 use super::remote::{RemoteShell, host_scratch, remove_scratch, spawn_remote};
 use super::{SpawnRequest, SpawnedCommand, TerminalBackend};
+use crate::builtin::sandbox_env::{ChildSecrets, client_env, process_vars};
 
 /// How to run the container.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +42,8 @@ pub struct DockerSettings {
     pub hidden: Vec<PathBuf>,
     /// The docker command.
     pub docker: PathBuf,
+    /// troupe's keys: the docker client never gets them in its environment.
+    pub secrets: ChildSecrets,
 }
 
 impl DockerSettings {
@@ -58,6 +61,7 @@ impl DockerSettings {
             network: None,
             hidden: vec![],
             docker: PathBuf::from("docker"),
+            secrets: ChildSecrets::default(),
         }
     }
 }
@@ -107,7 +111,13 @@ impl DockerBackend {
 
 impl Docker {
     fn docker(&self) -> std::process::Command {
-        std::process::Command::new(&self.settings.docker)
+        let mut command = std::process::Command::new(&self.settings.docker);
+        // The client's own settings (DOCKER_HOST, ...), none of troupe's keys: a command's
+        // environment is passed with `--env` from the request, never from the client's.
+        command
+            .env_clear()
+            .envs(client_env(process_vars(), &self.settings.secrets));
+        command
     }
 
     fn container(&self) -> io::Result<String> {

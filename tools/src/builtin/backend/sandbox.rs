@@ -12,6 +12,7 @@ use std::sync::Arc;
 use super::super::files::{Files, ShellFiles, ShellRunner};
 use super::remote::{host_scratch, remove_scratch, run_to_end};
 use super::{SpawnRequest, SpawnedCommand, TerminalBackend, command_of, spawn_here};
+use crate::builtin::sandbox_env::{ChildSecrets, client_env, process_vars};
 
 /// How to build the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +25,8 @@ pub struct SandboxSettings {
     pub network: bool,
     /// The bubblewrap command.
     pub bwrap: PathBuf,
+    /// troupe's keys: bubblewrap never gets them in its environment.
+    pub secrets: ChildSecrets,
 }
 
 impl SandboxSettings {
@@ -34,6 +37,7 @@ impl SandboxSettings {
             hidden: vec![],
             network: false,
             bwrap: PathBuf::from("bwrap"),
+            secrets: ChildSecrets::default(),
         }
     }
 }
@@ -155,7 +159,11 @@ impl Sandbox {
         cwd: Option<&Path>,
     ) -> io::Result<std::process::Command> {
         let mut command = std::process::Command::new(&self.settings.bwrap);
-        command.args(self.options(cwd, &[])).args(argv);
+        command
+            .env_clear()
+            .envs(client_env(process_vars(), &self.settings.secrets))
+            .args(self.options(cwd, &[]))
+            .args(argv);
         Ok(command)
     }
 }

@@ -18,6 +18,7 @@ use super::remote::{
     RemoteShell, host_scratch, remove_scratch, run_to_end, shell_quote, spawn_remote,
 };
 use super::{ExposedScratch, SpawnRequest, SpawnedCommand, TerminalBackend};
+use crate::builtin::sandbox_env::{ChildSecrets, client_env, process_vars};
 
 /// Where and how to connect.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +35,8 @@ pub struct SshSettings {
     pub known_hosts: Option<PathBuf>,
     /// The ssh command.
     pub ssh: PathBuf,
+    /// troupe's keys: the ssh client (and its long-lived master) never gets them.
+    pub secrets: ChildSecrets,
 }
 
 impl SshSettings {
@@ -46,6 +49,7 @@ impl SshSettings {
             key: None,
             known_hosts: None,
             ssh: PathBuf::from("ssh"),
+            secrets: ChildSecrets::default(),
         }
     }
 
@@ -123,7 +127,11 @@ impl Ssh {
     fn ssh(&self) -> std::process::Command {
         let s = &self.settings;
         let mut command = std::process::Command::new(&s.ssh);
+        // The client's own settings (SSH_AUTH_SOCK, ...), none of troupe's keys: on a host
+        // shared with this one a command could read the client's environment.
         command
+            .env_clear()
+            .envs(client_env(process_vars(), &s.secrets))
             .args(["-o", "BatchMode=yes"])
             .args(["-o", "StrictHostKeyChecking=yes"])
             .args(["-o", "ServerAliveInterval=15"])
