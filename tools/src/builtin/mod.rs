@@ -22,6 +22,7 @@
 mod args;
 mod atomic_write;
 pub mod backend;
+mod beneath;
 mod capture;
 #[cfg(unix)]
 mod code_rpc;
@@ -49,7 +50,7 @@ mod search_files;
 mod terminal;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -432,6 +433,20 @@ impl Builtins {
             &self.session_cwd(session_id),
             &self.allowed_roots(session_id),
         )
+    }
+
+    /// The directory a checked path of `session_id` is opened beneath: the deepest allowed root
+    /// that holds it (the workspace, or a root troupe.yaml grants), or `/` for a path outside
+    /// them all that a person approved. Writes and deletes below it cannot be redirected out of
+    /// it by a link that appears after the check.
+    pub(crate) fn root_beneath(&self, session_id: &str, resolved: &Path) -> PathBuf {
+        let cwd = self.session_cwd(session_id);
+        self.allowed_roots(session_id)
+            .iter()
+            .map(|root| resolve_path(&root.to_string_lossy(), &cwd))
+            .filter(|root| resolved.starts_with(root))
+            .max_by_key(|root| root.components().count())
+            .unwrap_or_else(|| PathBuf::from("/"))
     }
 
     /// Ends a session: stops its background processes (unless handed over) and forgets its
