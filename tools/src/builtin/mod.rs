@@ -586,8 +586,15 @@ pub(crate) fn authorize(
             serde_json::json!({"error": "'path' is empty. Send a file path, absolute or relative to the working directory."}),
         ));
     }
-    if let Some(reason) = builtins.path_needs_approval(&ctx.session_id, path, access)
-        && !ctx.approved
+    // Resolved once: the path checked is the path used.
+    let cwd = builtins.session_cwd(&ctx.session_id);
+    let resolved = resolve_path(path, &cwd);
+    if let Some(reason) = paths::resolved_needs_approval(
+        &resolved,
+        access,
+        &cwd,
+        &builtins.allowed_roots(&ctx.session_id),
+    ) && !ctx.approved
     {
         return Err(ToolResult::error_json(serde_json::json!({
             "error": format!("This needs the user's approval first: {reason}. Nothing was read or changed."),
@@ -595,5 +602,5 @@ pub(crate) fn authorize(
             "path": path,
         })));
     }
-    Ok(resolve_path(path, &builtins.session_cwd(&ctx.session_id)))
+    Ok(resolved)
 }
