@@ -56,6 +56,9 @@ pub struct DispatcherHooks {
     pub kanban: Vec<Arc<dyn KanbanHook>>,
     /// Makes task workspaces ready; workers run in the process's directory when `None`.
     pub workspaces: Option<Arc<dyn crate::workspace::Workspaces>>,
+    /// Reads what an earlier run of a task left cut off, so the next run is told; nothing is
+    /// told when `None`.
+    pub history: Option<Arc<dyn crate::run_history::RunHistory>>,
 }
 
 impl std::fmt::Debug for DispatcherHooks {
@@ -63,6 +66,7 @@ impl std::fmt::Debug for DispatcherHooks {
         f.debug_struct("DispatcherHooks")
             .field("kanban", &self.kanban.len())
             .field("workspaces", &self.workspaces.is_some())
+            .field("history", &self.history.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -85,6 +89,15 @@ impl DispatcherHooks {
         workspaces: Arc<dyn crate::workspace::Workspaces>,
     ) -> DispatcherHooks {
         self.workspaces = Some(workspaces);
+        self
+    }
+
+    /// Reads earlier runs' cut-off calls from `history` for each run's first message.
+    pub fn with_run_history(
+        mut self,
+        history: Arc<dyn crate::run_history::RunHistory>,
+    ) -> DispatcherHooks {
+        self.history = Some(history);
         self
     }
 

@@ -18,6 +18,7 @@
 //!   worker's prompt and first message.
 //! - [`profiles`]: the named agent configurations tasks are assigned to; [`hooks`]: observers.
 //! - [`workspace`]: where a worker does a task's work ([`workspace::Workspaces`]).
+//! - [`run_history`]: the calls an earlier run left cut off, read back for the next run.
 //!
 //! # Example
 //!
@@ -50,6 +51,7 @@ pub mod dispatcher;
 pub mod domain;
 pub mod hooks;
 pub mod profiles;
+pub mod run_history;
 pub mod store;
 pub mod worker;
 pub mod worker_context;

@@ -599,6 +599,16 @@ async fn drive_session(
         trace_parent: trace.clone(),
         ..profile_config.clone()
     };
+    // The session is kept with its board, task and run, so a later run can read what this one
+    // left cut off if its worker dies.
+    if let Some(persist) = &mut config.persist {
+        persist.origin.options = crate::run_history::origin_options(
+            &persist.origin.options,
+            &params.board,
+            &params.claim.task.id,
+            params.claim.run.id,
+        );
+    }
     let mut hooks = params.hooks.session.clone();
     if let Some(workspaces) = &params.hooks.workspaces {
         match workspaces.prepare(&params.board, &params.claim.task).await {
@@ -640,6 +650,41 @@ async fn drive_session(
     (ending, Some(session.spent()))
 }
 
+/// What the task's latest earlier run left cut off, as a section of the first message (empty
+/// when nothing was, or no history is kept).
+async fn cut_off_in_last_run(params: &WorkerParams) -> String {
+    let Some(history) = &params.hooks.history else {
+        return String::new();
+    };
+    let task = &params.claim.task;
+    let runs = match params.store.runs(&params.board, &task.id).await {
+        Ok(runs) => runs,
+        Err(error) => {
+            tracing::warn!(task = %task.id, %error, "could not read the task's runs to find calls an earlier run left cut off");
+            return String::new();
+        }
+    };
+    let Some(last) = runs
+        .iter()
+        .filter(|r| r.id != params.claim.run.id)
+        .max_by_key(|r| r.id.0)
+    else {
+        return String::new();
+    };
+    // Only a run whose worker vanished (its lease lapsed and was taken back) or crashed can
+    // have left calls without results; the others are not looked up.
+    if !matches!(
+        last.outcome,
+        Some(crate::domain::RunOutcome::Reclaimed) | Some(crate::domain::RunOutcome::Crashed)
+    ) {
+        return String::new();
+    }
+    let calls = history
+        .cut_off_calls(&params.board, &task.id, last.id)
+        .await;
+    crate::worker_context::cut_off_section(last.id, &calls)
+}
+
 /// The block kind of a task whose run spent its budget.
 pub const BUDGET_BLOCK_KIND: &str = "budget";
 
@@ -665,6 +710,7 @@ async fn converse(
             return Ending::Crash(format!("could not read the task from the board: {error}"));
         }
     };
+    message.push_str(&cut_off_in_last_run(params).await);
     let mut nudges_left = params.config.stop_nudges;
     loop {
         let result = session.send(message).await;

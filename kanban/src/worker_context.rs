@@ -241,9 +241,73 @@ pub async fn build_worker_context(
     Ok(out)
 }
 
+/// The part of a run's first message that names the calls the task's last run (`run`) started
+/// and never finished, because its worker stopped: their effect is unknown, so the model is
+/// asked to check before doing them again. Empty when there are none.
+pub fn cut_off_section(
+    run: crate::domain::RunId,
+    calls: &[crate::run_history::CutOffCall],
+) -> String {
+    if calls.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "\n\n## Calls cut off in the last run\nRun {} stopped (its worker was killed or lost) while these tool calls were under way:\n",
+        run.0
+    );
+    let mut budget = FIELD_CAP * 2;
+    for (n, call) in calls.iter().enumerate() {
+        let state = if call.may_have_run {
+            "cut off before its result came back: whether it ran, partly ran or had any effect is unknown"
+        } else {
+            "never started (it was waiting for approval)"
+        };
+        let line = format!(
+            "- {} {}: {state}\n",
+            call.tool,
+            clip(&call.arguments, COMMENT_CAP)
+        );
+        if line.len() > budget {
+            out.push_str(&format!("[{} more call(s) not shown]\n", calls.len() - n));
+            break;
+        }
+        budget -= line.len();
+        out.push_str(&line);
+    }
+    out.push_str("Before doing any of them again, check what they did (look at the files, processes or board state they touch); repeat one only once you know it is needed and safe to run twice.\n");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cut_off_calls_are_named_with_their_unknown_effect() {
+        use crate::run_history::CutOffCall;
+        assert_eq!(cut_off_section(crate::domain::RunId(3), &[]), "");
+        let text = cut_off_section(
+            crate::domain::RunId(3),
+            &[
+                CutOffCall {
+                    tool: "terminal".into(),
+                    arguments: r#"{"command":"sleep 30"}"#.into(),
+                    may_have_run: true,
+                },
+                CutOffCall {
+                    tool: "write_file".into(),
+                    arguments: "{}".into(),
+                    may_have_run: false,
+                },
+            ],
+        );
+        assert!(text.contains("Run 3"), "{text}");
+        assert!(
+            text.contains(r#"terminal {"command":"sleep 30"}"#) && text.contains("unknown"),
+            "{text}"
+        );
+        assert!(text.contains("write_file {}: never started"), "{text}");
+    }
 
     #[test]
     fn clip_keeps_short_text_and_cuts_on_char_boundaries() {

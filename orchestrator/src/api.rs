@@ -410,6 +410,13 @@ impl Troupe {
         if let Some(workspaces) = &self.inner.config.workspaces {
             hooks = hooks.with_workspaces(Arc::clone(workspaces));
         }
+        // A run is told which calls of the task's last run were cut off, read from the
+        // sessions the workers wrote.
+        if let Some(store) = self.session_store() {
+            hooks = hooks.with_run_history(Arc::new(crate::sessions::StoredRunHistory::new(
+                store.clone(),
+            )));
+        }
         hooks
     }
 

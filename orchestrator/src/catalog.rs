@@ -21,6 +21,9 @@ pub enum CatalogError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The file is larger or nested deeper than troupe reads (checked before parsing).
+    #[error("catalog {0}")]
+    TooLarge(troupe_tools::input_limits::InputTooLarge),
     /// The file is not JSON.
     #[error("catalog {path} is not valid JSON: {source}")]
     Json {
@@ -55,6 +58,7 @@ pub fn bundled_catalog() -> Result<Arc<Registry>, CatalogError> {
 }
 
 fn registry_from_json(text: &str, shown: &str) -> Result<Arc<Registry>, CatalogError> {
+    troupe_tools::input_limits::check_config_text(text, shown).map_err(CatalogError::TooLarge)?;
     let json: serde_json::Value =
         serde_json::from_str(text).map_err(|source| CatalogError::Json {
             path: shown.to_string(),

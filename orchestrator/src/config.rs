@@ -45,6 +45,10 @@ pub enum ConfigError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The file is larger or nested deeper than troupe reads as configuration (checked before
+    /// parsing, which would take minutes on a deeply nested file).
+    #[error("{0}")]
+    TooLarge(troupe_tools::input_limits::InputTooLarge),
     /// The file is neither valid YAML nor valid JSON.
     #[error("config file {path} is not valid YAML or JSON: {reason}")]
     Syntax {
@@ -125,6 +129,8 @@ impl Config {
             path: path.to_path_buf(),
             source,
         })?;
+        troupe_tools::input_limits::check_config_text(&text, &path.display().to_string())
+            .map_err(ConfigError::TooLarge)?;
         let mut config = Self::parse(&text).map_err(|e| match e {
             ConfigError::Syntax { reason, .. } => ConfigError::Syntax {
                 path: path.to_path_buf(),
@@ -208,6 +214,8 @@ fn parse_document(text: &str) -> Result<Value, ConfigError> {
     if text.trim().is_empty() {
         return Ok(Value::Null);
     }
+    troupe_tools::input_limits::check_config_text(text, "the configuration")
+        .map_err(ConfigError::TooLarge)?;
     serde_norway::from_str::<Value>(text).map_err(|e| ConfigError::Syntax {
         path: PathBuf::new(),
         reason: e.to_string(),

@@ -352,3 +352,113 @@ async fn sessions_are_capped_and_idle_ones_expire() {
         reqwest::StatusCode::CREATED
     );
 }
+
+/// Sends `request` over a fresh connection to `addr` and reads the whole answer.
+async fn raw_exchange(addr: std::net::SocketAddr, request: String) -> String {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_is_not_this_server_gets_421() {
+    let served = Served::start(1024, "serve:\n  allowed_hosts: [troupe.test]\n");
+    let port = served.addr.port();
+    let ask = |host: String| {
+        raw_exchange(
+            served.addr,
+            format!(
+                "GET /api/plugins/kanban/board HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
+            ),
+        )
+    };
+    // A page on another site whose name now resolves to 127.0.0.1 sends its own name.
+    let refused = ask(format!("rebound.example:{port}")).await;
+    assert!(refused.starts_with("HTTP/1.1 421"), "{refused}");
+    let body: Value = serde_json::from_str(refused.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["error"]["code"], "misdirected_request");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("rebound.example")
+            && message.contains(&format!("localhost:{port}"))
+            && message.contains("serve.allowed_hosts"),
+        "{message}"
+    );
+    for host in [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        "troupe.test".to_string(),
+    ] {
+        let answer = ask(host.clone()).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{host}: {answer}");
+    }
+    // Without the token a foreign host still gets 421, not a hint about the token.
+    let anonymous = raw_exchange(
+        served.addr,
+        "GET / HTTP/1.1\r\nHost: rebound.example\r\nConnection: close\r\n\r\n".to_string(),
+    )
+    .await;
+    assert!(anonymous.starts_with("HTTP/1.1 421"), "{anonymous}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_without_the_token_never_costs_the_token_holder_a_request() {
+    // One request at a time per budget: two anonymous requests that overlap already fill it.
+    let served = Served::start(1024, "serve:\n  max_requests_per_client: 1\n");
+    let url = format!("http://{}/api/plugins/kanban/board", served.addr);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let refused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut flood = Vec::new();
+    for i in 0..40 {
+        let (stop, refused, url) = (stop.clone(), refused.clone(), url.clone());
+        flood.push(tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut request = client.get(&url);
+                if i % 2 == 0 {
+                    request = request.bearer_auth("a-wrong-token-0123456789");
+                }
+                if let Ok(answer) = request.send().await
+                    && answer.status() == reqwest::StatusCode::TOO_MANY_REQUESTS
+                {
+                    refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The token holder, one request at a time as its budget allows.
+    let holder = reqwest::Client::new();
+    let mut workers = Vec::new();
+    for _ in 0..1 {
+        let (holder, url) = (holder.clone(), url.clone());
+        workers.push(tokio::spawn(async move {
+            let mut statuses = Vec::new();
+            for _ in 0..100 {
+                let answer = holder.get(&url).bearer_auth(TOKEN).send().await.unwrap();
+                statuses.push(answer.status());
+            }
+            statuses
+        }));
+    }
+    for worker in workers {
+        let statuses = worker.await.unwrap();
+        assert!(
+            statuses.iter().all(|s| *s == reqwest::StatusCode::OK),
+            "the token holder was refused: {statuses:?}"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for task in flood {
+        task.await.unwrap();
+    }
+    assert!(
+        refused.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "the flood never reached its own budget, so it tested nothing"
+    );
+}

@@ -19,6 +19,7 @@
 //! - [`bridge`]: `tool_search`, `tool_describe`, `tool_call`.
 //! - [`builtin`]: terminal, background processes, file tools, execute_code.
 //! - [`catalog_file`]: catalogs of tool definitions read from JSON.
+//! - [`input_limits`]: size and nesting limits checked before a configuration file is parsed.
 
 pub mod bridge;
 pub mod builtin;
@@ -26,6 +27,7 @@ pub mod catalog_file;
 pub mod config;
 pub mod deferral;
 mod error;
+pub mod input_limits;
 pub mod lenient;
 pub mod mcp;
 pub mod registry;

@@ -63,6 +63,32 @@ pub fn clip_chars(text: &str, max: usize) -> String {
     out
 }
 
+/// `text` on one line with every control character (escape sequences, bell, carriage return,
+/// newline) and every invisible reordering mark shown as an escape (`\x1b`, `\u{202e}`): for
+/// text from a remote server (a model server's error) that ends up on a terminal or in a log,
+/// where it must not retitle the window, clear the screen or forge a line.
+pub fn escape_controls(text: &str) -> String {
+    use std::fmt::Write as _;
+    let hidden = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+    };
+    if !text.chars().any(hidden) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            let _ = write!(out, "\\x{:02x}", c as u32);
+        } else if hidden(c) {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -91,5 +117,16 @@ mod tests {
         assert_eq!(clip_chars("abcd", 4), "abcd");
         assert_eq!(clip_chars("日本語テキスト", 3), "日本…");
         assert_eq!(clip_chars("abc", 0), "…");
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        let body = "boom\x1b]0;owned\x07\x1b[2J\r\nnext\u{202e}";
+        let shown = escape_controls(body);
+        assert_eq!(
+            shown,
+            "boom\\x1b]0;owned\\x07\\x1b[2J\\x0d\\x0anext\\u{202e}"
+        );
+        assert_eq!(escape_controls("plain ü"), "plain ü");
     }
 }

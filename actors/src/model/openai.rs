@@ -708,13 +708,13 @@ impl Inner {
                 Ok(chunk) => chunk,
                 // Keep-alive notes and other non-JSON lines carry no answer.
                 Err(_) if !data.starts_with('{') => {
-                    tracing::debug!(data = %clip_bytes(data, 200), "skipping a non-JSON stream event");
+                    tracing::debug!(data = %troupe_tools::text::escape_controls(&clip_bytes(data, 200)), "skipping a non-JSON stream event");
                     continue;
                 }
                 Err(e) => {
                     return Err(Next::Fail(ModelError::Protocol(format!(
                         "a streamed chunk is not a chat-completions chunk ({e}): {}",
-                        clip_bytes(data, 300)
+                        troupe_tools::text::escape_controls(&clip_bytes(data, 300))
                     ))));
                 }
             };
@@ -764,7 +764,10 @@ impl Inner {
                 "the answer from {} is not chat-completions JSON ({e}): {}; check that base_url \
                  points at an OpenAI-compatible API (it usually ends in /v1)",
                 self.endpoint,
-                clip_bytes(&String::from_utf8_lossy(&bytes), 300)
+                troupe_tools::text::escape_controls(&clip_bytes(
+                    &String::from_utf8_lossy(&bytes),
+                    300
+                ))
             )))
         })?;
         let mut assembler = Assembler::default();
@@ -776,7 +779,10 @@ impl Inner {
             return Err(Next::Fail(ModelError::Protocol(format!(
                 "the answer from {} has no choices: {}",
                 self.endpoint,
-                clip_bytes(&String::from_utf8_lossy(&bytes), 300)
+                troupe_tools::text::escape_controls(&clip_bytes(
+                    &String::from_utf8_lossy(&bytes),
+                    300
+                ))
             ))));
         }
         forward(sink, &mut deltas, forwarded);

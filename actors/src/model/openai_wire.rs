@@ -183,9 +183,11 @@ struct WireUsage {
 
 impl WireCompletion {
     /// The error message a server put in a 200 answer or a stream chunk, if any.
+    /// Control characters are escaped: the text comes from the server and is shown on
+    /// terminals and in logs.
     pub(crate) fn error_message(&self) -> Option<String> {
         let error = self.error.as_ref()?;
-        match error {
+        let message = match error {
             Value::Null => None,
             Value::String(text) => Some(text.clone()),
             Value::Object(fields) => Some(
@@ -195,7 +197,8 @@ impl WireCompletion {
                     .map_or_else(|| error.to_string(), str::to_string),
             ),
             other => Some(other.to_string()),
-        }
+        };
+        message.map(|m| troupe_tools::text::escape_controls(&m))
     }
 }
 
@@ -213,13 +216,13 @@ pub(crate) fn error_body_message(body: &str) -> String {
             .or_else(|| fields.get("detail"))
             .and_then(Value::as_str)
     {
-        return message.to_string();
+        return troupe_tools::text::escape_controls(message);
     }
     let trimmed = body.trim();
     if trimmed.is_empty() {
         "(empty body)".to_string()
     } else {
-        clip_bytes(trimmed, 500)
+        troupe_tools::text::escape_controls(&clip_bytes(trimmed, 500))
     }
 }
 

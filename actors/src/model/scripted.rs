@@ -187,6 +187,7 @@ impl Script {
     }
 
     fn parse_yaml(text: &str, origin: &str) -> Result<Self, ScriptError> {
+        check_limits(text, origin)?;
         let invalid = |e: serde_norway::Error| ScriptError {
             origin: origin.to_string(),
             reason: format!("{e}"),
@@ -207,6 +208,7 @@ impl Script {
     }
 
     fn parse_json(text: &str, origin: &str) -> Result<Self, ScriptError> {
+        check_limits(text, origin)?;
         let invalid = |e: serde_json::Error| ScriptError {
             origin: origin.to_string(),
             reason: format!("{e}"),
@@ -336,6 +338,21 @@ impl Script {
             })
             .collect()
     }
+}
+
+/// Refuses a script too large or too deeply nested to parse (checked first: the parser would
+/// take minutes on a deeply nested file).
+fn check_limits(text: &str, origin: &str) -> Result<(), ScriptError> {
+    troupe_tools::input_limits::check_config_text(text, origin).map_err(|e| {
+        let message = e.to_string();
+        ScriptError {
+            origin: origin.to_string(),
+            reason: message
+                .strip_prefix(&format!("{origin}: "))
+                .unwrap_or(&message)
+                .to_string(),
+        }
+    })
 }
 
 fn shape_error(origin: &str) -> ScriptError {

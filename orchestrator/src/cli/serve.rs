@@ -196,6 +196,7 @@ async fn serve_with(
         .map_err(|e| failed(e.to_string()))?
         .with_wake(wake)
         .with_cors_origins(serve.cors_origins.clone())
+        .with_allowed_hosts(serve.allowed_hosts.clone())
         .with_default_board(board.clone())
         .with_commands(runtime.plugins().commands().clone());
     match &dispatcher {

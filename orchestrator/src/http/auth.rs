@@ -216,15 +216,21 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// The token a request carries: `Authorization: Bearer <token>`, or, on the WebSocket feed
 /// only (browsers cannot set headers there), a `token` query parameter.
 fn presented_token(request: &Request) -> Option<String> {
-    if let Some(value) = request.headers().get(header::AUTHORIZATION) {
+    presented_token_in(request.headers(), request.uri())
+}
+
+/// [`presented_token`] from a request's headers and URI (the listener reads them before the
+/// router has the request).
+pub(crate) fn presented_token_in(headers: &HeaderMap, uri: &axum::http::Uri) -> Option<String> {
+    if let Some(value) = headers.get(header::AUTHORIZATION) {
         let value = value.to_str().ok()?;
         let (scheme, token) = value.trim().split_once(' ')?;
         return scheme
             .eq_ignore_ascii_case("bearer")
             .then(|| token.trim().to_string());
     }
-    if request.uri().path().ends_with(super::FEED_PATH) {
-        let query = request.uri().query()?;
+    if uri.path().ends_with(super::FEED_PATH) {
+        let query = uri.query()?;
         return query.split('&').find_map(|pair| {
             pair.strip_prefix("token=")
                 .map(|t| percent_decode(t).unwrap_or_else(|| t.to_string()))

@@ -1,13 +1,16 @@
 //! The accept loop of `troupe serve`, built so that clients without the token cannot starve
 //! the ones with it: headers must arrive within a deadline, a connection that does nothing for
 //! a while is closed, the number of open connections is capped overall and per client address,
-//! and so is the number of requests one client address may have in flight.
+//! and so is the number of requests in flight: per credential for requests that carry the token,
+//! per client address for the others, each in its own budget. A request whose `Host` does not
+//! name this server is answered 421 before it reaches the router ([`super::gate`]).
 //!
 //! When a cap is reached the newcomer is not turned away while some connection merely sits
-//! idle: the connection idle the longest (of that client, for the per-client cap) is closed to
-//! make room. Only when every connection is busy is the newcomer closed at once. So a flood
-//! of idle sockets costs the flooder its own oldest sockets, never the server its file
-//! descriptors, and a client with the token still gets its answer.
+//! idle: an idle connection that never carried the token is closed to make room (the one idle
+//! longest, of that client for the per-client cap), and only when there is none an idle one that
+//! did. Only when every connection is busy is the newcomer closed at once. So a flood of idle
+//! sockets costs the flooder its own oldest sockets, never the server its file descriptors, and
+//! a client with the token still gets its answer.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -26,6 +29,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use troupe_tools::sync::lock;
 
+use super::gate::Gate;
+
 /// The limits of the `serve:` section; see [`ServerLimits::default`] for the defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerLimits {
@@ -37,7 +42,9 @@ pub struct ServerLimits {
     pub max_connections: usize,
     /// Open connections from one client address at most.
     pub max_connections_per_client: usize,
-    /// Requests in progress from one client address at most (more get 429 at once).
+    /// Requests in progress at most from one credential (requests with the token) and, in a
+    /// budget of their own, from one client address (requests without it); more get 429 at
+    /// once.
     pub max_requests_per_client: usize,
     /// Sessions open over HTTP at most (more get 429).
     pub max_sessions: usize,
@@ -71,6 +78,18 @@ struct Conn {
     close: Arc<tokio::sync::Notify>,
     /// Already told to close to make room (it still holds its descriptor until it has).
     evicted: Arc<std::sync::atomic::AtomicBool>,
+    /// A request with the token came over it: it is closed to make room only after every
+    /// idle connection that never carried it.
+    authenticated: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Whose budget a request in progress counts against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Budget {
+    /// The token's holder (there is one credential, the server's token).
+    Token,
+    /// A client address, for requests without the right token.
+    Address(IpAddr),
 }
 
 /// What the accept loop and the connections share.
@@ -79,8 +98,10 @@ struct Shared {
     started: Instant,
     next_id: AtomicU64,
     conns: Mutex<HashMap<u64, Conn>>,
-    /// Requests in progress per client address.
-    requests: Mutex<HashMap<IpAddr, usize>>,
+    /// Requests in progress per budget.
+    requests: Mutex<HashMap<Budget, usize>>,
+    /// Host and token checks.
+    gate: Gate,
 }
 
 impl Shared {
@@ -99,7 +120,13 @@ impl Shared {
                 .filter(|c| {
                     c.in_flight.load(Ordering::Acquire) == 0 && !c.evicted.load(Ordering::Acquire)
                 })
-                .min_by_key(|c| c.last_active.load(Ordering::Acquire))
+                // Connections without the token go first, the longest idle first.
+                .min_by_key(|c| {
+                    (
+                        c.authenticated.load(Ordering::Acquire),
+                        c.last_active.load(Ordering::Acquire),
+                    )
+                })
                 .map(|c| {
                     c.evicted.store(true, Ordering::Release);
                     c.close.clone()
@@ -119,17 +146,17 @@ impl Shared {
         true
     }
 
-    /// Counts a request from `client` in; None when the client already has too many.
-    fn begin_request(self: &Arc<Self>, client: IpAddr) -> Option<RequestGuard> {
+    /// Counts a request in against `budget`; None when that budget is spent.
+    fn begin_request(self: &Arc<Self>, budget: Budget) -> Option<RequestGuard> {
         let mut requests = lock(&self.requests);
-        let n = requests.entry(client).or_insert(0);
+        let n = requests.entry(budget).or_insert(0);
         if *n >= self.limits.max_requests_per_client {
             return None;
         }
         *n += 1;
         Some(RequestGuard {
             shared: Arc::clone(self),
-            client,
+            budget,
         })
     }
 }
@@ -137,26 +164,28 @@ impl Shared {
 /// A request in progress; counted out when dropped.
 struct RequestGuard {
     shared: Arc<Shared>,
-    client: IpAddr,
+    budget: Budget,
 }
 
 impl Drop for RequestGuard {
     fn drop(&mut self) {
         let mut requests = lock(&self.shared.requests);
-        if let Some(n) = requests.get_mut(&self.client) {
+        if let Some(n) = requests.get_mut(&self.budget) {
             *n = n.saturating_sub(1);
             if *n == 0 {
-                requests.remove(&self.client);
+                requests.remove(&self.budget);
             }
         }
     }
 }
 
-/// Serves `app` on `listener` until `stop` resolves, within `limits`.
+/// Serves `app` on `listener` until `stop` resolves, within `limits`, answering only requests
+/// `gate` lets through.
 pub(crate) async fn run(
     listener: TcpListener,
     app: Router,
     limits: ServerLimits,
+    gate: Gate,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     // Every connection holds a file descriptor: never let connections take the ones the rest
@@ -179,6 +208,7 @@ pub(crate) async fn run(
         next_id: AtomicU64::new(0),
         conns: Mutex::new(HashMap::new()),
         requests: Mutex::new(HashMap::new()),
+        gate,
     });
     let closing = Arc::new(tokio::sync::Notify::new());
     tokio::pin!(stop);
@@ -251,6 +281,7 @@ async fn serve_connection(
     let in_flight = Arc::new(AtomicUsize::new(0));
     let last_active = Arc::new(AtomicU64::new(shared.now_ms()));
     let close = Arc::new(tokio::sync::Notify::new());
+    let authenticated = Arc::new(std::sync::atomic::AtomicBool::new(false));
     lock(&shared.conns).insert(
         id,
         Conn {
@@ -259,6 +290,7 @@ async fn serve_connection(
             last_active: Arc::clone(&last_active),
             close: Arc::clone(&close),
             evicted: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            authenticated: Arc::clone(&authenticated),
         },
     );
     let io = TokioIo::new(Watched {
@@ -273,10 +305,28 @@ async fn serve_connection(
         hyper::service::service_fn(move |mut request: Request<Incoming>| {
             let shared = Arc::clone(&shared);
             let in_flight = Arc::clone(&in_flight);
+            let authenticated = Arc::clone(&authenticated);
             let app = app.clone();
             async move {
-                let Some(guard) = shared.begin_request(client) else {
-                    return Ok::<_, std::convert::Infallible>(too_many_requests());
+                let host = request.headers().get(axum::http::header::HOST);
+                if !shared
+                    .gate
+                    .host_allowed(host.map(|h| h.to_str().unwrap_or("\u{0}")))
+                {
+                    let shown = host
+                        .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned())
+                        .unwrap_or_default();
+                    tracing::debug!(%peer, host = %shown.escape_default(), "refused a request for another host");
+                    return Ok::<_, std::convert::Infallible>(shared.gate.misdirected(&shown));
+                }
+                let budget = if shared.gate.authenticated(request.headers(), request.uri()) {
+                    authenticated.store(true, Ordering::Release);
+                    Budget::Token
+                } else {
+                    Budget::Address(client)
+                };
+                let Some(guard) = shared.begin_request(budget) else {
+                    return Ok(too_many_requests());
                 };
                 in_flight.fetch_add(1, Ordering::AcqRel);
                 let busy = Busy {
@@ -353,7 +403,7 @@ async fn tower_call(
 fn too_many_requests() -> Response<Body> {
     let body = serde_json::json!({"error": {
         "code": "too_many_requests",
-        "message": "this client already has as many requests in progress as serve.max_requests_per_client allows; wait for some to finish, then retry",
+        "message": "this client (this token, or this address for requests without it) already has as many requests in progress as serve.max_requests_per_client allows; wait for some to finish, then retry",
     }});
     let mut response = Response::new(Body::from(body.to_string()));
     *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
@@ -470,5 +520,65 @@ impl AsyncWrite for Watched {
 
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    fn conn(client: IpAddr, last_active: u64, authenticated: bool) -> Conn {
+        Conn {
+            client,
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            last_active: Arc::new(AtomicU64::new(last_active)),
+            close: Arc::new(tokio::sync::Notify::new()),
+            evicted: Arc::new(AtomicBool::new(false)),
+            authenticated: Arc::new(AtomicBool::new(authenticated)),
+        }
+    }
+
+    #[test]
+    fn connections_without_the_token_make_room_first() {
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let shared = Arc::new(Shared {
+            limits: ServerLimits {
+                max_connections_per_client: 3,
+                max_requests_per_client: 1,
+                ..ServerLimits::default()
+            },
+            started: Instant::now(),
+            next_id: AtomicU64::new(0),
+            conns: Mutex::new(HashMap::new()),
+            requests: Mutex::new(HashMap::new()),
+            gate: Gate::new(Arc::from("t"), "127.0.0.1:1".parse().unwrap(), &[]),
+        });
+        {
+            let mut conns = lock(&shared.conns);
+            // The token holder's connection is the longest idle.
+            conns.insert(0, conn(ip, 1, true));
+            conns.insert(1, conn(ip, 50, false));
+            conns.insert(2, conn(ip, 10, false));
+        }
+        let evicted = |id: u64| lock(&shared.conns)[&id].evicted.load(Ordering::Acquire);
+        assert!(shared.admit(ip));
+        assert!(evicted(2) && !evicted(1) && !evicted(0));
+        assert!(shared.admit(ip));
+        assert!(evicted(1) && !evicted(0));
+        // Only then the token holder's.
+        assert!(shared.admit(ip));
+        assert!(evicted(0));
+        assert!(!shared.admit(ip), "nothing idle is left to close");
+
+        // Budgets: the token's and an address's are counted apart.
+        let token = shared.begin_request(Budget::Token);
+        assert!(token.is_some());
+        assert!(shared.begin_request(Budget::Token).is_none());
+        let anonymous = shared.begin_request(Budget::Address(ip));
+        assert!(anonymous.is_some());
+        assert!(shared.begin_request(Budget::Address(ip)).is_none());
+        drop(token);
+        assert!(shared.begin_request(Budget::Token).is_some());
     }
 }

@@ -21,6 +21,7 @@ pub mod boards;
 pub mod dashboard;
 pub mod errors;
 pub mod feed;
+mod gate;
 pub mod listener;
 pub mod openapi;
 pub mod sessions;
@@ -61,6 +62,9 @@ pub struct ServeConfig {
     pub token: Option<String>,
     /// Browser origins allowed to call the API (`*` for any); none by default.
     pub cors_origins: Vec<String>,
+    /// Host names the server answers to besides its listen address (and `localhost` when it
+    /// listens on loopback); none by default.
+    pub allowed_hosts: Vec<String>,
     /// How often the feed polls a store that cannot wake it.
     pub feed_poll: Duration,
     /// Timeouts and caps that keep clients without the token from starving the server.
@@ -74,6 +78,7 @@ impl Default for ServeConfig {
             port: DEFAULT_PORT,
             token: None,
             cors_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
             feed_poll: DEFAULT_FEED_POLL,
             limits: ServerLimits::default(),
         }
@@ -111,7 +116,15 @@ impl ServeConfig {
             }
         };
         for key in map.keys() {
-            if !["bind", "port", "token", "cors_origins", "feed_poll_ms"].contains(&key.as_str())
+            if ![
+                "bind",
+                "port",
+                "token",
+                "cors_origins",
+                "allowed_hosts",
+                "feed_poll_ms",
+            ]
+            .contains(&key.as_str())
                 && !LIMIT_KEYS.iter().any(|(k, _, _)| k == key)
             {
                 tracing::warn!(key = %key, "troupe.yaml: serve.{key} is not a setting troupe reads");
@@ -181,6 +194,44 @@ impl ServeConfig {
                 return Err(invalid(
                     "serve.cors_origins",
                     format!("expected a list of origins, found {}", yaml_kind(other)),
+                ));
+            }
+        }
+        match map.get("allowed_hosts") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) => {
+                for item in items {
+                    let host = item
+                        .as_str()
+                        .map(|h| {
+                            let h = h.trim();
+                            let h = h.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(h);
+                            h.to_ascii_lowercase()
+                        })
+                        // A name (letters, digits, '-', '.') or an IPv6 address; no port.
+                        .filter(|h| {
+                            (!h.is_empty()
+                                && h.chars().all(|c| c.is_ascii_alphanumeric() || "-._".contains(c)))
+                                || h.parse::<std::net::Ipv6Addr>().is_ok()
+                        })
+                        .ok_or_else(|| {
+                            invalid(
+                                "serve.allowed_hosts",
+                                format!(
+                                    "expected host names such as troupe.example.com (no scheme, no port), found {item}"
+                                ),
+                            )
+                        })?;
+                    config.allowed_hosts.push(host);
+                }
+            }
+            Some(other) => {
+                return Err(invalid(
+                    "serve.allowed_hosts",
+                    format!(
+                        "expected a list of host names such as [troupe.example.com], found {}",
+                        yaml_kind(other)
+                    ),
                 ));
             }
         }
@@ -256,6 +307,8 @@ pub struct HttpState {
     pub token: Arc<str>,
     /// Browser origins allowed by CORS.
     pub cors_origins: Arc<[String]>,
+    /// Host names accepted besides the listen address (`serve.allowed_hosts`).
+    pub allowed_hosts: Arc<[String]>,
     /// The model of sessions that do not bring a script.
     pub provider: Option<Arc<dyn ModelProvider>>,
     /// The board used when a request gives no `?board=`.
@@ -304,6 +357,7 @@ impl HttpState {
             heads: Arc::new(feed::BoardHeads::default()),
             token: Arc::from(token.into()),
             cors_origins: Arc::from(Vec::new()),
+            allowed_hosts: Arc::from(Vec::new()),
             provider: None,
             default_board: BoardSlug::default_board(),
             commands: crate::plugins::slash::SlashCommands::default(),
@@ -327,6 +381,13 @@ impl HttpState {
     /// Sets the allowed browser origins.
     pub fn with_cors_origins(mut self, origins: Vec<String>) -> Self {
         self.cors_origins = Arc::from(origins);
+        self
+    }
+
+    /// Sets the host names accepted besides the listen address (a `Host` header naming
+    /// anything else is answered 421, against DNS rebinding).
+    pub fn with_allowed_hosts(mut self, hosts: Vec<String>) -> Self {
+        self.allowed_hosts = Arc::from(hosts);
         self
     }
 
@@ -576,7 +637,8 @@ pub async fn serve_with_limits(
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let app = router(state.clone());
     let closing = state.clone();
-    let task = tokio::spawn(listener::run(listener, app, limits, async move {
+    let gate = gate::Gate::new(Arc::clone(&state.token), addr, &state.allowed_hosts);
+    let task = tokio::spawn(listener::run(listener, app, limits, gate, async move {
         let _ = stop_rx.await;
         closing.close_streams();
     }));

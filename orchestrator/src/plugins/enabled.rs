@@ -123,6 +123,8 @@ fn parse(text: &str) -> Result<Value, String> {
     if text.trim().is_empty() {
         return Ok(Value::Object(Default::default()));
     }
+    troupe_tools::input_limits::check_config_text(text, "troupe.yaml")
+        .map_err(|e| e.to_string())?;
     match serde_norway::from_str::<Value>(text) {
         Ok(Value::Null) => Ok(Value::Object(Default::default())),
         Ok(value @ Value::Object(_)) => Ok(value),

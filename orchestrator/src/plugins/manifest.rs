@@ -185,6 +185,13 @@ pub fn parse(
         field: field.to_string(),
         problem,
     };
+    troupe_tools::input_limits::check_config_text(text, &file.display().to_string()).map_err(
+        |e| ManifestError {
+            file: file.to_path_buf(),
+            field: "(file)".to_string(),
+            problem: e.to_string(),
+        },
+    )?;
     let raw: Value = serde_norway::from_str(text).map_err(|e| {
         err(
             "(file)",

@@ -12,6 +12,7 @@
 mod postgres;
 mod search_tool;
 mod sqlite;
+mod worker_runs;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -30,6 +31,7 @@ use troupe_actors::usage::Spend;
 pub use postgres::PostgresSessions;
 pub use search_tool::{SESSION_SEARCH, session_search_tool};
 pub use sqlite::SqliteSessions;
+pub use worker_runs::StoredRunHistory;
 
 use crate::kanban_config::StoreLocation;
 

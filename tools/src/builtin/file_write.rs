@@ -3,13 +3,12 @@
 //! them; JSON files must parse; text that is really `read_file` output (numbered lines) is
 //! refused, since writing it would corrupt the file.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
 use super::args::required_str;
-use super::files::{FileKind, Files};
+use super::files::FileKind;
 use super::{Builtins, PathAccess, authorize};
 use crate::text::json_kind;
 use crate::tool::{CallContext, ToolResult};
@@ -44,25 +43,6 @@ pub(crate) fn match_conventions(content: &str, previous: Option<&[u8]>) -> Vec<u
         }
     }
     text.into_bytes()
-}
-
-/// Creates the missing ancestors of `path`; returns how many directories were made.
-pub(crate) fn create_parents(files: &dyn Files, path: &Path) -> std::io::Result<usize> {
-    let mut missing = 0;
-    let mut cur = path.parent();
-    while let Some(dir) = cur {
-        if dir.as_os_str().is_empty() || files.kind(dir).is_ok() {
-            break;
-        }
-        missing += 1;
-        cur = dir.parent();
-    }
-    if missing > 0
-        && let Some(parent) = path.parent()
-    {
-        files.create_dir_all(parent)?;
-    }
-    Ok(missing)
 }
 
 /// Runs the `write_file` tool.
@@ -105,21 +85,28 @@ pub(crate) async fn call(
         );
     }
     let files = builtins.files_of(&ctx.session_id);
+    let root = builtins.root_beneath(&ctx.session_id, &path);
     let result = tokio::task::spawn_blocking(move || -> Result<Value, String> {
-        // Write through a symlink to its target rather than replacing the link.
-        let target = files.canonicalize(&path).unwrap_or(path);
+        // This machine's path was resolved by the check (links followed, so a link to a file
+        // inside the workspace is written through); a backend's own file system resolves it
+        // there.
+        let target = if files.is_local() {
+            path
+        } else {
+            files.canonicalize(&path).unwrap_or(path)
+        };
         let previous = match files.kind(&target) {
             Ok(FileKind::Dir) => {
                 return Err(format!("'{path_arg}' is a directory; send a file path."));
             }
-            Ok(_) => files.read(&target).ok(),
+            Ok(_) => files.read_beneath(&root, &target).ok(),
             Err(_) => None,
         };
-        let dirs_created = create_parents(files.as_ref(), &target).map_err(|e| format!("Could not create the directories for '{path_arg}': {e}."))?;
         let bytes = match_conventions(&content, previous.as_deref());
-        files.write(&target, &bytes).map_err(|e| format!("Could not write '{path_arg}': {e}. Nothing was changed."))?;
-        let verified = files.read(&target).map(|b| b == bytes).unwrap_or(false);
-        Ok(json!({"bytes_written": bytes.len(), "dirs_created": dirs_created, "verified": verified, "resolved_path": target.display().to_string()}))
+        let written = files
+            .write_beneath(&root, &target, &bytes)
+            .map_err(|e| format!("Could not write '{path_arg}': {e}. Nothing was changed."))?;
+        Ok(json!({"bytes_written": bytes.len(), "dirs_created": written.dirs_created, "verified": written.verified, "resolved_path": target.display().to_string()}))
     })
     .await;
     match result {

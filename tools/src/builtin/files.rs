@@ -71,7 +71,44 @@ pub trait Files: Send + Sync + 'static {
     fn is_local(&self) -> bool {
         false
     }
+    /// The content of `path`, a checked path below `root` (the workspace or the allowed root it
+    /// is under). This machine's file system opens it beneath `root` without following a link
+    /// that appeared after the check; others read `path`.
+    fn read_beneath(&self, root: &Path, path: &Path) -> io::Result<Vec<u8>> {
+        let _ = root;
+        self.read(path)
+    }
+    /// Replaces `path` (a checked path below `root`) with `bytes` all at once, creating missing
+    /// directories, and reads it back. This machine's file system does every step relative to
+    /// the directory opened beneath `root`, so a directory swapped for a link cannot redirect the
+    /// write; others write `path` with [`Files::write`].
+    fn write_beneath(&self, root: &Path, path: &Path, bytes: &[u8]) -> io::Result<Written> {
+        let _ = root;
+        let mut dirs_created = 0;
+        let mut cur = path.parent();
+        while let Some(dir) = cur {
+            if dir.as_os_str().is_empty() || self.kind(dir).is_ok() {
+                break;
+            }
+            dirs_created += 1;
+            cur = dir.parent();
+        }
+        self.write(path, bytes)?;
+        let verified = self.read(path).is_ok_and(|back| back == bytes);
+        Ok(Written {
+            dirs_created,
+            verified,
+        })
+    }
+    /// Deletes the file `path` (a checked path below `root`); this machine's file system
+    /// deletes it relative to the directory opened beneath `root`.
+    fn remove_beneath(&self, root: &Path, path: &Path) -> io::Result<()> {
+        let _ = root;
+        self.remove_file(path)
+    }
 }
+
+pub use super::beneath::Written;
 
 /// This machine's file system.
 #[derive(Debug, Default, Clone, Copy)]
@@ -162,6 +199,18 @@ impl Files for LocalFiles {
 
     fn is_local(&self) -> bool {
         true
+    }
+
+    fn read_beneath(&self, root: &Path, path: &Path) -> io::Result<Vec<u8>> {
+        super::beneath::read(root, path)
+    }
+
+    fn write_beneath(&self, root: &Path, path: &Path, bytes: &[u8]) -> io::Result<Written> {
+        super::beneath::write(root, path, bytes)
+    }
+
+    fn remove_beneath(&self, root: &Path, path: &Path) -> io::Result<()> {
+        super::beneath::remove(root, path)
     }
 }
 

@@ -24,6 +24,7 @@
 mod args;
 mod atomic_write;
 pub mod backend;
+mod beneath;
 mod capture;
 #[cfg(unix)]
 mod code_rpc;
@@ -52,7 +53,7 @@ mod search_files;
 mod terminal;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -513,6 +514,20 @@ impl Builtins {
         )
     }
 
+    /// The directory a checked path of `session_id` is opened beneath: the deepest allowed root
+    /// that holds it (the workspace, or a root troupe.yaml grants), or `/` for a path outside
+    /// them all that a person approved. Writes and deletes below it cannot be redirected out of
+    /// it by a link that appears after the check.
+    pub(crate) fn root_beneath(&self, session_id: &str, resolved: &Path) -> PathBuf {
+        let cwd = self.session_cwd(session_id);
+        self.allowed_roots(session_id)
+            .iter()
+            .map(|root| resolve_path(&root.to_string_lossy(), &cwd))
+            .filter(|root| resolved.starts_with(root))
+            .max_by_key(|root| root.components().count())
+            .unwrap_or_else(|| PathBuf::from("/"))
+    }
+
     /// Ends a session: stops its background processes (unless handed over) and forgets its
     /// working directory. Returns how many processes were stopped. Its foreground calls are
     /// stopped through their cancellation tokens by whoever cancels the session.
@@ -650,8 +665,15 @@ pub(crate) fn authorize(
             serde_json::json!({"error": "'path' is empty. Send a file path, absolute or relative to the working directory."}),
         ));
     }
-    if let Some(reason) = builtins.path_needs_approval(&ctx.session_id, path, access)
-        && !ctx.approved
+    // Resolved once: the path checked is the path used.
+    let cwd = builtins.session_cwd(&ctx.session_id);
+    let resolved = resolve_path(path, &cwd);
+    if let Some(reason) = paths::resolved_needs_approval(
+        &resolved,
+        access,
+        &cwd,
+        &builtins.allowed_roots(&ctx.session_id),
+    ) && !ctx.approved
     {
         return Err(ToolResult::error_json(serde_json::json!({
             "error": format!("This needs the user's approval first: {reason}. Nothing was read or changed."),
@@ -659,5 +681,5 @@ pub(crate) fn authorize(
             "path": path,
         })));
     }
-    Ok(resolve_path(path, &builtins.session_cwd(&ctx.session_id)))
+    Ok(resolved)
 }

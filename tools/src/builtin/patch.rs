@@ -309,9 +309,9 @@ pub(crate) fn apply_hunks(path: &str, content: &str, hunks: &[Hunk]) -> Result<S
     Ok(out)
 }
 
-/// A file's content as UTF-8 text.
-fn read_text(files: &dyn Files, path: &Path) -> std::io::Result<String> {
-    String::from_utf8(files.read(path)?)
+/// A file's content as UTF-8 text, read beneath `root`.
+fn read_text(files: &dyn Files, root: &Path, path: &Path) -> std::io::Result<String> {
+    String::from_utf8(files.read_beneath(root, path)?)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()))
 }
 
@@ -362,9 +362,16 @@ async fn replace_mode(
         Err(refusal) => return refusal,
     };
     let files = builtins.files_of(&ctx.session_id);
+    let root = builtins.root_beneath(&ctx.session_id, &path);
     let result = tokio::task::spawn_blocking(move || -> Result<Value, String> {
-        let target = files.canonicalize(&path).map_err(|e| format!("Cannot open '{path_arg}': {e}. Check the path with search_files."))?;
-        let before = read_text(files.as_ref(), &target).map_err(|e| format!("Cannot read '{path_arg}' as UTF-8 text: {e}."))?;
+        let cannot_open = |e: std::io::Error| format!("Cannot open '{path_arg}': {e}. Check the path with search_files.");
+        // On this machine the checked path is used as it is: resolving it again could follow a
+        // link that appeared since the check.
+        let target = if files.is_local() { path } else { files.canonicalize(&path).map_err(cannot_open)? };
+        let before = read_text(files.as_ref(), &root, &target).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => cannot_open(e),
+            _ => format!("Cannot read '{path_arg}' as UTF-8 text: {e}."),
+        })?;
         match replace_exact(&before, &old, &new, replace_all)? {
             Replaced::AlreadyApplied => Ok(json!({
                 "success": true,
@@ -372,8 +379,8 @@ async fn replace_mode(
                 "note": format!("'{path_arg}' already contains the new text and not the old, so the change looks applied already. Nothing was written; do not send it again."),
             })),
             Replaced::Changed(after, count) => {
-                files.write(&target, after.as_bytes()).map_err(|e| format!("Could not write '{path_arg}': {e}. The file is unchanged."))?;
-                Ok(json!({"success": true, "replacements": count, "diff": diff(&path_arg, &before, &after), "files_modified": [target.display().to_string()]}))
+                let written = files.write_beneath(&root, &target, after.as_bytes()).map_err(|e| format!("Could not write '{path_arg}': {e}. The file is unchanged."))?;
+                Ok(json!({"success": true, "replacements": count, "diff": diff(&path_arg, &before, &after), "files_modified": [target.display().to_string()], "verified": written.verified}))
             }
         }
     })
@@ -404,7 +411,7 @@ async fn patch_mode(
         Err(e) => return fail(e),
     };
     // Every path is checked before anything is touched.
-    let mut resolved: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut resolved: BTreeMap<String, (PathBuf, PathBuf)> = BTreeMap::new();
     for op in &ops {
         let names: Vec<&String> = match op {
             FileOp::Update { path, .. } | FileOp::Add { path, .. } | FileOp::Delete { path } => {
@@ -415,7 +422,8 @@ async fn patch_mode(
         for name in names {
             match authorize(&builtins, &ctx, name, PathAccess::Write) {
                 Ok(p) => {
-                    resolved.insert(name.clone(), p);
+                    let root = builtins.root_beneath(&ctx.session_id, &p);
+                    resolved.insert(name.clone(), (root, p));
                 }
                 Err(refusal) => return refusal,
             }
@@ -425,71 +433,77 @@ async fn patch_mode(
     let result = tokio::task::spawn_blocking(move || -> Result<Value, String> {
         let exists = |p: &Path| files.kind(p).is_ok();
         enum Change {
-            Write(PathBuf, Vec<u8>),
-            Remove(PathBuf),
+            Write(PathBuf, PathBuf, Vec<u8>),
+            Remove(PathBuf, PathBuf),
         }
         let mut changes = vec![];
         let mut diffs = vec![];
         for op in &ops {
             match op {
                 FileOp::Update { path, hunks } => {
-                    let p = &resolved[path];
-                    let before = read_text(files.as_ref(), p)
+                    let (root, p) = &resolved[path];
+                    let before = read_text(files.as_ref(), root, p)
                         .map_err(|e| format!("Cannot read '{path}': {e}."))?;
                     let after = apply_hunks(path, &before, hunks)?;
                     diffs.push(diff(path, &before, &after));
-                    changes.push(Change::Write(p.clone(), after.into_bytes()));
+                    changes.push(Change::Write(root.clone(), p.clone(), after.into_bytes()));
                 }
                 FileOp::Add { path, content } => {
-                    let p = &resolved[path];
+                    let (root, p) = &resolved[path];
                     if exists(p) {
                         return Err(format!(
                             "'{path}' already exists; use '*** Update File:' to change it."
                         ));
                     }
                     diffs.push(diff(path, "", content));
-                    changes.push(Change::Write(p.clone(), content.clone().into_bytes()));
+                    changes.push(Change::Write(
+                        root.clone(),
+                        p.clone(),
+                        content.clone().into_bytes(),
+                    ));
                 }
                 FileOp::Delete { path } => {
-                    let p = &resolved[path];
+                    let (root, p) = &resolved[path];
                     if !matches!(files.kind(p), Ok(FileKind::File(_))) {
                         return Err(format!("'{path}' is not a file, so it cannot be deleted."));
                     }
-                    changes.push(Change::Remove(p.clone()));
+                    changes.push(Change::Remove(root.clone(), p.clone()));
                 }
                 FileOp::Move { from, to } => {
-                    let (a, b) = (&resolved[from], &resolved[to]);
+                    let ((root_a, a), (root_b, b)) = (&resolved[from], &resolved[to]);
                     let bytes = files
-                        .read(a)
+                        .read_beneath(root_a, a)
                         .map_err(|e| format!("Cannot read '{from}' to move it: {e}."))?;
                     if exists(b) {
                         return Err(format!(
                             "'{to}' already exists; a move will not overwrite it."
                         ));
                     }
-                    changes.push(Change::Write(b.clone(), bytes));
-                    changes.push(Change::Remove(a.clone()));
+                    changes.push(Change::Write(root_b.clone(), b.clone(), bytes));
+                    changes.push(Change::Remove(root_a.clone(), a.clone()));
                 }
             }
         }
         let mut modified = vec![];
+        let mut verified = true;
         for change in changes {
             match change {
-                Change::Write(p, bytes) => {
-                    files
-                        .write(&p, &bytes)
+                Change::Write(root, p, bytes) => {
+                    let written = files
+                        .write_beneath(&root, &p, &bytes)
                         .map_err(|e| format!("Could not write {}: {e}.", p.display()))?;
+                    verified &= written.verified;
                     modified.push(p.display().to_string());
                 }
-                Change::Remove(p) => {
+                Change::Remove(root, p) => {
                     files
-                        .remove_file(&p)
+                        .remove_beneath(&root, &p)
                         .map_err(|e| format!("Could not delete {}: {e}.", p.display()))?;
                     modified.push(p.display().to_string());
                 }
             }
         }
-        Ok(json!({"success": true, "diff": diffs.join(""), "files_modified": modified}))
+        Ok(json!({"success": true, "diff": diffs.join(""), "files_modified": modified, "verified": verified}))
     })
     .await;
     match result {

@@ -160,7 +160,19 @@ pub fn path_needs_approval(
     cwd: &Path,
     allowed_roots: &[PathBuf],
 ) -> Option<String> {
-    let resolved = resolve_path(path, cwd);
+    resolved_needs_approval(&resolve_path(path, cwd), access, cwd, allowed_roots)
+}
+
+/// [`path_needs_approval`] for a path already resolved with [`resolve_path`]: a tool checks and
+/// then uses the same resolved path, since resolving twice could give two answers when a link
+/// changes in between.
+pub fn resolved_needs_approval(
+    resolved: &Path,
+    access: PathAccess,
+    cwd: &Path,
+    allowed_roots: &[PathBuf],
+) -> Option<String> {
+    let resolved = resolved.to_path_buf();
     let home = home();
     let sensitive = match access {
         PathAccess::Write => sensitive_write(&resolved, home.as_deref()),

@@ -1,0 +1,79 @@
+//! The board's view of workers' stored sessions: which calls an earlier run of a task left cut
+//! off ([`troupe_kanban::run_history::RunHistory`]), read from the session store the worker's
+//! session was written to. A worker killed mid-call leaves its session open with the model's
+//! last calls and no results; the next run of the task is told about them.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use troupe_kanban::domain::{BoardSlug, RunId, TaskId};
+use troupe_kanban::run_history::{CutOffCall, RunHistory, options_name_run};
+
+use super::{ListQuery, SessionStore};
+
+/// Open worker sessions looked through for a run's session, newest first. A worker that died
+/// left its session open; finished ones are closed and have nothing cut off.
+const OPEN_SESSIONS_SEARCHED: usize = 200;
+
+/// Cut-off calls read from a [`SessionStore`].
+#[derive(Debug, Clone)]
+pub struct StoredRunHistory {
+    store: SessionStore,
+}
+
+impl StoredRunHistory {
+    /// Reads workers' sessions from `store`.
+    pub fn new(store: SessionStore) -> StoredRunHistory {
+        StoredRunHistory { store }
+    }
+
+    async fn find(&self, board: &BoardSlug, task: &TaskId, run: RunId) -> Vec<CutOffCall> {
+        let query = ListQuery {
+            all: false,
+            origin: Some("worker".into()),
+            open_only: true,
+            limit: Some(OPEN_SESSIONS_SEARCHED),
+        };
+        let listed = match self.store.list(query).await {
+            Ok(listed) => listed,
+            Err(error) => {
+                tracing::warn!(%error, task = %task, "could not list workers' sessions to find calls a run left cut off");
+                return Vec::new();
+            }
+        };
+        for summary in listed {
+            let stored = match self.store.load(&summary.id).await {
+                Ok(stored) => stored,
+                Err(error) => {
+                    tracing::debug!(%error, session = %summary.id, "could not read a worker's session");
+                    continue;
+                }
+            };
+            if !options_name_run(&stored.options, board, task, run) {
+                continue;
+            }
+            let restore = stored.restore(false);
+            return troupe_actors::journal::unanswered_calls(&stored.messages)
+                .into_iter()
+                .map(|call| CutOffCall {
+                    may_have_run: !restore.awaiting_approval.contains(&call.id)
+                        && !restore.never_started.contains(&call.id),
+                    tool: call.name,
+                    arguments: call.arguments,
+                })
+                .collect();
+        }
+        Vec::new()
+    }
+}
+
+impl RunHistory for StoredRunHistory {
+    fn cut_off_calls<'a>(
+        &'a self,
+        board: &'a BoardSlug,
+        task: &'a TaskId,
+        run: RunId,
+    ) -> Pin<Box<dyn Future<Output = Vec<CutOffCall>> + Send + 'a>> {
+        Box::pin(self.find(board, task, run))
+    }
+}
