@@ -84,7 +84,13 @@ async fn run_inner(args: ServeArgs) -> Result<(), (i32, String)> {
     let from_env = std::env::var(TOKEN_ENV).ok();
     // Whether the commands troupe runs are kept from reading troupe's home (the confinement
     // decides it): only then may the token live in a file there.
-    let commands_cannot_read_home = false;
+    // Hooks and MCP servers run on this machine whatever the backend, so only the Landlock
+    // boundary (which covers them too) keeps them out.
+    let commands_cannot_read_home = crate::runtime::builtin_config(&config)
+        .and_then(|builtins| {
+            crate::runtime::backends::boundary(&builtins, &home, config.path.as_deref())
+        })
+        .is_ok_and(|boundary| boundary.policy.is_some());
     let (token, source) = resolve_token(
         serve.token.as_deref(),
         from_env.as_deref(),

@@ -56,7 +56,7 @@ impl Gate {
             return false;
         };
         let name = name.to_ascii_lowercase();
-        if self.allowed_hosts.iter().any(|allowed| *allowed == name) {
+        if self.allowed_hosts.contains(&name) {
             return true;
         }
         if port.unwrap_or(80) != self.listen.port() {
