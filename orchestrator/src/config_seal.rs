@@ -8,7 +8,7 @@
 //! when it starts, looks again after every tool call, once a second, and when it closes, and
 //! records each change it sees in `$TROUPE_HOME/config-seals.json` (out of every confined
 //! command's reach). A runtime that died without closing is caught up at the next start: a
-//! watched file changed after its last look counts as changed by a session.
+//! watched file whose content is not what it last saw counts as changed by a session.
 //!
 //! A later start that finds a file still as a session left it refuses it until a person accepts
 //! it: `troupe chat` on a terminal asks, every other entry point stops with a message naming
@@ -86,8 +86,8 @@ struct Changed {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Watcher {
-    paths: Vec<String>,
-    last_look_ms: u64,
+    /// Each watched file and the content the watcher last saw.
+    files: BTreeMap<String, String>,
 }
 
 /// The files a runtime started from `config` takes rules from: the config file (or the
@@ -268,7 +268,9 @@ impl ConfigWatch {
                 );
             }
             if let Some(me) = record.watchers.get_mut(&pid) {
-                me.last_look_ms = now_ms();
+                for (path, sha256) in &changed {
+                    me.files.insert(key_of(path), sha256.clone());
+                }
             }
         });
         if let Err(err) = outcome {
@@ -289,15 +291,15 @@ impl ConfigWatch {
     }
 
     fn register(&self) -> std::io::Result<()> {
-        let paths = self.files.iter().map(|(p, _)| key_of(p)).collect();
+        let files = self
+            .files
+            .iter()
+            .map(|(p, seen)| (key_of(p), lock(seen).sha256.clone()))
+            .collect();
         update(&self.home, |record| {
-            record.watchers.insert(
-                std::process::id(),
-                Watcher {
-                    paths,
-                    last_look_ms: now_ms(),
-                },
-            );
+            record
+                .watchers
+                .insert(std::process::id(), Watcher { files });
         })
     }
 }
@@ -316,8 +318,8 @@ impl Hook for ConfigWatchHook {
     }
 }
 
-/// Records changes that runtimes gone without closing did not see: a watched file modified
-/// after such a runtime's last look counts as changed by its session.
+/// Records changes that runtimes gone without closing did not see: a watched file whose content
+/// is not what such a runtime last saw counts as changed by its session.
 fn settle_dead_watchers(record: &mut Record) {
     let dead: Vec<u32> = record
         .watchers
@@ -329,20 +331,13 @@ fn settle_dead_watchers(record: &mut Record) {
         let Some(watcher) = record.watchers.remove(&pid) else {
             continue;
         };
-        for key in watcher.paths {
-            let path = PathBuf::from(&key);
-            let modified = std::fs::symlink_metadata(&path)
-                .ok()
-                .and_then(|m| m.modified().ok())
-                .map(ms_of);
-            // A second of slack: the last look and a write may share a clock tick.
-            let after_last_look = modified.is_some_and(|m| m + 1_000 >= watcher.last_look_ms);
-            let appeared_or_gone = modified.is_none();
-            if after_last_look && !appeared_or_gone && !record.changed.contains_key(&key) {
+        for (key, seen) in watcher.files {
+            let now = content_hash(Path::new(&key));
+            if now != seen && now != ABSENT && !record.changed.contains_key(&key) {
                 record.changed.insert(
                     key,
                     Changed {
-                        sha256: content_hash(&path),
+                        sha256: now,
                         seen_at_ms: now_ms(),
                         pid,
                     },
@@ -516,18 +511,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (home, config) = files(dir.path());
         let config = absolute(&config);
-        // A watcher whose process is gone, that last looked a minute ago.
-        update(&home, |record| {
+        let dead_watcher = |record: &mut Record| {
             record.watchers.insert(
                 u32::MAX - 7,
                 Watcher {
-                    paths: vec![key_of(&config)],
-                    last_look_ms: now_ms() - 60_000,
+                    files: BTreeMap::from([(key_of(&config), content_hash(&config))]),
                 },
             );
-        })
-        .unwrap();
+        };
+        // A watcher whose process is gone saw the file as it is: no change, however recent.
+        update(&home, dead_watcher).unwrap();
+        let files = std::slice::from_ref(&config);
+        assert!(pending_change(&home, files).unwrap().is_none());
+        // It saw it, then the file changed after its last look: a session's change.
+        update(&home, dead_watcher).unwrap();
         std::fs::write(&config, "approvals: {unattended: approve}\n").unwrap();
-        assert!(pending_change(&home, &[config]).unwrap().is_some());
+        assert!(pending_change(&home, files).unwrap().is_some());
     }
 }

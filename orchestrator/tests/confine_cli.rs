@@ -81,12 +81,14 @@ impl World {
     }
 }
 
-/// The tool results the model was sent.
+/// The tool results the model was sent (the last request carries the whole conversation).
 fn tool_results(server: &MockServer) -> Vec<String> {
     server
         .requests()
-        .iter()
-        .flat_map(|r| r.messages())
+        .last()
+        .map(|r| r.messages())
+        .unwrap_or_default()
+        .into_iter()
         .filter(|m| m["role"] == "tool")
         .map(|m| {
             m["content"]

@@ -396,8 +396,8 @@ async fn execute_code_calls_tools_inside_a_board_worker() {
     // The worker worked in its task's scratch directory, not in the process's.
     assert!(!fx.path().join("notes.txt").exists());
     let scratch = fx
-        .path()
-        .join("home/workspaces/default")
+        .home()
+        .join("workspaces/default")
         .join(&id)
         .join("notes.txt");
     assert_eq!(
@@ -545,7 +545,7 @@ async fn worktree_workspaces_keep_parallel_workers_apart() {
     let (code, out, err) = fx.run(&["kanban", "dispatch"]).await;
     assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
 
-    let home = fx.path().join("home");
+    let home = fx.home().to_path_buf();
     let branches = git(fx.path(), &["branch", "--list", "troupe/*"]);
     for (n, id) in ids.iter().enumerate() {
         assert_eq!(fx.task(id).await["status"], "done");

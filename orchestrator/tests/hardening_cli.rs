@@ -228,7 +228,10 @@ fn gone_within(pid: i32, limit: std::time::Duration) -> bool {
 /// A workspace whose troupe.yaml names an MCP server that starts and never answers.
 fn hung_server_workspace() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let pid = dir.path().join("server.pid");
+    // The server writes its pid beside the test folder, which holds troupe's home (hidden by
+    // the boundary, which lets nothing new be made directly in the folders above it).
+    let marks = tempfile::Builder::new().tempdir().unwrap().keep();
+    let pid = marks.join("server.pid");
     std::fs::write(
         dir.path().join("troupe.yaml"),
         format!(

@@ -117,7 +117,10 @@ fn first_prompt(messages: &[Value]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reclaimed_task_is_told_which_calls_were_cut_off() {
     let dir = tempfile::tempdir().unwrap();
-    let started = dir.path().join("started");
+    // Beside the test folder, not in it: that folder holds troupe's home, which the boundary
+    // hides by granting only what is beside it.
+    let marks = tempfile::tempdir().unwrap();
+    let started = marks.path().join("started");
     let command = format!("touch {} && sleep 30", started.display());
     // One cursor across both workers: the first run's model asks for the slow command; the
     // second run's completes the task.

@@ -13,6 +13,7 @@
 #[path = "support/served_troupe.rs"]
 mod served_troupe;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -201,6 +202,16 @@ fn hostile_script() -> Script {
 
 /// The troupe.yaml of the chat runs: the model's key by `api_key_env`, an inline profile key,
 /// an MCP server and a hook that dump their environment, each passing one variable through.
+/// troupe's home for a test folder: beside it, as `~/.troupe` is beside a project, so the
+/// commands working in the folder may make files there while the home stays hidden.
+fn home_of(dir: &Path) -> std::path::PathBuf {
+    let name = dir.file_name().map_or_else(
+        || "troupe-test".to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    dir.with_file_name(format!("{name}.home"))
+}
+
 fn chat_yaml(dir: &Path, model_url: &str, python: &str, keys: &Keys) -> String {
     let server = dir.join("envdump.py");
     std::fs::write(&server, ENV_DUMP_SERVER).unwrap();
@@ -237,7 +248,7 @@ fn run_chat(dir: &Path, user: Option<&str>, keys: &Keys) -> (u32, std::process::
                 std::env::var("PATH").unwrap_or_default()
             ));
             for (name, value) in [
-                ("TROUPE_HOME", dir.join("home").display().to_string()),
+                ("TROUPE_HOME", home_of(dir).display().to_string()),
                 ("TROUPE_MCP_LOG_DIR", dir.join("logs").display().to_string()),
                 ("MY_KEY", keys.model.clone()),
                 ("TROUPE_SERVE_TOKEN", keys.token.clone()),
@@ -251,7 +262,7 @@ fn run_chat(dir: &Path, user: Option<&str>, keys: &Keys) -> (u32, std::process::
         }
         None => {
             let mut c = std::process::Command::new(troupe);
-            c.env("TROUPE_HOME", dir.join("home"))
+            c.env("TROUPE_HOME", home_of(dir))
                 .env("TROUPE_MCP_LOG_DIR", dir.join("logs"))
                 .env("MY_KEY", &keys.model)
                 .env("TROUPE_SERVE_TOKEN", &keys.token)
@@ -405,7 +416,7 @@ fn check_chat_run(
     assert!(mcp.contains("FROM_CONFIG=set-by-config"), "{mcp}");
 
     // Nothing under troupe's home (the session store, logs, receipts) holds a key.
-    let home = files_under(&dir.join("home"));
+    let home = files_under(&home_of(dir));
     assert!(
         home.iter()
             .any(|(p, _)| p.to_string_lossy().contains("sessions.db")),
@@ -562,8 +573,8 @@ async fn a_served_session_never_sees_nor_stores_the_token_or_a_key() {
         !names_in(&env).contains(&"TROUPE_SERVE_TOKEN".to_string()),
         "{env}"
     );
-    assert!(!fx.path().join("home").join("serve.token").exists());
-    let home = files_under(&fx.path().join("home"));
+    assert!(!fx.home().to_path_buf().join("serve.token").exists());
+    let home = files_under(fx.home());
     assert!(
         home.iter()
             .any(|(p, _)| p.to_string_lossy().contains("sessions.db")),
@@ -584,9 +595,12 @@ async fn serve_without_a_token_variable_writes_no_token_file_and_shows_the_token
     .await;
     let (code, _, err) = fx.run(&["kanban", "init"]).await;
     assert_eq!(code, 0, "{err}");
+    // Where the boundary cannot keep commands out of troupe's home (no Landlock here, made so
+    // by the probe's test switch), no token may be written there.
     let mut child = fx
         .troupe()
         .env_remove(troupe::http::auth::TOKEN_ENV)
+        .env("TROUPE_CONFINE_PROBE", "unavailable")
         .args(["serve", "--port", "0", "--no-dispatch"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -615,7 +629,7 @@ async fn serve_without_a_token_variable_writes_no_token_file_and_shows_the_token
     }
     let (base, token) = (base.unwrap(), token.unwrap());
     assert_eq!(token.len(), 64, "{seen:?}");
-    assert!(!fx.path().join("home").join("serve.token").exists());
+    assert!(!fx.home().to_path_buf().join("serve.token").exists());
     let client = reqwest::Client::new();
     let with = client
         .get(format!("{base}/api/sessions"))
@@ -631,4 +645,57 @@ async fn serve_without_a_token_variable_writes_no_token_file_and_shows_the_token
         .unwrap();
     assert_eq!(without.status().as_u16(), 401);
     child.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_keeps_its_token_in_the_home_only_where_the_boundary_hides_it() {
+    if !matches!(
+        troupe_tools::builtin::confine::probe(),
+        troupe_tools::builtin::confine::Support::Available { .. }
+    ) {
+        eprintln!("skipping: no Landlock here, so serve writes no token file (tested above)");
+        return;
+    }
+    let fx = TroupeDir::new(
+        "model:\n  base_url: {{MODEL_URL}}\nkanban:\n  store: {{STORE}}\n",
+        "turns:\n  - text: hi\n",
+    )
+    .await;
+    let (code, _, err) = fx.run(&["kanban", "init"]).await;
+    assert_eq!(code, 0, "{err}");
+    let mut child = fx
+        .troupe()
+        .env_remove(troupe::http::auth::TOKEN_ENV)
+        .args(["serve", "--port", "0", "--no-dispatch"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = vec![];
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("troupe serve did not start: {seen:?}"))
+            .unwrap()
+            .unwrap_or_else(|| panic!("troupe serve exited: {seen:?}"));
+        let listening = line.starts_with("troupe serve: listening on ");
+        seen.push(line);
+        if listening {
+            break;
+        }
+    }
+    let _ = child.kill().await;
+    let file = fx.home().join("serve.token");
+    let mode = std::fs::metadata(&file)
+        .unwrap_or_else(|e| panic!("no {}: {e}; serve said {seen:?}", file.display()))
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "{seen:?}");
+    let token = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        !seen.iter().any(|l| l.contains(token.trim())),
+        "the token was printed although it is kept in the file: {seen:?}"
+    );
 }

@@ -3,7 +3,7 @@
 //! a while is closed, the number of open connections is capped overall and per client address,
 //! and so is the number of requests in flight: per credential for requests that carry the token,
 //! per client address for the others, each in its own budget. A request whose `Host` does not
-//! name this server is answered 421 before it reaches the router ([`super::gate`]).
+//! name this server is answered 421 before it reaches the router (`gate.rs`).
 //!
 //! When a cap is reached the newcomer is not turned away while some connection merely sits
 //! idle: an idle connection that never carried the token is closed to make room (the one idle

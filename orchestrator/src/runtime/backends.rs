@@ -336,9 +336,25 @@ pub fn boundary(
         network = terminal.network,
         "commands, hooks and MCP servers run inside troupe's boundary (Landlock)"
     );
+    // Landlock grants are allow-only: a home inside the workspace is hidden by granting what is
+    // beside it, so nothing new can be made directly in the folders above it. Say so.
+    let home_real = home.canonicalize().unwrap_or_else(|_| home.to_path_buf());
+    // (Under the temp folder commands get a private TMPDIR instead.)
+    let temp = std::env::temp_dir();
+    let holder = places.iter().filter(|p| **p != temp).find(|p| {
+        p.canonicalize()
+            .is_ok_and(|p| home_real.starts_with(&p) && home_real != p)
+    });
+    let warning = holder.map(|holder| {
+        format!(
+            "troupe's home {} lies inside {}, where commands work: to keep it out of their reach, commands cannot make new files directly in the folders between the two (subfolders are fine). Set TROUPE_HOME to a folder outside the workspace.",
+            home.display(),
+            holder.display()
+        )
+    });
     Ok(Boundary {
         policy: Some(Arc::new(policy)),
-        warning: None,
+        warning,
     })
 }
 

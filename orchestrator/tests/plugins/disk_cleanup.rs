@@ -92,7 +92,7 @@ turns:
       - {{id: w2, name: write_file, arguments: {{path: "{home}/work/keep.md", content: "notes"}}}}
       - {{id: w3, name: write_file, arguments: {{path: "{home}/work/test_existing.py", content: "changed"}}}}
       - {{id: w4, name: read_file, arguments: {{path: "{home}/work/keep.md"}}}}
-      - {{id: t1, name: terminal, arguments: {{command: "touch {home}/work/tmp_out.txt {scratch}/app.test.js {home}/logs_test_x"}}}}
+      - {{id: t1, name: terminal, arguments: {{command: "touch {scratch}/tmp_out.txt {scratch}/app.test.js"}}}}
   - text: done
 "#,
         home = home.display(),
@@ -105,13 +105,14 @@ turns:
     // Session end: the test files went, the temp file stays (7 days), the rest untouched.
     assert!(!home.join("work/test_scratch.py").exists());
     assert!(!scratch.join("app.test.js").exists());
-    assert!(home.join("work/tmp_out.txt").exists());
+    // (Commands cannot write troupe's home: the boundary keeps them out, so what a command
+    // leaves is tracked where it can write, under /tmp/troupe-*.)
+    assert!(scratch.join("tmp_out.txt").exists());
     assert!(home.join("work/keep.md").exists());
     assert!(
         existing.exists(),
         "a file that existed before the call is not the call's to clean"
     );
-    assert!(home.join("logs_test_x").exists());
     let left: Vec<String> = tracked(&w)
         .iter()
         .map(|e| {
@@ -124,7 +125,7 @@ turns:
         .collect();
     assert_eq!(
         left,
-        vec![format!("temp:{}", home.join("work/tmp_out.txt").display())]
+        vec![format!("temp:{}", scratch.join("tmp_out.txt").display())]
     );
     let log = log(&w);
     assert!(

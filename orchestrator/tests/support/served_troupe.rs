@@ -19,6 +19,9 @@ pub(crate) const TOKEN: &str = "served-troupe-test-token-0123456789";
 /// A directory with a troupe.yaml and the mock model it names.
 pub(crate) struct TroupeDir {
     pub(crate) dir: tempfile::TempDir,
+    /// troupe's home, beside the directory rather than in it, as a user's `~/.troupe` is beside
+    /// their project: the boundary hides it from the commands working in the directory.
+    pub(crate) home: tempfile::TempDir,
     pub(crate) model: MockServer,
 }
 
@@ -39,7 +42,13 @@ impl TroupeDir {
             .replace("{{STORE}}", &dir.path().join("boards").to_string_lossy())
             .replace("{{DIR}}", &dir.path().to_string_lossy());
         std::fs::write(dir.path().join("troupe.yaml"), yaml).unwrap();
-        TroupeDir { dir, model }
+        let home = tempfile::tempdir().unwrap();
+        TroupeDir { dir, home, model }
+    }
+
+    /// troupe's home for every command run here.
+    pub(crate) fn home(&self) -> &Path {
+        self.home.path()
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -51,7 +60,7 @@ impl TroupeDir {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
         command
             .current_dir(self.path())
-            .env("TROUPE_HOME", self.path().join("home"))
+            .env("TROUPE_HOME", self.home())
             .env("TROUPE_MCP_LOG_DIR", self.path().join("logs"))
             .env(troupe::http::auth::TOKEN_ENV, TOKEN)
             .stdin(Stdio::null())

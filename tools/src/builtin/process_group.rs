@@ -317,7 +317,10 @@ pub(crate) fn spawn_kept(
 /// a keeper (without a status pipe: the server's end is seen through its stdio), and the
 /// server (not its keeper) inside the Landlock ruleset `confine` (a descriptor), if any.
 /// `environ` is [`environ_area`], read before the fork.
-pub(crate) fn mcp_child_setup(confine: Option<i32>, environ: (usize, usize)) -> std::io::Result<()> {
+pub(crate) fn mcp_child_setup(
+    confine: Option<i32>,
+    environ: (usize, usize),
+) -> std::io::Result<()> {
     super::privileges::drop_inspection_capabilities()?;
     split_off_keeper(-1, environ)?;
     match confine {

@@ -9,11 +9,11 @@
 //! command that reads as dangerous runs at all, and what stands alone where no confinement is
 //! available. It therefore fails closed: what it cannot read needs approval, never a pass.
 //!
-//! How it reads a command ([`shell`]): the text is normalised (ANSI-C `$'..'` strings decoded;
+//! How it reads a command (`shell.rs`): the text is normalised (ANSI-C `$'..'` strings decoded;
 //! escapes, empty quotes and `$IFS` tricks removed), split into simple commands with brace
-//! expansions expanded, and every simple command is held against the rule table ([`rules`]).
+//! expansions expanded, and every simple command is held against the rule table (`rules.rs`).
 //! Rules look at command position only, so prose inside quotes (`echo "rm -rf /"`) is not
-//! mistaken for a command. Commands inside commands are checked too ([`nested`]): whatever a
+//! mistaken for a command. Commands inside commands are checked too (`nested.rs`): whatever a
 //! wrapper runs (`nice`, `timeout`, `env`, `xargs`, `sudo`, every later word being tried as the
 //! command), `sh -c` and `eval` text, substitutions, `find -exec`, git aliases, `sed`'s `e`,
 //! `trap`, aliases, variables the shell runs, and script files a shell or interpreter is told to
@@ -21,9 +21,9 @@
 //!
 //! What cannot be read is not guessed at: a command name built from expansions, `eval` of an
 //! expansion, text piped into a shell or interpreter from anything but a plain literal, inline
-//! interpreter code that reaches the filesystem, the network or other programs ([`code`]), a
+//! interpreter code that reaches the filesystem, the network or other programs (`code.rs`), a
 //! script that cannot be read or is written by the same command, writes to a path built from
-//! variables that could name a protected file ([`targets`]), and anything nested deeper than
+//! variables that could name a protected file (`targets.rs`), and anything nested deeper than
 //! [`MAX_DEPTH`] all need approval, with a reason saying why they could not be checked.
 
 mod cmd;
