@@ -251,6 +251,10 @@ impl ConfigWatch {
             *seen = now;
         }
         let result: Vec<PathBuf> = changed.iter().map(|(p, _)| p.clone()).collect();
+        // Nothing changed: nothing to record (the common case, after every call).
+        if changed.is_empty() {
+            return result;
+        }
         let pid = std::process::id();
         let outcome = update(&self.home, |record| {
             for (path, sha256) in &changed {
