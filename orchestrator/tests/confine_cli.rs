@@ -27,6 +27,31 @@ fn landlock() -> bool {
 
 /// A workspace, a troupe home holding a token, and a directory outside both (not under `/tmp`,
 /// which commands may write).
+/// Where a test world goes: a folder commands inside the boundary may not write. The build's own
+/// temporary folder, unless the checkout lies under a temp folder (writable inside the
+/// boundary, as when CI clones into /tmp); then a folder under `$HOME`.
+fn unwritable_base() -> PathBuf {
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let real = |p: PathBuf| p.canonicalize().unwrap_or(p);
+    let temps: Vec<PathBuf> = [
+        std::env::temp_dir(),
+        PathBuf::from("/tmp"),
+        PathBuf::from("/var/tmp"),
+        PathBuf::from("/dev/shm"),
+    ]
+    .into_iter()
+    .map(real)
+    .collect();
+    let target_real = real(target.clone());
+    if !temps.iter().any(|t| target_real.starts_with(t)) {
+        return target;
+    }
+    let home = PathBuf::from(std::env::var_os("HOME").unwrap());
+    let base = home.join("troupe-test-worlds");
+    std::fs::create_dir_all(&base).unwrap();
+    base
+}
+
 struct World {
     _root: tempfile::TempDir,
     work: PathBuf,
@@ -36,7 +61,7 @@ struct World {
 
 impl World {
     fn new(yaml: &str) -> World {
-        let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let root = tempfile::tempdir_in(unwritable_base()).unwrap();
         let base = root.path().canonicalize().unwrap();
         let (work, home, outside) = (base.join("work"), base.join("home"), base.join("outside"));
         for dir in [&work, &home, &outside] {
