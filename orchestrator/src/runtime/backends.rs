@@ -345,16 +345,16 @@ pub fn boundary(
         p.canonicalize()
             .is_ok_and(|p| home_real.starts_with(&p) && home_real != p)
     });
-    let warning = holder.map(|holder| {
-        format!(
+    if let Some(holder) = holder {
+        tracing::info!(
             "troupe's home {} lies inside {}, where commands work: to keep it out of their reach, commands cannot make new files directly in the folders between the two (subfolders are fine). Set TROUPE_HOME to a folder outside the workspace.",
             home.display(),
             holder.display()
-        )
-    });
+        );
+    }
     Ok(Boundary {
         policy: Some(Arc::new(policy)),
-        warning,
+        warning: None,
     })
 }
 
