@@ -4,7 +4,7 @@
 //! stream events, answer approvals, stop, and shut down with [`Troupe::close`].
 //!
 //! A troupe is usually started from a `troupe.yaml` ([`Troupe::from_file`],
-//! [`Troupe::from_config`]), which goes through [`crate::runtime`]: the built-in tools and MCP
+//! [`Troupe::from_config`], defined beside [`crate::Runtime`], which assembles it): the built-in tools and MCP
 //! servers of the config, its approvals, delegation and `profiles:`; sessions may then name a
 //! profile ([`SessionOptions::from_profile`]). [`Troupe::start`] is the bare form over a
 //! registry a program filled itself.
@@ -440,25 +440,6 @@ impl Troupe {
     /// The model sessions get when they name none, if the troupe has one.
     pub fn default_provider(&self) -> Option<Arc<dyn ModelProvider>> {
         self.inner.config.default_provider.clone()
-    }
-
-    /// Starts a troupe from a checked `troupe.yaml` through [`crate::runtime::Runtime`]: its
-    /// tools, MCP servers, approvals, delegation and profiles. Closing it stops them.
-    pub async fn from_config(
-        config: crate::config::Config,
-    ) -> Result<Troupe, crate::runtime::RuntimeError> {
-        let runtime =
-            crate::runtime::Runtime::start(config, crate::runtime::RuntimeOptions::default())
-                .await?;
-        Ok(runtime.troupe().clone())
-    }
-
-    /// [`Troupe::from_config`] on a config file (YAML or JSON).
-    pub async fn from_file(
-        path: impl AsRef<std::path::Path>,
-    ) -> Result<Troupe, crate::runtime::RuntimeError> {
-        let config = crate::config::Config::load(path.as_ref())?;
-        Troupe::from_config(config).await
     }
 
     /// Opens a session.

@@ -29,7 +29,7 @@ use troupe_actors::hooks::{Hook, ToolCallInfo};
 use troupe_tools::ToolResult;
 use troupe_tools::sync::lock;
 
-use crate::config::{Config, DEFAULT_CONFIG_FILE};
+use crate::settings::{DEFAULT_CONFIG_FILE, Settings};
 
 /// The file under troupe's home that holds the record.
 pub const SEALS_FILE: &str = "config-seals.json";
@@ -93,7 +93,7 @@ struct Watcher {
 /// The files a runtime started from `config` takes rules from: the config file (or the
 /// `troupe.yaml` a later start would read, when there is none yet) and the script files its
 /// `hooks:` commands name.
-pub fn watched_files(config: &Config) -> Vec<PathBuf> {
+pub fn watched_files(config: &Settings) -> Vec<PathBuf> {
     let main = match &config.path {
         Some(path) => absolute(path),
         None => absolute(Path::new(DEFAULT_CONFIG_FILE)),

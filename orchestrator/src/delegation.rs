@@ -1,5 +1,5 @@
-//! `delegate_task` in the orchestrator: reads the `delegation:` section of `troupe.yaml`
-//! ([`delegation_config`]) and turns delegation on for the sessions a troupe opens
+//! `delegate_task` in the orchestrator: turns delegation on (with the `delegation:` section of
+//! troupe.yaml, read in [`crate::settings`]) for the sessions a troupe opens
 //! ([`enable_delegation`]: registers the tool with the live limits in its text and hands the
 //! limits to the session settings). Used by `troupe chat` and by programs on the [`crate::Troupe`]
 //! API; the work itself happens in `troupe_actors::delegate`.
@@ -7,16 +7,6 @@
 use troupe_actors::delegate::{DelegationConfig, register_delegate_task};
 use troupe_actors::session::SessionConfig;
 use troupe_tools::Registry;
-
-use crate::config::{Config, ConfigError};
-
-/// Reads the `delegation:` section (defaults when absent). A bad value is an error naming the
-/// key and what to write.
-pub fn delegation_config(config: &Config) -> Result<DelegationConfig, ConfigError> {
-    // The actors crate says `delegation.key: problem`; the key is kept apart for the error.
-    DelegationConfig::from_value(config.section("delegation"))
-        .map_err(|message| crate::config::keyed_error("delegation", message))
-}
 
 /// Makes `delegate_task` available: registers it in `registry` (toolset `delegation`) and
 /// puts `delegation` in `session`. `background` lets top-level sessions get results as a later
@@ -35,18 +25,18 @@ pub fn enable_delegation(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::{ConfigError, Settings};
 
     #[test]
     fn the_section_is_read_and_bad_keys_are_named() {
         let config =
-            Config::parse("delegation:\n  max_concurrent_children: 4\n  max_spawn_depth: 2\n")
+            Settings::parse("delegation:\n  max_concurrent_children: 4\n  max_spawn_depth: 2\n")
                 .unwrap();
-        let delegation = delegation_config(&config).unwrap();
+        let delegation = config.delegation;
         assert_eq!(delegation.max_concurrent_children, 4);
         assert_eq!(delegation.max_spawn_depth, 2);
 
-        let bad = Config::parse("delegation:\n  max_spawn_depth: 0\n").unwrap();
-        match delegation_config(&bad).unwrap_err() {
+        match Settings::parse("delegation:\n  max_spawn_depth: 0\n").unwrap_err() {
             ConfigError::Invalid { key, problem } => {
                 assert_eq!(key, "delegation.max_spawn_depth");
                 assert!(problem.contains("1 or more"), "{problem}");

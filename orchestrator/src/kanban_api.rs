@@ -22,7 +22,8 @@ use troupe_kanban::store::{
 };
 
 use crate::api::{Troupe, TroupeError};
-use crate::kanban_config::{KanbanSettings, StoreLocation};
+use crate::settings::TroupeHome;
+use crate::settings::kanban::{KanbanSettings, StoreLocation};
 
 /// The environment variable that picks the board when no `--board` is given.
 pub const BOARD_ENV: &str = "TROUPE_KANBAN_BOARD";
@@ -79,7 +80,7 @@ impl Kanban {
         Kanban {
             store,
             current_file: None,
-            settings: KanbanSettings::default(),
+            settings: KanbanSettings::defaults(&TroupeHome::from_env()),
             postgres: None,
         }
     }
@@ -96,7 +97,7 @@ impl Kanban {
         };
         Ok(Kanban {
             store,
-            current_file: Some(settings.store.current_board_file()),
+            current_file: Some(settings.store.current_board_file(&TroupeHome::from_env())),
             settings,
             postgres,
         })
@@ -106,7 +107,7 @@ impl Kanban {
     pub async fn open_at(location: StoreLocation) -> Result<Kanban, StoreError> {
         Kanban::open(KanbanSettings {
             store: location,
-            ..KanbanSettings::default()
+            ..KanbanSettings::defaults(&TroupeHome::from_env())
         })
         .await
     }
@@ -572,8 +573,9 @@ pub(crate) async fn archive_workspace(
     board: &BoardSlug,
     task: &troupe_kanban::Task,
 ) {
-    let home = crate::kanban_config::troupe_home();
-    if let Some(note) = crate::runtime::workspaces::cleanup_workspace(&home, board, task).await
+    let home = TroupeHome::from_env();
+    if let Some(note) =
+        crate::runtime::workspaces::cleanup_workspace(home.path(), board, task).await
         && let Err(error) = store.add_comment(board, &task.id, "troupe", &note).await
     {
         tracing::warn!(task = %task.id, %error, "could not note a kept workspace");

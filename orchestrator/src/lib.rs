@@ -9,10 +9,14 @@
 //! - [`api`]: [`Troupe`], the programmatic API (sessions, events, approvals, stop, close).
 //! - [`runtime`]: [`Runtime`], one running runtime from a checked `troupe.yaml`, behind every
 //!   entry point.
-//! - [`config`]: `troupe.yaml`, read then checked.
-//! - [`delegation`]: the `delegation:` section and turning `delegate_task` on.
+//! - [`settings`]: troupe.yaml, read once into typed sections ([`settings::Settings`]); the
+//!   one model/provider resolution, the key readers and the one error shape.
+//! - [`config_seal`]: the watch over troupe.yaml and the hooks' scripts.
+//! - [`delegation`]: turning `delegate_task` on with the `delegation:` limits.
+//! - [`sessions`]: durable sessions (SQLite or PostgreSQL) and `session_search`.
+//! - [`observability`]: traces over OTLP (`observability:`, the Langfuse plugin).
+//! - [`tool_source`]: [`ToolSource`], extra tools started with a runtime (plugins, programs).
 //! - [`catalog`]: the bundled demo catalog and catalog files.
-//! - [`kanban_config`]: the `kanban:` and `profiles:` sections, opening a board store.
 //! - [`kanban_api`]: [`Kanban`](kanban_api::Kanban), the Rust API for boards, tasks and events.
 //! - [`kanban_demo_model`]: the fan-out plan of `troupe demo` and its offline model.
 //! - [`plugins`]: plugins (bundled, user, project), hook commands, plugin toolsets, slash
@@ -26,18 +30,18 @@ pub mod api;
 pub mod catalog;
 #[allow(clippy::print_stdout, reason = "the command line prints its results")]
 pub mod cli;
-pub mod config;
 pub mod config_seal;
 pub mod delegation;
 pub mod http;
 pub mod kanban_api;
-pub mod kanban_config;
 pub mod kanban_demo_model;
 pub mod observability;
 pub mod plugins;
 pub mod runtime;
 pub mod sessions;
+pub mod settings;
 pub mod tool_fn;
+pub mod tool_source;
 
 /// Derives the JSON Schemas of typed tool arguments ([`tool_fn`]).
 pub use schemars;
@@ -46,6 +50,7 @@ pub use troupe_kanban as kanban;
 pub use troupe_tools as tools;
 
 pub use api::{SessionOptions, SessionProfile, Troupe, TroupeConfig, TroupeError};
-pub use runtime::{Runtime, RuntimeError, RuntimeOptions, StartupNotice, ToolSource};
+pub use runtime::{Runtime, RuntimeError, RuntimeOptions, StartupNotice};
+pub use tool_source::ToolSource;
 /// The actor runtime: sessions, events, hooks, the supervisor, model providers.
 pub use troupe_actors as actors;

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use troupe::kanban_api::Kanban;
-use troupe::kanban_config::StoreLocation;
+use troupe::settings::kanban::StoreLocation;
 use troupe::{Troupe, TroupeConfig};
 use troupe_actors::model::{Script, ScriptedProvider};
 use troupe_kanban::dispatcher::DispatcherConfig;

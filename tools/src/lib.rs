@@ -27,6 +27,7 @@ pub mod catalog_file;
 pub mod config;
 pub mod deferral;
 mod error;
+pub mod home;
 pub mod input_limits;
 pub mod lenient;
 pub mod mcp;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Subcommand;
 
 use super::error::{CliError, EXIT_DONE, report};
-use crate::config::DEFAULT_CONFIG_FILE;
+use crate::settings::DEFAULT_CONFIG_FILE;
 
 /// The `troupe config` subcommands.
 #[derive(Debug, Subcommand)]
@@ -35,7 +35,7 @@ fn run_inner(command: ConfigCommand) -> Result<i32, CliError> {
                     file.display()
                 )));
             }
-            let home = crate::kanban_config::troupe_home();
+            let home = crate::settings::TroupeHome::from_env().path().to_path_buf();
             let removed = crate::config_seal::trust(&home, &file).map_err(|e| {
                 CliError::usage(format!(
                     "cannot update troupe's record of config changes under {}: {e}",

@@ -4,8 +4,8 @@
 
 use troupe_kanban::store::StoreError;
 
-use crate::config::ConfigError;
 use crate::runtime::RuntimeError;
+use crate::settings::ConfigError;
 
 /// The command did what was asked.
 pub const EXIT_DONE: i32 = 0;

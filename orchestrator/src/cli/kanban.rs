@@ -16,10 +16,11 @@ use troupe_kanban::domain::{
 
 use super::kanban_render as render;
 use crate::api::Troupe;
-use crate::config::Config;
 use crate::kanban_api::Kanban;
-use crate::kanban_config::{KanbanSettings, StoreLocation, parse_duration};
 use crate::runtime::{Runtime, RuntimeOptions};
+use crate::settings::Settings;
+use crate::settings::kanban::{KanbanSettings, StoreLocation};
+use crate::settings::parse_duration;
 
 /// `troupe kanban`: boards of tasks run by worker agents.
 #[derive(Debug, Args)]
@@ -338,7 +339,7 @@ type Outcome = Result<(), Failure>;
 struct Ctx {
     kanban: Kanban,
     board: BoardSlug,
-    config: Config,
+    config: Settings,
 }
 
 /// Runs `troupe kanban`; returns the exit code.
@@ -482,11 +483,10 @@ async fn run_inner(args: KanbanArgs) -> Outcome {
 pub(crate) fn load_settings(
     path: Option<&PathBuf>,
     store: Option<&str>,
-) -> Result<(Config, KanbanSettings), Failure> {
-    let config = Config::load_or_default(path.map(PathBuf::as_path))
+) -> Result<(Settings, KanbanSettings), Failure> {
+    let config = Settings::load_or_default(path.map(PathBuf::as_path))
         .map_err(|e| Failure::usage(e.to_string()))?;
-    let mut settings =
-        KanbanSettings::from_config(&config).map_err(|e| Failure::usage(e.to_string()))?;
+    let mut settings = config.kanban.clone();
     if let Some(raw) = store {
         settings.store =
             StoreLocation::parse(raw).map_err(|e| Failure::usage(format!("--store: {e}")))?;
@@ -823,7 +823,10 @@ pub(crate) struct Engine {
 impl Engine {
     /// Starts the runtime of troupe.yaml (workers are unattended, so approval requests follow
     /// `approvals.unattended`) and builds the profiles of the settings.
-    pub(crate) async fn start(config: &Config, only: Option<&[String]>) -> Result<Engine, Failure> {
+    pub(crate) async fn start(
+        config: &Settings,
+        only: Option<&[String]>,
+    ) -> Result<Engine, Failure> {
         // Workers' tasks end with their turn: their delegations wait for their results.
         let runtime = Runtime::start(
             config.clone(),

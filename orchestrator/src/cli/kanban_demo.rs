@@ -20,11 +20,11 @@ use troupe_kanban::profiles::{Profiles, WorkerProfile};
 
 use super::error::{CliError, EXIT_DONE, EXIT_FAILED, report};
 use super::kanban_render as render;
-use crate::config::Config;
 use crate::kanban_api::Kanban;
-use crate::kanban_config::StoreLocation;
 use crate::kanban_demo_model::{DemoModel, DemoPlan};
 use crate::runtime::{Runtime, RuntimeOptions};
+use crate::settings::Settings;
+use crate::settings::kanban::StoreLocation;
 
 /// How often the demo's dispatcher looks at the event log: short, so the board moves briskly.
 const DEMO_POLL: std::time::Duration = std::time::Duration::from_millis(50);
@@ -56,7 +56,7 @@ async fn fan_out(store: Option<PathBuf>) -> Result<i32, String> {
     // The demo's own profiles run on the same runtime as every other command (built-in tools,
     // approvals, hooks); its config is the defaults, so the demo runs the same anywhere, and its
     // workers' sessions are kept beside its board rather than in the user's troupe home.
-    let config = Config::from_value(serde_json::json!({
+    let config = Settings::from_value(serde_json::json!({
         "sessions": {"store": dir.join("sessions.db").display().to_string()}
     }))
     .map_err(|e| e.to_string())?;
@@ -174,7 +174,7 @@ async fn run_board(
 /// The model both profiles use: the environment's server (read the way every command reads
 /// it), else the bundled demo model.
 fn provider(plan: &DemoPlan) -> Result<(Arc<dyn ModelProvider>, String), String> {
-    match crate::runtime::model_provider(&crate::config::ModelSection::default())
+    match crate::settings::ModelSection::default().provider(&crate::settings::TroupeHome::from_env())
         .map_err(|e| e.to_string())?
     {
         Some(provider) => {

@@ -13,7 +13,7 @@ use troupe_tools::mcp::{McpManager, McpServers, ServerStatus};
 
 use super::error::{CliError, EXIT_DONE, report};
 use super::visible::visible_line;
-use crate::config::Config;
+use crate::settings::Settings;
 
 /// `troupe mcp`: the MCP servers of a config.
 #[derive(Debug, Args)]
@@ -56,40 +56,25 @@ pub struct ToolsArgs {
     pub json: bool,
 }
 
-/// The checked `mcp_servers` section of `config`; relative paths in it follow the config
-/// file's folder. Config warnings (keys troupe ignores) are logged.
-pub fn mcp_servers_of(config: &Config) -> McpServers {
-    let base = config
-        .path
-        .as_deref()
-        .and_then(|p| p.parent())
-        .filter(|p| !p.as_os_str().is_empty());
-    let servers = McpServers::parse(&config.mcp_servers, base);
-    for warning in &servers.warnings {
-        tracing::warn!("{warning}");
-    }
-    servers
-}
-
 /// Starts every MCP server of `config` into `registry`; returns the manager (call
 /// `shutdown().await` on it before exiting) and each server's status.
 pub async fn start_configured(
-    config: &Config,
+    config: &Settings,
     registry: Arc<Registry>,
 ) -> (McpManager, Vec<ServerStatus>) {
-    McpManager::start_with(&mcp_servers_of(config), registry, mcp_options(config)).await
+    McpManager::start_with(&config.mcp_server_list(), registry, mcp_options(config)).await
 }
 
 /// The manager settings for `config`'s servers: troupe's keys withheld from them.
-fn mcp_options(config: &Config) -> troupe_tools::mcp::McpOptions {
+fn mcp_options(config: &Settings) -> troupe_tools::mcp::McpOptions {
     troupe_tools::mcp::McpOptions::default()
-        .with_secrets(crate::runtime::secrets::child_secrets(config))
+        .with_secrets(crate::settings::secrets::child_secrets(config))
 }
 
 /// Starts every MCP server of `config` into `registry` in the background and returns at once
 /// (see [`McpManager::start_in_background`]); the manager's statuses say how each start went.
-pub fn start_configured_in_background(config: &Config, registry: Arc<Registry>) -> McpManager {
-    McpManager::start_in_background(&mcp_servers_of(config), registry, mcp_options(config))
+pub fn start_configured_in_background(config: &Settings, registry: Arc<Registry>) -> McpManager {
+    McpManager::start_in_background(&config.mcp_server_list(), registry, mcp_options(config))
 }
 
 /// Runs one `troupe mcp` command; returns the exit code.
@@ -101,8 +86,8 @@ pub async fn run(args: McpArgs) -> i32 {
 }
 
 async fn list(args: ListArgs) -> Result<i32, CliError> {
-    let config = Config::load(&args.config)?;
-    let servers = mcp_servers_of(&config);
+    let config = Settings::load(&args.config)?;
+    let servers = config.mcp_server_list();
     if servers.servers.is_empty() && servers.errors.is_empty() {
         eprintln!(
             "troupe mcp list: {} has no `mcp_servers` section; add one, e.g. `mcp_servers: {{time: {{command: uvx, args: [mcp-server-time]}}}}`",
@@ -123,8 +108,8 @@ async fn list(args: ListArgs) -> Result<i32, CliError> {
 }
 
 async fn tools(args: ToolsArgs) -> Result<i32, CliError> {
-    let config = Config::load(&args.config)?;
-    let all = mcp_servers_of(&config);
+    let config = Settings::load(&args.config)?;
+    let all = config.mcp_server_list();
     if let Some(error) = all.errors.iter().find(|e| e.server == args.server) {
         return Err(CliError::usage(error.to_string()));
     }

@@ -59,7 +59,9 @@ impl Cli {
         use std::io::IsTerminal;
         match &self.command {
             Command::Chat(args) if args.query.is_none() && std::io::stdin().is_terminal() => Some(
-                crate::kanban_config::troupe_home()
+                crate::settings::TroupeHome::from_env()
+                    .path()
+                    .to_path_buf()
                     .join("logs")
                     .join("chat.log"),
             ),

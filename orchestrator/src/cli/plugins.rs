@@ -9,8 +9,8 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use super::error::{CliError, EXIT_DONE, report};
-use crate::config::Config;
 use crate::plugins::{PluginCatalog, PluginInfo, enabled};
+use crate::settings::Settings;
 
 /// `troupe plugins`: the plugins troupe found and which are enabled.
 #[derive(Debug, Args)]
@@ -68,7 +68,7 @@ pub async fn run(args: PluginsArgs) -> i32 {
 }
 
 fn catalog(config: Option<&std::path::Path>) -> Result<PluginCatalog, CliError> {
-    let config = Config::load_or_default(config)?;
+    let config = Settings::load_or_default(config)?;
     PluginCatalog::load(&config).map_err(|e| CliError::usage(e.to_string()))
 }
 
@@ -279,7 +279,7 @@ fn switch(args: NameArgs, on: bool) -> Result<i32, CliError> {
     let path = args
         .config
         .clone()
-        .unwrap_or_else(|| PathBuf::from(crate::config::DEFAULT_CONFIG_FILE));
+        .unwrap_or_else(|| PathBuf::from(crate::settings::DEFAULT_CONFIG_FILE));
     if on {
         let catalog = catalog(path.is_file().then_some(path.as_path()))?;
         if catalog.get(&args.name).is_none() {

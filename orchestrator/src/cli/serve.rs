@@ -14,12 +14,12 @@ use troupe_kanban::store::{PostgresStore, StoreError};
 use troupe_kanban::{BoardSlug, DispatcherHandle};
 
 use super::error::CliError;
-use crate::config::Config;
 use crate::http::auth::{MIN_TOKEN_CHARS, TOKEN_ENV, TokenSource, resolve_token};
 use crate::http::{DispatcherPass, FeedWake, HttpState, PromotePass, ServeConfig};
 use crate::kanban_api::Kanban;
-use crate::kanban_config::{KanbanSettings, StoreLocation, open_location, troupe_home};
 use crate::runtime::{Runtime, RuntimeOptions};
+use crate::settings::Settings;
+use crate::settings::kanban::{KanbanSettings, StoreLocation, open_location};
 
 use super::error::{EXIT_BAD_INPUT as EXIT_USAGE, EXIT_DONE, EXIT_FAILED};
 
@@ -63,16 +63,15 @@ async fn run_inner(args: ServeArgs) -> Result<(), (i32, String)> {
     let usage = |message: String| (EXIT_USAGE, message);
     let failed = |message: String| (EXIT_FAILED, message);
     let config =
-        Config::load_or_default(args.config.as_deref()).map_err(|e| usage(e.to_string()))?;
-    let mut serve =
-        ServeConfig::from_value(config.section("serve")).map_err(|e| usage(e.to_string()))?;
+        Settings::load_or_default(args.config.as_deref()).map_err(|e| usage(e.to_string()))?;
+    let mut serve = config.serve.clone();
     if let Some(bind) = args.bind {
         serve.bind = bind;
     }
     if let Some(port) = args.port {
         serve.port = port;
     }
-    let mut settings = KanbanSettings::from_config(&config).map_err(|e| usage(e.to_string()))?;
+    let mut settings = config.kanban.clone();
     if let Some(raw) = &args.store {
         settings.store = StoreLocation::parse(raw).map_err(|e| usage(format!("--store: {e}")))?;
     }
@@ -80,17 +79,15 @@ async fn run_inner(args: ServeArgs) -> Result<(), (i32, String)> {
         Some(raw) => BoardSlug::parse(raw.trim()).map_err(|e| usage(format!("--board: {e}")))?,
         None => BoardSlug::default_board(),
     };
-    let home = troupe_home();
+    let home = config.home.path().to_path_buf();
     let from_env = std::env::var(TOKEN_ENV).ok();
     // Whether the commands troupe runs are kept from reading troupe's home (the confinement
     // decides it): only then may the token live in a file there.
     // Hooks and MCP servers run on this machine whatever the backend, so only the Landlock
     // boundary (which covers them too) keeps them out.
-    let commands_cannot_read_home = crate::runtime::builtin_config(&config)
-        .and_then(|builtins| {
-            crate::runtime::backends::boundary(&builtins, &home, config.path.as_deref())
-        })
-        .is_ok_and(|boundary| boundary.policy.is_some());
+    let commands_cannot_read_home =
+        crate::runtime::backends::boundary(&config.builtins, &home, config.path.as_deref())
+            .is_ok_and(|boundary| boundary.policy.is_some());
     let (token, source) = resolve_token(
         serve.token.as_deref(),
         from_env.as_deref(),
@@ -224,9 +221,7 @@ async fn serve_with(
     }
     // Old sessions go first (`sessions.keep_days`); those a previous run left open come back
     // before the first request.
-    let keep_days = crate::sessions::SessionSettings::from_config(runtime.config())
-        .map_err(|e| usage(e.to_string()))?
-        .keep_days;
+    let keep_days = runtime.config().sessions.keep_days;
     if let (Some(store), Some(days)) = (troupe.session_store(), keep_days) {
         match store.prune(days).await {
             Ok(0) => {}

@@ -8,10 +8,8 @@ use serde_json::json;
 use troupe_actors::model::ChatMessage;
 
 use super::error::{CliError, EXIT_DONE, report};
-use crate::config::Config;
-use crate::sessions::{
-    ListQuery, SessionSettings, SessionStore, SessionStoreError, SessionSummary,
-};
+use crate::sessions::{ListQuery, SessionStore, SessionStoreError, SessionSummary};
+use crate::settings::Settings;
 
 /// `troupe sessions`.
 #[derive(Debug, Args)]
@@ -72,8 +70,8 @@ pub async fn run(args: SessionsArgs) -> i32 {
 }
 
 async fn run_inner(args: SessionsArgs) -> Result<i32, CliError> {
-    let config = Config::load_or_default(args.config.as_deref())?;
-    let settings = SessionSettings::from_config(&config)?;
+    let config = Settings::load_or_default(args.config.as_deref())?;
+    let settings = config.sessions.clone();
     let store = SessionStore::open(&settings.store).await.map_err(failed)?;
     match args.command {
         SessionsCommand::List { all, limit } => {

@@ -19,7 +19,7 @@ use troupe_tools::mcp::McpManager;
 use super::error::{CliError, EXIT_DONE, report};
 use super::mcp::start_configured;
 use crate::catalog::load_catalog_file;
-use crate::config::Config;
+use crate::settings::Settings;
 
 /// Longest wait for the tool embeddings (a first run encodes every tool: seconds for hundreds).
 const EMBEDDINGS_WAIT: Duration = Duration::from_secs(600);
@@ -172,8 +172,8 @@ fn wait_for_embeddings(loaded: &Loaded) {
 /// file declares.
 async fn load(source: &Source) -> Result<Loaded, String> {
     let config = match &source.config {
-        Some(path) => Config::load(path).map_err(|e| e.to_string())?,
-        None => Config::default(),
+        Some(path) => Settings::load(path).map_err(|e| e.to_string())?,
+        None => Settings::default(),
     };
     let (registry, mcp): (Arc<Registry>, Option<McpManager>) =
         match (&source.catalog, &source.config) {

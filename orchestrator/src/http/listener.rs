@@ -29,43 +29,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use troupe_tools::sync::lock;
 
+use super::ServerLimits;
 use super::gate::Gate;
-
-/// The limits of the `serve:` section; see [`ServerLimits::default`] for the defaults.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServerLimits {
-    /// Time a client has to send a request's headers.
-    pub header_read_timeout: Duration,
-    /// A connection with no request in progress and no traffic for this long is closed.
-    pub idle_timeout: Duration,
-    /// Open connections at most.
-    pub max_connections: usize,
-    /// Open connections from one client address at most.
-    pub max_connections_per_client: usize,
-    /// Requests in progress at most from one credential (requests with the token) and, in a
-    /// budget of their own, from one client address (requests without it); more get 429 at
-    /// once.
-    pub max_requests_per_client: usize,
-    /// Sessions open over HTTP at most (more get 429).
-    pub max_sessions: usize,
-    /// A session no request named, with no turn running and no event reader, for this long
-    /// is closed.
-    pub session_idle_timeout: Duration,
-}
-
-impl Default for ServerLimits {
-    fn default() -> Self {
-        ServerLimits {
-            header_read_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(60),
-            max_connections: 1024,
-            max_connections_per_client: 256,
-            max_requests_per_client: 64,
-            max_sessions: super::sessions::DEFAULT_MAX_SESSIONS,
-            session_idle_timeout: super::sessions::DEFAULT_SESSION_IDLE,
-        }
-    }
-}
 
 /// One open connection, as the accept loop sees it.
 struct Conn {

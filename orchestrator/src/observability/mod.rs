@@ -20,7 +20,7 @@ use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
 use serde_json::Value;
 
-use crate::config::{Config, ConfigError};
+use crate::settings::{ConfigError, Settings};
 
 /// Longest a process waits at exit for its last spans to go out.
 pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
@@ -60,7 +60,7 @@ impl std::fmt::Debug for ObservabilitySettings {
 
 impl ObservabilitySettings {
     /// Reads `observability:`; errors name the key and what to write.
-    pub fn from_config(config: &Config) -> Result<Self, ConfigError> {
+    pub fn from_config(config: &Settings) -> Result<Self, ConfigError> {
         let invalid = |key: &str, problem: String| ConfigError::Invalid {
             key: format!("observability.{key}"),
             problem,
@@ -413,7 +413,7 @@ mod tests {
 
     #[test]
     fn settings_are_checked_with_clear_errors() {
-        let config = Config::parse(
+        let config = Settings::parse(
             "observability: {otlp_endpoint: 'http://127.0.0.1:4318', sample_rate: 0.5, headers: {x-key: abc}}",
         )
         .unwrap();
@@ -433,7 +433,7 @@ mod tests {
             ("observability: {endpoint: x}", "observability.endpoint"),
             ("observability: 5", "expected a mapping"),
         ] {
-            let config = Config::parse(yaml).unwrap();
+            let config = Settings::parse(yaml).unwrap();
             let error = ObservabilitySettings::from_config(&config)
                 .unwrap_err()
                 .to_string();

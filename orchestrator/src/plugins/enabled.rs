@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::config::ConfigError;
+use crate::settings::ConfigError;
 use troupe_tools::text::yaml_kind;
 
 /// Which plugins the config switches on and off. `disabled` wins over `enabled`.

@@ -34,8 +34,8 @@ use troupe_kanban::hooks::KanbanHook;
 use troupe_tools::builtin::sandbox_env::ChildSecrets;
 use troupe_tools::mcp::{McpServerConfig, McpTransport};
 
-use crate::config::{Config, ConfigError};
-use crate::runtime::RuntimeOptions;
+use crate::settings::{ConfigError, Settings};
+use crate::tool_source::ToolSource;
 use bundled::Builtin;
 use command_hook::{CommandHooks, Observers};
 use discovery::{Discovered, Roots};
@@ -78,6 +78,16 @@ impl PluginInfo {
     }
 }
 
+/// What the plugins contribute to a runtime ([`Plugins::contribution`]).
+pub struct Contribution {
+    /// Hooks every session and worker runs.
+    pub hooks: Vec<Arc<dyn Hook>>,
+    /// Hooks on board events.
+    pub kanban_hooks: Vec<Arc<dyn KanbanHook>>,
+    /// Toolsets started with the runtime (the plugins' MCP servers).
+    pub tool_sources: Vec<Arc<dyn ToolSource>>,
+}
+
 /// Every plugin found, and which are on.
 #[derive(Debug, Clone)]
 pub struct PluginCatalog {
@@ -94,8 +104,8 @@ pub struct PluginCatalog {
 impl PluginCatalog {
     /// Discovers plugins for this process (troupe home from `TROUPE_HOME`, project folder
     /// from the working directory) and applies `config`'s `plugins` section.
-    pub fn load(config: &Config) -> Result<PluginCatalog, ConfigError> {
-        let home = crate::kanban_config::troupe_home();
+    pub fn load(config: &Settings) -> Result<PluginCatalog, ConfigError> {
+        let home = config.home.path().to_path_buf();
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
         let roots = Roots::from_env(&home, &cwd);
         let enablement = Enablement::from_section(config.section("plugins"))?;
@@ -254,7 +264,7 @@ impl Plugins {
     }
 
     /// The commands of troupe.yaml's `hooks:` section, each with the folder it runs in.
-    pub fn config_hook_commands(config: &Config) -> Result<Vec<(String, PathBuf)>, ConfigError> {
+    pub fn config_hook_commands(config: &Settings) -> Result<Vec<(String, PathBuf)>, ConfigError> {
         let config_dir = config_dir(config);
         let table = match config.section("hooks") {
             serde_json::Value::Null => return Ok(vec![]),
@@ -271,7 +281,7 @@ impl Plugins {
     /// Loads the plugins and the `hooks:` section of `config`. A broken plugin only disables
     /// itself (see [`PluginCatalog::warnings`]); a broken `hooks:` section is an error, since a
     /// safety hook silently left out would fail open.
-    pub fn from_config(config: &Config) -> Result<Plugins, ConfigError> {
+    pub fn from_config(config: &Settings) -> Result<Plugins, ConfigError> {
         let catalog = PluginCatalog::load(config)?;
         let config_dir = config_dir(config);
         let config_hooks = match config.section("hooks") {
@@ -279,8 +289,8 @@ impl Plugins {
             value => manifest::hook_table(value, "hooks", &config_dir)
                 .map_err(|(key, problem)| ConfigError::Invalid { key, problem })?,
         };
-        let secrets = crate::runtime::secrets::child_secrets(config);
-        crate::runtime::secrets::mask_in_outputs(&secrets);
+        let secrets = crate::settings::secrets::child_secrets(config);
+        crate::settings::secrets::mask_in_outputs(&secrets);
         Ok(Plugins::build(catalog, config_hooks, &secrets))
     }
 
@@ -426,20 +436,23 @@ impl Plugins {
         self.observers.drain(limit).await
     }
 
-    /// `options` with the plugins' session hooks, board hooks and toolsets added: what the
-    /// runtime calls so every entry point gets them.
-    pub fn apply(&self, mut options: RuntimeOptions) -> RuntimeOptions {
-        options.hooks.extend(self.hooks.iter().cloned());
-        options.kanban_hooks.extend(self.kanban.iter().cloned());
-        for server in &self.servers {
-            options
-                .tool_sources
-                .push(Arc::new(toolset::PluginToolset::new(
-                    server.clone(),
-                    self.secrets.clone(),
-                )));
+    /// What the plugins add to every entry point: their session hooks, board hooks and
+    /// toolsets. The runtime merges it into what the program asked for.
+    pub fn contribution(&self) -> Contribution {
+        Contribution {
+            hooks: self.hooks.clone(),
+            kanban_hooks: self.kanban.clone(),
+            tool_sources: self
+                .servers
+                .iter()
+                .map(|server| {
+                    Arc::new(toolset::PluginToolset::new(
+                        server.clone(),
+                        self.secrets.clone(),
+                    )) as Arc<dyn ToolSource>
+                })
+                .collect(),
         }
-        options
     }
 
     /// The plugins' MCP servers.
@@ -455,12 +468,9 @@ impl Plugins {
 
 /// The folder troupe.yaml's relative paths are read from: the config file's, else the working
 /// directory.
-fn config_dir(config: &Config) -> PathBuf {
+fn config_dir(config: &Settings) -> PathBuf {
     config
-        .path
-        .as_deref()
-        .and_then(Path::parent)
-        .filter(|p| !p.as_os_str().is_empty())
+        .base_dir()
         .map(Path::to_path_buf)
         .or_else(|| std::env::current_dir().ok())
         .unwrap_or_else(|| PathBuf::from("."))

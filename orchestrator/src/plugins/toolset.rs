@@ -11,7 +11,7 @@ use troupe_tools::Registry;
 use troupe_tools::builtin::sandbox_env::ChildSecrets;
 use troupe_tools::mcp::{McpManager, McpOptions, McpServerConfig, McpServers, ServerState};
 
-use crate::runtime::ToolSource;
+use crate::tool_source::ToolSource;
 
 /// One plugin's MCP server as a tool source.
 pub struct PluginToolset {

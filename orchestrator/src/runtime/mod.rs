@@ -3,7 +3,7 @@
 //! through [`Troupe::from_config`](crate::Troupe::from_config)).
 //!
 //! [`Runtime::start`] builds, once per process:
-//! - the built-in tools, configured from `terminal:` and `code_execution:` ([`builtin_config`]);
+//! - the built-in tools, configured from `terminal:` and `code_execution:` ([`Settings::builtins`]);
 //! - the MCP servers of `mcp_servers:`, started once and shared by every session and worker,
 //!   stopped when the runtime closes. A server that cannot start is left out and reported as a
 //!   [`StartupNotice`] (the runtime starts without it);
@@ -21,19 +21,16 @@
 //! every session the troupe opens, workers and subagents included.
 
 pub mod backends;
-pub mod builtins;
-pub mod secrets;
 pub mod workspaces;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use troupe_actors::hooks::{Hook, HookRegistry};
-use troupe_actors::model::{DEFAULT_MODEL, ModelProvider, OpenAiConfig, OpenAiProvider};
+use troupe_actors::model::ModelProvider;
 use troupe_actors::session::SessionConfig;
-use troupe_actors::supervisor::{ApprovalConfig, ApprovalRules, DefaultRules};
+use troupe_actors::supervisor::{ApprovalRules, DefaultRules};
 use troupe_kanban::hooks::KanbanHook;
 use troupe_kanban::profiles::{Profiles, WorkerProfile};
 use troupe_tools::builtin::{BuiltinConfig, Builtins, NamedBackend, core_tools};
@@ -42,11 +39,9 @@ use troupe_tools::sync::lock;
 use troupe_tools::{Registry, ToolDef, ToolsetView, ViewSpec};
 
 use crate::api::{CloseReport, SessionProfile, Troupe, TroupeConfig};
-use crate::config::{Config, ConfigError, ModelSection};
-use crate::kanban_config::{KanbanSettings, ProfileSettings, profile_provider};
 use crate::plugins::Plugins;
-
-pub use builtins::builtin_config;
+use crate::settings::secrets;
+use crate::settings::{ConfigError, KanbanSettings, ProfileSettings, Settings};
 
 /// How long start-up waits for the MCP servers. Long enough that a server which cannot even be
 /// spawned is reported at start like any other failure; slower servers keep starting in the
@@ -63,22 +58,7 @@ const OBSERVER_DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
 /// The toolset `delegate_task` belongs to.
 pub const DELEGATION_TOOLSET: &str = "delegation";
 
-/// A source of extra tools started with the runtime (a plugin, a program's own tool server).
-/// It registers its tools in the runtime's registry under toolsets of its own, which profiles
-/// and sessions may then name; [`ToolSource::stop`] runs when the runtime closes.
-pub trait ToolSource: Send + Sync + 'static {
-    /// A short name for messages (`plugin github-helper`).
-    fn name(&self) -> String;
-
-    /// Registers the tools into `registry`; returns the toolsets it provides. An error leaves
-    /// the source out (reported as a [`StartupNotice`]); the runtime starts without it.
-    fn start(&self, registry: Arc<Registry>) -> BoxFuture<'static, Result<Vec<String>, String>>;
-
-    /// Stops whatever [`ToolSource::start`] started.
-    fn stop(&self) -> BoxFuture<'static, ()> {
-        Box::pin(async {})
-    }
-}
+pub use crate::tool_source::ToolSource;
 
 /// What a program or an entry point adds to what `troupe.yaml` says.
 #[derive(Clone)]
@@ -244,7 +224,7 @@ pub struct Runtime {
 }
 
 struct Inner {
-    config: Config,
+    config: Settings,
     troupe: Troupe,
     builtins: Arc<Builtins>,
     kanban: KanbanSettings,
@@ -274,9 +254,9 @@ impl std::fmt::Debug for Runtime {
 impl Runtime {
     /// Starts a runtime from a checked config; see the module doc. Must run inside a tokio
     /// runtime (the built-in tools' process registry lives there).
-    pub async fn start(config: Config, options: RuntimeOptions) -> Result<Runtime, RuntimeError> {
+    pub async fn start(config: Settings, options: RuntimeOptions) -> Result<Runtime, RuntimeError> {
         // The rules come from files a session may have written: those need a person's yes.
-        let home = crate::kanban_config::troupe_home();
+        let home = config.home.path().to_path_buf();
         let watched = crate::config_seal::watched_files(&config);
         match crate::config_seal::pending_change(&home, &watched) {
             Ok(Some(change)) => return Err(RuntimeError::Unaccepted(change)),
@@ -302,26 +282,19 @@ impl Runtime {
             &crate::observability::ObservabilitySettings::from_config(&config)?,
             plugins.trace_target(),
         )?;
-        let approvals =
-            ApprovalConfig::from_value(config.section("approvals")).map_err(|problem| {
-                ConfigError::Invalid {
-                    key: "approvals".into(),
-                    problem,
-                }
-            })?;
-        let delegation = crate::delegation::delegation_config(&config)?;
-        let kanban = KanbanSettings::from_config(&config)?;
+        let approvals = config.approvals.clone();
+        let delegation = config.delegation.clone();
+        let kanban = config.kanban.clone();
         // troupe's keys: kept out of every program it starts, masked in every output.
         let secrets = secrets::child_secrets(&config);
         secrets::mask_in_outputs(&secrets);
         let mut builtin_settings = match options.builtins.clone() {
             Some(settings) => settings,
-            None => builtin_config(&config)?,
+            None => config.builtins.clone(),
         };
         builtin_settings.secrets.merge(&secrets);
-        let default_provider = model_provider(&config.model)?;
+        let default_provider = config.model.provider(&config.home)?;
         check_cost_budgets(&config, &delegation, &kanban, default_provider.as_deref())?;
-        let home = crate::kanban_config::troupe_home();
         let workspaces_dir = home.join("workspaces");
         // The boundary of what commands, hooks and MCP servers reach (terminal.confine).
         let boundary = backends::boundary(&builtin_settings, &home, config.path.as_deref())?;
@@ -335,7 +308,7 @@ impl Runtime {
             });
         }
         let backend = backends::start_backend(
-            &backends::configured_backend(&config)?,
+            &config.backend,
             &builtin_settings,
             Some(&workspaces_dir),
             &boundary,
@@ -367,8 +340,7 @@ impl Runtime {
         }
         // Durable sessions, and `session_search` over them.
         let sessions = match options.persist_sessions {
-            true => crate::sessions::SessionSettings::from_config(&config)?
-                .open()
+            true => crate::sessions::open_configured(&config.sessions)
                 .await
                 .map_err(|e| RuntimeError::Start(e.to_string()))?,
             false => None,
@@ -383,7 +355,7 @@ impl Runtime {
         // MCP servers: once per process, into the one registry.
         let mut manager = None;
         if options.start_mcp && !config.mcp_servers.is_null() {
-            let servers = crate::cli::mcp::mcp_servers_of(&config);
+            let servers = config.mcp_server_list();
             for server in &servers.servers {
                 provided.insert(format!("mcp-{}", server.name));
             }
@@ -457,19 +429,18 @@ impl Runtime {
 
         // Profiles: checked here, so a bad one is a config error at start, everywhere. What
         // was started is stopped again before the error is returned.
-        let profiles =
-            match session_profiles(&kanban, &toolsets, &registry, &session, &config.model) {
-                Ok(profiles) => profiles,
-                Err(error) => {
-                    if let Some(manager) = manager {
-                        manager.shutdown().await;
-                    }
-                    for source in &options.tool_sources {
-                        source.stop().await;
-                    }
-                    return Err(error);
+        let profiles = match session_profiles(&config, &toolsets, &registry, &session) {
+            Ok(profiles) => profiles,
+            Err(error) => {
+                if let Some(manager) = manager {
+                    manager.shutdown().await;
                 }
-            };
+                for source in &options.tool_sources {
+                    source.stop().await;
+                }
+                return Err(error);
+            }
+        };
 
         let rules: Arc<dyn ApprovalRules> = match options.rules.clone() {
             Some(rules) => rules,
@@ -509,7 +480,7 @@ impl Runtime {
         troupe_config.sessions = sessions;
         troupe_config.workspaces = Some(Arc::new(workspaces::TaskWorkspaces::new(
             Arc::clone(&builtins),
-            crate::kanban_config::troupe_home(),
+            home.clone(),
         )));
         let troupe =
             Troupe::start(troupe_config).map_err(|e| RuntimeError::Start(e.to_string()))?;
@@ -534,7 +505,7 @@ impl Runtime {
         path: impl AsRef<Path>,
         options: RuntimeOptions,
     ) -> Result<Runtime, RuntimeError> {
-        Runtime::start(Config::load(path.as_ref())?, options).await
+        Runtime::start(Settings::load(path.as_ref())?, options).await
     }
 
     /// The troupe sessions and workers run in.
@@ -543,7 +514,7 @@ impl Runtime {
     }
 
     /// The config it was started from.
-    pub fn config(&self) -> &Config {
+    pub fn config(&self) -> &Settings {
         &self.inner.config
     }
 
@@ -650,7 +621,7 @@ impl Runtime {
                         "profiles",
                         format!(
                             "there is no profile {name:?} under profiles: in troupe.yaml (known: {})",
-                            known_profiles(kanban)
+                            crate::settings::kanban::known(&kanban.profiles)
                         ),
                     ));
                 }
@@ -661,7 +632,8 @@ impl Runtime {
             if only.is_some_and(|only| !only.contains(name)) {
                 continue;
             }
-            let provider = profile_provider(p, &self.inner.config.model)
+            let provider = p
+                .provider(&self.inner.config.model, &self.inner.config.home)
                 .map_err(|problem| invalid(&format!("profiles.{name}"), problem))?;
             let view = profile_view(self.registry(), p)?;
             let mut session = p.session_config(&self.inner.worker_session);
@@ -713,10 +685,27 @@ impl Runtime {
     }
 }
 
+// The API's constructors from troupe.yaml live here, so the API itself knows nothing of how a
+// runtime is assembled.
+impl Troupe {
+    /// Starts a troupe from a checked `troupe.yaml` through [`Runtime`]: its
+    /// tools, MCP servers, approvals, delegation and profiles. Closing it stops them.
+    pub async fn from_config(config: Settings) -> Result<Troupe, RuntimeError> {
+        let runtime = Runtime::start(config, RuntimeOptions::default()).await?;
+        Ok(runtime.troupe().clone())
+    }
+
+    /// [`Troupe::from_config`] on a config file (YAML or JSON).
+    pub async fn from_file(path: impl AsRef<std::path::Path>) -> Result<Troupe, RuntimeError> {
+        let config = Settings::load(path.as_ref())?;
+        Troupe::from_config(config).await
+    }
+}
+
 /// The extension point for sections of `troupe.yaml` that other modules read (plugins and
 /// their hooks and toolsets): whatever they add to `options` here, every entry point gets.
 fn extend_from_config(
-    config: &Config,
+    config: &Settings,
     mut options: RuntimeOptions,
 ) -> Result<(RuntimeOptions, Plugins, Vec<StartupNotice>), RuntimeError> {
     let plugins = match options.plugins.take() {
@@ -733,20 +722,23 @@ fn extend_from_config(
             reason,
         })
         .collect();
-    let options = plugins.apply(options);
+    let mut options = options;
+    let contribution = plugins.contribution();
+    options.hooks.extend(contribution.hooks);
+    options.kanban_hooks.extend(contribution.kanban_hooks);
+    options.tool_sources.extend(contribution.tool_sources);
     Ok((options, plugins, notices))
 }
 
 /// The profiles sessions may name, each checked against the toolsets there are.
 fn session_profiles(
-    kanban: &KanbanSettings,
+    settings: &Settings,
     toolsets: &BTreeSet<String>,
     registry: &Arc<Registry>,
     session: &SessionConfig,
-    model: &ModelSection,
 ) -> Result<HashMap<String, SessionProfile>, RuntimeError> {
     let mut profiles = HashMap::new();
-    for (name, p) in &kanban.profiles {
+    for (name, p) in &settings.kanban.profiles {
         check_toolsets(
             toolsets,
             &p.toolsets,
@@ -756,7 +748,7 @@ fn session_profiles(
         profiles.insert(
             name.clone(),
             SessionProfile {
-                provider: profile_provider(p, model),
+                provider: p.provider(&settings.model, &settings.home),
                 view: profile_view(registry, p)?,
                 session: p.session_config(session),
             },
@@ -768,7 +760,7 @@ fn session_profiles(
 /// Refuses a cost budget on a model with no price: its spending could not be counted, and a
 /// budget that never runs out is worse than none.
 fn check_cost_budgets(
-    config: &Config,
+    config: &Settings,
     delegation: &troupe_actors::delegate::DelegationConfig,
     kanban: &KanbanSettings,
     provider: Option<&dyn ModelProvider>,
@@ -818,23 +810,7 @@ fn check_cost_budgets(
 }
 
 fn invalid(key: &str, problem: String) -> RuntimeError {
-    RuntimeError::Config(ConfigError::Invalid {
-        key: key.to_string(),
-        problem,
-    })
-}
-
-fn known_profiles(kanban: &KanbanSettings) -> String {
-    if kanban.profiles.is_empty() {
-        "none".into()
-    } else {
-        kanban
-            .profiles
-            .keys()
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
+    RuntimeError::Config(crate::settings::keys::invalid(key, problem))
 }
 
 /// Refuses a toolset name nobody provides (a composite counts, and so do its parts).
@@ -879,47 +855,4 @@ fn profile_view(
     registry
         .view(ViewSpec::toolsets(p.toolsets.iter().cloned()))
         .map_err(|e| invalid(&format!("profiles.{}.toolsets", p.name), e.to_string()))
-}
-
-/// Where `tool_calls: auto` remembers, under the troupe home, the servers and models that
-/// needed text tool calls.
-pub const MODE_MEMORY_FILE: &str = "state/tool_calls.json";
-
-/// The model of sessions that name none: the `model:` section's server, else
-/// `TROUPE_BASE_URL`/`OPENAI_BASE_URL`; `None` when nothing names one.
-pub fn model_provider(model: &ModelSection) -> Result<Option<Arc<dyn ModelProvider>>, ConfigError> {
-    let env = |name: &str| {
-        std::env::var(name)
-            .ok()
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-    };
-    let Some(base_url) = model
-        .base_url
-        .clone()
-        .or_else(|| env("TROUPE_BASE_URL"))
-        .or_else(|| env("OPENAI_BASE_URL"))
-    else {
-        return Ok(None);
-    };
-    let name = model
-        .model
-        .clone()
-        .or_else(|| env("TROUPE_MODEL"))
-        .unwrap_or_else(|| DEFAULT_MODEL.to_string());
-    let mut openai = OpenAiConfig::new(base_url, name);
-    openai.settings = model.provider.clone();
-    openai.mode_memory = Some(crate::kanban_config::troupe_home().join(MODE_MEMORY_FILE));
-    openai.api_key = model
-        .api_key
-        .clone()
-        .or_else(|| model.api_key_env.as_deref().and_then(env))
-        .or_else(|| env("TROUPE_API_KEY"))
-        .or_else(|| env("OPENAI_API_KEY"));
-    OpenAiProvider::new(openai)
-        .map(|p| Some(Arc::new(p) as Arc<dyn ModelProvider>))
-        .map_err(|e| ConfigError::Invalid {
-            key: "model.base_url".into(),
-            problem: e.to_string(),
-        })
 }

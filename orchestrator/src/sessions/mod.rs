@@ -33,13 +33,13 @@ pub use search_tool::{SESSION_SEARCH, session_search_tool};
 pub use sqlite::SqliteSessions;
 pub use worker_runs::StoredRunHistory;
 
-use crate::kanban_config::StoreLocation;
+use crate::settings::{SessionSettings, StoreLocation, TroupeHome};
 
 /// Writes committed in one transaction at most.
 const MAX_BATCH: usize = 512;
 
 /// The file under the troupe home that holds sessions when `sessions.store` does not say.
-pub const DEFAULT_FILE: &str = "sessions.db";
+pub use crate::settings::SESSIONS_FILE as DEFAULT_FILE;
 
 /// What went wrong reading or writing sessions.
 #[derive(Debug, thiserror::Error)]
@@ -322,9 +322,9 @@ impl SessionStore {
         }
     }
 
-    /// The default store: [`DEFAULT_FILE`] under the troupe home.
-    pub fn default_path() -> PathBuf {
-        crate::kanban_config::troupe_home().join(DEFAULT_FILE)
+    /// The default store: [`DEFAULT_FILE`] under troupe's home.
+    pub fn default_path(home: &TroupeHome) -> PathBuf {
+        home.path().join(DEFAULT_FILE)
     }
 
     /// Where the store is, for messages.
@@ -804,96 +804,14 @@ fn title_of(text: &str) -> String {
     title
 }
 
-/// The `sessions:` section of troupe.yaml.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SessionSettings {
-    /// Whether sessions are written at all (`sessions.persist`, on by default).
-    pub persist: bool,
-    /// Where (`sessions.store`): a SQLite file, or a PostgreSQL URL; else `kanban.store` when
-    /// that is PostgreSQL, else [`SessionStore::default_path`].
-    pub store: StoreLocation,
-    /// Top-level sessions not written to for this many days go at `troupe sessions prune`
-    /// (`sessions.keep_days`); kept forever when not given.
-    pub keep_days: Option<u32>,
-}
-
-impl SessionSettings {
-    /// Reads `sessions:`; a wrong key or value is an error naming it.
-    pub fn from_config(
-        config: &crate::config::Config,
-    ) -> Result<SessionSettings, crate::config::ConfigError> {
-        let invalid = |key: &str, problem: String| crate::config::ConfigError::Invalid {
-            key: format!("sessions.{key}"),
-            problem,
-        };
-        let boards = crate::kanban_config::KanbanSettings::from_config(config)?;
-        let mut settings = SessionSettings {
-            persist: true,
-            store: match boards.store {
-                StoreLocation::Postgres(url) => StoreLocation::Postgres(url),
-                StoreLocation::Sqlite(_) => StoreLocation::Sqlite(SessionStore::default_path()),
-            },
-            keep_days: None,
-        };
-        let section = match config.section("sessions") {
-            Value::Null => return Ok(settings),
-            Value::Object(map) => map,
-            other => {
-                return Err(crate::config::ConfigError::Invalid {
-                    key: "sessions".into(),
-                    problem: format!(
-                        "expected a mapping (persist, store, keep_days), found {}",
-                        troupe_tools::text::yaml_kind(other)
-                    ),
-                });
-            }
-        };
-        for (key, value) in section {
-            match (key.as_str(), value) {
-                ("persist", Value::Bool(on)) => settings.persist = *on,
-                ("store", Value::String(raw)) => {
-                    settings.store = StoreLocation::parse(raw).map_err(|problem| {
-                        invalid(
-                            key,
-                            problem.replace("a directory for a SQLite store", "a SQLite file path"),
-                        )
-                    })?;
-                }
-                ("keep_days", Value::Number(n)) if n.as_u64().is_some_and(|d| d >= 1) => {
-                    settings.keep_days = n.as_u64().and_then(|d| u32::try_from(d).ok());
-                }
-                ("persist" | "store" | "keep_days", other) => {
-                    return Err(invalid(
-                        key,
-                        format!(
-                            "this value ({}) is not valid; send {}",
-                            troupe_tools::text::yaml_kind(other),
-                            match key.as_str() {
-                                "persist" => "true or false",
-                                "store" => "a SQLite file path or a postgres:// URL",
-                                _ => "a whole number of days, 1 or more",
-                            }
-                        ),
-                    ));
-                }
-                (other, _) => {
-                    return Err(invalid(
-                        other,
-                        "unknown key; sessions takes persist, store and keep_days".into(),
-                    ));
-                }
-            }
-        }
-        Ok(settings)
+/// Opens the store `settings` name; `None` when persistence is off.
+pub async fn open_configured(
+    settings: &SessionSettings,
+) -> Result<Option<SessionStore>, SessionStoreError> {
+    if !settings.persist {
+        return Ok(None);
     }
-
-    /// Opens the store these settings name; `None` when persistence is off.
-    pub async fn open(&self) -> Result<Option<SessionStore>, SessionStoreError> {
-        if !self.persist {
-            return Ok(None);
-        }
-        SessionStore::open(&self.store).await.map(Some)
-    }
+    SessionStore::open(&settings.store).await.map(Some)
 }
 
 #[cfg(test)]

@@ -304,17 +304,15 @@ async fn openers_of_the_same_file_at_once_wait_their_turn() {
 
 #[test]
 fn sessions_settings_read_the_section_and_name_what_is_wrong() {
-    let config = |yaml: &str| crate::config::Config::parse(yaml).unwrap();
-    let settings =
-        super::SessionSettings::from_config(&config("sessions: {keep_days: 7}")).unwrap();
+    let config = |yaml: &str| crate::settings::Settings::parse(yaml).unwrap();
+    let check = |yaml: &str| crate::settings::Settings::parse(yaml).map(|s| s.sessions);
+    let settings = config("sessions: {keep_days: 7}").sessions;
     assert!(settings.persist);
     assert_eq!(settings.keep_days, Some(7));
-    let pg =
-        super::SessionSettings::from_config(&config("kanban: {store: 'postgres://u@h/boards'}"))
-            .unwrap();
+    let pg = config("kanban: {store: 'postgres://u@h/boards'}").sessions;
     assert!(matches!(
         pg.store,
-        crate::kanban_config::StoreLocation::Postgres(_)
+        crate::settings::kanban::StoreLocation::Postgres(_)
     ));
     for (yaml, needle) in [
         ("sessions: {keep_days: 0}", "sessions.keep_days"),
@@ -323,9 +321,7 @@ fn sessions_settings_read_the_section_and_name_what_is_wrong() {
         ("sessions: {colour: red}", "persist, store and keep_days"),
         ("sessions: [1]", "expected a mapping"),
     ] {
-        let error = super::SessionSettings::from_config(&config(yaml))
-            .unwrap_err()
-            .to_string();
+        let error = check(yaml).unwrap_err().to_string();
         assert!(error.contains(needle), "{yaml}: {error}");
     }
 }

@@ -77,7 +77,9 @@ pub(super) async fn run(
         .map_err(|e| CliError::failed(format!("cannot take Ctrl-C: {e}")))?;
     let names = Arc::new(Mutex::new(Names::default()));
     let editor = if terminal {
-        let history = crate::kanban_config::troupe_home().join(HISTORY_FILE);
+        let history = crate::settings::TroupeHome::from_env()
+            .path()
+            .join(HISTORY_FILE);
         Some(LineEditor::open(Some(history), Arc::clone(&names)).map_err(CliError::failed)?)
     } else {
         None

@@ -26,9 +26,9 @@ use troupe_actors::supervisor::{ApprovalChoice, ApprovalKind, PendingApproval};
 
 use super::error::{CliError, EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_DONE, EXIT_INTERRUPTED, report};
 use crate::api::SessionOptions;
-use crate::config::Config;
 use crate::plugins::Plugins;
 use crate::runtime::{Runtime, RuntimeOptions};
+use crate::settings::Settings;
 
 /// `troupe chat`: a conversation, or one question with `-q`.
 #[derive(Debug, Args)]
@@ -79,7 +79,7 @@ pub async fn run(args: ChatArgs) -> i32 {
 }
 
 async fn run_inner(args: ChatArgs) -> Result<i32, CliError> {
-    let mut config = Config::load_or_default(args.config.as_deref())?;
+    let mut config = Settings::load_or_default(args.config.as_deref())?;
     // Flags win over the config's model section.
     if let Some(base_url) = &args.base_url {
         config.model.base_url = Some(base_url.clone());
@@ -141,8 +141,8 @@ async fn run_inner(args: ChatArgs) -> Result<i32, CliError> {
 
 /// A config file a session changed is used only with a person's yes: asked here on a terminal,
 /// refused (with how to accept it) everywhere else.
-fn accept_config_changes(config: &Config, interactive: bool) -> Result<(), CliError> {
-    let home = crate::kanban_config::troupe_home();
+fn accept_config_changes(config: &Settings, interactive: bool) -> Result<(), CliError> {
+    let home = crate::settings::TroupeHome::from_env().path().to_path_buf();
     let files = crate::config_seal::watched_files(config);
     loop {
         let pending = crate::config_seal::pending_change(&home, &files).map_err(|e| {

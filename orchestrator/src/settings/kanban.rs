@@ -1,7 +1,7 @@
 //! The `kanban:` and `profiles:` sections of `troupe.yaml`, checked into [`KanbanSettings`], and
 //! [`open_store`], which opens the board store those settings name (a SQLite directory or a
 //! `postgres://` URL). Used by `troupe kanban`, the demo, the HTTP API and [`crate::kanban_api`].
-//! Durations are written as `90`, `90s`, `30m`, `2h` or `1d` ([`parse_duration`]).
+//! Durations are written as `90`, `90s`, `30m`, `2h` or `1d` ([`super::parse_duration`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -9,19 +9,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use troupe_actors::model::{
-    DEFAULT_MODEL, ModelProvider, OpenAiConfig, OpenAiProvider, ScriptedProvider,
-};
 use troupe_actors::session::SessionConfig;
 use troupe_actors::usage::Budget;
 use troupe_kanban::dispatcher::{DEFAULT_MAX_IN_PROGRESS, DispatcherConfig};
 use troupe_kanban::domain::{DEFAULT_CLAIM_TTL, DEFAULT_FAILURE_LIMIT};
-use troupe_kanban::profiles::{Profiles, WorkerProfile};
 use troupe_kanban::store::{PostgresStore, SqliteStore, Store, StoreError};
-use troupe_tools::{Registry, ViewSpec};
-
-use crate::config::{Config, ConfigError, ModelSection};
+use troupe_tools::home::TroupeHome;
 use troupe_tools::text::yaml_kind;
+
+use super::keys::{ConfigError, count, duration, invalid, keyed_error, names, redact_url, string};
+use super::terminal::BackendChoice;
 
 /// How often a dispatcher looks for work when nothing wakes it: a round a minute, the pace the
 /// reference's gateway keeps.
@@ -80,7 +77,7 @@ impl StoreLocation {
     /// The file that remembers the board `troupe kanban boards switch` chose: `current` in a
     /// SQLite store's directory (the file [`SqliteStore`] itself reads), or
     /// `<troupe home>/kanban/postgres-current-<hash of the URL>` for PostgreSQL.
-    pub fn current_board_file(&self) -> PathBuf {
+    pub fn current_board_file(&self, home: &TroupeHome) -> PathBuf {
         match self {
             StoreLocation::Sqlite(dir) => dir.join("current"),
             StoreLocation::Postgres(url) => {
@@ -88,7 +85,7 @@ impl StoreLocation {
                 let hash = url.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
                     (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
                 });
-                troupe_home()
+                home.path()
                     .join("kanban")
                     .join(format!("postgres-current-{hash:016x}"))
             }
@@ -125,7 +122,7 @@ pub struct ProfileSettings {
     pub budget: Budget,
     /// Where its workers' commands run, when not where `terminal:` says (`terminal:` under
     /// the profile, with the same keys), and whether they still ask before dangerous ones.
-    pub terminal: Option<(crate::runtime::backends::BackendChoice, bool)>,
+    pub terminal: Option<(BackendChoice, bool)>,
 }
 
 impl ProfileSettings {
@@ -175,10 +172,11 @@ pub struct KanbanSettings {
     pub profiles: BTreeMap<String, ProfileSettings>,
 }
 
-impl Default for KanbanSettings {
-    fn default() -> Self {
+impl KanbanSettings {
+    /// The settings with nothing written: the boards in troupe's home.
+    pub fn defaults(home: &TroupeHome) -> Self {
         KanbanSettings {
-            store: StoreLocation::Sqlite(default_store_dir()),
+            store: StoreLocation::Sqlite(default_store_dir(home)),
             default_assignee: None,
             failure_limit: DEFAULT_FAILURE_LIMIT,
             max_in_progress: None,
@@ -193,13 +191,12 @@ impl Default for KanbanSettings {
 }
 
 impl KanbanSettings {
-    /// Reads the `kanban` and `profiles` sections of a checked config.
-    pub fn from_config(config: &Config) -> Result<KanbanSettings, ConfigError> {
-        KanbanSettings::from_sections(config.section("kanban"), config.section("profiles"))
-    }
-
     /// Reads a `kanban` section and a `profiles` section as written.
-    pub fn from_sections(kanban: &Value, profiles: &Value) -> Result<KanbanSettings, ConfigError> {
+    pub fn from_sections(
+        kanban: &Value,
+        profiles: &Value,
+        home: &TroupeHome,
+    ) -> Result<KanbanSettings, ConfigError> {
         let empty = Map::new();
         let map = match kanban {
             Value::Null => &empty,
@@ -211,7 +208,7 @@ impl KanbanSettings {
                 ));
             }
         };
-        let mut settings = KanbanSettings::default();
+        let mut settings = KanbanSettings::defaults(home);
         for key in map.keys() {
             if !KNOWN_KANBAN_KEYS.contains(&key.as_str()) {
                 tracing::warn!(key = %key, "troupe.yaml: troupe does not read kanban.{key}");
@@ -275,12 +272,12 @@ impl KanbanSettings {
             }
         }
         for key in ["dispatch_interval", "dispatch_interval_seconds"] {
-            if let Some(d) = duration(map, key)? {
+            if let Some(d) = duration(map, "kanban", key)? {
                 settings.dispatch_interval = d;
             }
         }
         for key in ["lease_ttl", "claim_ttl", "claim_ttl_seconds"] {
-            if let Some(d) = duration(map, key)? {
+            if let Some(d) = duration(map, "kanban", key)? {
                 settings.lease_ttl = d;
             }
         }
@@ -326,111 +323,15 @@ impl KanbanSettings {
         }
         config.with_worker_assignable_profiles(self.worker_assignable_profiles.clone())
     }
-
-    /// The worker profiles: each gets its model (its own script or server, else the `model`
-    /// section's, else the environment's `TROUPE_BASE_URL`), the toolsets it names out of
-    /// `registry`, and `session` with its system prompt. `only` keeps just the named profiles
-    /// (`troupe kanban worker --profiles`); naming an unknown one is an error.
-    pub fn build_profiles(
-        &self,
-        registry: &Arc<Registry>,
-        model: &ModelSection,
-        session: &SessionConfig,
-        only: Option<&[String]>,
-    ) -> Result<Profiles, String> {
-        if let Some(only) = only {
-            for name in only {
-                if !self.profiles.contains_key(name) {
-                    return Err(format!(
-                        "there is no profile {name:?} under profiles: in troupe.yaml (known: {})",
-                        known(&self.profiles)
-                    ));
-                }
-            }
-        }
-        let mut profiles = Profiles::new();
-        for (name, p) in &self.profiles {
-            if only.is_some_and(|only| !only.contains(name)) {
-                continue;
-            }
-            let provider = profile_provider(p, model)?;
-            let view = if p.toolsets.is_empty() {
-                Registry::new().view_all()
-            } else {
-                registry
-                    .view(ViewSpec::toolsets(p.toolsets.iter().cloned()))
-                    .map_err(|e| format!("profiles.{name}.toolsets: {e}"))?
-            };
-            let config = p.session_config(session);
-            profiles.insert(
-                WorkerProfile::new(name.clone(), provider, view).with_session_config(config),
-            );
-        }
-        if let Some(default) = &self.default_assignee {
-            profiles = profiles.with_default_assignee(default.clone());
-        }
-        Ok(profiles)
-    }
 }
 
-fn known(profiles: &BTreeMap<String, ProfileSettings>) -> String {
+/// The profile names, for an error that names an unknown one.
+pub fn known(profiles: &BTreeMap<String, ProfileSettings>) -> String {
     if profiles.is_empty() {
         "none".into()
     } else {
         profiles.keys().cloned().collect::<Vec<_>>().join(", ")
     }
-}
-
-/// The model a profile talks to: its script, else its server, else the `model` section's, else
-/// the environment's.
-pub(crate) fn profile_provider(
-    p: &ProfileSettings,
-    model: &ModelSection,
-) -> Result<Arc<dyn ModelProvider>, String> {
-    if let Some(script) = &p.script {
-        return ScriptedProvider::from_file(script)
-            .map(|s| Arc::new(s) as Arc<dyn ModelProvider>)
-            .map_err(|e| format!("profiles.{}.script: {e}", p.name));
-    }
-    let env = |name: &str| {
-        std::env::var(name)
-            .ok()
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-    };
-    let base_url = p
-        .base_url
-        .clone()
-        .or_else(|| model.base_url.clone())
-        .or_else(|| env("TROUPE_BASE_URL"))
-        .or_else(|| env("OPENAI_BASE_URL"))
-        .ok_or_else(|| {
-            format!(
-                "profile {:?} has no model to talk to: set profiles.{}.base_url (an OpenAI-compatible API such as http://127.0.0.1:8080/v1) or profiles.{}.script, model.base_url, or TROUPE_BASE_URL",
-                p.name, p.name, p.name
-            )
-        })?;
-    let name = p
-        .model
-        .clone()
-        .or_else(|| model.model.clone())
-        .or_else(|| env("TROUPE_MODEL"))
-        .unwrap_or_else(|| DEFAULT_MODEL.to_string());
-    let key = p
-        .api_key
-        .clone()
-        .or_else(|| p.api_key_env.as_deref().and_then(env))
-        .or_else(|| model.api_key.clone())
-        .or_else(|| model.api_key_env.as_deref().and_then(env))
-        .or_else(|| env("TROUPE_API_KEY"))
-        .or_else(|| env("OPENAI_API_KEY"));
-    let mut config = OpenAiConfig::new(base_url, name);
-    config.api_key = key;
-    config.settings = p.provider.apply(&model.provider);
-    config.mode_memory = Some(troupe_home().join(crate::runtime::MODE_MEMORY_FILE));
-    OpenAiProvider::new(config)
-        .map(|p| Arc::new(p) as Arc<dyn ModelProvider>)
-        .map_err(|e| format!("profiles.{}: {e}", p.name))
 }
 
 const KNOWN_KANBAN_KEYS: &[&str] = &[
@@ -510,7 +411,7 @@ fn profiles_section(value: &Value) -> Result<BTreeMap<String, ProfileSettings>, 
                     &format!("{prefix}.budget"),
                     fields.get("budget").unwrap_or(&Value::Null),
                 )
-                .map_err(|m| crate::config::keyed_error(&prefix, m))?,
+                .map_err(|m| keyed_error(&prefix, m))?,
                 terminal: profile_terminal(fields, &prefix)?,
             },
         );
@@ -522,7 +423,7 @@ fn profiles_section(value: &Value) -> Result<BTreeMap<String, ProfileSettings>, 
 fn profile_terminal(
     fields: &Map<String, Value>,
     prefix: &str,
-) -> Result<Option<(crate::runtime::backends::BackendChoice, bool)>, ConfigError> {
+) -> Result<Option<(BackendChoice, bool)>, ConfigError> {
     let section = format!("{prefix}.terminal");
     let terminal = match fields.get("terminal") {
         None | Some(Value::Null) => return Ok(None),
@@ -538,19 +439,18 @@ fn profile_terminal(
         }
     };
     for key in terminal.keys() {
-        if !crate::runtime::backends::BACKEND_KEYS.contains(&key.as_str()) {
+        if !super::terminal::BACKEND_KEYS.contains(&key.as_str()) {
             return Err(invalid(
                 &format!("{section}.{key}"),
                 format!(
                     "a profile's terminal: sets only where its commands run ({}); put other terminal settings under the top-level terminal:",
-                    crate::runtime::backends::BACKEND_KEYS.join(", ")
+                    super::terminal::BACKEND_KEYS.join(", ")
                 ),
             ));
         }
     }
-    let choice = crate::runtime::backends::backend_choice(terminal, &section, &|var| {
-        std::env::var(var).ok()
-    })?;
+    let choice =
+        super::terminal::backend_choice(terminal, &section, &|var| std::env::var(var).ok())?;
     let ask = !matches!(
         terminal.get("dangerous_command_approval"),
         Some(Value::Bool(false))
@@ -572,135 +472,9 @@ pub async fn open_location(location: &StoreLocation) -> Result<Arc<dyn Store>, S
     }
 }
 
-/// troupe's home directory: `TROUPE_HOME`, else `~/.troupe`, else a directory under the
-/// system's temporary directory.
-pub fn troupe_home() -> PathBuf {
-    std::env::var_os("TROUPE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".troupe")))
-        .unwrap_or_else(|| std::env::temp_dir().join("troupe"))
-}
-
 /// Where the boards live when nothing says otherwise: `<troupe home>/kanban`.
-pub fn default_store_dir() -> PathBuf {
-    troupe_home().join("kanban")
-}
-
-/// Reads a duration: whole seconds (`90`), or a number with `s`, `m`, `h` or `d`.
-pub fn parse_duration(raw: &str) -> Result<Duration, String> {
-    let text = raw.trim();
-    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
-        Some(at) => text.split_at(at),
-        None => (text, "s"),
-    };
-    let scale = match unit.trim() {
-        "s" | "sec" | "secs" => 1,
-        "m" | "min" | "mins" => 60,
-        "h" | "hr" | "hrs" => 3600,
-        "d" | "day" | "days" => 86_400,
-        _ => 0,
-    };
-    match digits.parse::<u64>() {
-        Ok(n) if scale > 0 && n > 0 => n
-            .checked_mul(scale)
-            .map(Duration::from_secs)
-            .ok_or_else(|| format!("{text:?} is too long a duration")),
-        _ => Err(format!(
-            "{text:?} is not a duration; write whole seconds (90) or a number with s, m, h or d (30m, 2h, 1d)"
-        )),
-    }
-}
-
-/// Hides the password of a URL (`postgres://user:secret@host` → `postgres://user:***@host`).
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    match rest.split_once('@') {
-        Some((credentials, host)) => match credentials.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-            None => url.to_string(),
-        },
-        None => url.to_string(),
-    }
-}
-
-fn invalid(key: &str, problem: String) -> ConfigError {
-    ConfigError::Invalid {
-        key: key.to_string(),
-        problem,
-    }
-}
-
-fn string(
-    map: &Map<String, Value>,
-    prefix: &str,
-    key: &str,
-) -> Result<Option<String>, ConfigError> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.trim().to_string())),
-        Some(other) => Err(invalid(
-            &format!("{prefix}.{key}"),
-            format!("expected a string, found {}", yaml_kind(other)),
-        )),
-    }
-}
-
-fn count(map: &Map<String, Value>, prefix: &str, key: &str) -> Result<Option<u64>, ConfigError> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64()),
-        Some(other) => Err(invalid(
-            &format!("{prefix}.{key}"),
-            format!("expected a whole number such as 4, found {other}"),
-        )),
-    }
-}
-
-fn duration(map: &Map<String, Value>, key: &str) -> Result<Option<Duration>, ConfigError> {
-    let problem = |found: String| {
-        invalid(
-            &format!("kanban.{key}"),
-            format!(
-                "expected a duration in whole seconds (60) or with a unit (30s, 15m, 1h), found {found}"
-            ),
-        )
-    };
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => match n.as_u64() {
-            Some(secs) if secs > 0 => Ok(Some(Duration::from_secs(secs))),
-            _ => Err(problem(n.to_string())),
-        },
-        Some(Value::String(s)) => parse_duration(s)
-            .map(Some)
-            .map_err(|_| problem(format!("{s:?}"))),
-        Some(other) => Err(problem(yaml_kind(other).to_string())),
-    }
-}
-
-fn names(key: &str, value: &Value) -> Result<Vec<String>, ConfigError> {
-    match value {
-        Value::String(s) => Ok(s
-            .split(',')
-            .map(|p| p.trim().to_string())
-            .filter(|p| !p.is_empty())
-            .collect()),
-        Value::Array(items) => items
-            .iter()
-            .map(|item| match item {
-                Value::String(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
-                other => Err(invalid(key, format!("expected names, found {other}"))),
-            })
-            .collect(),
-        other => Err(invalid(
-            key,
-            format!("expected a list of names, found {}", yaml_kind(other)),
-        )),
-    }
+pub fn default_store_dir(home: &TroupeHome) -> PathBuf {
+    home.path().join("kanban")
 }
 
 #[cfg(test)]
@@ -708,7 +482,7 @@ mod tests {
     use super::*;
 
     fn settings(yaml: &str) -> Result<KanbanSettings, ConfigError> {
-        KanbanSettings::from_config(&Config::parse(yaml).unwrap())
+        crate::settings::Settings::parse(yaml).map(|s| s.kanban)
     }
 
     #[test]
@@ -776,16 +550,5 @@ mod tests {
             let err = settings(yaml).unwrap_err().to_string();
             assert!(err.contains(key), "{yaml}: {err}");
         }
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("30m").unwrap(), Duration::from_secs(1800));
-        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
-        assert_eq!(parse_duration("1d").unwrap(), Duration::from_secs(86_400));
-        assert!(parse_duration("0").is_err());
-        assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("5w").is_err());
     }
 }

@@ -10,18 +10,18 @@ use serde_json::Value;
 use troupe_tools::builtin::redact::remember_secret;
 use troupe_tools::builtin::sandbox_env::{ChildSecrets, SERVE_TOKEN_ENV};
 
-use crate::config::Config;
+use crate::settings::Settings;
 
 /// Variables troupe reads a model key from when the config names none.
 const FALLBACK_KEY_VARS: &[&str] = &["TROUPE_API_KEY", "OPENAI_API_KEY"];
 
 /// troupe's keys as `config` and the environment give them (see the module doc).
-pub fn child_secrets(config: &Config) -> ChildSecrets {
+pub fn child_secrets(config: &Settings) -> ChildSecrets {
     child_secrets_with(config, &|name| std::env::var(name).ok())
 }
 
 /// [`child_secrets`] with `env` standing for troupe's environment.
-pub fn child_secrets_with(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> ChildSecrets {
+pub fn child_secrets_with(config: &Settings, env: &dyn Fn(&str) -> Option<String>) -> ChildSecrets {
     let mut secrets = ChildSecrets::new();
     let named = |secrets: &mut ChildSecrets, name: &str| {
         secrets.add_name(name);
@@ -73,7 +73,7 @@ mod tests {
 
     #[test]
     fn names_and_values_come_from_the_model_the_profiles_and_the_environment() {
-        let config = Config::parse(
+        let config = Settings::parse(
             "model:\n  base_url: http://127.0.0.1:9/v1\n  api_key_env: MY_KEY\nprofiles:\n  coder:\n    api_key: inline-profile-key-123456\n  writer:\n    api_key_env: WRITER_KEY\n",
         )
         .unwrap();

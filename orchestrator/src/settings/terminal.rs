@@ -8,10 +8,12 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use troupe_tools::builtin::confine::ConfineMode;
 use troupe_tools::builtin::{BuiltinConfig, CodeMode};
-
-use super::backends::{BACKEND_KEYS, BackendChoice};
-use crate::config::{Config, ConfigError};
 use troupe_tools::text::yaml_kind;
+
+pub use super::backend::{BACKEND_KEYS, BackendChoice, backend_choice};
+use super::keys::{
+    ConfigError, absolute, invalid, mapping, names as strings, seconds, string, warn_unknown, whole,
+};
 
 const TERMINAL_KEYS: &[&str] = &[
     "backend",
@@ -38,28 +40,54 @@ const CODE_KEYS: &[&str] = &[
     "env_passthrough",
 ];
 
-/// The built-in tools' settings from a checked config: the defaults with what `terminal:` and
-/// `code_execution:` say applied. Relative paths follow the config file's folder.
-pub fn builtin_config(config: &Config) -> Result<BuiltinConfig, ConfigError> {
+/// What `terminal:` and `code_execution:` say, checked.
+#[derive(Debug, Clone)]
+pub struct TerminalSettings {
+    /// The built-in tools' settings: the defaults with the sections applied.
+    pub builtins: BuiltinConfig,
+    /// Where commands run.
+    pub backend: BackendChoice,
+}
+
+impl TerminalSettings {
+    /// Reads the sections as written (`code_execution` wins over its other spelling
+    /// `execute_code`). Relative paths follow `base`, the config file's folder.
+    pub fn from_sections(
+        terminal: &Value,
+        code_execution: &Value,
+        execute_code: &Value,
+        base: Option<&Path>,
+    ) -> Result<TerminalSettings, ConfigError> {
+        let terminal = mapping(terminal, "terminal")?;
+        let backend = backend_choice(&terminal, "terminal", &|var| std::env::var(var).ok())?;
+        let (name, code) = match code_execution {
+            Value::Null => ("execute_code", execute_code),
+            section => ("code_execution", section),
+        };
+        let builtins = builtin_config(&terminal, &backend, name, &mapping(code, name)?, base)?;
+        Ok(TerminalSettings { builtins, backend })
+    }
+}
+
+/// The built-in tools' settings: the defaults with what the sections say applied.
+fn builtin_config(
+    terminal: &Map<String, Value>,
+    backend: &BackendChoice,
+    name: &str,
+    code: &Map<String, Value>,
+    base: Option<&Path>,
+) -> Result<BuiltinConfig, ConfigError> {
     let mut out = BuiltinConfig::default();
-    let base = config
-        .path
-        .as_deref()
-        .and_then(Path::parent)
-        .filter(|p| !p.as_os_str().is_empty())
-        .map(Path::to_path_buf);
-    let terminal = mapping(config.section("terminal"), "terminal")?;
     let known: Vec<&str> = TERMINAL_KEYS.iter().chain(BACKEND_KEYS).copied().collect();
-    warn_unknown(&terminal, "terminal", &known);
-    let backend = super::backends::configured_backend(config)?;
+    warn_unknown(terminal, "terminal", &known);
     out.terminal.dangerous_command_approval = !matches!(
         terminal.get("dangerous_command_approval"),
         Some(Value::Bool(false))
     );
-    if let BackendChoice::Ssh(ssh) = &backend {
+    if let BackendChoice::Ssh(ssh) = backend {
         // Paths are the remote host's: nothing to check here. Commands start in the remote
         // user's home unless told otherwise.
-        out.default_cwd = match string(&terminal, "terminal", "cwd")? {
+        out.default_cwd = match string(terminal, "terminal", "cwd")? {
             Some(cwd) if cwd.starts_with('/') => PathBuf::from(cwd),
             Some(cwd) => {
                 return Err(invalid(
@@ -81,8 +109,8 @@ pub fn builtin_config(config: &Config) -> Result<BuiltinConfig, ConfigError> {
                 },
             },
         };
-    } else if let Some(cwd) = string(&terminal, "terminal", "cwd")? {
-        let dir = absolute(&cwd, base.as_deref());
+    } else if let Some(cwd) = string(terminal, "terminal", "cwd")? {
+        let dir = absolute(&cwd, base);
         if !dir.is_dir() {
             return Err(invalid(
                 "terminal.cwd",
@@ -95,25 +123,25 @@ pub fn builtin_config(config: &Config) -> Result<BuiltinConfig, ConfigError> {
         out.default_cwd = dir;
     }
     if let Some(roots) = terminal.get("allowed_roots").filter(|v| !v.is_null()) {
-        out.allowed_roots = strings(roots, "terminal.allowed_roots")?
+        out.allowed_roots = strings("terminal.allowed_roots", roots)?
             .iter()
-            .map(|r| absolute(r, base.as_deref()))
+            .map(|r| absolute(r, base))
             .collect();
     }
-    if let Some(secs) = seconds(&terminal, "terminal", "timeout")? {
+    if let Some(secs) = seconds(terminal, "terminal", "timeout")? {
         out.terminal.default_timeout_secs = secs;
     }
-    if let Some(secs) = seconds(&terminal, "terminal", "max_foreground_timeout")? {
+    if let Some(secs) = seconds(terminal, "terminal", "max_foreground_timeout")? {
         out.terminal.max_foreground_timeout_secs = secs;
     }
-    if let Some(n) = whole(&terminal, "terminal", "max_output_chars")? {
+    if let Some(n) = whole(terminal, "terminal", "max_output_chars")? {
         out.terminal.max_output_chars = n as usize;
     }
-    if let Some(secs) = seconds(&terminal, "terminal", "kill_grace")? {
+    if let Some(secs) = seconds(terminal, "terminal", "kill_grace")? {
         out.terminal.kill_grace = Duration::from_secs(secs);
     }
     if let Some(v) = terminal.get("env_passthrough").filter(|v| !v.is_null()) {
-        out.terminal.env_passthrough = strings(v, "terminal.env_passthrough")?;
+        out.terminal.env_passthrough = strings("terminal.env_passthrough", v)?;
     }
     match terminal.get("confine") {
         None | Some(Value::Null) => {}
@@ -150,8 +178,8 @@ pub fn builtin_config(config: &Config) -> Result<BuiltinConfig, ConfigError> {
         }
     }
     if let Some(v) = terminal.get("writable").filter(|v| !v.is_null()) {
-        for raw in strings(v, "terminal.writable")? {
-            let path = absolute(&raw, base.as_deref());
+        for raw in strings("terminal.writable", v)? {
+            let path = absolute(&raw, base);
             if !path.exists() {
                 return Err(invalid(
                     "terminal.writable",
@@ -165,19 +193,14 @@ pub fn builtin_config(config: &Config) -> Result<BuiltinConfig, ConfigError> {
         }
     }
 
-    let (name, code) = match config.section("code_execution") {
-        Value::Null => ("execute_code", config.section("execute_code")),
-        section => ("code_execution", section),
-    };
-    let code = mapping(code, name)?;
-    warn_unknown(&code, name, CODE_KEYS);
-    if let Some(secs) = seconds(&code, name, "timeout")? {
+    warn_unknown(code, name, CODE_KEYS);
+    if let Some(secs) = seconds(code, name, "timeout")? {
         out.code.timeout = Duration::from_secs(secs);
     }
-    if let Some(n) = whole(&code, name, "max_tool_calls")? {
+    if let Some(n) = whole(code, name, "max_tool_calls")? {
         out.code.max_tool_calls = n as usize;
     }
-    if let Some(mode) = string(&code, name, "mode")? {
+    if let Some(mode) = string(code, name, "mode")? {
         out.code.mode = CodeMode::parse(&mode).ok_or_else(|| {
             invalid(
                 &format!("{name}.mode"),
@@ -185,134 +208,22 @@ pub fn builtin_config(config: &Config) -> Result<BuiltinConfig, ConfigError> {
             )
         })?;
     }
-    if let Some(python) = string(&code, name, "python")? {
+    if let Some(python) = string(code, name, "python")? {
         out.code.python = PathBuf::from(python);
     }
-    if let Some(secs) = seconds(&code, name, "kill_grace")? {
+    if let Some(secs) = seconds(code, name, "kill_grace")? {
         out.code.kill_grace = Duration::from_secs(secs);
     }
-    if let Some(n) = whole(&code, name, "max_stdout_bytes")? {
+    if let Some(n) = whole(code, name, "max_stdout_bytes")? {
         out.code.max_stdout_bytes = n as usize;
     }
-    if let Some(n) = whole(&code, name, "max_stderr_bytes")? {
+    if let Some(n) = whole(code, name, "max_stderr_bytes")? {
         out.code.max_stderr_bytes = n as usize;
     }
     if let Some(v) = code.get("env_passthrough").filter(|v| !v.is_null()) {
-        out.code.env_passthrough = strings(v, &format!("{name}.env_passthrough"))?;
+        out.code.env_passthrough = strings(&format!("{name}.env_passthrough"), v)?;
     }
     Ok(out)
-}
-
-pub(super) fn absolute(raw: &str, base: Option<&Path>) -> PathBuf {
-    let path = match raw.strip_prefix("~/") {
-        Some(rest) => match std::env::var_os("HOME") {
-            Some(home) => PathBuf::from(home).join(rest),
-            None => PathBuf::from(raw),
-        },
-        None => PathBuf::from(raw),
-    };
-    if path.is_absolute() {
-        return path;
-    }
-    let base = base
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_default();
-    let joined = base.join(path);
-    joined.canonicalize().unwrap_or(joined)
-}
-
-pub(super) fn invalid(key: &str, problem: String) -> ConfigError {
-    ConfigError::Invalid {
-        key: key.to_string(),
-        problem,
-    }
-}
-
-pub(super) fn mapping(value: &Value, key: &str) -> Result<Map<String, Value>, ConfigError> {
-    match value {
-        Value::Null => Ok(Map::new()),
-        Value::Object(map) => Ok(map.clone()),
-        other => Err(invalid(
-            key,
-            format!("expected a mapping, found {}", yaml_kind(other)),
-        )),
-    }
-}
-
-fn warn_unknown(map: &Map<String, Value>, section: &str, known: &[&str]) {
-    for key in map.keys() {
-        if !known.contains(&key.as_str()) {
-            tracing::warn!("troupe.yaml: troupe does not read {section}.{key}");
-        }
-    }
-}
-
-pub(super) fn string(
-    map: &Map<String, Value>,
-    section: &str,
-    key: &str,
-) -> Result<Option<String>, ConfigError> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.trim().to_string())),
-        Some(other) => Err(invalid(
-            &format!("{section}.{key}"),
-            format!("expected a string, found {}", yaml_kind(other)),
-        )),
-    }
-}
-
-pub(super) fn whole(
-    map: &Map<String, Value>,
-    section: &str,
-    key: &str,
-) -> Result<Option<u64>, ConfigError> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n > 0) => Ok(n.as_u64()),
-        Some(other) => Err(invalid(
-            &format!("{section}.{key}"),
-            format!("expected a whole number of at least 1, found {other}"),
-        )),
-    }
-}
-
-/// Whole seconds (`90`) or a duration with a unit (`90s`, `5m`).
-fn seconds(map: &Map<String, Value>, section: &str, key: &str) -> Result<Option<u64>, ConfigError> {
-    match map.get(key) {
-        Some(Value::String(s)) => crate::kanban_config::parse_duration(s)
-            .map(|d| Some(d.as_secs()))
-            .map_err(|problem| invalid(&format!("{section}.{key}"), problem)),
-        _ => whole(map, section, key).map_err(|_| {
-            invalid(
-                &format!("{section}.{key}"),
-                "expected seconds (180) or a duration such as 3m".into(),
-            )
-        }),
-    }
-}
-
-fn strings(value: &Value, key: &str) -> Result<Vec<String>, ConfigError> {
-    match value {
-        Value::String(s) => Ok(s
-            .split(',')
-            .map(|p| p.trim().to_string())
-            .filter(|p| !p.is_empty())
-            .collect()),
-        Value::Array(items) => items
-            .iter()
-            .map(|item| match item {
-                Value::String(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
-                other => Err(invalid(key, format!("expected strings, found {other}"))),
-            })
-            .collect(),
-        other => Err(invalid(
-            key,
-            format!("expected a list of strings, found {}", yaml_kind(other)),
-        )),
-    }
 }
 
 #[cfg(test)]
@@ -326,8 +237,7 @@ mod tests {
             "terminal:\n  cwd: {}\n  timeout: 3m\n  env_passthrough: [MY_TOKEN]\ncode_execution:\n  timeout: 20\n  max_tool_calls: 7\n  mode: strict\n",
             dir.path().display()
         );
-        let config = Config::parse(&yaml).unwrap();
-        let b = builtin_config(&config).unwrap();
+        let b = crate::settings::Settings::parse(&yaml).unwrap().builtins;
         assert_eq!(b.default_cwd, dir.path());
         assert_eq!(b.terminal.default_timeout_secs, 180);
         assert_eq!(b.terminal.env_passthrough, vec!["MY_TOKEN"]);
@@ -339,7 +249,7 @@ mod tests {
             "terminal:\n  confine: off\n  network: false\n  writable: ['{}']\n",
             dir.path().display()
         );
-        let b = builtin_config(&Config::parse(&yaml).unwrap()).unwrap();
+        let b = crate::settings::Settings::parse(&yaml).unwrap().builtins;
         assert_eq!(b.terminal.confine, ConfineMode::Off);
         assert!(!b.terminal.network);
         assert_eq!(b.terminal.writable, vec![dir.path().to_path_buf()]);
@@ -365,7 +275,7 @@ mod tests {
                 "terminal.writable",
             ),
         ] {
-            let err = builtin_config(&Config::parse(yaml).unwrap())
+            let err = crate::settings::Settings::parse(yaml)
                 .unwrap_err()
                 .to_string();
             assert!(err.contains(key), "{yaml}: {err}");

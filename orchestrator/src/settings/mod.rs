@@ -1,0 +1,312 @@
+//! troupe.yaml, read once: the document is parsed (YAML or JSON), then each section is checked
+//! into a typed value with its defaults applied ([`Settings`]), before anything starts. Errors
+//! name the key path and say what to write instead ([`ConfigError`], one shape for every section).
+//! Sections whose owner keeps one bad entry from stopping the rest are handed on as written:
+//! `mcp_servers` (each server is checked by the MCP layer), `plugins` and `hooks` (the plugin
+//! layer), `observability` (the trace exporter, with the key readers of [`keys`]).
+//!
+//! troupe's home directory is resolved once, in `troupe-tools` ([`TroupeHome`]), and passed down
+//! from here as a value.
+
+mod backend;
+pub mod kanban;
+pub(crate) mod keys;
+mod model;
+pub mod secrets;
+pub mod serve;
+mod sessions;
+pub mod terminal;
+mod toolsets;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use troupe_actors::delegate::DelegationConfig;
+use troupe_actors::supervisor::ApprovalConfig;
+use troupe_actors::usage::{Budget, PriceTable};
+use troupe_tools::ToolSearchConfig;
+use troupe_tools::builtin::BuiltinConfig;
+use troupe_tools::text::yaml_kind;
+
+pub use kanban::{KanbanSettings, ProfileSettings, StoreLocation};
+pub use keys::{ConfigError, parse_duration, redact_url};
+pub use model::{MODE_MEMORY_FILE, ModelSection};
+pub use sessions::{SESSIONS_FILE, SessionSettings};
+pub use terminal::BackendChoice;
+pub use toolsets::ToolsetsSection;
+pub use troupe_tools::home::TroupeHome;
+
+use keys::{invalid, keyed_error, mapping};
+
+/// Top-level keys troupe reads. Others are kept (a Hermes config may carry more) but logged.
+const KNOWN_TOP_LEVEL: &[&str] = &[
+    "model",
+    "toolsets",
+    "tools",
+    "mcp_servers",
+    "approvals",
+    "delegation",
+    "kanban",
+    "profiles",
+    "agent",
+    "execute_code",
+    "terminal",
+    "serve",
+    "plugins",
+    "hooks",
+    "code_execution",
+    "budget",
+    "pricing",
+    "observability",
+    "sessions",
+];
+
+/// A checked troupe.yaml.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where it was read from, if from a file.
+    pub path: Option<PathBuf>,
+    /// troupe's home directory (`TROUPE_HOME`, else `~/.troupe`).
+    pub home: TroupeHome,
+    /// The `model` section.
+    pub model: ModelSection,
+    /// The `toolsets` section.
+    pub toolsets: ToolsetsSection,
+    /// `tools.tool_search`, parsed leniently.
+    pub tool_search: ToolSearchConfig,
+    /// `mcp_servers`, as written: the MCP layer parses it (one bad server never stops the rest).
+    pub mcp_servers: Value,
+    /// `budget`: what each session (with its subagents) may spend; no limit by default.
+    pub budget: Budget,
+    /// List prices with `pricing` laid over them.
+    pub prices: Arc<PriceTable>,
+    /// `approvals`: who answers, and which tools always ask.
+    pub approvals: ApprovalConfig,
+    /// `delegation`: the limits of subagent trees.
+    pub delegation: DelegationConfig,
+    /// `kanban` with `profiles`: the board store, the dispatcher and the named agents.
+    pub kanban: KanbanSettings,
+    /// `terminal` and `code_execution`: the built-in tools' settings.
+    pub builtins: BuiltinConfig,
+    /// `terminal.backend`: where commands run.
+    pub backend: BackendChoice,
+    /// `sessions`: whether and where sessions are kept.
+    pub sessions: SessionSettings,
+    /// `serve`: where `troupe serve` listens, and its limits.
+    pub serve: serve::ServeConfig,
+    /// The whole document as written, for the sections handed on (see the module doc).
+    pub raw: Value,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        // The defaults check cleanly by construction: an empty document has no bad key.
+        match Settings::check(Value::Null, None) {
+            Ok(settings) => settings,
+            Err(e) => unreachable!("the empty troupe.yaml is valid: {e}"),
+        }
+    }
+}
+
+/// The config file a command reads when `--config` is not given.
+pub const DEFAULT_CONFIG_FILE: &str = "troupe.yaml";
+
+impl Settings {
+    /// Reads and checks a config file (YAML or JSON, by content). Relative paths in it follow
+    /// the file's folder.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        troupe_tools::input_limits::check_config_text(&text, &path.display().to_string())
+            .map_err(ConfigError::TooLarge)?;
+        let raw = parse_document(&text).map_err(|e| match e {
+            ConfigError::Syntax { reason, .. } => ConfigError::Syntax {
+                path: path.to_path_buf(),
+                reason,
+            },
+            other => other,
+        })?;
+        Self::check(raw, Some(path))
+    }
+
+    /// The file the user named; else `troupe.yaml` in the working directory when there is one;
+    /// else the defaults. Every command that takes `--config` resolves it this way.
+    pub fn load_or_default(path: Option<&Path>) -> Result<Self, ConfigError> {
+        match path {
+            Some(path) => Self::load(path),
+            None => {
+                let default = Path::new(DEFAULT_CONFIG_FILE);
+                if default.is_file() {
+                    Self::load(default)
+                } else {
+                    Ok(Self::default())
+                }
+            }
+        }
+    }
+
+    /// Reads and checks config text (YAML, of which JSON is a subset).
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let raw = parse_document(text)?;
+        Self::from_value(raw)
+    }
+
+    /// Checks an already-parsed document.
+    pub fn from_value(raw: Value) -> Result<Self, ConfigError> {
+        Self::check(raw, None)
+    }
+
+    /// The second step: every section checked into its typed value. `path` is the file the
+    /// document came from.
+    fn check(raw: Value, path: Option<&Path>) -> Result<Self, ConfigError> {
+        let root = match &raw {
+            Value::Object(map) => map.clone(),
+            Value::Null => Map::new(),
+            other => {
+                return Err(invalid(
+                    "(top level)",
+                    format!(
+                        "expected a mapping of sections (model, toolsets, tools, mcp_servers, ...), found {}",
+                        yaml_kind(other)
+                    ),
+                ));
+            }
+        };
+        for key in root.keys() {
+            if !KNOWN_TOP_LEVEL.contains(&key.as_str()) {
+                tracing::warn!(key = %key, "troupe.yaml: troupe does not read this top-level key");
+            }
+        }
+        let section = |name: &str| root.get(name).unwrap_or(&Value::Null);
+        let home = TroupeHome::from_env();
+        let tools = mapping(section("tools"), "tools")?;
+        let tool_search =
+            ToolSearchConfig::from_raw(tools.get("tool_search").unwrap_or(&Value::Null));
+        let base = path
+            .and_then(Path::parent)
+            .filter(|p| !p.as_os_str().is_empty());
+        let terminal = terminal::TerminalSettings::from_sections(
+            section("terminal"),
+            section("code_execution"),
+            section("execute_code"),
+            base,
+        )?;
+        let kanban = KanbanSettings::from_sections(section("kanban"), section("profiles"), &home)?;
+        let sessions = SessionSettings::from_section(section("sessions"), &kanban.store, &home)?;
+        Ok(Settings {
+            path: path.map(Path::to_path_buf),
+            model: model::model_section(&root)?,
+            toolsets: toolsets::toolsets_section(&root)?,
+            tool_search,
+            mcp_servers: section("mcp_servers").clone(),
+            budget: Budget::from_value("budget", section("budget"))
+                .map_err(|m| keyed_error("budget", m))?,
+            prices: Arc::new(
+                PriceTable::from_value(section("pricing"))
+                    .map_err(|m| keyed_error("pricing", m))?,
+            ),
+            approvals: ApprovalConfig::from_value(section("approvals"))
+                .map_err(|problem| invalid("approvals", problem))?,
+            // The actors crate says `delegation.key: problem`; the key is kept apart.
+            delegation: DelegationConfig::from_value(section("delegation"))
+                .map_err(|message| keyed_error("delegation", message))?,
+            kanban,
+            builtins: terminal.builtins,
+            backend: terminal.backend,
+            sessions,
+            serve: serve::ServeConfig::from_value(section("serve"))?,
+            home,
+            raw,
+        })
+    }
+
+    /// A top-level section as written (`null` when absent).
+    pub fn section(&self, name: &str) -> &Value {
+        self.raw.get(name).unwrap_or(&Value::Null)
+    }
+
+    /// The folder relative paths in the file follow: the file's own; `None` for a document
+    /// that came from no file.
+    pub fn base_dir(&self) -> Option<&Path> {
+        self.path
+            .as_deref()
+            .and_then(Path::parent)
+            .filter(|p| !p.as_os_str().is_empty())
+    }
+
+    /// The MCP servers `mcp_servers` names, with relative paths resolved against the file's
+    /// folder. A bad entry is a warning on that server, never an error for the rest.
+    pub fn mcp_server_list(&self) -> troupe_tools::mcp::McpServers {
+        let servers = troupe_tools::mcp::McpServers::parse(&self.mcp_servers, self.base_dir());
+        for warning in &servers.warnings {
+            tracing::warn!("{warning}");
+        }
+        servers
+    }
+}
+
+/// Parses YAML (or JSON) text into a JSON value.
+fn parse_document(text: &str) -> Result<Value, ConfigError> {
+    if text.trim().is_empty() {
+        return Ok(Value::Null);
+    }
+    troupe_tools::input_limits::check_config_text(text, "the configuration")
+        .map_err(ConfigError::TooLarge)?;
+    serde_norway::from_str::<Value>(text).map_err(|e| ConfigError::Syntax {
+        path: PathBuf::new(),
+        reason: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_yaml_sections() {
+        let config = Settings::parse(
+            "model:\n  base_url: http://127.0.0.1:8080/v1\n  model: qwen\ntoolsets: [core, mcp-github]\ntools:\n  tool_search:\n    enabled: off\n    max_search_limit: 10\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.model.base_url.as_deref(),
+            Some("http://127.0.0.1:8080/v1")
+        );
+        assert_eq!(
+            config.toolsets.enabled,
+            Some(vec!["core".to_string(), "mcp-github".to_string()])
+        );
+        assert_eq!(config.tool_search.enabled, troupe_tools::Switch::Off);
+        assert_eq!(config.tool_search.max_search_limit, 10);
+    }
+
+    #[test]
+    fn json_is_accepted() {
+        let config = Settings::parse(r#"{"tools": {"tool_search": {"listing": "off"}}}"#).unwrap();
+        assert_eq!(config.tool_search.listing, troupe_tools::Switch::Off);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let err = Settings::parse("model:\n  base_url: 5\n").unwrap_err();
+        assert!(err.to_string().contains("model.base_url"), "{err}");
+        let err = Settings::parse("tools: [1]\n").unwrap_err();
+        assert!(err.to_string().contains("`tools`"), "{err}");
+        let err = Settings::parse("model: {\n").unwrap_err();
+        assert!(matches!(err, ConfigError::Syntax { .. }), "{err}");
+        let err = Settings::parse("toolsets: {blocked_tools: {terminal: true}}\n").unwrap_err();
+        assert!(err.to_string().contains("toolsets.blocked_tools"), "{err}");
+    }
+
+    #[test]
+    fn single_tools_can_be_blocked() {
+        let config =
+            Settings::parse("toolsets:\n  enabled: [core]\n  blocked_tools: [terminal, patch]\n")
+                .unwrap();
+        assert_eq!(config.toolsets.enabled, Some(vec!["core".to_string()]));
+        assert_eq!(config.toolsets.blocked_tools, vec!["terminal", "patch"]);
+    }
+}
