@@ -18,12 +18,12 @@
 use std::sync::Arc;
 
 use troupe::actors::model::{Script, ScriptedProvider};
-use troupe::config::Config;
 use troupe::kanban::dispatcher::DispatcherConfig;
 use troupe::kanban::profiles::{Profiles, WorkerProfile};
 use troupe::kanban::{BoardSlug, NewTask, TaskStatus};
 use troupe::kanban_api::Kanban;
-use troupe::kanban_config::StoreLocation;
+use troupe::settings::Settings;
+use troupe::settings::kanban::StoreLocation;
 use troupe::{Runtime, RuntimeOptions};
 
 /// Each worker completes its task with what its task asked for.
@@ -44,7 +44,7 @@ turns:
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let config = Config::parse("approvals: {mode: manual, unattended: deny}\n")?;
+    let config = Settings::parse("approvals: {mode: manual, unattended: deny}\n")?;
     let runtime = Runtime::start(config, RuntimeOptions::default()).await?;
     let kanban = Kanban::open_at(StoreLocation::Sqlite(dir.path().join("boards"))).await?;
     let board = BoardSlug::default_board();

@@ -15,11 +15,11 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use troupe::config::Config;
 use troupe::kanban::dispatcher::DispatcherConfig;
 use troupe::kanban::{BoardSlug, NewTask, TaskStatus};
 use troupe::kanban_api::Kanban;
-use troupe::kanban_config::StoreLocation;
+use troupe::settings::Settings;
+use troupe::settings::kanban::StoreLocation;
 use troupe::tools::mcp::ServerState;
 use troupe::{Runtime, RuntimeOptions};
 use troupe_tests::mcp_servers;
@@ -120,7 +120,7 @@ async fn run() -> Result<(), String> {
             yaml.push_str(&format!("    env: {{{key}: {value:?}}}\n"));
         }
     }
-    let config = Config::parse(&yaml).map_err(|e| e.to_string())?;
+    let config = Settings::parse(&yaml).map_err(|e| e.to_string())?;
 
     eprintln!("runtime start-up with five MCP servers: {rounds} rounds");
     let mut startups = Vec::new();
