@@ -1,5 +1,5 @@
 //! The web dashboard of `troupe serve` in a real headless Chromium, driven over the DevTools
-//! protocol (tests/support/browser.rs), against the `troupe` binary with the mock model server:
+//! protocol (`support::browser`), against the `troupe` binary with the mock model server:
 //! - the page loads without the token and asks for it; a wrong one shows the sign-in again
 //!   saying so, and every API route still refuses requests without it;
 //! - a task created with `troupe kanban create` appears on the open page within a second; a
@@ -595,7 +595,7 @@ async fn approvals_from_two_levels_down_and_a_hard_stop_are_answered_in_the_page
 /// page. Runs on SQLite, or on the PostgreSQL at `TROUPE_DASHBOARD_POSTGRES_URL` (for example
 /// from scripts/start-test-postgres.sh). Prints the figures; asserts nothing about time.
 ///
-/// `cargo test -p troupe --release --test dashboard -- --ignored --nocapture dashboard_figures`
+/// `cargo test -p troupe --release --test integration -- --ignored --nocapture dashboard::dashboard_figures`
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement for docs/benchmarks.md, not a check"]
 async fn dashboard_figures() {

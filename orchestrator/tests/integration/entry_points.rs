@@ -1,5 +1,5 @@
 //! One runtime behind every entry point, tried as a user runs it: the `troupe` binary with ONE
-//! troupe.yaml fixture (`tests/fixtures/troupe.yaml`: a real MCP server, server-everything
+//! troupe.yaml fixture (`fixtures/troupe.yaml`: a real MCP server, server-everything
 //! over stdio, and the mock OpenAI-compatible model over real HTTP).
 //! - the same MCP tool is found (`tool_search`) and called (`tool_call`) from `troupe chat`,
 //!   from a `troupe serve` session, from a board worker of `troupe serve`, and from board
