@@ -23,7 +23,7 @@
     reason = "a bench program: it reports on the terminal and stops on broken setup"
 )]
 
-#[path = "../tests/support/local_model.rs"]
+#[path = "../tests/integration/support/local_model.rs"]
 mod local_model;
 
 use std::path::Path;

@@ -1,0 +1,37 @@
+//! troupe's integration tests, in one binary (as ripgrep keeps its own): the `troupe` binary
+//! and the programmatic API driven as a user drives them, against the mock model server over
+//! real HTTP, real MCP servers, a real headless browser and real databases. One module per
+//! subject; what several share lives in [`support`]. Select a subject with its module path:
+//! `cargo test -p troupe --test integration http_api::`.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed unwrap is the test failing"
+)]
+
+mod support;
+
+mod backends;
+mod chat_cli;
+mod chat_models;
+mod chat_real_model;
+mod chat_terminal;
+mod confine_cli;
+mod danger_cli;
+mod dashboard;
+mod durable_sessions;
+mod entry_points;
+mod hardening_cli;
+mod hardening_http;
+mod hostile_input_cli;
+mod http_api;
+mod kanban_api;
+mod kanban_cli;
+mod kanban_multihost;
+mod kanban_reclaim;
+mod plugins;
+mod secrets_cli;
+mod tools_search_cli;
+mod traces;
+mod troupe_api;
