@@ -8,11 +8,11 @@ use troupe_tools::Registry;
 use troupe_tools::catalog_file::parse_catalog;
 
 /// The bundled demo catalog, as JSON text.
-pub const BUNDLED_CATALOG_JSON: &str = include_str!("../data/catalog_3309.json");
+pub(crate) const BUNDLED_CATALOG_JSON: &str = include_str!("../data/catalog_3309.json");
 
 /// Why a catalog could not be loaded.
 #[derive(Debug, thiserror::Error)]
-pub enum CatalogError {
+pub(crate) enum CatalogError {
     /// The file could not be read.
     #[error("cannot read catalog {path}: {source}")]
     Read {
@@ -43,7 +43,7 @@ pub enum CatalogError {
 }
 
 /// A registry holding the tools of a catalog file, in file order.
-pub fn load_catalog_file(path: &Path) -> Result<Arc<Registry>, CatalogError> {
+pub(crate) fn load_catalog_file(path: &Path) -> Result<Arc<Registry>, CatalogError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| CatalogError::Read {
         path: shown.clone(),
@@ -53,7 +53,7 @@ pub fn load_catalog_file(path: &Path) -> Result<Arc<Registry>, CatalogError> {
 }
 
 /// A registry holding the bundled demo catalog.
-pub fn bundled_catalog() -> Result<Arc<Registry>, CatalogError> {
+pub(crate) fn bundled_catalog() -> Result<Arc<Registry>, CatalogError> {
     registry_from_json(BUNDLED_CATALOG_JSON, "(bundled)")
 }
 

@@ -20,43 +20,43 @@ const BUNDLED_PLAN: &str = include_str!("../data/demo_fanout.yaml");
 
 /// A task's title and body in the plan.
 #[derive(Debug, Clone, Deserialize)]
-pub struct PlannedTask {
+pub(crate) struct PlannedTask {
     /// The title.
-    pub title: String,
+    pub(crate) title: String,
     /// The body (the orchestrator's may hold `{checks}`, filled from the checks).
-    pub body: String,
+    pub(crate) body: String,
 }
 
 /// One child task: a check run with one command.
 #[derive(Debug, Clone, Deserialize)]
-pub struct Check {
+pub(crate) struct Check {
     /// What is checked, e.g. `Kernel`.
-    pub title: String,
+    pub(crate) title: String,
     /// The shell command that finds it out.
-    pub command: String,
+    pub(crate) command: String,
 }
 
 /// The demo's plan: an orchestrating task, its checks (children run in parallel) and a final
 /// task that waits for all of them.
 #[derive(Debug, Clone, Deserialize)]
-pub struct DemoPlan {
+pub(crate) struct DemoPlan {
     /// The task that splits the work.
-    pub orchestrator: PlannedTask,
+    pub(crate) orchestrator: PlannedTask,
     /// The children.
-    pub checks: Vec<Check>,
+    pub(crate) checks: Vec<Check>,
     /// The task that runs last.
     #[serde(rename = "final")]
-    pub last: PlannedTask,
+    pub(crate) last: PlannedTask,
 }
 
 impl DemoPlan {
     /// The plan bundled with troupe.
-    pub fn bundled() -> Result<DemoPlan, String> {
+    pub(crate) fn bundled() -> Result<DemoPlan, String> {
         DemoPlan::parse(BUNDLED_PLAN)
     }
 
     /// Reads a plan from YAML.
-    pub fn parse(text: &str) -> Result<DemoPlan, String> {
+    pub(crate) fn parse(text: &str) -> Result<DemoPlan, String> {
         let plan: DemoPlan =
             serde_norway::from_str(text).map_err(|e| format!("the demo plan is not valid: {e}"))?;
         if plan.checks.is_empty() {
@@ -66,7 +66,7 @@ impl DemoPlan {
     }
 
     /// The orchestrator's body with the checks written in.
-    pub fn orchestrator_body(&self) -> String {
+    pub(crate) fn orchestrator_body(&self) -> String {
         let checks = self
             .checks
             .iter()
@@ -77,7 +77,7 @@ impl DemoPlan {
     }
 
     /// A child's body.
-    pub fn check_body(check: &Check) -> String {
+    pub(crate) fn check_body(check: &Check) -> String {
         format!(
             "Run `{}` in the terminal and complete this task with its output as the result.",
             check.command
@@ -87,7 +87,7 @@ impl DemoPlan {
 
 /// The offline model of the demo; see the module doc.
 #[derive(Debug, Clone)]
-pub struct DemoModel {
+pub(crate) struct DemoModel {
     plan: Arc<DemoPlan>,
 }
 
@@ -101,7 +101,7 @@ enum Role {
 
 impl DemoModel {
     /// A model following `plan`.
-    pub fn new(plan: DemoPlan) -> DemoModel {
+    pub(crate) fn new(plan: DemoPlan) -> DemoModel {
         DemoModel {
             plan: Arc::new(plan),
         }

@@ -27,14 +27,14 @@
 //! - [`tools`]: re-export of `troupe-tools` (tool model, views, tool search, bridge).
 
 pub mod api;
-pub mod catalog;
+mod catalog;
 #[allow(clippy::print_stdout, reason = "the command line prints its results")]
-pub mod cli;
+mod cli;
 pub mod config_seal;
 pub mod delegation;
 pub mod http;
 pub mod kanban_api;
-pub mod kanban_demo_model;
+mod kanban_demo_model;
 pub mod observability;
 pub mod plugins;
 pub mod runtime;
@@ -54,3 +54,37 @@ pub use runtime::{Runtime, RuntimeError, RuntimeOptions, StartupNotice};
 pub use tool_source::ToolSource;
 /// The actor runtime: sessions, events, hooks, the supervisor, model providers.
 pub use troupe_actors as actors;
+
+/// Runs the `troupe` command line on this process's arguments, with logging set up from
+/// `TROUPE_LOG`; returns the exit code. The `troupe` binary is this and an async runtime.
+pub async fn run_command_line() -> i32 {
+    use clap::Parser;
+    let cli = cli::Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TROUPE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let log_file = cli.log_file().and_then(|path| {
+        std::fs::create_dir_all(path.parent()?).ok()?;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .ok()
+    });
+    match log_file {
+        Some(file) => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .with_writer(std::sync::Mutex::new(file))
+            .init(),
+        None => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init(),
+    }
+    // troupe holds API keys in its environment and memory: programs it runs (and anything else
+    // of the same user) must not read them through /proc or ptrace.
+    if let Err(err) = troupe_tools::builtin::privileges::make_non_dumpable() {
+        tracing::warn!(%err, "could not make troupe's process non-dumpable");
+    }
+    cli::run(cli).await
+}

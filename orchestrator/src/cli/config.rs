@@ -10,7 +10,7 @@ use crate::settings::DEFAULT_CONFIG_FILE;
 
 /// The `troupe config` subcommands.
 #[derive(Debug, Subcommand)]
-pub enum ConfigCommand {
+pub(crate) enum ConfigCommand {
     /// Accept a config file (or a hook's script) that was changed while a session could write
     /// it; troupe refuses to use it until then. Read the file first.
     Trust {
@@ -21,7 +21,7 @@ pub enum ConfigCommand {
 }
 
 /// Runs `troupe config`; returns the exit code.
-pub fn run(command: ConfigCommand) -> i32 {
+pub(crate) fn run(command: ConfigCommand) -> i32 {
     report("config", run_inner(command))
 }
 

@@ -19,7 +19,7 @@ use crate::catalog::{bundled_catalog, load_catalog_file};
 
 /// Arguments of `troupe demo`.
 #[derive(Debug, Args)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Show the tool-search tour instead of the kanban fan-out.
     #[arg(long)]
     tool_search: bool,
@@ -55,7 +55,7 @@ const DEFAULT_QUERIES: &[&str] = &[
 ];
 
 /// Runs the demo; returns the exit code.
-pub async fn run(args: DemoArgs) -> i32 {
+pub(crate) async fn run(args: DemoArgs) -> i32 {
     if !args.tool_search {
         return super::kanban_demo::run(args.store).await;
     }

@@ -8,23 +8,23 @@ use crate::runtime::RuntimeError;
 use crate::settings::ConfigError;
 
 /// The command did what was asked.
-pub const EXIT_DONE: i32 = 0;
+pub(crate) const EXIT_DONE: i32 = 0;
 /// The command was refused or failed (a model, a server, a store, a task).
-pub const EXIT_FAILED: i32 = 1;
+pub(crate) const EXIT_FAILED: i32 = 1;
 /// The command line, a file or the config was wrong; the message says what to write instead.
-pub const EXIT_BAD_INPUT: i32 = 2;
+pub(crate) const EXIT_BAD_INPUT: i32 = 2;
 /// A budget ran out: what was printed is what the work had when it stopped.
-pub const EXIT_BUDGET: i32 = 3;
+pub(crate) const EXIT_BUDGET: i32 = 3;
 /// A person stopped the run (Ctrl-C).
-pub const EXIT_INTERRUPTED: i32 = 130;
+pub(crate) const EXIT_INTERRUPTED: i32 = 130;
 
 /// What went wrong, with its exit code and the message for the person.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CliError {
+pub(crate) struct CliError {
     /// The exit code: [`EXIT_FAILED`] or [`EXIT_BAD_INPUT`].
-    pub code: i32,
+    pub(crate) code: i32,
     /// What went wrong and what to do instead.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl std::fmt::Display for CliError {
@@ -37,7 +37,7 @@ impl std::error::Error for CliError {}
 
 impl CliError {
     /// Bad input or config (exit code 2).
-    pub fn usage(message: impl Into<String>) -> CliError {
+    pub(crate) fn usage(message: impl Into<String>) -> CliError {
         CliError {
             code: EXIT_BAD_INPUT,
             message: message.into(),
@@ -45,7 +45,7 @@ impl CliError {
     }
 
     /// Refused or failed (exit code 1).
-    pub fn failed(message: impl Into<String>) -> CliError {
+    pub(crate) fn failed(message: impl Into<String>) -> CliError {
         CliError {
             code: EXIT_FAILED,
             message: message.into(),
@@ -96,7 +96,7 @@ impl From<crate::api::TroupeError> for CliError {
 
 /// The exit code of a finished command: its own code when it ran, else the error's, printed
 /// as `troupe <command>: <message>` on stderr.
-pub fn report(command: &str, result: Result<i32, CliError>) -> i32 {
+pub(crate) fn report(command: &str, result: Result<i32, CliError>) -> i32 {
     match result {
         Ok(code) => code,
         Err(error) => {

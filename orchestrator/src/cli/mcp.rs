@@ -17,15 +17,15 @@ use crate::settings::Settings;
 
 /// `troupe mcp`: the MCP servers of a config.
 #[derive(Debug, Args)]
-pub struct McpArgs {
+pub(crate) struct McpArgs {
     /// What to show.
     #[command(subcommand)]
-    pub command: McpCommand,
+    pub(crate) command: McpCommand,
 }
 
 /// The `troupe mcp` subcommands.
 #[derive(Debug, Subcommand)]
-pub enum McpCommand {
+pub(crate) enum McpCommand {
     /// Start every configured server and print its status, transport, tool count and last error.
     List(ListArgs),
     /// Start one server and print the tools it registers.
@@ -34,31 +34,31 @@ pub enum McpCommand {
 
 /// Arguments of `troupe mcp list`.
 #[derive(Debug, Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// troupe's config file (YAML or JSON) with an `mcp_servers` section.
     #[arg(long, value_name = "FILE", default_value = "troupe.yaml")]
-    pub config: PathBuf,
+    pub(crate) config: PathBuf,
     /// Print JSON instead of a table.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// Arguments of `troupe mcp tools`.
 #[derive(Debug, Args)]
-pub struct ToolsArgs {
+pub(crate) struct ToolsArgs {
     /// The server's key under `mcp_servers`.
-    pub server: String,
+    pub(crate) server: String,
     /// troupe's config file (YAML or JSON) with an `mcp_servers` section.
     #[arg(long, value_name = "FILE", default_value = "troupe.yaml")]
-    pub config: PathBuf,
+    pub(crate) config: PathBuf,
     /// Print JSON (names, descriptions, schemas, hints) instead of a table.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// Starts every MCP server of `config` into `registry`; returns the manager (call
 /// `shutdown().await` on it before exiting) and each server's status.
-pub async fn start_configured(
+pub(crate) async fn start_configured(
     config: &Settings,
     registry: Arc<Registry>,
 ) -> (McpManager, Vec<ServerStatus>) {
@@ -71,14 +71,8 @@ fn mcp_options(config: &Settings) -> troupe_tools::mcp::McpOptions {
         .with_secrets(crate::settings::secrets::child_secrets(config))
 }
 
-/// Starts every MCP server of `config` into `registry` in the background and returns at once
-/// (see [`McpManager::start_in_background`]); the manager's statuses say how each start went.
-pub fn start_configured_in_background(config: &Settings, registry: Arc<Registry>) -> McpManager {
-    McpManager::start_in_background(&config.mcp_server_list(), registry, mcp_options(config))
-}
-
 /// Runs one `troupe mcp` command; returns the exit code.
-pub async fn run(args: McpArgs) -> i32 {
+pub(crate) async fn run(args: McpArgs) -> i32 {
     match args.command {
         McpCommand::List(args) => report("mcp list", list(args).await),
         McpCommand::Tools(args) => report("mcp tools", tools(args).await),

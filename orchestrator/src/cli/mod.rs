@@ -1,18 +1,18 @@
 //! The `troupe` command line: the clap tree and the dispatch to each subcommand's module.
 //! Each subcommand lives in its own file and returns the process exit code.
 
-pub mod chat;
-pub mod config;
-pub mod demo;
-pub mod error;
-pub mod kanban;
+pub(crate) mod chat;
+pub(crate) mod config;
+pub(crate) mod demo;
+pub(crate) mod error;
+pub(crate) mod kanban;
 mod kanban_demo;
 mod kanban_render;
-pub mod mcp;
-pub mod plugins;
-pub mod serve;
-pub mod sessions;
-pub mod tools;
+pub(crate) mod mcp;
+pub(crate) mod plugins;
+pub(crate) mod serve;
+pub(crate) mod sessions;
+pub(crate) mod tools;
 mod visible;
 
 use clap::{Parser, Subcommand};
@@ -20,15 +20,15 @@ use clap::{Parser, Subcommand};
 /// troupe: an actor-based multi-agent orchestrator.
 #[derive(Debug, Parser)]
 #[command(name = "troupe", version, about, long_about = None)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// What to do.
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Talk with a session that has the built-in tools (a real model or a script); `-q` asks
     /// one question and exits.
     Chat(chat::ChatArgs),
@@ -55,7 +55,7 @@ pub enum Command {
 impl Cli {
     /// Where logs go instead of stderr: a conversation on a terminal owns the screen, so its
     /// warnings go to `$TROUPE_HOME/logs/chat.log`.
-    pub fn log_file(&self) -> Option<std::path::PathBuf> {
+    pub(crate) fn log_file(&self) -> Option<std::path::PathBuf> {
         use std::io::IsTerminal;
         match &self.command {
             Command::Chat(args) if args.query.is_none() && std::io::stdin().is_terminal() => Some(
@@ -71,7 +71,7 @@ impl Cli {
 }
 
 /// Runs the parsed command line; returns the process exit code.
-pub async fn run(cli: Cli) -> i32 {
+pub(crate) async fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Chat(args) => chat::run(args).await,
         Command::Tools(command) => tools::run(command).await,

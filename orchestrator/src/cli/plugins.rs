@@ -14,15 +14,15 @@ use crate::settings::Settings;
 
 /// `troupe plugins`: the plugins troupe found and which are enabled.
 #[derive(Debug, Args)]
-pub struct PluginsArgs {
+pub(crate) struct PluginsArgs {
     /// What to do.
     #[command(subcommand)]
-    pub command: PluginsCommand,
+    pub(crate) command: PluginsCommand,
 }
 
 /// The `troupe plugins` subcommands.
 #[derive(Debug, Subcommand)]
-pub enum PluginsCommand {
+pub(crate) enum PluginsCommand {
     /// A table of every plugin found: name, source, enabled, what it provides, problems.
     List(ListArgs),
     /// Everything about one plugin.
@@ -35,30 +35,30 @@ pub enum PluginsCommand {
 
 /// Arguments of `troupe plugins list`.
 #[derive(Debug, Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// The config file (default: ./troupe.yaml).
     #[arg(long)]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// Arguments naming one plugin.
 #[derive(Debug, Args)]
-pub struct NameArgs {
+pub(crate) struct NameArgs {
     /// The plugin's name.
-    pub name: String,
+    pub(crate) name: String,
     /// The config file (default: ./troupe.yaml).
     #[arg(long)]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// Print JSON (info only).
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// Runs one `troupe plugins` command; returns the exit code.
-pub async fn run(args: PluginsArgs) -> i32 {
+pub(crate) async fn run(args: PluginsArgs) -> i32 {
     match args.command {
         PluginsCommand::List(args) => report("plugins list", list(args)),
         PluginsCommand::Info(args) => report("plugins info", info(args)),

@@ -25,33 +25,33 @@ use super::error::{EXIT_BAD_INPUT as EXIT_USAGE, EXIT_DONE, EXIT_FAILED};
 
 /// `troupe serve`: the HTTP API for sessions, approvals and boards.
 #[derive(Debug, Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// The config file (default: ./troupe.yaml when it exists).
     #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// Address to listen on (default 127.0.0.1; anything else is reachable from the network).
     #[arg(long, value_name = "IP")]
-    pub bind: Option<IpAddr>,
+    pub(crate) bind: Option<IpAddr>,
     /// Port to listen on (default 8642; 0 picks a free one).
     #[arg(long)]
-    pub port: Option<u16>,
+    pub(crate) port: Option<u16>,
     /// The board store: a directory (SQLite) or a postgres:// URL. Overrides kanban.store.
     #[arg(long, env = "TROUPE_KANBAN_STORE", value_name = "URL|PATH")]
-    pub store: Option<String>,
+    pub(crate) store: Option<String>,
     /// The board routes use when a request names none.
     #[arg(long, env = "TROUPE_KANBAN_BOARD", value_name = "SLUG")]
-    pub board: Option<String>,
+    pub(crate) board: Option<String>,
     /// Run no dispatcher here even when troupe.yaml has profiles: `troupe kanban worker`
     /// processes on the same store claim and run the tasks.
     #[arg(long)]
-    pub no_dispatch: bool,
+    pub(crate) no_dispatch: bool,
 }
 
 /// The dispatch note of a server started with `--no-dispatch`.
 const NO_DISPATCH_NOTE: &str = "this server was started with --no-dispatch, so it claims nothing: ready tasks wait for a `troupe kanban worker` process on the same store. Restart `troupe serve` without --no-dispatch to run them here with the profiles of troupe.yaml";
 
 /// Runs `troupe serve`; returns the exit code.
-pub async fn run(args: ServeArgs) -> i32 {
+pub(crate) async fn run(args: ServeArgs) -> i32 {
     let result = run_inner(args)
         .await
         .map(|()| EXIT_DONE)

@@ -13,13 +13,13 @@ use crate::settings::Settings;
 
 /// `troupe sessions`.
 #[derive(Debug, Args)]
-pub struct SessionsArgs {
+pub(crate) struct SessionsArgs {
     /// The config file naming the store (`sessions.store`).
     #[arg(long, global = true)]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long, global = true)]
-    pub json: bool,
+    pub(crate) json: bool,
     #[command(subcommand)]
     command: SessionsCommand,
 }
@@ -65,7 +65,7 @@ enum SessionsCommand {
 }
 
 /// Runs `troupe sessions`; returns the exit code.
-pub async fn run(args: SessionsArgs) -> i32 {
+pub(crate) async fn run(args: SessionsArgs) -> i32 {
     report("sessions", run_inner(args).await)
 }
 

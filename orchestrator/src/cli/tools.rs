@@ -26,7 +26,7 @@ const EMBEDDINGS_WAIT: Duration = Duration::from_secs(600);
 
 /// The `troupe tools` subcommands.
 #[derive(Debug, Subcommand)]
-pub enum ToolsCommand {
+pub(crate) enum ToolsCommand {
     /// Print what `tool_search` answers to ARGS (with --explain: why, for a person).
     Search(SearchArgs),
     /// Print what `tool_describe` answers to ARGS.
@@ -39,19 +39,19 @@ pub enum ToolsCommand {
 
 /// Where the tools come from.
 #[derive(Debug, Args)]
-pub struct Source {
+pub(crate) struct Source {
     /// A JSON array of tool definitions (OpenAI style, with `toolset` and `source_name`).
     /// Without it, the MCP servers of --config are started and their live tools are used.
     #[arg(long, value_name = "FILE")]
-    pub catalog: Option<PathBuf>,
+    pub(crate) catalog: Option<PathBuf>,
     /// troupe's config (YAML or JSON); its `tools.tool_search` settings apply.
     #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
 }
 
 /// Arguments of `search` and `describe`.
 #[derive(Debug, Args)]
-pub struct BridgeArgs {
+pub(crate) struct BridgeArgs {
     #[command(flatten)]
     source: Source,
     /// The arguments the model would send, as JSON.
@@ -61,7 +61,7 @@ pub struct BridgeArgs {
 
 /// Arguments of `search`.
 #[derive(Debug, Args)]
-pub struct SearchArgs {
+pub(crate) struct SearchArgs {
     #[command(flatten)]
     bridge: BridgeArgs,
     /// Instead of the model's JSON, explain the ranking for a person: per query what it became
@@ -73,7 +73,7 @@ pub struct SearchArgs {
 
 /// Arguments of `call`.
 #[derive(Debug, Args)]
-pub struct CallArgs {
+pub(crate) struct CallArgs {
     #[command(flatten)]
     source: Source,
     /// The arguments the model would send, as JSON: {"calls": [{"name", "arguments"}]}.
@@ -86,7 +86,7 @@ pub struct CallArgs {
 
 /// Arguments of `assemble`.
 #[derive(Debug, Args)]
-pub struct AssembleArgs {
+pub(crate) struct AssembleArgs {
     #[command(flatten)]
     source: Source,
     /// The model's context window in tokens (0 or less: unknown).
@@ -103,7 +103,7 @@ struct Loaded {
 }
 
 /// Runs one `troupe tools` command; returns the exit code.
-pub async fn run(command: ToolsCommand) -> i32 {
+pub(crate) async fn run(command: ToolsCommand) -> i32 {
     let source = match &command {
         ToolsCommand::Search(a) => &a.bridge.source,
         ToolsCommand::Describe(a) => &a.source,

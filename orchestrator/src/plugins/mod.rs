@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_actors::hooks::{Hook, HookRegistry};
+use troupe_actors::hooks::Hook;
 use troupe_kanban::hooks::KanbanHook;
 use troupe_tools::builtin::sandbox_env::ChildSecrets;
 use troupe_tools::mcp::{McpServerConfig, McpTransport};
@@ -406,13 +406,6 @@ impl Plugins {
             .filter(|p| p.active())
             .map(|p| p.name().to_string())
             .collect()
-    }
-
-    /// `base` with the plugins' session hooks added (config hooks first, then plugins by name).
-    pub fn session_hooks(&self, base: &HookRegistry) -> HookRegistry {
-        self.hooks.iter().fold(base.clone(), |registry, hook| {
-            registry.with(Arc::clone(hook))
-        })
     }
 
     /// The board observers (`on_task_claimed`, `on_task_completed`, `on_task_blocked`).

@@ -41,7 +41,7 @@ use troupe_tools::{Registry, ToolDef, ToolsetView, ViewSpec};
 use crate::api::{CloseReport, SessionProfile, Troupe, TroupeConfig};
 use crate::plugins::Plugins;
 use crate::settings::secrets;
-use crate::settings::{ConfigError, KanbanSettings, ProfileSettings, Settings};
+use crate::settings::{ConfigError, ProfileSettings, Settings};
 
 /// How long start-up waits for the MCP servers. Long enough that a server which cannot even be
 /// spawned is reported at start like any other failure; slower servers keep starting in the
@@ -227,7 +227,6 @@ struct Inner {
     config: Settings,
     troupe: Troupe,
     builtins: Arc<Builtins>,
-    kanban: KanbanSettings,
     /// The MCP servers, shared with the close hook that shuts them down.
     mcp: SharedMcp,
     notices: Vec<StartupNotice>,
@@ -284,7 +283,6 @@ impl Runtime {
         )?;
         let approvals = config.approvals.clone();
         let delegation = config.delegation.clone();
-        let kanban = config.kanban.clone();
         // troupe's keys: kept out of every program it starts, masked in every output.
         let secrets = secrets::child_secrets(&config);
         secrets::mask_in_outputs(&secrets);
@@ -294,7 +292,7 @@ impl Runtime {
         };
         builtin_settings.secrets.merge(&secrets);
         let default_provider = config.model.provider(&config.home)?;
-        check_cost_budgets(&config, &delegation, &kanban, default_provider.as_deref())?;
+        check_cost_budgets(&config, &delegation, default_provider.as_deref())?;
         let workspaces_dir = home.join("workspaces");
         // The boundary of what commands, hooks and MCP servers reach (terminal.confine).
         let boundary = backends::boundary(&builtin_settings, &home, config.path.as_deref())?;
@@ -317,7 +315,7 @@ impl Runtime {
         .map_err(|e| RuntimeError::Start(format!("terminal.backend: {e}")))?;
         // A profile with a terminal: of its own runs its workers (and their subagents) there.
         let mut named = vec![];
-        for (name, profile) in &kanban.profiles {
+        for (name, profile) in &config.kanban.profiles {
             if let Some((choice, ask)) = &profile.terminal {
                 let backend = backends::start_backend(
                     choice,
@@ -489,7 +487,6 @@ impl Runtime {
                 config,
                 troupe,
                 builtins,
-                kanban,
                 mcp,
                 notices,
                 toolsets,
@@ -526,11 +523,6 @@ impl Runtime {
     /// The built-in tools' shared state (working directories, processes).
     pub fn builtins(&self) -> &Arc<Builtins> {
         &self.inner.builtins
-    }
-
-    /// The `kanban:` and `profiles:` settings.
-    pub fn kanban_settings(&self) -> &KanbanSettings {
-        &self.inner.kanban
     }
 
     /// What start-up left out; see [`Runtime::report_notices`].
@@ -613,7 +605,7 @@ impl Runtime {
     /// delegate) and its settings. `only` keeps the named ones; an unknown name, or a profile
     /// with no model, is a config error.
     pub fn worker_profiles(&self, only: Option<&[String]>) -> Result<Profiles, RuntimeError> {
-        let kanban = &self.inner.kanban;
+        let kanban = &self.inner.config.kanban;
         if let Some(only) = only {
             for name in only {
                 if !kanban.profiles.contains_key(name) {
@@ -762,7 +754,6 @@ fn session_profiles(
 fn check_cost_budgets(
     config: &Settings,
     delegation: &troupe_actors::delegate::DelegationConfig,
-    kanban: &KanbanSettings,
     provider: Option<&dyn ModelProvider>,
 ) -> Result<(), RuntimeError> {
     let default_model = config
@@ -778,12 +769,13 @@ fn check_cost_budgets(
             default_model.clone(),
         ),
     ];
-    let keys: Vec<String> = kanban
+    let keys: Vec<String> = config
+        .kanban
         .profiles
         .keys()
         .map(|name| format!("profiles.{name}.budget"))
         .collect();
-    for (p, key) in kanban.profiles.values().zip(&keys) {
+    for (p, key) in config.kanban.profiles.values().zip(&keys) {
         budgets.push((key, p.budget, p.model.clone().or(default_model.clone())));
     }
     for (key, budget, model) in budgets {

@@ -15,7 +15,7 @@ mod sqlite;
 mod worker_runs;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -33,7 +33,7 @@ pub use search_tool::{SESSION_SEARCH, session_search_tool};
 pub use sqlite::SqliteSessions;
 pub use worker_runs::StoredRunHistory;
 
-use crate::settings::{SessionSettings, StoreLocation, TroupeHome};
+use crate::settings::{SessionSettings, StoreLocation};
 
 /// Writes committed in one transaction at most.
 const MAX_BATCH: usize = 512;
@@ -320,11 +320,6 @@ impl SessionStore {
             StoreLocation::Sqlite(path) => SessionStore::open_sqlite(path),
             StoreLocation::Postgres(url) => SessionStore::connect_postgres(url).await,
         }
-    }
-
-    /// The default store: [`DEFAULT_FILE`] under troupe's home.
-    pub fn default_path(home: &TroupeHome) -> PathBuf {
-        home.path().join(DEFAULT_FILE)
     }
 
     /// Where the store is, for messages.

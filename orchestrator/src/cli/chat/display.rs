@@ -26,9 +26,9 @@ const DEFAULT_WIDTH: usize = 80;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Style {
     /// stdout is a terminal: live lines are redrawn in place.
-    pub live: bool,
+    pub(crate) live: bool,
     /// Colour escapes are allowed.
-    pub color: bool,
+    pub(crate) color: bool,
 }
 
 impl Style {
@@ -81,12 +81,12 @@ struct Live {
 /// Counts for a turn or a whole conversation.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Usage {
-    pub model_requests: u64,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub tool_calls: u64,
+    pub(crate) model_requests: u64,
+    pub(crate) input_tokens: u64,
+    pub(crate) output_tokens: u64,
+    pub(crate) tool_calls: u64,
     /// Dollars of the requests whose model has a price.
-    pub cost_usd: f64,
+    pub(crate) cost_usd: f64,
 }
 
 impl Usage {
@@ -101,7 +101,7 @@ impl Usage {
 
 /// The screen of one conversation.
 pub(crate) struct Display {
-    pub style: Style,
+    pub(crate) style: Style,
     live: Vec<Live>,
     /// Lines of the live region now on screen.
     drawn: usize,

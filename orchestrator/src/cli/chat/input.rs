@@ -34,8 +34,8 @@ pub(crate) enum Read {
 /// The names completion offers; shared so `/toolsets` and plugins can change them.
 #[derive(Debug, Default)]
 pub(crate) struct Names {
-    pub commands: Vec<String>,
-    pub tools: Vec<String>,
+    pub(crate) commands: Vec<String>,
+    pub(crate) tools: Vec<String>,
 }
 
 /// Completion and multi-line entry for the line editor.

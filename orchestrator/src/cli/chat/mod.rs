@@ -32,49 +32,49 @@ use crate::settings::Settings;
 
 /// `troupe chat`: a conversation, or one question with `-q`.
 #[derive(Debug, Args)]
-pub struct ChatArgs {
+pub(crate) struct ChatArgs {
     /// The question or task: answer it and exit. Without it, a terminal gets a conversation
     /// and piped input is one message per line.
     #[arg(short = 'q', long = "query")]
-    pub query: Option<String>,
+    pub(crate) query: Option<String>,
     /// The config file (default: ./troupe.yaml when it exists).
     #[arg(long)]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// Base URL of an OpenAI-compatible API (overrides the config and TROUPE_BASE_URL).
     #[arg(long)]
-    pub base_url: Option<String>,
+    pub(crate) base_url: Option<String>,
     /// Model name (overrides the config and TROUPE_MODEL).
     #[arg(long)]
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// Toolsets the session gets, comma-separated (default: the profile's, else the config's,
     /// else all).
     #[arg(long, value_delimiter = ',')]
-    pub toolsets: Option<Vec<String>>,
+    pub(crate) toolsets: Option<Vec<String>>,
     /// A profile under `profiles:` in troupe.yaml: its model, toolsets and system prompt.
     #[arg(long, value_name = "NAME")]
-    pub profile: Option<String>,
+    pub(crate) profile: Option<String>,
     /// Print one JSON object per line (events, then the final answer).
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Answer from a script of assistant turns instead of a server (offline runs).
     #[arg(long)]
-    pub script: Option<PathBuf>,
+    pub(crate) script: Option<PathBuf>,
     /// Tool rounds allowed before the model must answer.
     #[arg(long)]
-    pub max_iterations: Option<u32>,
+    pub(crate) max_iterations: Option<u32>,
     /// A script given as text rather than a file (the demo's bundled model).
     #[arg(skip)]
-    pub script_text: Option<String>,
+    pub(crate) script_text: Option<String>,
     /// Go on with a stored session (its id, or the start of it; `troupe sessions list`).
     #[arg(long, value_name = "ID", conflicts_with = "continue_latest")]
-    pub resume: Option<String>,
+    pub(crate) resume: Option<String>,
     /// Go on with the latest chat session.
     #[arg(long = "continue")]
-    pub continue_latest: bool,
+    pub(crate) continue_latest: bool,
 }
 
 /// Runs `troupe chat`; returns the exit code.
-pub async fn run(args: ChatArgs) -> i32 {
+pub(crate) async fn run(args: ChatArgs) -> i32 {
     report("chat", run_inner(args).await)
 }
 
@@ -183,11 +183,11 @@ fn accept_config_changes(config: &Settings, interactive: bool) -> Result<(), Cli
 #[derive(Debug, Default, Clone)]
 pub(crate) struct SessionChoice {
     /// Toolsets narrowed to in the conversation (`/toolsets`), else `--toolsets`.
-    pub toolsets: Option<Vec<String>>,
+    pub(crate) toolsets: Option<Vec<String>>,
     /// A model name chosen in the conversation (`/model`).
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// Stream the answer's text as it arrives.
-    pub stream_text: bool,
+    pub(crate) stream_text: bool,
 }
 
 /// The options of a chat session: the profile, toolsets, model and limits the flags ask for.
