@@ -101,14 +101,7 @@ pub(crate) fn whole(
     section: &str,
     key: &str,
 ) -> Result<Option<u64>, ConfigError> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n > 0) => Ok(n.as_u64()),
-        Some(other) => Err(invalid(
-            &format!("{section}.{key}"),
-            format!("expected a whole number of at least 1, found {other}"),
-        )),
-    }
+    number_from(map, section, key, 1)
 }
 
 /// `section.key` as a whole number, 0 allowed.
@@ -117,12 +110,21 @@ pub(crate) fn count(
     section: &str,
     key: &str,
 ) -> Result<Option<u64>, ConfigError> {
+    number_from(map, section, key, 0)
+}
+
+fn number_from(
+    map: &Map<String, Value>,
+    section: &str,
+    key: &str,
+    least: u64,
+) -> Result<Option<u64>, ConfigError> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64()),
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n >= least) => Ok(n.as_u64()),
         Some(other) => Err(invalid(
             &format!("{section}.{key}"),
-            format!("expected a whole number such as 4, found {other}"),
+            format!("expected a whole number of at least {least}, such as 4, found {other}"),
         )),
     }
 }

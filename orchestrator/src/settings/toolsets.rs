@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 use troupe_tools::text::yaml_kind;
 
-use super::keys::ConfigError;
+use super::keys::{ConfigError, names};
 
 /// The `toolsets` section: which toolsets sessions get.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -21,51 +21,25 @@ pub struct ToolsetsSection {
 }
 
 pub(super) fn toolsets_section(root: &Map<String, Value>) -> Result<ToolsetsSection, ConfigError> {
-    let list = |key: &str, value: &Value| -> Result<Vec<String>, ConfigError> {
-        match value {
-            Value::String(s) => Ok(s
-                .split(',')
-                .map(|p| p.trim().to_string())
-                .filter(|p| !p.is_empty())
-                .collect()),
-            Value::Array(items) => items
-                .iter()
-                .map(|item| match item {
-                    Value::String(s) => Ok(s.trim().to_string()),
-                    other => Err(ConfigError::Invalid {
-                        key: key.to_string(),
-                        problem: format!("expected toolset names, found {}", yaml_kind(other)),
-                    }),
-                })
-                .collect(),
-            other => Err(ConfigError::Invalid {
-                key: key.to_string(),
-                problem: format!(
-                    "expected a list of toolset names, found {}",
-                    yaml_kind(other)
-                ),
-            }),
-        }
-    };
     match root.get("toolsets") {
         None | Some(Value::Null) => Ok(ToolsetsSection::default()),
         // `toolsets: [a, b]` is the short form of `toolsets: {enabled: [a, b]}`.
         Some(v @ (Value::Array(_) | Value::String(_))) => Ok(ToolsetsSection {
-            enabled: Some(list("toolsets", v)?),
+            enabled: Some(names("toolsets", v)?),
             ..ToolsetsSection::default()
         }),
         Some(Value::Object(map)) => {
             let enabled = match map.get("enabled") {
                 None | Some(Value::Null) => None,
-                Some(v) => Some(list("toolsets.enabled", v)?),
+                Some(v) => Some(names("toolsets.enabled", v)?),
             };
             let disabled = match map.get("disabled") {
                 None | Some(Value::Null) => Vec::new(),
-                Some(v) => list("toolsets.disabled", v)?,
+                Some(v) => names("toolsets.disabled", v)?,
             };
             let blocked_tools = match map.get("blocked_tools") {
                 None | Some(Value::Null) => Vec::new(),
-                Some(v) => list("toolsets.blocked_tools", v)?,
+                Some(v) => names("toolsets.blocked_tools", v)?,
             };
             let mut composites = Vec::new();
             if let Some(defs) = map.get("define") {
@@ -79,7 +53,7 @@ pub(super) fn toolsets_section(root: &Map<String, Value>) -> Result<ToolsetsSect
                 for (name, includes) in defs {
                     composites.push((
                         name.clone(),
-                        list(&format!("toolsets.define.{name}"), includes)?,
+                        names(&format!("toolsets.define.{name}"), includes)?,
                     ));
                 }
             }
