@@ -277,10 +277,7 @@ impl Runtime {
             &seal,
         ))));
         let (options, plugins, plugin_notices) = extend_from_config(&config, options)?;
-        crate::observability::install(
-            &crate::observability::ObservabilitySettings::from_config(&config)?,
-            plugins.trace_target(),
-        )?;
+        crate::observability::install(&config.observability, plugins.trace_target())?;
         let approvals = config.approvals.clone();
         let delegation = config.delegation.clone();
         // troupe's keys: kept out of every program it starts, masked in every output.

@@ -3,7 +3,7 @@
 //! name the key path and say what to write instead ([`ConfigError`], one shape for every section).
 //! Sections whose owner keeps one bad entry from stopping the rest are handed on as written:
 //! `mcp_servers` (each server is checked by the MCP layer), `plugins` and `hooks` (the plugin
-//! layer), `observability` (the trace exporter, with the key readers of [`keys`]).
+//! layer).
 //!
 //! troupe's home directory is resolved once, in `troupe-tools` ([`TroupeHome`]), and passed down
 //! from here as a value.
@@ -12,6 +12,7 @@ mod backend;
 pub mod kanban;
 pub(crate) mod keys;
 mod model;
+pub mod observability;
 pub mod secrets;
 pub mod serve;
 mod sessions;
@@ -93,6 +94,8 @@ pub struct Settings {
     pub backend: BackendChoice,
     /// `sessions`: whether and where sessions are kept.
     pub sessions: SessionSettings,
+    /// `observability`: where traces go.
+    pub observability: observability::ObservabilitySettings,
     /// `serve`: where `troupe serve` listens, and its limits.
     pub serve: serve::ServeConfig,
     /// The whole document as written, for the sections handed on (see the module doc).
@@ -218,6 +221,9 @@ impl Settings {
             backend: terminal.backend,
             sessions,
             serve: serve::ServeConfig::from_value(section("serve"))?,
+            observability: observability::ObservabilitySettings::from_section(section(
+                "observability",
+            ))?,
             home,
             raw,
         })
