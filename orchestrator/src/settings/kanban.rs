@@ -1,5 +1,5 @@
 //! The `kanban:` and `profiles:` sections of `troupe.yaml`, checked into [`KanbanSettings`], and
-//! [`open_store`], which opens the board store those settings name (a SQLite directory or a
+//! [`open_location`], which opens the board store those settings name (a SQLite directory or a
 //! `postgres://` URL). Used by `troupe kanban`, the demo, the HTTP API and [`crate::kanban_api`].
 //! Durations are written as `90`, `90s`, `30m`, `2h` or `1d` ([`super::parse_duration`]).
 
@@ -458,13 +458,8 @@ fn profile_terminal(
     Ok(Some((choice, ask)))
 }
 
-/// Opens the store the settings name: the SQLite directory (created when missing) or the
+/// Opens the store at a location: the SQLite directory (created when missing) or the
 /// PostgreSQL database (schema created or migrated).
-pub async fn open_store(settings: &KanbanSettings) -> Result<Arc<dyn Store>, StoreError> {
-    open_location(&settings.store).await
-}
-
-/// Opens a store at a location.
 pub async fn open_location(location: &StoreLocation) -> Result<Arc<dyn Store>, StoreError> {
     match location {
         StoreLocation::Sqlite(dir) => Ok(Arc::new(SqliteStore::open(dir.clone()).await?)),
