@@ -4,10 +4,11 @@
 //! stream events, answer approvals, stop, and shut down with [`Troupe::close`].
 //!
 //! A troupe is usually started from a `troupe.yaml` ([`Troupe::from_file`],
-//! [`Troupe::from_config`], defined beside [`crate::Runtime`], which assembles it): the built-in tools and MCP
-//! servers of the config, its approvals, delegation and `profiles:`; sessions may then name a
-//! profile ([`SessionOptions::from_profile`]). [`Troupe::start`] is the bare form over a
-//! registry a program filled itself.
+//! [`Troupe::from_config`], defined in [`crate::runtime`] beside [`crate::Runtime`], which
+//! assembles it): the built-in tools and MCP servers of the config, its approvals, delegation
+//! and `profiles:`; sessions may then name a profile ([`SessionOptions::from_profile`]).
+//! [`Troupe::start`] is the bare form over a registry a program filled itself; this file knows
+//! nothing of how a runtime is assembled.
 
 use std::collections::HashMap;
 use std::pin::Pin;

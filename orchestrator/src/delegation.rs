@@ -1,8 +1,8 @@
 //! `delegate_task` in the orchestrator: turns delegation on (with the `delegation:` section of
 //! troupe.yaml, read in [`crate::settings`]) for the sessions a troupe opens
 //! ([`enable_delegation`]: registers the tool with the live limits in its text and hands the
-//! limits to the session settings). Used by `troupe chat` and by programs on the [`crate::Troupe`]
-//! API; the work itself happens in `troupe_actors::delegate`.
+//! limits to the session settings). Called by [`crate::Runtime::start`], so every entry point
+//! gets it; the work itself happens in `troupe_actors::delegate`.
 
 use troupe_actors::delegate::{DelegationConfig, register_delegate_task};
 use troupe_actors::session::SessionConfig;

@@ -7,24 +7,26 @@
 //!
 //! # Layout
 //! - [`api`]: [`Troupe`], the programmatic API (sessions, events, approvals, stop, close).
-//! - [`runtime`]: [`Runtime`], one running runtime from a checked `troupe.yaml`, behind every
-//!   entry point.
 //! - [`settings`]: troupe.yaml, read once into typed sections ([`settings::Settings`]); the
 //!   one model/provider resolution, the key readers and the one error shape.
+//! - [`runtime`]: [`Runtime`], one running runtime assembled from [`settings::Settings`],
+//!   behind every entry point; the terminal backend and task workspaces.
 //! - [`config_seal`]: the watch over troupe.yaml and the hooks' scripts.
 //! - [`delegation`]: turning `delegate_task` on with the `delegation:` limits.
 //! - [`sessions`]: durable sessions (SQLite or PostgreSQL) and `session_search`.
 //! - [`observability`]: traces over OTLP (`observability:`, the Langfuse plugin).
 //! - [`tool_source`]: [`ToolSource`], extra tools started with a runtime (plugins, programs).
-//! - [`catalog`]: the bundled demo catalog and catalog files.
+//! - [`tool_fn`]: tools from typed async functions and closures, schema derived.
 //! - [`kanban_api`]: [`Kanban`](kanban_api::Kanban), the Rust API for boards, tasks and events.
-//! - [`kanban_demo_model`]: the fan-out plan of `troupe demo` and its offline model.
 //! - [`plugins`]: plugins (bundled, user, project), hook commands, plugin toolsets, slash
 //!   commands, and the bundled disk-cleanup plugin.
-//! - [`http`]: the HTTP API behind `troupe serve` (sessions, approvals, boards, event feed).
-//! - [`cli`]: the `troupe` command line.
-//! - [`tool_fn`]: tools from typed async functions and closures, schema derived.
-//! - [`tools`]: re-export of `troupe-tools` (tool model, views, tool search, bridge).
+//! - [`http`]: the HTTP API behind `troupe serve` (sessions, approvals, boards, event feed,
+//!   dashboard).
+//! - Private to the crate: `cli` (the `troupe` command line, run by [`run_command_line`]),
+//!   `catalog` (the bundled demo catalog and catalog files) and `kanban_demo_model` (the
+//!   fan-out plan of `troupe demo` and its offline model).
+//! - Re-exports: [`tools`] (`troupe-tools`: tool model, views, tool search, bridge), [`actors`]
+//!   (`troupe-actors`), [`kanban`] (`troupe-kanban`) and [`schemars`].
 
 pub mod api;
 mod catalog;

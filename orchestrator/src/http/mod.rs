@@ -7,14 +7,18 @@
 //! # Layout
 //! - this file: [`HttpState`], [`router`], [`serve`]; the `serve:` section is read in
 //!   [`crate::settings::serve`].
-//! - [`auth`]: the token (config, environment or a generated 0600 file), its check, CORS.
+//! - [`auth`]: the token (config, environment, a generated 0600 file under the troupe home, or
+//!   one made for the run alone), its check, CORS.
 //! - [`errors`]: the `{"error": {"code", "message"}}` shape and the extractors that use it.
-//! - [`sessions`]: session routes and the per-session event log the SSE stream replays.
+//! - [`sessions`]: the session table, session routes, approvals and `/stop`, and the
+//!   per-session event log the SSE stream and the transcript read.
 //! - [`boards`]: the dashboard routes (board, tasks, comments, links, dispatch, runs).
 //! - [`feed`]: the WebSocket feed of a board's events from a cursor.
 //! - [`board_directory`]: the list of boards and creating one.
 //! - [`openapi`]: the OpenAPI 3.1 document, kept beside the route table it describes.
 //! - [`dashboard`]: the page at `/` and its built-in assets.
+//! - [`listener`]: the accept loop (timeouts, connection and request caps); `gate.rs`: its
+//!   `Host` check (421) and whether a request carries the token.
 
 pub mod auth;
 pub mod board_directory;

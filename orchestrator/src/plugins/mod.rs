@@ -3,18 +3,19 @@
 //! enabled plugin adds hooks (commands over JSON, [`command_hook`]), a toolset (an MCP server
 //! named in its manifest, under the plugin's name) and slash commands ([`slash`]). troupe.yaml's
 //! `hooks:` section adds the same hook commands without a plugin folder. The bundled
-//! [`disk_cleanup`] plugin is compiled in ([`bundled`]).
+//! [`disk_cleanup`] plugin and the Langfuse exporter ([`crate::observability::langfuse`]) are
+//! compiled in ([`bundled`]).
 //!
 //! Every program a plugin or a hook runs gets only the basic variables (`PATH`, `HOME`,
 //! `USER`, `LOGNAME`, `LANG`, `LC_*`, `TERM`, `TZ`, `TMPDIR`, `SHELL`), the names a plugin's
 //! `requires_env` lists, the names a hook or command entry's own `env_passthrough` lists, and
 //! the `TROUPE_*` variables describing the call; never troupe's keys
-//! ([`crate::runtime::secrets`]).
+//! ([`crate::settings::secrets`]).
 //!
 //! [`PluginCatalog`] is what was found and what is switched on (for `troupe plugins`);
-//! [`Plugins`] is the running part: the runtime ([`crate::runtime`]) adds its hooks and
-//! toolsets to every session and worker ([`Plugins::apply`]), and the chat and HTTP doors ask
-//! it for slash commands.
+//! [`Plugins`] is the running part: it hands the runtime ([`crate::runtime`]) its hooks, board
+//! hooks and toolsets for every session and worker ([`Plugins::contribution`]), and the chat
+//! and HTTP doors ask it for slash commands.
 
 pub mod bundled;
 pub mod command_hook;

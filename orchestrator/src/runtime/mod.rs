@@ -2,8 +2,14 @@
 //! serve` and its board workers, `troupe kanban dispatch|worker`, `troupe demo`, and programs
 //! through [`Troupe::from_config`](crate::Troupe::from_config)).
 //!
-//! [`Runtime::start`] builds, once per process:
-//! - the built-in tools, configured from `terminal:` and `code_execution:` ([`Settings::builtins`]);
+//! [`Runtime::start`] only assembles what the checked [`Settings`] say, once per process:
+//! - the config seals ([`crate::config_seal`]): an unaccepted change to troupe.yaml or a hook
+//!   script stops the start;
+//! - the plugins and `hooks:` ([`crate::plugins::Plugins::contribution`]: hooks, board hooks,
+//!   tool sources) and the trace exporter ([`crate::observability`]);
+//! - the boundary and the terminal backend ([`backends`]), then the built-in tools, configured
+//!   from `terminal:` and `code_execution:` ([`Settings::builtins`]), and the session store
+//!   (`sessions:`) with `session_search`;
 //! - the MCP servers of `mcp_servers:`, started once and shared by every session and worker,
 //!   stopped when the runtime closes. A server that cannot start is left out and reported as a
 //!   [`StartupNotice`] (the runtime starts without it);

@@ -1,6 +1,6 @@
 //! Where commands run: `terminal.backend` (`local`, `docker`, `ssh` or `sandbox`) and each
-//! backend's keys, checked into a [`BackendChoice`], and the backend started from it with the
-//! directories it must reach (the working directory, the allowed roots, the board workspaces).
+//! backend's keys, checked into a [`BackendChoice`] (also for a profile's own `terminal:`). The
+//! backend is started from it by `runtime/backends.rs`.
 //!
 //! ```yaml
 //! terminal:
@@ -15,8 +15,9 @@
 //! ```
 //!
 //! ssh takes `terminal.ssh: {host, user, port, key, known_hosts}`, each also from
-//! `TERMINAL_SSH_HOST`, `TERMINAL_SSH_USER`, `TERMINAL_SSH_PORT`, `TERMINAL_SSH_KEY` (the
-//! file wins over the environment); sandbox takes `sandbox_network: true` to keep the network.
+//! `TERMINAL_SSH_HOST`, `TERMINAL_SSH_USER`, `TERMINAL_SSH_PORT`, `TERMINAL_SSH_KEY`,
+//! `TERMINAL_SSH_KNOWN_HOSTS` (the file wins over the environment); sandbox takes
+//! `sandbox_network: true` to keep the network.
 
 use std::path::PathBuf;
 

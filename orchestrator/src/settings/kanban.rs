@@ -1,6 +1,9 @@
-//! The `kanban:` and `profiles:` sections of `troupe.yaml`, checked into [`KanbanSettings`], and
-//! [`open_location`], which opens the board store those settings name (a SQLite directory or a
-//! `postgres://` URL). Used by `troupe kanban`, the demo, the HTTP API and [`crate::kanban_api`].
+//! The `kanban:` and `profiles:` sections of `troupe.yaml`, checked into [`KanbanSettings`]
+//! (the board store's [`StoreLocation`], the dispatcher's limits, each profile's
+//! [`ProfileSettings`] with its model, toolsets and own `terminal:`), and [`open_location`],
+//! which opens the board store a location names (a SQLite directory or a
+//! `postgres://` URL). Read by `troupe kanban`, `troupe serve`, the runtime and
+//! [`crate::kanban_api`].
 //! Durations are written as `90`, `90s`, `30m`, `2h` or `1d` ([`super::parse_duration`]).
 
 use std::collections::BTreeMap;

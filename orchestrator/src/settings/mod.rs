@@ -1,9 +1,15 @@
 //! troupe.yaml, read once: the document is parsed (YAML or JSON), then each section is checked
 //! into a typed value with its defaults applied ([`Settings`]), before anything starts. Errors
 //! name the key path and say what to write instead ([`ConfigError`], one shape for every section).
-//! Sections whose owner keeps one bad entry from stopping the rest are handed on as written:
-//! `mcp_servers` (each server is checked by the MCP layer), `plugins` and `hooks` (the plugin
-//! layer).
+//! Three sections are kept as written ([`Settings::raw`]) and read by their owners when a
+//! runtime starts: `mcp_servers` (the MCP layer: a bad server is a warning, the rest start),
+//! `plugins` and `hooks` (the plugin layer: a broken `plugin.yaml` disables that plugin alone, a
+//! bad `hooks:` entry is an error).
+//!
+//! One file per section: `model.rs` (and the one model/provider resolution), `toolsets.rs`,
+//! [`kanban`] (with `profiles:`), [`terminal`] (with `code_execution:`; the backend choice in
+//! `backend.rs`), `sessions.rs`, [`serve`], [`observability`]; [`secrets`] says which values are troupe's keys, and
+//! `keys.rs` holds [`ConfigError`] and the key readers every section uses.
 //!
 //! troupe's home directory is resolved once, in `troupe-tools` ([`TroupeHome`]), and passed down
 //! from here as a value.

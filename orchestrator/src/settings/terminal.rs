@@ -1,6 +1,7 @@
 //! The `terminal:` and `code_execution:` (also spelled `execute_code:`) sections of
-//! `troupe.yaml`, checked into the [`BuiltinConfig`] the built-in tools start with. Keys left
-//! out keep the built-in defaults; a bad value is an error naming the key and what to write.
+//! `troupe.yaml`, checked into the [`BuiltinConfig`] the built-in tools start with and the
+//! [`BackendChoice`] of `terminal.backend` ([`TerminalSettings`]). Keys left out keep the
+//! built-in defaults; a bad value is an error naming the key and what to write.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

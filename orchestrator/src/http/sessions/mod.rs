@@ -1,8 +1,14 @@
-//! Session routes of the HTTP API over the [`Troupe`](crate::Troupe) API: create a session,
-//! send it a message, stream its events over SSE, list and answer pending approvals, stop it
-//! (soft or hard) and close it. Each session opened here keeps an in-memory log of its events
-//! (numbered from 1, the SSE `id`), so a client that connects late or reconnects with
-//! `Last-Event-ID` misses nothing.
+//! Session routes of the HTTP API over the [`Troupe`](crate::Troupe) API: create, list, show
+//! and close a session, send it a message, stream its events over SSE or read its transcript,
+//! list and answer pending approvals, stop it (soft or hard). Each session opened here keeps a
+//! log of its events (numbered from 1, the SSE `id`; written to the session store when there is
+//! one), so a client that connects late or reconnects with `Last-Event-ID` misses nothing, and
+//! `troupe serve` reopens the sessions a previous run left open ([`reopen_stored`]).
+//!
+//! This file holds the [`SessionTable`] (one router task for every session's events, and the
+//! idle sweep) and each session's turn state; `routes.rs` opens, lists, messages and closes,
+//! `events.rs` holds the [`EventLog`] and its SSE and transcript routes, `approvals.rs` the
+//! approvals and `/stop`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,4 +1,5 @@
-//! Opening, listing, messaging and closing sessions.
+//! Opening, listing, showing, messaging and closing sessions, and reopening the stored ones a
+//! previous `troupe serve` left open.
 
 use std::sync::{Arc, Mutex};
 use troupe_tools::sync::lock;
