@@ -281,8 +281,9 @@ impl Plugins {
 
     /// Loads the plugins and the `hooks:` section of `config`. A broken plugin only disables
     /// itself (see [`PluginCatalog::warnings`]); a broken `hooks:` section is an error, since a
-    /// safety hook silently left out would fail open.
-    pub fn from_config(config: &Settings) -> Result<Plugins, ConfigError> {
+    /// safety hook silently left out would fail open. Every program the plugins run is kept
+    /// from `secrets`, troupe's keys.
+    pub fn from_config(config: &Settings, secrets: &ChildSecrets) -> Result<Plugins, ConfigError> {
         let catalog = PluginCatalog::load(config)?;
         let config_dir = config_dir(config);
         let config_hooks = match config.section("hooks") {
@@ -290,9 +291,7 @@ impl Plugins {
             value => manifest::hook_table(value, "hooks", &config_dir)
                 .map_err(|(key, problem)| ConfigError::Invalid { key, problem })?,
         };
-        let secrets = crate::settings::secrets::child_secrets(config);
-        crate::settings::secrets::mask_in_outputs(&secrets);
-        Ok(Plugins::build(catalog, config_hooks, &secrets))
+        Ok(Plugins::build(catalog, config_hooks, secrets))
     }
 
     /// The running part of `catalog`, plus `config_hooks` (troupe.yaml's `hooks:`). Every

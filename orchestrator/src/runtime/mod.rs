@@ -282,13 +282,13 @@ impl Runtime {
         let options = options.with_hook(Arc::new(crate::config_seal::ConfigWatchHook(Arc::clone(
             &seal,
         ))));
-        let (options, plugins, plugin_notices) = extend_from_config(&config, options)?;
-        crate::observability::install(&config.observability, plugins.trace_target())?;
-        let approvals = config.approvals.clone();
-        let delegation = config.delegation.clone();
         // troupe's keys: kept out of every program it starts, masked in every output.
         let secrets = secrets::child_secrets(&config);
         secrets::mask_in_outputs(&secrets);
+        let (options, plugins, plugin_notices) = extend_from_config(&config, &secrets, options)?;
+        crate::observability::install(&config.observability, plugins.trace_target())?;
+        let approvals = config.approvals.clone();
+        let delegation = config.delegation.clone();
         let mut builtin_settings = match options.builtins.clone() {
             Some(settings) => settings,
             None => config.builtins.clone(),
@@ -701,11 +701,12 @@ impl Troupe {
 /// their hooks and toolsets): whatever they add to `options` here, every entry point gets.
 fn extend_from_config(
     config: &Settings,
+    secrets: &troupe_tools::builtin::sandbox_env::ChildSecrets,
     mut options: RuntimeOptions,
 ) -> Result<(RuntimeOptions, Plugins, Vec<StartupNotice>), RuntimeError> {
     let plugins = match options.plugins.take() {
         Some(plugins) => plugins,
-        None => Plugins::from_config(config)?,
+        None => Plugins::from_config(config, secrets)?,
     };
     // A broken plugin disables itself only; it is reported like a server that did not start.
     let notices = plugins

@@ -90,7 +90,9 @@ async fn run_inner(args: ChatArgs) -> Result<i32, CliError> {
     // Before anything of the config runs (a plugin's slash command included).
     let interactive = args.query.is_none() && std::io::stdin().is_terminal();
     accept_config_changes(&config, interactive)?;
-    let plugins = Plugins::from_config(&config)?;
+    let secrets = crate::settings::secrets::child_secrets(&config);
+    crate::settings::secrets::mask_in_outputs(&secrets);
+    let plugins = Plugins::from_config(&config, &secrets)?;
     let Some(query) = args.query.clone() else {
         if args.json {
             return Err(CliError::usage(
