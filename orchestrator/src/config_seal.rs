@@ -99,10 +99,10 @@ pub fn watched_files(config: &Settings) -> Vec<PathBuf> {
         None => absolute(Path::new(DEFAULT_CONFIG_FILE)),
     };
     let mut files = vec![main];
-    if let Ok(hooks) = crate::plugins::Plugins::config_hook_commands(config) {
-        for (command, dir) in hooks {
-            if let Some(script) = script_of(&command) {
-                let candidate = dir.join(script);
+    for spec in config.hooks.values().flatten() {
+        {
+            if let Some(script) = script_of(&spec.command) {
+                let candidate = spec.dir.join(script);
                 if candidate.is_file() {
                     let candidate = absolute(&candidate);
                     if !files.contains(&candidate) {

@@ -26,7 +26,7 @@ pub mod manifest;
 pub mod slash;
 pub mod toolset;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -109,8 +109,7 @@ impl PluginCatalog {
         let home = config.home.path().to_path_buf();
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
         let roots = Roots::from_env(&home, &cwd);
-        let enablement = Enablement::from_section(config.section("plugins"))?;
-        Ok(PluginCatalog::with(roots, &enablement, home))
+        Ok(PluginCatalog::with(roots, &config.plugins, home))
     }
 
     /// Discovers plugins in `roots` and applies `enablement`.
@@ -264,34 +263,13 @@ impl Plugins {
         }
     }
 
-    /// The commands of troupe.yaml's `hooks:` section, each with the folder it runs in.
-    pub fn config_hook_commands(config: &Settings) -> Result<Vec<(String, PathBuf)>, ConfigError> {
-        let config_dir = config_dir(config);
-        let table = match config.section("hooks") {
-            serde_json::Value::Null => return Ok(vec![]),
-            value => manifest::hook_table(value, "hooks", &config_dir)
-                .map_err(|(key, problem)| ConfigError::Invalid { key, problem })?,
-        };
-        Ok(table
-            .into_values()
-            .flatten()
-            .map(|spec| (spec.command, spec.dir))
-            .collect())
-    }
-
     /// Loads the plugins and the `hooks:` section of `config`. A broken plugin only disables
     /// itself (see [`PluginCatalog::warnings`]); a broken `hooks:` section is an error, since a
     /// safety hook silently left out would fail open. Every program the plugins run is kept
     /// from `secrets`, troupe's keys.
     pub fn from_config(config: &Settings, secrets: &ChildSecrets) -> Result<Plugins, ConfigError> {
         let catalog = PluginCatalog::load(config)?;
-        let config_dir = config_dir(config);
-        let config_hooks = match config.section("hooks") {
-            serde_json::Value::Null => Default::default(),
-            value => manifest::hook_table(value, "hooks", &config_dir)
-                .map_err(|(key, problem)| ConfigError::Invalid { key, problem })?,
-        };
-        Ok(Plugins::build(catalog, config_hooks, secrets))
+        Ok(Plugins::build(catalog, config.hooks.clone(), secrets))
     }
 
     /// The running part of `catalog`, plus `config_hooks` (troupe.yaml's `hooks:`). Every
@@ -457,14 +435,4 @@ impl Plugins {
     pub fn trace_target(&self) -> Option<&crate::observability::ExportTarget> {
         self.traces.as_ref()
     }
-}
-
-/// The folder troupe.yaml's relative paths are read from: the config file's, else the working
-/// directory.
-fn config_dir(config: &Settings) -> PathBuf {
-    config
-        .base_dir()
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_else(|| PathBuf::from("."))
 }

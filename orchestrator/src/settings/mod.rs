@@ -1,30 +1,32 @@
 //! troupe.yaml, read once: the document is parsed (YAML or JSON), then each section is checked
 //! into a typed value with its defaults applied ([`Settings`]), before anything starts. Errors
 //! name the key path and say what to write instead ([`ConfigError`], one shape for every section).
-//! Three sections are kept as written ([`Settings::raw`]) and read by their owners when a
-//! runtime starts: `mcp_servers` (the MCP layer: a bad server is a warning, the rest start),
-//! `plugins` and `hooks` (the plugin layer: a broken `plugin.yaml` disables that plugin alone, a
-//! bad `hooks:` entry is an error).
+//! Only `mcp_servers` is kept as written ([`Settings::raw`]) for the MCP layer, where a bad
+//! server is a warning and the rest start.
 //!
 //! One file per section: `model.rs` (and the one model/provider resolution), `toolsets.rs`,
 //! [`kanban`] (with `profiles:`), [`terminal`] (with `code_execution:`; the backend choice in
-//! `backend.rs`), `sessions.rs`, [`serve`], [`observability`]; [`secrets`] says which values are troupe's keys, and
-//! `keys.rs` holds [`ConfigError`] and the key readers every section uses.
+//! `backend.rs`), `sessions.rs`, [`hooks`] (the shape of a hook command, shared with
+//! `plugin.yaml`), [`plugins`], [`serve`], [`observability`]; [`secrets`] says which values are
+//! troupe's keys, and `keys.rs` holds [`ConfigError`] and the key readers every section uses.
 //!
 //! troupe's home directory is resolved once, in `troupe-tools` ([`TroupeHome`]), and passed down
 //! from here as a value.
 
 mod backend;
+pub mod hooks;
 pub mod kanban;
 pub(crate) mod keys;
 mod model;
 pub mod observability;
+pub mod plugins;
 pub mod secrets;
 pub mod serve;
 mod sessions;
 pub mod terminal;
 mod toolsets;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -102,6 +104,11 @@ pub struct Settings {
     pub sessions: SessionSettings,
     /// `observability`: where traces go.
     pub observability: observability::ObservabilitySettings,
+    /// `hooks`: the commands troupe.yaml attaches to hook points, by point (each runs in the
+    /// config file's folder).
+    pub hooks: BTreeMap<String, Vec<hooks::CommandSpec>>,
+    /// `plugins`: which plugins are switched on and off.
+    pub plugins: plugins::Enablement,
     /// `serve`: where `troupe serve` listens, and its limits.
     pub serve: serve::ServeConfig,
     /// The whole document as written, for the sections handed on (see the module doc).
@@ -226,6 +233,12 @@ impl Settings {
             builtins: terminal.builtins,
             backend: terminal.backend,
             sessions,
+            hooks: match section("hooks") {
+                Value::Null => BTreeMap::new(),
+                value => hooks::hook_table(value, "hooks", &config_dir(base))
+                    .map_err(|(key, problem)| invalid(&key, problem))?,
+            },
+            plugins: plugins::Enablement::from_section(section("plugins"))?,
             serve: serve::ServeConfig::from_value(section("serve"))?,
             observability: observability::ObservabilitySettings::from_section(section(
                 "observability",
@@ -258,6 +271,14 @@ impl Settings {
         }
         servers
     }
+}
+
+/// The folder troupe.yaml's relative paths (and hook commands) follow: the file's, else the
+/// working directory.
+fn config_dir(base: Option<&Path>) -> PathBuf {
+    base.map(Path::to_path_buf)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_else(|| PathBuf::from("."))
 }
 
 /// Parses YAML (or JSON) text into a JSON value.

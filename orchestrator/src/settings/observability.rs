@@ -176,7 +176,6 @@ pub(crate) fn header_names(headers: &[(String, String)]) -> Vec<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::settings::Settings;
 
     #[test]
