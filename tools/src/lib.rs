@@ -19,6 +19,7 @@
 //! - [`bridge`]: `tool_search`, `tool_describe`, `tool_call`.
 //! - [`builtin`]: terminal, background processes, file tools, execute_code.
 //! - [`catalog_file`]: catalogs of tool definitions read from JSON.
+//! - [`home`]: troupe's home directory ([`TroupeHome`]), resolved once and passed down.
 //! - [`input_limits`]: size and nesting limits checked before a configuration file is parsed.
 
 pub mod bridge;
@@ -27,6 +28,7 @@ pub mod catalog_file;
 pub mod config;
 pub mod deferral;
 mod error;
+pub mod home;
 pub mod input_limits;
 pub mod lenient;
 pub mod mcp;
@@ -39,6 +41,7 @@ pub mod view;
 
 pub use config::{DeferSet, Ranking, Switch, ToolSearchConfig};
 pub use error::ToolsError;
+pub use home::TroupeHome;
 pub use registry::Registry;
 pub use tool::{
     CallContext, Content, Dispatch, FnHandler, ToolDef, ToolHandler, ToolHints, ToolKind,
