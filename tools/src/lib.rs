@@ -21,6 +21,7 @@
 //! - [`catalog_file`]: catalogs of tool definitions read from JSON.
 //! - [`home`]: troupe's home directory ([`TroupeHome`]), resolved once and passed down.
 //! - [`input_limits`]: size and nesting limits checked before a configuration file is parsed.
+//! - `test_support` (feature `test-support`): helpers for the tests of every crate.
 
 pub mod bridge;
 pub mod builtin;
@@ -35,6 +36,8 @@ pub mod mcp;
 pub mod registry;
 pub mod search;
 pub mod sync;
+#[cfg(feature = "test-support")]
+pub mod test_support;
 pub mod text;
 pub mod tool;
 pub mod view;
