@@ -21,7 +21,7 @@ use troupe_tools::search::lexical::LexicalIndex;
 use troupe_tools::search::semantic::{default_embedder, embed_with_cache};
 use troupe_tools::search::services::{ServedBy, services};
 use troupe_tools::search::{Catalog, assemble};
-use troupe_tools::{Ranking, Registry, ToolDef, ToolSearchConfig, ToolsetView};
+use troupe_tools::{Ranking, Registry, ToolDef, ToolSearchConfig, ToolsetView, TroupeHome};
 
 fn load() -> (ToolsetView, Vec<Arc<ToolDef>>) {
     let path = concat!(
@@ -133,7 +133,8 @@ fn hybrid(c: &mut Criterion, view: &ToolsetView, one: &Value, seven: &Value) {
         return;
     };
     let texts = catalog.embedding_texts();
-    let home = tempfile::tempdir().expect("a temporary troupe home");
+    let home_dir = tempfile::tempdir().expect("a temporary troupe home");
+    let home = TroupeHome::at(home_dir.path());
     let mut group = c.benchmark_group("tool_search");
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(1));
@@ -145,23 +146,22 @@ fn hybrid(c: &mut Criterion, view: &ToolsetView, one: &Value, seven: &Value) {
                 let fresh = tempfile::tempdir().expect("a temporary troupe home");
                 let started = Instant::now();
                 black_box(
-                    embed_with_cache(embedder.as_ref(), fresh.path(), &texts).expect("embeds"),
+                    embed_with_cache(embedder.as_ref(), &TroupeHome::at(fresh.path()), &texts)
+                        .expect("embeds"),
                 );
                 total += started.elapsed();
             }
             total
         })
     });
-    embed_with_cache(embedder.as_ref(), home.path(), &texts).expect("embeds");
+    embed_with_cache(embedder.as_ref(), &home, &texts).expect("embeds");
     group.bench_function("hybrid_embeddings_from_cache", |b| {
-        b.iter(|| {
-            embed_with_cache(embedder.as_ref(), home.path(), black_box(&texts)).expect("loads")
-        })
+        b.iter(|| embed_with_cache(embedder.as_ref(), &home, black_box(&texts)).expect("loads"))
     });
     group.finish();
 
     let ready = catalog
-        .semantic_wait(Duration::from_secs(1800))
+        .semantic_wait(&config.home, Duration::from_secs(1800))
         .expect("the embeddings become ready");
     assert!(ready.vectors.is_ok());
     let query = one_q[0].clone();

@@ -55,7 +55,7 @@ fn run() -> Result<(), String> {
     let semantic = if lexical_only {
         None
     } else {
-        catalog.semantic_wait(Duration::from_secs(600))
+        catalog.semantic_wait(&config.home, Duration::from_secs(600))
     };
     let dump_path = args
         .iter()

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use crate::home::TroupeHome;
 use crate::lenient::{py_float, py_int, py_str};
 
 /// Default share of the context window the listing may take, in percent.
@@ -172,6 +173,9 @@ pub struct ToolSearchConfig {
     pub defer: DeferSet,
     /// How `tool_search` ranks.
     pub ranking: Ranking,
+    /// troupe's home, where the hybrid ranking caches tool embeddings (`cache/tool-embeddings`).
+    /// Not a key of the file: [`TroupeHome::from_env`] unless the caller hands its own down.
+    pub home: TroupeHome,
 }
 
 impl Default for ToolSearchConfig {
@@ -185,6 +189,7 @@ impl Default for ToolSearchConfig {
             listing_max_tokens: DEFAULT_LISTING_MAX_TOKENS,
             defer: DeferSet::default(),
             ranking: Ranking::Hybrid,
+            home: TroupeHome::from_env(),
         }
     }
 }
@@ -270,7 +275,14 @@ impl ToolSearchConfig {
                 .filter(|v| !v.is_null())
                 .map(Ranking::parse)
                 .unwrap_or_default(),
+            home: TroupeHome::from_env(),
         }
+    }
+
+    /// These settings with the embedding cache in `home`.
+    pub fn with_home(mut self, home: TroupeHome) -> Self {
+        self.home = home;
+        self
     }
 
     /// The listing budget in tokens for a context window of `context_length` tokens (unknown

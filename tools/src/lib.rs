@@ -19,7 +19,9 @@
 //! - [`bridge`]: `tool_search`, `tool_describe`, `tool_call`.
 //! - [`builtin`]: terminal, background processes, file tools, execute_code.
 //! - [`catalog_file`]: catalogs of tool definitions read from JSON.
+//! - [`home`]: troupe's home directory ([`TroupeHome`]), resolved once and passed down.
 //! - [`input_limits`]: size and nesting limits checked before a configuration file is parsed.
+//! - `test_support` (feature `test-support`): helpers for the tests of every crate.
 
 pub mod bridge;
 pub mod builtin;
@@ -34,12 +36,15 @@ pub mod mcp;
 pub mod registry;
 pub mod search;
 pub mod sync;
+#[cfg(feature = "test-support")]
+pub mod test_support;
 pub mod text;
 pub mod tool;
 pub mod view;
 
 pub use config::{DeferSet, Ranking, Switch, ToolSearchConfig};
 pub use error::ToolsError;
+pub use home::TroupeHome;
 pub use registry::Registry;
 pub use tool::{
     CallContext, Content, Dispatch, FnHandler, ToolDef, ToolHandler, ToolHints, ToolKind,

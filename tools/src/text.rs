@@ -1,5 +1,5 @@
 //! Small text helpers shared by every crate's messages: the kind of a value a message complains
-//! about, and text cut to fit a line or a budget.
+//! about, text cut to fit a line or a budget, and control characters made visible.
 
 use serde_json::Value;
 
@@ -68,25 +68,33 @@ pub fn clip_chars(text: &str, max: usize) -> String {
 /// text from a remote server (a model server's error) that ends up on a terminal or in a log,
 /// where it must not retitle the window, clear the screen or forge a line.
 pub fn escape_controls(text: &str) -> String {
+    escape_controls_except(text, |_| false)
+}
+
+/// [`escape_controls`], but the control characters `keep` accepts stay as they are (newline and
+/// tab, for text printed over several lines). Invisible reordering marks are always escaped.
+pub fn escape_controls_except(text: &str, keep: impl Fn(char) -> bool) -> String {
     use std::fmt::Write as _;
-    let hidden = |c: char| {
-        c.is_control()
-            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
-    };
-    if !text.chars().any(hidden) {
+    let escaped = |c: char| c.is_control() && !keep(c);
+    if !text.chars().any(|c| escaped(c) || is_invisible_format(c)) {
         return text.to_string();
     }
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        if c.is_control() {
+        if escaped(c) {
             let _ = write!(out, "\\x{:02x}", c as u32);
-        } else if hidden(c) {
+        } else if is_invisible_format(c) {
             let _ = write!(out, "\\u{{{:x}}}", c as u32);
         } else {
             out.push(c);
         }
     }
     out
+}
+
+/// Characters that reorder or hide text without being control characters.
+fn is_invisible_format(c: char) -> bool {
+    matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
 }
 
 #[cfg(test)]
@@ -128,5 +136,20 @@ mod tests {
             "boom\\x1b]0;owned\\x07\\x1b[2J\\x0d\\x0anext\\u{202e}"
         );
         assert_eq!(escape_controls("plain ü"), "plain ü");
+    }
+
+    #[test]
+    fn kept_controls_stay_and_marks_never_do() {
+        let multi_line = |c: char| c == '\n' || c == '\t';
+        assert_eq!(
+            escape_controls_except("one\n\ttwo\r\x1b[2J", multi_line),
+            "one\n\ttwo\\x0d\\x1b[2J"
+        );
+        // A reordering mark is escaped whatever the predicate keeps.
+        assert_eq!(
+            escape_controls_except("a\u{202e}b\u{feff}", |_| true),
+            "a\\u{202e}b\\u{feff}"
+        );
+        assert_eq!(escape_controls_except("plain\n", multi_line), "plain\n");
     }
 }

@@ -160,7 +160,11 @@ async fn close(mcp: Option<McpManager>) {
 fn wait_for_embeddings(loaded: &Loaded) {
     if loaded.config.ranking == Ranking::Hybrid {
         let catalog = loaded.view.catalog(&loaded.config.defer);
-        if catalog.semantic_wait(EMBEDDINGS_WAIT).is_none() && default_embedder().is_some() {
+        if catalog
+            .semantic_wait(&loaded.config.home, EMBEDDINGS_WAIT)
+            .is_none()
+            && default_embedder().is_some()
+        {
             tracing::warn!(
                 "tool search: the tool embeddings were not ready in time; ranking with the lexical leg alone"
             );

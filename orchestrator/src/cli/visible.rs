@@ -4,41 +4,16 @@
 //! cannot clear the screen, retitle the window, plant a hyperlink or hide text behind
 //! backspaces and carriage returns.
 
-use std::fmt::Write as _;
+use troupe_tools::text::{escape_controls, escape_controls_except};
 
 /// `text` with every control character but newline and tab shown as an escape.
 pub(crate) fn visible(text: &str) -> String {
-    escape(text, |c| c == '\n' || c == '\t')
+    escape_controls_except(text, |c| c == '\n' || c == '\t')
 }
 
 /// `text` on one line: newlines and tabs are shown as escapes too.
 pub(crate) fn visible_line(text: &str) -> String {
-    escape(text, |_| false)
-}
-
-/// Characters that reorder or hide text without being control characters.
-fn is_invisible_format(c: char) -> bool {
-    matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
-}
-
-fn escape(text: &str, keep: impl Fn(char) -> bool) -> String {
-    if !text
-        .chars()
-        .any(|c| (c.is_control() && !keep(c)) || is_invisible_format(c))
-    {
-        return text.to_string();
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if c.is_control() && !keep(c) {
-            let _ = write!(out, "\\x{:02x}", c as u32);
-        } else if is_invisible_format(c) {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    escape_controls(text)
 }
 
 #[cfg(test)]

@@ -26,25 +26,8 @@ fn landlock() -> bool {
 /// temporary folder, unless the checkout lies under a temp folder (writable inside the
 /// boundary, as when CI clones into /tmp); then a folder under `$HOME`.
 fn unwritable_base() -> PathBuf {
-    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let real = |p: PathBuf| p.canonicalize().unwrap_or(p);
-    let temps: Vec<PathBuf> = [
-        std::env::temp_dir(),
-        PathBuf::from("/tmp"),
-        PathBuf::from("/var/tmp"),
-        PathBuf::from("/dev/shm"),
-    ]
-    .into_iter()
-    .map(real)
-    .collect();
-    let target_real = real(target.clone());
-    if !temps.iter().any(|t| target_real.starts_with(t)) {
-        return target;
-    }
-    let home = PathBuf::from(std::env::var_os("HOME").unwrap());
-    let base = home.join("troupe-test-worlds");
-    std::fs::create_dir_all(&base).unwrap();
-    base
+    troupe_tools::test_support::unwritable_base(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")))
+        .unwrap()
 }
 
 struct World {

@@ -34,7 +34,7 @@ pub fn tool_search(view: &ToolsetView, config: &ToolSearchConfig, args: &Value) 
     let catalog = view.catalog(&config.defer);
     // Never waits: until the tool embeddings are ready, the lexical legs answer alone.
     let semantic = match config.ranking {
-        Ranking::Hybrid => catalog.semantic(),
+        Ranking::Hybrid => catalog.semantic(&config.home),
         Ranking::Reference => None,
     };
 
@@ -124,7 +124,7 @@ pub fn tool_search_explain(
     let (queries, limit) = search_args(config, args)?;
     let catalog = view.catalog(&config.defer);
     let semantic = match config.ranking {
-        Ranking::Hybrid => catalog.semantic(),
+        Ranking::Hybrid => catalog.semantic(&config.home),
         Ranking::Reference => None,
     };
     let mut out = format!("{} tools searched\n", catalog.len());

@@ -108,7 +108,7 @@ const DEVICES: &[&str] = &[
 ];
 
 /// The system's temporary directories (with `$TMPDIR`, added when set).
-const TEMP_DIRS: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
+pub(crate) const TEMP_DIRS: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
 
 /// The test hook: `TROUPE_CONFINE_PROBE=unavailable` makes [`probe`] report Landlock missing,
 /// so a test can show what troupe does on a kernel without it.

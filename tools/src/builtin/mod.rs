@@ -77,6 +77,7 @@ pub use paths::{PathAccess, path_needs_approval, resolve_path};
 pub use process_registry::{ProcessRegistry, RegistryConfig, StartedProcess, StdinText};
 pub use receipts::{Receipt, ReceiptStore};
 
+use crate::home::TroupeHome;
 use crate::tool::{CallContext, ToolDef, ToolHandler, ToolHints, ToolResult};
 
 /// `terminal` settings.
@@ -178,15 +179,20 @@ pub struct BuiltinConfig {
 }
 
 impl Default for BuiltinConfig {
+    /// [`BuiltinConfig::in_home`] of this process's home ([`TroupeHome::from_env`]).
     fn default() -> Self {
-        let home = std::env::var_os("TROUPE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".troupe")))
-            .unwrap_or_else(|| std::env::temp_dir().join("troupe"));
+        BuiltinConfig::in_home(&TroupeHome::from_env())
+    }
+}
+
+impl BuiltinConfig {
+    /// The defaults, with receipts in `home`'s `process-results` and sessions starting in the
+    /// current directory.
+    pub fn in_home(home: &TroupeHome) -> Self {
         BuiltinConfig {
             default_cwd: std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir()),
             allowed_roots: vec![],
-            receipts_dir: home.join("process-results"),
+            receipts_dir: home.process_results(),
             terminal: TerminalConfig::default(),
             code: CodeConfig::default(),
             secrets: sandbox_env::ChildSecrets::default(),

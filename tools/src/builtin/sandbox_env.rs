@@ -217,6 +217,22 @@ fn minimal_name(name: &str) -> bool {
     MINIMAL_NAMES.contains(&name) || name.starts_with("LC_")
 }
 
+/// The one filter behind every environment below: what `secrets` withholds never passes; a
+/// `passthrough` name passes; anything else passes when `admits` says so.
+fn filter_env(
+    vars: impl IntoIterator<Item = (String, String)>,
+    passthrough: &[String],
+    secrets: &ChildSecrets,
+    admits: impl Fn(&str) -> bool,
+) -> Vec<(String, String)> {
+    vars.into_iter()
+        .filter(|(name, value)| {
+            !secrets.withholds(name, value)
+                && (passthrough.iter().any(|p| p == name) || admits(name))
+        })
+        .collect()
+}
+
 /// The environment for a `terminal` command: everything but troupe's own credentials (and any
 /// `TROUPE_*` secret), plus the `passthrough` names even when they are on that list. What
 /// `secrets` withholds is dropped whatever `passthrough` says.
@@ -225,14 +241,7 @@ pub fn terminal_env(
     passthrough: &[String],
     secrets: &ChildSecrets,
 ) -> Vec<(String, String)> {
-    vars.into_iter()
-        .filter(|(name, value)| {
-            if secrets.withholds(name, value) {
-                return false;
-            }
-            passthrough.iter().any(|p| p == name) || !troupe_managed(name)
-        })
-        .collect()
+    filter_env(vars, passthrough, secrets, |name| !troupe_managed(name))
 }
 
 /// The environment for an `execute_code` script: the `passthrough` names, then the safe names
@@ -242,21 +251,10 @@ pub fn code_env(
     passthrough: &[String],
     secrets: &ChildSecrets,
 ) -> Vec<(String, String)> {
-    vars.into_iter()
-        .filter(|(name, value)| {
-            if secrets.withholds(name, value) {
-                return false;
-            }
-            if passthrough.iter().any(|p| p == name) {
-                return true;
-            }
-            let upper = name.to_ascii_uppercase();
-            if SECRET_FRAGMENTS.iter().any(|f| upper.contains(f)) {
-                return false;
-            }
-            SAFE_PREFIXES.iter().any(|p| name.starts_with(p)) || name == "TROUPE_HOME"
-        })
-        .collect()
+    filter_env(vars, passthrough, secrets, |name| {
+        !is_secret_name(name)
+            && (SAFE_PREFIXES.iter().any(|p| name.starts_with(p)) || name == "TROUPE_HOME")
+    })
 }
 
 /// The environment for an MCP server, a hook or a plugin's command: the basic names (`PATH`,
@@ -268,12 +266,7 @@ pub fn minimal_env(
     passthrough: &[String],
     secrets: &ChildSecrets,
 ) -> Vec<(String, String)> {
-    vars.into_iter()
-        .filter(|(name, value)| {
-            !secrets.withholds(name, value)
-                && (minimal_name(name) || passthrough.iter().any(|p| p == name))
-        })
-        .collect()
+    filter_env(vars, passthrough, secrets, minimal_name)
 }
 
 /// The environment for a local client program of a backend (`ssh`, `docker`, `bwrap`): it may
@@ -283,9 +276,7 @@ pub fn client_env(
     vars: impl IntoIterator<Item = (String, String)>,
     secrets: &ChildSecrets,
 ) -> Vec<(String, String)> {
-    vars.into_iter()
-        .filter(|(name, value)| !secrets.withholds(name, value) && !troupe_managed(name))
-        .collect()
+    filter_env(vars, &[], secrets, |name| !troupe_managed(name))
 }
 
 /// troupe's own environment as UTF-8 pairs (a variable that is not UTF-8 is left out: no

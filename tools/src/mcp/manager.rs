@@ -3,7 +3,7 @@
 //! shuts them all down. The CLI (`troupe mcp`, `troupe tools --config`) and the orchestrator
 //! hold one per process.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
@@ -13,6 +13,7 @@ use super::connection::ServerConn;
 use super::names::NameBook;
 use super::status::ServerStatus;
 use crate::builtin::sandbox_env::ChildSecrets;
+use crate::home::TroupeHome;
 use crate::registry::Registry;
 use crate::tool::ToolDef;
 use crate::view::ViewSpec;
@@ -27,15 +28,26 @@ pub struct McpOptions {
 }
 
 impl Default for McpOptions {
+    /// [`McpOptions::in_home`] of this process's home ([`TroupeHome::from_env`]).
     fn default() -> Self {
-        McpOptions {
-            log_dir: default_log_dir(),
-            secrets: ChildSecrets::default(),
-        }
+        McpOptions::in_home(&TroupeHome::from_env())
     }
 }
 
 impl McpOptions {
+    /// The defaults for troupe's home `home`: the server logs in its `logs/mcp`, unless
+    /// `$TROUPE_MCP_LOG_DIR` names another folder (tests and packagers move the logs alone).
+    /// The folder and the logs are the owner's only.
+    pub fn in_home(home: &TroupeHome) -> Self {
+        let log_dir = std::env::var_os("TROUPE_MCP_LOG_DIR")
+            .filter(|dir| !dir.is_empty())
+            .map_or_else(|| home.mcp_logs(), PathBuf::from);
+        McpOptions {
+            log_dir,
+            secrets: ChildSecrets::default(),
+        }
+    }
+
     /// Puts the server logs in `dir`.
     pub fn with_log_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.log_dir = dir.into();
@@ -46,21 +58,6 @@ impl McpOptions {
     pub fn with_secrets(mut self, secrets: ChildSecrets) -> Self {
         self.secrets = secrets;
         self
-    }
-}
-
-/// `$TROUPE_MCP_LOG_DIR`, else `logs/mcp` in troupe's home (`$TROUPE_HOME`, else
-/// `~/.troupe`), else the temp folder. The folder and the logs are the owner's only.
-fn default_log_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("TROUPE_MCP_LOG_DIR") {
-        return PathBuf::from(dir);
-    }
-    if let Some(home) = std::env::var_os("TROUPE_HOME").filter(|h| !h.is_empty()) {
-        return Path::new(&home).join("logs").join("mcp");
-    }
-    match std::env::var_os("HOME") {
-        Some(home) => Path::new(&home).join(".troupe").join("logs").join("mcp"),
-        None => std::env::temp_dir().join("troupe-mcp-logs"),
     }
 }
 

@@ -36,10 +36,11 @@ use std::time::Duration;
 use super::Catalog;
 use super::catalog::FastMap;
 use super::lexical::{LexicalIndex, PreparedQuery, QueryTerm};
-use super::semantic::{SemanticReady, default_embedder, embedding_text, troupe_home};
+use super::semantic::{SemanticReady, default_embedder, embedding_text};
 use super::services::{services, stems_of};
 use super::split::for_each_split_word;
 use super::tokenize::{for_each_raw_word, stem};
+use crate::home::TroupeHome;
 
 /// Reciprocal rank fusion constant: 1 / (k + rank), ranks from 1.
 pub const RRF_K: f64 = 10.0;
@@ -248,15 +249,20 @@ impl Catalog {
     /// The tool embeddings when ready. The first call starts computing them in the background
     /// (from the on-disk cache where it can) and, like every call until they are done, returns
     /// `None` at once. `None` also when the `semantic` feature is off or the encoder failed.
-    pub fn semantic(&self) -> Option<Arc<SemanticReady>> {
+    /// The cache is read and written in `home` (the first call's home is the one used).
+    pub fn semantic(&self, home: &TroupeHome) -> Option<Arc<SemanticReady>> {
         self.semantic
-            .get_or_start(default_embedder(), troupe_home(), || self.embedding_texts())
+            .get_or_start(default_embedder(), home.clone(), || self.embedding_texts())
     }
 
     /// Like [`Catalog::semantic`], but waits up to `timeout` for the embeddings: for the command
     /// line and benchmarks, which answer once; a session never waits.
-    pub fn semantic_wait(&self, timeout: Duration) -> Option<Arc<SemanticReady>> {
-        self.semantic().or_else(|| self.semantic.wait(timeout))
+    pub fn semantic_wait(
+        &self,
+        home: &TroupeHome,
+        timeout: Duration,
+    ) -> Option<Arc<SemanticReady>> {
+        self.semantic(home).or_else(|| self.semantic.wait(timeout))
     }
 
     /// Each tool's embedding text, in catalog order.

@@ -4,8 +4,8 @@
 //!
 //! Tool embeddings never hold up a `tool_search` call. The first hybrid query on a catalog starts
 //! a background thread that loads them from the on-disk cache or computes the missing ones; until
-//! they are ready the lexical leg answers alone. The cache lives under the troupe home
-//! (`$TROUPE_HOME`, else `~/.troupe`) in `cache/tool-embeddings/`, one file per model, keyed by a
+//! they are ready the lexical leg answers alone. The cache lives in troupe's home (the
+//! [`TroupeHome`] the caller hands down) in `cache/tool-embeddings/`, one file per model, keyed by a
 //! hash of each tool's embedding text, so a tool that did not change is never encoded again, in
 //! this process or the next. A damaged cache file is ignored (and rewritten), never trusted.
 
@@ -17,6 +17,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use super::split::for_each_split_word;
+use crate::home::TroupeHome;
 use crate::tool::ToolDef;
 
 /// Tools encoded per call to the encoder, to bound its working memory.
@@ -226,25 +227,14 @@ pub fn content_hash(model_id: &str, text: &str) -> u64 {
     h
 }
 
-/// troupe's home: `$TROUPE_HOME`, else `~/.troupe`, else `troupe` under the temporary directory.
-pub fn troupe_home() -> PathBuf {
-    std::env::var_os("TROUPE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".troupe")))
-        .unwrap_or_else(|| std::env::temp_dir().join("troupe"))
-}
-
-/// The cache file of `model_id` under `home`.
-pub fn cache_file(home: &Path, model_id: &str) -> PathBuf {
+/// The cache file of `model_id` under `home` (in its `cache/tool-embeddings`).
+pub fn cache_file(home: &TroupeHome, model_id: &str) -> PathBuf {
     let safe: String = model_id
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .take(120)
         .collect();
-    home.join("cache")
-        .join("tool-embeddings")
-        .join(format!("{safe}.bin"))
+    home.tool_embeddings().join(format!("{safe}.bin"))
 }
 
 /// Reads a cache file: hash -> vector. A missing file is empty; a damaged one is reported and
@@ -337,7 +327,7 @@ pub fn write_cache(
 /// was computed. The cache is an optimisation: failing to write it is logged, not an error.
 pub fn embed_with_cache(
     embedder: &dyn Embedder,
-    home: &Path,
+    home: &TroupeHome,
     texts: &[String],
 ) -> Result<ToolVectors, String> {
     let dims = embedder.dimensions();
@@ -421,7 +411,7 @@ impl SemanticSlot {
     pub fn get_or_start(
         &self,
         embedder: Option<Arc<dyn Embedder>>,
-        home: PathBuf,
+        home: TroupeHome,
         texts: impl FnOnce() -> Vec<String>,
     ) -> Option<Arc<SemanticReady>> {
         if let Some(ready) = self.ready() {
@@ -542,23 +532,23 @@ mod tests {
             calls: Default::default(),
         };
         let texts: Vec<String> = ["alpha", "beta", "gamma"].map(String::from).to_vec();
-        let first = embed_with_cache(&enc, home.path(), &texts).unwrap();
+        let first = embed_with_cache(&enc, &TroupeHome::at(home.path()), &texts).unwrap();
         assert_eq!(enc.calls.load(Ordering::SeqCst), 3);
         // Same texts: all from the cache.
-        let again = embed_with_cache(&enc, home.path(), &texts).unwrap();
+        let again = embed_with_cache(&enc, &TroupeHome::at(home.path()), &texts).unwrap();
         assert_eq!(enc.calls.load(Ordering::SeqCst), 3);
         assert_eq!(first, again);
         // One new text: only it is encoded.
         let more: Vec<String> = ["alpha", "delta"].map(String::from).to_vec();
-        let v = embed_with_cache(&enc, home.path(), &more).unwrap();
+        let v = embed_with_cache(&enc, &TroupeHome::at(home.path()), &more).unwrap();
         assert_eq!(enc.calls.load(Ordering::SeqCst), 4);
         assert_eq!(v.len(), 2);
         // A damaged file is ignored and rewritten.
-        let path = cache_file(home.path(), enc.model_id());
+        let path = cache_file(&TroupeHome::at(home.path()), enc.model_id());
         let mut bytes = std::fs::read(&path).unwrap();
         bytes.truncate(bytes.len() - 3);
         std::fs::write(&path, &bytes).unwrap();
-        let v = embed_with_cache(&enc, home.path(), &more).unwrap();
+        let v = embed_with_cache(&enc, &TroupeHome::at(home.path()), &more).unwrap();
         assert_eq!(enc.calls.load(Ordering::SeqCst), 6);
         assert_eq!(v.len(), 2);
         assert_eq!(read_cache(&path, 26).len(), 2);
@@ -574,7 +564,7 @@ mod tests {
             calls: Default::default(),
         });
         assert!(slot.ready().is_none());
-        let first = slot.get_or_start(Some(Arc::clone(&enc)), home.path().into(), || {
+        let first = slot.get_or_start(Some(Arc::clone(&enc)), TroupeHome::at(home.path()), || {
             vec!["abc".into(), "xyz".into()]
         });
         assert!(first.is_none(), "the first call never waits");
@@ -589,7 +579,7 @@ mod tests {
         let empty = SemanticSlot::default();
         assert!(
             empty
-                .get_or_start(None, home.path().into(), Vec::new)
+                .get_or_start(None, TroupeHome::at(home.path()), Vec::new)
                 .is_none()
         );
         assert!(empty.wait(Duration::from_millis(1)).is_none());

@@ -13,7 +13,7 @@ use troupe_tools::search::tokenize::{SNOWBALL_3_DIFFERENCES, for_each_word, toke
 use troupe_tools::search::{Catalog, assemble};
 use troupe_tools::{Switch, ToolSearchConfig};
 
-use crate::fixture::{Case, Outcome, matches_with_marker};
+use super::fixture::{Case, Outcome, matches_with_marker};
 
 /// Debug scores are exact Python floats; ours must agree to this much.
 const SCORE_TOLERANCE: f64 = 1e-9;
@@ -424,7 +424,7 @@ fn with_our_stems(text: &str, want: &Value, differing: &mut Vec<String>) -> Valu
 
 /// Passes when the case depends on a differing stem exactly when the driver lists it.
 fn expected_difference(case: &Case, differing: &[String]) -> Check {
-    let listed = crate::EXPECTED_STEM_DIFFERENCES
+    let listed = super::EXPECTED_STEM_DIFFERENCES
         .iter()
         .find(|(name, _)| *name == case.name);
     match (listed, differing.is_empty()) {

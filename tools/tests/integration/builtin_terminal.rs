@@ -2,10 +2,7 @@
 //! notes, the environment, refusals, and the process group being killed on timeout and on stop
 //! (child and grandchild both gone, checked with kill -0).
 
-#![allow(clippy::unwrap_used)] // tests may unwrap: a failure is the test failing
-mod builtin_common;
-
-use builtin_common::{Fixture, ctx, json_of, read_pid};
+use crate::support::{Fixture, alone_with_env, ctx, json_of, read_pid};
 use serde_json::json;
 use troupe_tools::builtin::process_group::pid_running;
 
@@ -99,10 +96,15 @@ async fn long_output_keeps_head_and_tail() {
 
 #[tokio::test]
 async fn troupe_credentials_are_not_passed_on() {
-    // SAFETY: tests in this binary only read the environment otherwise.
-    unsafe {
-        std::env::set_var("OPENAI_API_KEY", "sk-test-not-for-children-0000");
-        std::env::set_var("TROUPE_API_KEY", "troupe-secret");
+    // troupe's own environment holds the keys: set in a copy of this binary, not in this one.
+    if !alone_with_env(
+        concat!(module_path!(), "::troupe_credentials_are_not_passed_on"),
+        &[
+            ("OPENAI_API_KEY", "sk-test-not-for-children-0000"),
+            ("TROUPE_API_KEY", "troupe-secret"),
+        ],
+    ) {
+        return;
     }
     let f = Fixture::new();
     let (v, _) = f

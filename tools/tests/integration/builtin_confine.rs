@@ -1,15 +1,12 @@
 //! The boundary on real child processes: `terminal` and `execute_code` on a confined local
 //! backend, with a troupe home holding a token, a workspace, and a directory outside both
 //! (under the build's own temporary folder, so not under `/tmp`, which is writable).
-#![allow(clippy::unwrap_used)]
-
-mod builtin_common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use builtin_common::{ctx, json_of};
+use crate::support::{ctx, json_of};
 use serde_json::{Map, Value, json};
 use troupe_tools::builtin::confine::{ConfinePolicy, ConfineSettings, Support, probe};
 use troupe_tools::builtin::{BuiltinConfig, Builtins, LocalBackend, core_tools};
@@ -98,33 +95,9 @@ impl Confined {
     }
 }
 
+/// Where a test world goes: a folder commands inside the boundary may not write.
 fn target_tmp() -> PathBuf {
-    unwritable_base()
-}
-
-/// Where a test world goes: a folder commands inside the boundary may not write. The build's own
-/// temporary folder, unless the checkout lies under a temp folder (writable inside the
-/// boundary, as when CI clones into /tmp); then a folder under `$HOME`.
-fn unwritable_base() -> PathBuf {
-    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let real = |p: PathBuf| p.canonicalize().unwrap_or(p);
-    let temps: Vec<PathBuf> = [
-        std::env::temp_dir(),
-        PathBuf::from("/tmp"),
-        PathBuf::from("/var/tmp"),
-        PathBuf::from("/dev/shm"),
-    ]
-    .into_iter()
-    .map(real)
-    .collect();
-    let target_real = real(target.clone());
-    if !temps.iter().any(|t| target_real.starts_with(t)) {
-        return target;
-    }
-    let home = PathBuf::from(std::env::var_os("HOME").unwrap());
-    let base = home.join("troupe-test-worlds");
-    std::fs::create_dir_all(&base).unwrap();
-    base
+    troupe_tools::test_support::unwritable_base(Path::new(env!("CARGO_TARGET_TMPDIR"))).unwrap()
 }
 
 #[tokio::test]

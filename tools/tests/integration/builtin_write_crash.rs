@@ -4,17 +4,13 @@
 //! of the same path succeeds and clears the dead writer's temporary file. The test binary
 //! re-executes itself as the writer (see `WRITER_ENV`).
 
-#![cfg(unix)]
-#![allow(clippy::unwrap_used)] // tests may unwrap: a failure is the test failing
-mod builtin_common;
-
 use std::fs;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use builtin_common::{Fixture, ctx, json_of};
+use crate::support::{Fixture, ctx, json_of};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::{Map, Value, json};
@@ -23,8 +19,9 @@ use troupe_tools::builtin::{BuiltinConfig, Builtins, core_tools};
 /// Set in the re-executed test binary: `<work dir>\n<attempt number>`. It then writes the new
 /// content of that attempt to `TARGET` through `write_file` instead of running the test.
 const WRITER_ENV: &str = "TROUPE_TEST_CRASH_WRITER";
-/// This test's name, for re-executing only it.
-const TEST_NAME: &str = "write_file_killed_mid_write_leaves_old_or_new_content";
+/// This test's path in the test binary, for re-executing only it.
+const TEST_NAME: &str =
+    "builtin_write_crash::write_file_killed_mid_write_leaves_old_or_new_content";
 /// The file every attempt rewrites, relative to the work directory.
 const TARGET: &str = "big.txt";
 /// Size of the new content each killed writer was writing.

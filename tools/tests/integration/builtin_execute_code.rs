@@ -2,14 +2,11 @@
 //! loop through a test `Dispatch`, each limit being hit (time, stdout, stderr, tool calls), a
 //! stop, a script that looks for secrets in its environment, and calls that must be refused.
 
-#![allow(clippy::unwrap_used)] // tests may unwrap: a failure is the test failing
-mod builtin_common;
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use builtin_common::{Fixture, json_of, read_pid};
+use crate::support::{Fixture, alone_with_env, json_of, read_pid};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
@@ -166,11 +163,19 @@ async fn stdout_and_stderr_keep_head_and_tail() {
 
 #[tokio::test]
 async fn secrets_are_not_in_the_script_environment() {
-    // SAFETY: the other tests in this binary only read the environment.
-    unsafe {
-        std::env::set_var("MY_SERVICE_TOKEN", "tok-should-not-leak");
-        std::env::set_var("OPENAI_API_KEY", "sk-should-not-leak-either");
-        std::env::set_var("DB_PASSWORD", "hunter2");
+    // troupe's own environment holds the secrets: set in a copy of this binary, not in this one.
+    if !alone_with_env(
+        concat!(
+            module_path!(),
+            "::secrets_are_not_in_the_script_environment"
+        ),
+        &[
+            ("MY_SERVICE_TOKEN", "tok-should-not-leak"),
+            ("OPENAI_API_KEY", "sk-should-not-leak-either"),
+            ("DB_PASSWORD", "hunter2"),
+        ],
+    ) {
+        return;
     }
     let f = Fixture::new();
     let code = "import os\nprint([os.environ.get(k) for k in ('MY_SERVICE_TOKEN', 'OPENAI_API_KEY', 'DB_PASSWORD')], 'PATH' in os.environ)";
@@ -248,7 +253,7 @@ print(r["output"].strip())
         .call_ctx(
             "execute_code",
             json!({"command": "ls"}),
-            builtin_common::ctx("s1"),
+            crate::support::ctx("s1"),
         )
         .await;
     assert!(
@@ -262,7 +267,7 @@ print(r["output"].strip())
         .call_ctx(
             "execute_code",
             json!({"code": 5}),
-            builtin_common::ctx("s1"),
+            crate::support::ctx("s1"),
         )
         .await;
     assert!(r.is_error);

@@ -2,13 +2,10 @@
 //! binary and oversized refusals, atomic writes seen by a concurrent reader, patch rules, the
 //! multi-file patch, search, and paths that need approval.
 
-#![allow(clippy::unwrap_used)] // tests may unwrap: a failure is the test failing
-mod builtin_common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use builtin_common::{Fixture, ctx, json_of};
+use crate::support::{Fixture, ctx, json_of};
 use serde_json::json;
 
 fn utf16(text: &str, big: bool, bom: bool) -> Vec<u8> {

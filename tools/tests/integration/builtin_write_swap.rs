@@ -4,15 +4,11 @@
 //! 300 `patch` calls run through the tools. Nothing may land outside, every `verified: true` must
 //! be true of the file afterwards, and no temporary file may be left anywhere.
 
-#![cfg(target_os = "linux")]
-#![allow(clippy::unwrap_used)] // tests may unwrap: a failure is the test failing
-mod builtin_common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use builtin_common::Fixture;
+use crate::support::Fixture;
 use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
 use serde_json::json;
 

@@ -2,12 +2,9 @@
 //! real processes: ids and prefixes, poll, log, wait, kill of a whole tree, stdin, session end,
 //! and receipts on disk (redaction, ownership across sessions, retention).
 
-#![allow(clippy::unwrap_used)] // tests may unwrap: a failure is the test failing
-mod builtin_common;
-
 use std::time::{Duration, SystemTime};
 
-use builtin_common::{Fixture, ctx, json_of, read_pid};
+use crate::support::{Fixture, ctx, json_of, read_pid};
 use serde_json::{Value, json};
 use troupe_tools::builtin::process_group::pid_running;
 use troupe_tools::builtin::{Receipt, ReceiptStore};

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use troupe_tools::bridge::tool_call::{resolve_entry, validate};
 use troupe_tools::bridge::{resolve, tool_describe};
 
-use crate::fixture::{Case, Outcome, matches_with_marker};
+use super::fixture::{Case, Outcome, matches_with_marker};
 
 /// Runs one `describe` or `tool_call` case.
 pub(crate) fn run(case: &Case) -> Outcome {
