@@ -67,7 +67,7 @@ pub(crate) async fn start_configured(
 
 /// The manager settings for `config`'s servers: troupe's keys withheld from them.
 fn mcp_options(config: &Settings) -> troupe_tools::mcp::McpOptions {
-    troupe_tools::mcp::McpOptions::default()
+    troupe_tools::mcp::McpOptions::in_home(&config.home)
         .with_secrets(crate::settings::secrets::child_secrets(config))
 }
 

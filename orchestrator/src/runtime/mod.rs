@@ -296,7 +296,7 @@ impl Runtime {
         builtin_settings.secrets.merge(&secrets);
         let default_provider = config.model.provider(&config.home)?;
         check_cost_budgets(&config, &delegation, default_provider.as_deref())?;
-        let workspaces_dir = home.join("workspaces");
+        let workspaces_dir = config.home.workspaces();
         // The boundary of what commands, hooks and MCP servers reach (terminal.confine).
         let boundary = backends::boundary(&builtin_settings, &home, config.path.as_deref())?;
         troupe_tools::builtin::confine::set_service_policy(boundary.policy.clone());
@@ -366,7 +366,7 @@ impl Runtime {
             let started = McpManager::start_in_background(
                 &servers,
                 Arc::clone(&registry),
-                troupe_tools::mcp::McpOptions::default().with_secrets(secrets.clone()),
+                troupe_tools::mcp::McpOptions::in_home(&config.home).with_secrets(secrets.clone()),
             );
             started.wait_started(MCP_STARTUP_GRACE).await;
             let still_starting = started.starting();

@@ -177,7 +177,10 @@ fn worktree_dir(
     match path {
         Some(path) if Path::new(path).is_absolute() => PathBuf::from(path),
         Some(path) => top.join(path),
-        None => home.join("worktrees").join(board.as_str()).join(task),
+        None => home
+            .join(troupe_tools::home::WORKTREES)
+            .join(board.as_str())
+            .join(task),
     }
 }
 

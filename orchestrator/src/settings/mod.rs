@@ -200,7 +200,8 @@ impl Settings {
         let home = TroupeHome::from_env();
         let tools = mapping(section("tools"), "tools")?;
         let tool_search =
-            ToolSearchConfig::from_raw(tools.get("tool_search").unwrap_or(&Value::Null));
+            ToolSearchConfig::from_raw(tools.get("tool_search").unwrap_or(&Value::Null))
+                .with_home(home.clone());
         let base = path
             .and_then(Path::parent)
             .filter(|p| !p.as_os_str().is_empty());
@@ -209,6 +210,7 @@ impl Settings {
             section("code_execution"),
             section("execute_code"),
             base,
+            &home,
         )?;
         let kanban = KanbanSettings::from_sections(section("kanban"), section("profiles"), &home)?;
         let sessions = SessionSettings::from_section(section("sessions"), &kanban.store, &home)?;

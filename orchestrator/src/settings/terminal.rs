@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use troupe_tools::builtin::confine::ConfineMode;
 use troupe_tools::builtin::{BuiltinConfig, CodeMode};
+use troupe_tools::home::TroupeHome;
 use troupe_tools::text::yaml_kind;
 
 pub use super::backend::{BACKEND_KEYS, BackendChoice, backend_choice};
@@ -58,6 +59,7 @@ impl TerminalSettings {
         code_execution: &Value,
         execute_code: &Value,
         base: Option<&Path>,
+        home: &TroupeHome,
     ) -> Result<TerminalSettings, ConfigError> {
         let terminal = mapping(terminal, "terminal")?;
         let backend = backend_choice(&terminal, "terminal", &|var| std::env::var(var).ok())?;
@@ -65,7 +67,8 @@ impl TerminalSettings {
             Value::Null => ("execute_code", execute_code),
             section => ("code_execution", section),
         };
-        let builtins = builtin_config(&terminal, &backend, name, &mapping(code, name)?, base)?;
+        let builtins =
+            builtin_config(&terminal, &backend, name, &mapping(code, name)?, base, home)?;
         Ok(TerminalSettings { builtins, backend })
     }
 }
@@ -77,8 +80,9 @@ fn builtin_config(
     name: &str,
     code: &Map<String, Value>,
     base: Option<&Path>,
+    home: &TroupeHome,
 ) -> Result<BuiltinConfig, ConfigError> {
-    let mut out = BuiltinConfig::default();
+    let mut out = BuiltinConfig::in_home(home);
     let known: Vec<&str> = TERMINAL_KEYS.iter().chain(BACKEND_KEYS).copied().collect();
     warn_unknown(terminal, "terminal", &known);
     out.terminal.dangerous_command_approval = !matches!(

@@ -23,6 +23,8 @@ pub const PROTECTED_TOP_LEVEL: &[&str] = &[
     "profiles",
     "mcp-logs",
     "process-results",
+    "state",
+    "worktrees",
     "config-seals.json",
     ".git",
     "troupe.yaml",
@@ -276,15 +278,12 @@ mod tests {
     fn the_folders_troupe_keeps_in_its_home_are_protected() {
         // What the runtime, the built-in tools and the board create under the home; an empty
         // one of them must never be swept.
-        for name in [
-            "workspaces",
-            "process-results",
-            "kanban",
-            "logs",
-            "cache",
-            "plugins",
-            "config-seals.json",
-        ] {
+        // Every folder troupe's home knows of (one list, in troupe-tools), and the seal record.
+        for name in troupe_tools::home::FOLDERS
+            .iter()
+            .copied()
+            .chain(["config-seals.json"])
+        {
             assert!(
                 PROTECTED_TOP_LEVEL.contains(&name),
                 "{name} is not protected"
