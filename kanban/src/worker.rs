@@ -15,80 +15,26 @@ use std::time::Duration;
 use actix::prelude::*;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
-use serde::Serialize;
 use troupe_actors::session::{SessionConfig, SessionHandle, SessionParams, TurnStatus};
 use troupe_actors::supervisor::Supervisor;
 use troupe_actors::trace::TraceSpan;
 use troupe_actors::usage::Spend;
 
-use crate::dispatcher::{DispatcherConfig, WorkerFinished};
-use crate::domain::{BoardSlug, EventKind, RunId, TaskId, WorkerId};
+use crate::dispatcher_config::DispatcherConfig;
+use crate::domain::{BoardSlug, EventKind, TaskId, WorkerId};
 use crate::hooks::DispatcherHooks;
 use crate::profiles::WorkerProfile;
 use crate::store::{Claim, Failure, FailureKind, Store, StoreError};
 use crate::worker_context::{build_worker_context, nudge, system_prompt};
 use crate::worker_tools::{TaskBinding, TerminalCall, task_tools, task_view};
 
-/// How a worker's run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkerOutcome {
-    /// The worker completed its task.
-    Completed,
-    /// The worker blocked its task.
-    Blocked,
-    /// The session ended without a terminal board call, reminders included.
-    ProtocolViolation,
-    /// The model or the session failed.
-    Crashed,
-    /// The run passed its max runtime and was stopped.
-    TimedOut,
-    /// The session could not be started.
-    SpawnFailed,
-    /// The model said it was rate limited; the task was requeued without counting a failure.
-    RateLimited,
-    /// The task was archived, blocked or taken back by someone else; the worker was stopped.
-    Stopped,
-    /// The lease was handed back without running the task: the dispatcher stopped, or the
-    /// database was out of reach while the worker read its task.
-    Released,
-}
+// A worker's reports are named here too, where callers have always found them.
+pub use crate::reports::{WorkerOutcome, WorkerReport};
 
-impl WorkerOutcome {
-    /// The outcome as a word.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WorkerOutcome::Completed => "completed",
-            WorkerOutcome::Blocked => "blocked",
-            WorkerOutcome::ProtocolViolation => "protocol_violation",
-            WorkerOutcome::Crashed => "crashed",
-            WorkerOutcome::TimedOut => "timed_out",
-            WorkerOutcome::SpawnFailed => "spawn_failed",
-            WorkerOutcome::RateLimited => "rate_limited",
-            WorkerOutcome::Stopped => "stopped",
-            WorkerOutcome::Released => "released",
-        }
-    }
-}
-
-/// What a worker reports when it ends.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WorkerReport {
-    /// The task.
-    pub task_id: TaskId,
-    /// The worker's identity (the lease holder).
-    pub worker: WorkerId,
-    /// The profile that ran it.
-    pub assignee: String,
-    /// The run.
-    pub run_id: RunId,
-    /// How it ended.
-    pub outcome: WorkerOutcome,
-    /// The error or the reason, when there is one.
-    pub detail: Option<String>,
-    /// Whether the failure limit was reached and the task blocked.
-    pub gave_up: bool,
-}
+/// A worker ended. Sent by each [`Worker`] to its dispatcher as its last act.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct WorkerFinished(pub WorkerReport);
 
 /// What a worker is given by the dispatcher.
 pub struct WorkerParams {
