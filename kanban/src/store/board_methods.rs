@@ -302,6 +302,16 @@ macro_rules! board_methods {
             $run!(self, board, write, |t| ops::reclaim_expired(t))
         }
 
+        fn release(
+            &self,
+            board: &BoardSlug,
+            id: &TaskId,
+            worker: &WorkerId,
+        ) -> StoreFuture<'_, Transitioned> {
+            let (id, worker) = (id.clone(), worker.clone());
+            $run!(self, board, write, |t| ops::release(t, &id, &worker))
+        }
+
         fn record_failure(
             &self,
             board: &BoardSlug,

@@ -1159,6 +1159,41 @@ pub(crate) async fn request_changes<B: Backend>(
     self::task(b, id).await
 }
 
+/// Takes a running task's lease back: its run ends as `reclaimed` with `why`, the task returns
+/// to the status the run was claimed from (or `todo` while a parent is open), and `reclaimed`
+/// is recorded (marked `released` when its own worker handed it back). Not a failure.
+async fn take_back<B: Backend>(
+    b: &B,
+    task: &Task,
+    lease: &Lease,
+    why: &str,
+    released: bool,
+) -> Result<Task, B::Error> {
+    let id = &task.id;
+    let source = source_status(b, task).await?;
+    let to = runnable(b, id, source).await?;
+    let end = RunEnd {
+        error: Some(why),
+        ..RunEnd::with(RunOutcome::Reclaimed)
+    };
+    close_run(b, task, end).await?;
+    cas(b, task, to, &[Set::EndLease]).await?;
+    let mut payload = json!({"lock": lease.worker.to_string(), "claim_expires": lease.expires_at.0,
+                             "last_heartbeat_at": task.last_heartbeat_at.map(|t| t.0),
+                             "to": to.as_str()});
+    if released {
+        payload["released"] = Value::Bool(true);
+    }
+    emit(
+        b,
+        Some(id),
+        Some(lease.run_id),
+        EventKind::Reclaimed,
+        payload,
+    )?;
+    self::task(b, id).await
+}
+
 /// Takes back lapsed leases (a backend that can skips rows another reclaimer holds).
 pub(crate) async fn reclaim_expired<B: Backend>(b: &B) -> Result<Vec<Reclaimed>, B::Error> {
     let mut out = Vec::new();
@@ -1167,28 +1202,37 @@ pub(crate) async fn reclaim_expired<B: Backend>(b: &B) -> Result<Vec<Reclaimed>,
         let Some(lease) = task.lease.clone() else {
             continue;
         };
-        let source = source_status(b, &task).await?;
-        let to = runnable(b, &id, source).await?;
-        let end = RunEnd {
-            error: Some("lease lapsed"),
-            ..RunEnd::with(RunOutcome::Reclaimed)
-        };
-        close_run(b, &task, end).await?;
-        cas(b, &task, to, &[Set::EndLease]).await?;
-        emit(
-            b,
-            Some(&id),
-            Some(lease.run_id),
-            EventKind::Reclaimed,
-            json!({"lock": lease.worker.to_string(), "claim_expires": lease.expires_at.0,
-                   "last_heartbeat_at": task.last_heartbeat_at.map(|t| t.0), "to": to.as_str()}),
-        )?;
         out.push(Reclaimed {
-            task: self::task(b, &id).await?,
+            task: take_back(b, &task, &lease, "lease lapsed", false).await?,
             lapsed: lease,
         });
     }
     Ok(out)
+}
+
+/// Hands `worker`'s lease on a task back at once, as a lapse would but without waiting for it:
+/// refused (and nothing changed) when the task is not running or another worker holds it.
+pub(crate) async fn release<B: Backend>(
+    b: &B,
+    id: &TaskId,
+    worker: &WorkerId,
+) -> Result<Transitioned, B::Error> {
+    let task = task(b, id).await?;
+    rules::RELEASE.check(&task)?;
+    check_holder(&task, Some(worker))?;
+    let Some(lease) = task.lease.clone() else {
+        return Err(StoreError::LeaseNotHeld {
+            task: id.clone(),
+            worker: worker.to_string(),
+            holder: None,
+        }
+        .into());
+    };
+    let task = take_back(b, &task, &lease, "the worker handed its lease back", true).await?;
+    Ok(Transitioned {
+        task,
+        ended_lease: Some(lease),
+    })
 }
 
 pub(crate) async fn record_failure<B: Backend>(

@@ -1,9 +1,9 @@
 //! The behaviour suite every [`Store`] implementation must pass (feature `test-suite`).
 //!
 //! An implementation's test file provides a [`SuiteBackend`] (fresh, empty storage that can be
-//! opened several times) and stamps out one test per case with [`store_suite!`](crate::store_suite),
-//! or runs them all with [`run_store_suite`]. [`assert_consistent`] checks the invariants that
-//! crash tests rely on. Cases panic on failure, as tests do.
+//! opened several times) and stamps out one test per case with [`store_suite!`](crate::store_suite).
+//! [`assert_consistent`] checks the invariants that crash tests rely on. Cases panic on failure,
+//! as tests do.
 
 #![allow(
     clippy::unwrap_used,
@@ -11,7 +11,6 @@
 )]
 
 use std::collections::{HashMap, HashSet};
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,6 +57,7 @@ macro_rules! store_suite {
             scheduled_tasks_wait_for_their_time,
             review_round_trip,
             lapsed_leases_are_reclaimed,
+            a_worker_releases_only_its_own_lease,
             failures_count_to_the_effective_limit,
             rate_limits_requeue_without_counting,
             events_are_monotonic_and_complete,
@@ -86,43 +86,6 @@ macro_rules! store_suite {
 /// The `run_if` of a backend that is always available.
 pub fn always_run() -> bool {
     true
-}
-
-/// Runs every case in turn, each on a fresh backend from `fresh`.
-pub async fn run_store_suite<B, F, Fut>(fresh: F)
-where
-    B: SuiteBackend,
-    F: Fn() -> Fut,
-    Fut: Future<Output = B>,
-{
-    macro_rules! each {
-        ($($case:ident),*) => { $( $case(&fresh().await).await; )* };
-    }
-    each!(
-        boards_follow_slug_rules_and_archive,
-        creation_picks_ready_todo_triage_or_blocked,
-        idempotency_keys_return_the_live_task,
-        completing_parents_promotes_children,
-        links_refuse_self_cycles_and_other_boards,
-        claims_open_a_lease_and_a_run,
-        batched_claims_take_the_best_tasks_in_order,
-        task_context_is_what_its_parts_say,
-        heartbeats_extend_only_the_holders_lease,
-        blocks_go_to_blocked_todo_or_triage,
-        archiving_ends_the_run_and_frees_children,
-        scheduled_tasks_wait_for_their_time,
-        review_round_trip,
-        lapsed_leases_are_reclaimed,
-        failures_count_to_the_effective_limit,
-        rate_limits_requeue_without_counting,
-        events_are_monotonic_and_complete,
-        comments_and_attachments,
-        patches_assignments_and_filters,
-        concurrent_claims_are_exclusive,
-        concurrent_idempotent_creates_make_one_task,
-        cancelled_operations_leave_no_half_change,
-        reopening_sees_every_commit
-    );
 }
 
 fn default_board() -> BoardSlug {
@@ -1157,6 +1120,71 @@ pub async fn lapsed_leases_are_reclaimed(b: &dyn SuiteBackend) {
         .unwrap_err();
     assert!(matches!(err, StoreError::LeaseNotHeld { .. }), "{err}");
     assert_eq!(s.runs(&board, &hung).await.unwrap().len(), 2);
+    assert_consistent(&*s, &board).await;
+}
+
+/// A worker hands its own lease back at once: the run ends as `reclaimed`, the task is ready
+/// for the next claim, and nothing counts as a failure. Another worker's lease, and a task
+/// that is no longer running, are refused and left as they were.
+pub async fn a_worker_releases_only_its_own_lease(b: &dyn SuiteBackend) {
+    let s = b.open().await.unwrap();
+    let board = default_board();
+    let id = new_task(&*s, "handed back").await;
+    let spec = long_ttl();
+    let claim = s.claim_task(&board, &id, &spec).await.unwrap();
+
+    let stranger = WorkerId::local();
+    let err = s.release(&board, &id, &stranger).await.unwrap_err();
+    assert!(matches!(err, StoreError::LeaseNotHeld { .. }), "{err}");
+    assert!(err.to_string().contains(&spec.worker.to_string()), "{err}");
+    let task = s.task(&board, &id).await.unwrap();
+    assert_eq!(task.status, TaskStatus::Running);
+    assert_eq!(task.lease, Some(claim.lease.clone()));
+    assert!(!kinds(&*s, &id).await.contains(&EventKind::Reclaimed));
+
+    let released = s.release(&board, &id, &spec.worker).await.unwrap();
+    assert_eq!(released.task.status, TaskStatus::Ready);
+    assert_eq!(released.task.lease, None);
+    assert_eq!(released.task.consecutive_failures, 0);
+    assert_eq!(released.ended_lease, Some(claim.lease.clone()));
+    let run = s.run(&board, claim.run.id).await.unwrap();
+    assert_eq!(run.outcome, Some(RunOutcome::Reclaimed));
+    assert!(run.ended_at.is_some());
+    let events = s.task_events(&board, &id).await.unwrap();
+    let back: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == EventKind::Reclaimed)
+        .collect();
+    assert_eq!(back.len(), 1, "{events:?}");
+    assert_eq!(back[0].payload["released"], serde_json::json!(true));
+    assert_eq!(back[0].run_id, Some(claim.run.id));
+    // Handing back again finds nothing to hand back, and changes nothing.
+    let err = s.release(&board, &id, &spec.worker).await.unwrap_err();
+    assert!(matches!(err, StoreError::InvalidTransition { .. }), "{err}");
+    assert_eq!(status(&*s, &id).await, TaskStatus::Ready);
+
+    // Another lease that has lapsed is no business of a release: it waits for the reclaimer.
+    let other = new_task(&*s, "lapses").await;
+    let lapsing = ClaimSpec::new(WorkerId::local()).with_ttl(Duration::ZERO);
+    s.claim_task(&board, &other, &lapsing).await.unwrap();
+
+    // The task is claimable again at once; a settled task cannot be released.
+    let again = s.claim_task(&board, &id, &long_ttl()).await.unwrap();
+    assert_ne!(again.run.id, claim.run.id);
+    let done = Completion {
+        worker: Some(again.lease.worker.clone()),
+        result: Some("done".into()),
+        ..Completion::default()
+    };
+    s.complete(&board, &id, &done).await.unwrap();
+    let err = s
+        .release(&board, &id, &again.lease.worker)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::InvalidTransition { .. }), "{err}");
+    assert_eq!(status(&*s, &id).await, TaskStatus::Done);
+    assert_eq!(status(&*s, &other).await, TaskStatus::Running);
+    assert_eq!(s.reclaim_expired(&board).await.unwrap().len(), 1);
     assert_consistent(&*s, &board).await;
 }
 

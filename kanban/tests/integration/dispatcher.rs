@@ -23,17 +23,19 @@ use troupe_actors::model::{
 };
 use troupe_actors::supervisor::{ApprovalConfig, ApprovalMode, DefaultRules, Supervisor};
 use troupe_kanban::dispatcher::{DispatcherConfig, DispatcherEvent, DispatcherHandle};
-use troupe_kanban::domain::{BoardSlug, NewTask, RunOutcome, Task, TaskId, TaskStatus, WorkerId};
+use troupe_kanban::domain::{
+    BoardSlug, EventKind, NewTask, RunOutcome, Task, TaskId, TaskStatus, WorkerId,
+};
 use troupe_kanban::hooks::DispatcherHooks;
-use troupe_kanban::profiles::{Profiles, WorkerProfile};
+use troupe_kanban::profiles::Profiles;
 use troupe_kanban::store::{ClaimSpec, SqliteStore, Store};
 use troupe_kanban::worker::WorkerOutcome;
-use troupe_kanban::worker_tools::{TaskBinding, task_tools, task_view};
+use troupe_kanban::worker_tools::{task_tools, task_view};
 use troupe_tools::{CallContext, Registry};
 
-/// A guard against a hung test, not a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(120);
+use crate::support::{Known, PATIENCE, bind, completes, enter, fast, profile, supervisor, text};
 
+/// A guard against a hung test, not a timing assertion.
 struct Board {
     _dir: tempfile::TempDir,
     store: Arc<dyn Store>,
@@ -44,42 +46,16 @@ struct Board {
 async fn board() -> Board {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).await.unwrap());
-    let config = ApprovalConfig {
-        mode: ApprovalMode::Off,
-        ..ApprovalConfig::default()
-    };
-    let supervisor = Supervisor::new(config, Arc::new(DefaultRules::new(Vec::new()))).start();
     Board {
         _dir: dir,
         store,
         slug: BoardSlug::default_board(),
-        supervisor,
+        supervisor: supervisor(),
     }
-}
-
-fn profile(name: &str, provider: Arc<dyn ModelProvider>) -> WorkerProfile {
-    WorkerProfile::new(name, provider, Registry::new().view_all())
 }
 
 fn scripted(script: Script) -> Arc<dyn ModelProvider> {
     Arc::new(ScriptedProvider::new(script))
-}
-
-/// A worker that completes its task at once.
-fn completes() -> Script {
-    Script::new()
-        .turn(ScriptTurn::tool_call(
-            "kanban_complete",
-            json!({"summary": "did the work", "result": "the output"}),
-        ))
-        .turn(ScriptTurn::text("done"))
-}
-
-fn fast() -> DispatcherConfig {
-    DispatcherConfig::default()
-        .with_interval(Duration::from_millis(50))
-        .with_poll_interval(Duration::from_millis(20))
-        .with_stop_grace(Duration::from_millis(200))
 }
 
 fn start(b: &Board, profiles: Profiles, config: DispatcherConfig) -> DispatcherHandle {
@@ -460,15 +436,6 @@ struct InFlight {
     most: Arc<AtomicUsize>,
 }
 
-/// Lowers the in-flight count when a call ends, however it ends.
-struct CallGuard(Arc<AtomicUsize>);
-
-impl Drop for CallGuard {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 impl ModelProvider for InFlight {
     fn describe(&self) -> String {
         "in-flight counter (test)".into()
@@ -479,9 +446,7 @@ impl ModelProvider for InFlight {
         request: ModelRequest,
         cancel: CancellationToken,
     ) -> BoxFuture<'static, Result<ModelResponse, ModelError>> {
-        let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
-        self.most.fetch_max(n, Ordering::SeqCst);
-        let guard = CallGuard(Arc::clone(&self.now));
+        let guard = enter(&self.now, &self.most);
         let call = self.inner.complete(request, cancel);
         Box::pin(async move {
             let out = call.await;
@@ -611,10 +576,17 @@ async fn stopping_the_dispatcher_hands_running_tasks_back() {
     let task = b.store.task(&b.slug, &task.id).await.unwrap();
     assert_eq!(task.status, TaskStatus::Ready, "the lease was handed back");
     assert_eq!(task.consecutive_failures, 0);
-}
-
-fn text_of(result: &troupe_tools::ToolResult) -> String {
-    result.to_model_text()
+    // Handed back by its worker in one store call, not made to lapse and swept up.
+    let events = b.store.task_events(&b.slug, &task.id).await.unwrap();
+    let back: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == EventKind::Reclaimed)
+        .collect();
+    assert_eq!(back.len(), 1, "{events:?}");
+    assert_eq!(back[0].payload["released"], json!(true), "{events:?}");
+    let runs = b.store.runs(&b.slug, &task.id).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].outcome, Some(RunOutcome::Reclaimed));
 }
 
 #[actix_rt::test]
@@ -628,15 +600,8 @@ async fn task_bound_tools_refuse_every_other_task() {
         .claim_task(&b.slug, &mine.id, &ClaimSpec::new(worker.clone()))
         .await
         .unwrap();
-    let binding = TaskBinding::new(
-        Arc::clone(&b.store),
-        b.slug.clone(),
-        claim.task.id.clone(),
-        worker,
-        "coder",
-        Duration::from_secs(60),
-    );
-    let view = task_view(&Registry::new().view_all(), task_tools(&binding));
+    let (binding, _notes) = bind(&b.store, &b.slug, &claim.task.id, worker, "coder");
+    let view = task_view(&Registry::new().view_all(), task_tools(&Arc::new(binding)));
     let o = other.id.as_str();
     let attempts: Vec<(&str, Value)> = vec![
         ("kanban_show", json!({"task_id": o})),
@@ -666,7 +631,7 @@ async fn task_bound_tools_refuse_every_other_task() {
         assert!(
             result.is_error,
             "{tool} must refuse another task: {}",
-            text_of(&result)
+            text(&result)
         );
     }
     let after = b.store.task(&b.slug, &other.id).await.unwrap();
@@ -691,13 +656,13 @@ async fn task_bound_tools_refuse_every_other_task() {
     let result = view
         .call("kanban_complete", args, CallContext::detached("c"))
         .await;
-    assert!(result.is_error && text_of(&result).contains("must be a string"));
+    assert!(result.is_error && text(&result).contains("must be a string"));
     let mut args = Map::new();
     args.insert("title".into(), json!("a child"));
     let result = view
         .call("kanban_create", args, CallContext::detached("c"))
         .await;
-    assert!(!result.is_error, "{}", text_of(&result));
+    assert!(!result.is_error, "{}", text(&result));
     let children = b.store.links(&b.slug, &mine.id).await.unwrap().children;
     assert_eq!(children.len(), 1);
 }
@@ -1073,15 +1038,10 @@ async fn a_failed_terminal_call_after_a_block_keeps_the_block() {
         .claim_task(&b.slug, &task.id, &ClaimSpec::new(worker.clone()))
         .await
         .unwrap();
-    let binding = TaskBinding::new(
-        Arc::clone(&b.store),
-        b.slug.clone(),
-        task.id.clone(),
-        worker,
-        "coder",
-        Duration::from_secs(60),
-    );
-    let view = task_view(&Registry::new().view_all(), task_tools(&binding));
+    let (binding, notes) = bind(&b.store, &b.slug, &task.id, worker, "coder");
+    let view = task_view(&Registry::new().view_all(), task_tools(&Arc::new(binding)));
+    // What the worker would know: every note the tools sent before the question is in.
+    let known = || async { notes.send(Known).await.unwrap() };
     let call = |tool: &'static str, args: Value| {
         let view = view.clone();
         async move {
@@ -1092,21 +1052,21 @@ async fn a_failed_terminal_call_after_a_block_keeps_the_block() {
         }
     };
     let blocked = call("kanban_block", json!({"reason": "need the API key"})).await;
-    assert!(!blocked.is_error, "{}", text_of(&blocked));
-    assert!(matches!(binding.terminal(), TerminalCall::Blocked(_, _)));
+    assert!(!blocked.is_error, "{}", text(&blocked));
+    assert!(matches!(known().await, TerminalCall::Blocked(_, _)));
     // One more terminal call after the block: the board refuses it (the task is blocked) ...
     let late = call("kanban_complete", json!({"summary": "done after all"})).await;
-    assert!(late.is_error, "{}", text_of(&late));
+    assert!(late.is_error, "{}", text(&late));
     // ... and the worker still knows it blocked the task.
-    match binding.terminal() {
+    match known().await {
         TerminalCall::Blocked(task, reason) => {
             assert_eq!(task.status, TaskStatus::Blocked);
             assert_eq!(reason, "need the API key");
         }
         other => panic!("the block was forgotten: {other:?}"),
     }
-    assert!(binding.has_terminal());
+    assert!(known().await.is_made());
     let late = call("kanban_block", json!({"reason": "again"})).await;
-    assert!(late.is_error, "{}", text_of(&late));
-    assert!(matches!(binding.terminal(), TerminalCall::Blocked(_, r) if r == "need the API key"));
+    assert!(late.is_error, "{}", text(&late));
+    assert!(matches!(known().await, TerminalCall::Blocked(_, r) if r == "need the API key"));
 }

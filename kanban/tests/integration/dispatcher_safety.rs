@@ -12,15 +12,15 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use actix::{Actor, Addr};
+use actix::Addr;
 use futures::future::BoxFuture;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use troupe_actors::model::{
     ModelError, ModelProvider, ModelRequest, ModelResponse, Script, ScriptTurn, ScriptedProvider,
 };
-use troupe_actors::supervisor::{ApprovalConfig, ApprovalMode, DefaultRules, Supervisor};
+use troupe_actors::supervisor::Supervisor;
 use troupe_kanban::dispatcher::{DispatcherConfig, DispatcherEvent, DispatcherHandle};
 use troupe_kanban::domain::{
     Attachment, Board as BoardInfo, BoardSlug, BoardStats, Comment, Event, EventId, Lease,
@@ -28,17 +28,16 @@ use troupe_kanban::domain::{
     TaskPatch, TaskStatus, Timestamp, WorkerId,
 };
 use troupe_kanban::hooks::DispatcherHooks;
-use troupe_kanban::profiles::{Profiles, WorkerProfile};
+use troupe_kanban::profiles::Profiles;
 use troupe_kanban::store::{
     BlockRequest, Claim, ClaimSpec, Completion, Created, Failure, FailureOutcome, Reclaimed,
     SqliteStore, Store, StoreError, StoreFuture, Transitioned,
 };
 use troupe_kanban::worker::WorkerOutcome;
-use troupe_kanban::worker_tools::{TaskBinding, task_tools, task_view};
-use troupe_tools::{CallContext, Registry, ToolResult};
+use troupe_kanban::worker_tools::{task_tools, task_view};
+use troupe_tools::{CallContext, Registry};
 
-/// A guard against a hung test, not a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(120);
+use crate::support::{PATIENCE, args, bind, completes, enter, fast, profile, supervisor, text};
 
 /// A claim paused after it committed: `entered` fires, then the claim waits for `open`.
 type ClaimGate = (oneshot::Sender<()>, oneshot::Receiver<()>);
@@ -306,6 +305,15 @@ impl Store for Flaky {
         self.wrap(board, self.inner.reclaim_expired(board))
     }
 
+    fn release(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        worker: &WorkerId,
+    ) -> StoreFuture<'_, Transitioned> {
+        self.wrap(board, self.inner.release(board, id, worker))
+    }
+
     fn record_failure(
         &self,
         board: &BoardSlug,
@@ -349,17 +357,12 @@ async fn board() -> Board {
         by_id: AtomicUsize::new(0),
         next: AtomicUsize::new(0),
     });
-    let config = ApprovalConfig {
-        mode: ApprovalMode::Off,
-        ..ApprovalConfig::default()
-    };
-    let supervisor = Supervisor::new(config, Arc::new(DefaultRules::new(Vec::new()))).start();
     Board {
         _dir: dir,
         store,
         flaky,
         slug: BoardSlug::default_board(),
-        supervisor,
+        supervisor: supervisor(),
     }
 }
 
@@ -379,22 +382,6 @@ fn start(
     )
 }
 
-fn fast() -> DispatcherConfig {
-    DispatcherConfig::default()
-        .with_interval(Duration::from_millis(50))
-        .with_poll_interval(Duration::from_millis(20))
-        .with_stop_grace(Duration::from_millis(200))
-}
-
-fn completes() -> Script {
-    Script::new()
-        .turn(ScriptTurn::tool_call(
-            "kanban_complete",
-            json!({"summary": "did the work", "result": "the output"}),
-        ))
-        .turn(ScriptTurn::text("done"))
-}
-
 /// A model call that never answers until cancelled, counted while in flight.
 struct Hangs {
     now: Arc<AtomicUsize>,
@@ -407,20 +394,6 @@ struct CountedCompletes {
     now: Arc<AtomicUsize>,
     most: Arc<AtomicUsize>,
     inner: ScriptedProvider,
-}
-
-struct CallGuard(Arc<AtomicUsize>);
-
-impl Drop for CallGuard {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-fn enter(now: &Arc<AtomicUsize>, most: &AtomicUsize) -> CallGuard {
-    let n = now.fetch_add(1, Ordering::SeqCst) + 1;
-    most.fetch_max(n, Ordering::SeqCst);
-    CallGuard(Arc::clone(now))
 }
 
 impl ModelProvider for Hangs {
@@ -463,23 +436,8 @@ impl ModelProvider for CountedCompletes {
     }
 }
 
-fn profile(name: &str, provider: Arc<dyn ModelProvider>) -> WorkerProfile {
-    WorkerProfile::new(name, provider, Registry::new().view_all())
-}
-
 async fn create(b: &Board, task: NewTask) -> Task {
     b.store.create_task(&b.slug, &task).await.unwrap().task
-}
-
-fn args(v: Value) -> Map<String, Value> {
-    match v {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    }
-}
-
-fn text(result: &ToolResult) -> String {
-    result.to_model_text()
 }
 
 #[actix_rt::test]
@@ -644,15 +602,8 @@ async fn a_stale_worker_cannot_write_after_its_lease_was_taken_back() {
         .claim_task(&b.slug, &task.id, &ClaimSpec::new(WorkerId::local()))
         .await
         .unwrap();
-    let binding = TaskBinding::new(
-        Arc::clone(&b.store),
-        b.slug.clone(),
-        task.id.clone(),
-        old,
-        "coder",
-        Duration::from_secs(60),
-    );
-    let view = task_view(&Registry::new().view_all(), task_tools(&binding));
+    let (binding, _notes) = bind(&b.store, &b.slug, &task.id, old, "coder");
+    let view = task_view(&Registry::new().view_all(), task_tools(&Arc::new(binding)));
     let comments_before = b.store.comments(&b.slug, &task.id).await.unwrap().len();
     let children_before = b.store.links(&b.slug, &task.id).await.unwrap().children;
     let attempts = [
@@ -691,16 +642,9 @@ async fn a_worker_may_assign_children_only_to_allowed_profiles() {
         .claim_task(&b.slug, &task.id, &ClaimSpec::new(worker.clone()))
         .await
         .unwrap();
-    let binding = TaskBinding::with_assignable(
-        Arc::clone(&b.store),
-        b.slug.clone(),
-        task.id.clone(),
-        worker,
-        "reader",
-        Duration::from_secs(60),
-        vec!["writer".into()],
-    );
-    let view = task_view(&Registry::new().view_all(), task_tools(&binding));
+    let (binding, _notes) = bind(&b.store, &b.slug, &task.id, worker, "reader");
+    let binding = binding.with_assignable(vec!["writer".into()]);
+    let view = task_view(&Registry::new().view_all(), task_tools(&Arc::new(binding)));
     let refused = view
         .call(
             "kanban_create",
