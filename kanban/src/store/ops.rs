@@ -103,6 +103,16 @@ fn check_holder(task: &Task, worker: Option<&WorkerId>) -> Result<(), StoreError
     }
 }
 
+/// The lease `worker` holds on `task`; `LeaseNotHeld` when it holds none.
+fn held_lease(task: &Task, worker: &WorkerId) -> Result<Lease, StoreError> {
+    check_holder(task, Some(worker))?;
+    task.lease.clone().ok_or_else(|| StoreError::LeaseNotHeld {
+        task: task.id.clone(),
+        worker: worker.to_string(),
+        holder: None,
+    })
+}
+
 /// Ends the task's open run, if any.
 async fn close_run<B: Backend>(
     b: &B,
@@ -891,15 +901,7 @@ pub(crate) async fn heartbeat<B: Backend>(
 ) -> Result<Lease, B::Error> {
     let task = task(b, id).await?;
     rules::HEARTBEAT.check(&task)?;
-    check_holder(&task, Some(worker))?;
-    let Some(lease) = task.lease.clone() else {
-        return Err(StoreError::LeaseNotHeld {
-            task: id.clone(),
-            worker: worker.to_string(),
-            holder: None,
-        }
-        .into());
-    };
+    let lease = held_lease(&task, worker)?;
     let now = b.now();
     let expires = now.plus(ttl);
     cas(
@@ -1219,15 +1221,7 @@ pub(crate) async fn release<B: Backend>(
 ) -> Result<Transitioned, B::Error> {
     let task = task(b, id).await?;
     rules::RELEASE.check(&task)?;
-    check_holder(&task, Some(worker))?;
-    let Some(lease) = task.lease.clone() else {
-        return Err(StoreError::LeaseNotHeld {
-            task: id.clone(),
-            worker: worker.to_string(),
-            holder: None,
-        }
-        .into());
-    };
+    let lease = held_lease(&task, worker)?;
     let task = take_back(b, &task, &lease, "the worker handed its lease back", true).await?;
     Ok(Transitioned {
         task,
