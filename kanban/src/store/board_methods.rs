@@ -1,4 +1,4 @@
-//! The [`Store`](super::Store) methods that are one operation of `ops.rs` on one board, written
+//! The [`Store`](super::Store) methods that are one operation of `ops/` on one board, written
 //! once for every backend.
 
 /// Expands, inside an `impl Store`, to every method that runs one operation on one board. `$run`

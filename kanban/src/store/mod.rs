@@ -7,7 +7,7 @@
 //!
 //! The board's rules are decided once, whatever the database: `rules.rs` holds the pure
 //! decisions (which statuses allow a transition, where a block sends a task, when failures give
-//! up), `ops.rs` every operation written against `backend.rs`'s `Backend` (the steps a database
+//! up), `ops/` every operation written against `backend.rs`'s `Backend` (the steps a database
 //! carries out in one transaction), and `board_methods.rs` the `Store` methods that run one
 //! operation. `sqlite_tx.rs` and `postgres_tx.rs` implement `Backend` in their own SQL;
 //! `rows.rs` reads their rows back.

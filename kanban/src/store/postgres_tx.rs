@@ -1,5 +1,5 @@
 //! The PostgreSQL side of every store operation: [`PgTx`], one open transaction on one board,
-//! carrying out what `ops.rs` decides in PostgreSQL's SQL.
+//! carrying out what `ops/` decides in PostgreSQL's SQL.
 //!
 //! `postgres.rs` opens the transaction, hands it to an operation, and commits only if the
 //! operation returned `Ok`. Events are buffered during the operation and written by
@@ -397,7 +397,7 @@ impl PgTx<'_, '_> {
     }
 }
 
-/// PostgreSQL carries out the decisions of `ops.rs`: each step is a statement or two (events are
+/// PostgreSQL carries out the decisions of `ops/`: each step is a statement or two (events are
 /// buffered until [`PgTx::finish`]), every query naming the board, since one database holds
 /// many.
 impl Backend for PgTx<'_, '_> {
