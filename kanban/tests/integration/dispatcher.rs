@@ -1,7 +1,8 @@
 //! The dispatcher and its workers on a real SQLite board with scripted models: a fan-out of 50
 //! children and a final task, dependencies, the failure limit, protocol violations, lease
-//! expiry of a hung worker, archive stopping a worker, the task-bound tools refusing other
-//! tasks, and one run through the mock OpenAI-compatible server over HTTP.
+//! expiry of a hung worker, archive stopping a worker, a stop handing leases back, and one run
+//! through the mock OpenAI-compatible server over HTTP. The task-bound tools alone are in
+//! `worker_tools.rs`; the models scripted here in `models.rs`.
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a failed unwrap is the test failing"
@@ -13,13 +14,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use actix::{Actor, Addr};
-use futures::future::BoxFuture;
-use serde_json::{Map, Value, json};
-use tokio_util::sync::CancellationToken;
+use serde_json::json;
 use troupe_actors::model::mock_server::MockServer;
 use troupe_actors::model::{
-    ChatMessage, FinishReason, ModelError, ModelProvider, ModelRequest, ModelResponse,
-    OpenAiConfig, OpenAiProvider, Script, ScriptTurn, ScriptedProvider, Usage,
+    ModelProvider, OpenAiConfig, OpenAiProvider, Script, ScriptTurn, ScriptedProvider,
 };
 use troupe_actors::supervisor::{ApprovalConfig, ApprovalMode, DefaultRules, Supervisor};
 use troupe_kanban::dispatcher::{DispatcherConfig, DispatcherEvent, DispatcherHandle};
@@ -30,12 +28,10 @@ use troupe_kanban::hooks::DispatcherHooks;
 use troupe_kanban::profiles::Profiles;
 use troupe_kanban::store::{ClaimSpec, SqliteStore, Store};
 use troupe_kanban::worker::WorkerOutcome;
-use troupe_kanban::worker_tools::{task_tools, task_view};
-use troupe_tools::{CallContext, Registry};
 
-use crate::support::{Known, PATIENCE, bind, completes, enter, fast, profile, supervisor, text};
+use crate::models::{FanOutPlanner, HangsFirst, InFlight, LimitedFirst};
+use crate::support::{PATIENCE, completes, fast, profile, supervisor};
 
-/// A guard against a hung test, not a timing assertion.
 struct Board {
     _dir: tempfile::TempDir,
     store: Arc<dyn Store>,
@@ -94,85 +90,6 @@ async fn assert_no_overlapping_runs(b: &Board, tasks: &[TaskId]) {
             );
         }
     }
-}
-
-/// An orchestrating model: it creates `n` children, then a final task waiting for all of them
-/// (reading the children's ids from the tool results), then completes its own task.
-struct FanOutPlanner {
-    n: usize,
-}
-
-impl ModelProvider for FanOutPlanner {
-    fn describe(&self) -> String {
-        "fan-out planner (test)".into()
-    }
-
-    fn complete(
-        &self,
-        request: ModelRequest,
-        _cancel: CancellationToken,
-    ) -> BoxFuture<'static, Result<ModelResponse, ModelError>> {
-        let n = self.n;
-        Box::pin(async move {
-            let assistant_turns = request
-                .messages
-                .iter()
-                .filter(|m| matches!(m, ChatMessage::Assistant { .. }))
-                .count();
-            let created: Vec<String> = request
-                .messages
-                .iter()
-                .filter_map(|m| match m {
-                    ChatMessage::Tool { content, .. } => serde_json::from_str::<Value>(content)
-                        .ok()
-                        .and_then(|v| v["task_id"].as_str().map(String::from)),
-                    _ => None,
-                })
-                .collect();
-            let call = |name: &str, args: Value| troupe_actors::model::ToolCallRequest {
-                id: format!("call_{}", uuid_like(&args)),
-                name: name.into(),
-                arguments: args.to_string(),
-            };
-            let tool_calls = match assistant_turns {
-                0 => (0..n)
-                    .map(|i| {
-                        call(
-                            "kanban_create",
-                            json!({"title": format!("part {i}"), "assignee": "coder"}),
-                        )
-                    })
-                    .collect(),
-                1 => vec![call(
-                    "kanban_create",
-                    json!({"title": "put it together", "assignee": "coder", "parents": created}),
-                )],
-                2 => vec![call(
-                    "kanban_complete",
-                    json!({"summary": format!("split into {n} parts and a final step")}),
-                )],
-                _ => Vec::new(),
-            };
-            let finish_reason = if tool_calls.is_empty() {
-                FinishReason::Stop
-            } else {
-                FinishReason::ToolCalls
-            };
-            Ok(ModelResponse {
-                content: tool_calls.is_empty().then(|| "planned".to_string()),
-                tool_calls,
-                finish_reason,
-                usage: Usage::default(),
-            })
-        })
-    }
-}
-
-fn uuid_like(v: &Value) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    v.to_string().hash(&mut h);
-    format!("{:x}", h.finish())
 }
 
 #[actix_rt::test]
@@ -402,60 +319,6 @@ async fn a_reminder_gets_a_forgetful_worker_to_finish() {
     d.stop().await;
 }
 
-/// A model whose first request never answers (until cancelled); later ones follow a script.
-struct HangsFirst {
-    calls: AtomicUsize,
-    then: ScriptedProvider,
-}
-
-impl ModelProvider for HangsFirst {
-    fn describe(&self) -> String {
-        "hangs first (test)".into()
-    }
-
-    fn complete(
-        &self,
-        request: ModelRequest,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'static, Result<ModelResponse, ModelError>> {
-        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
-            return Box::pin(async move {
-                cancel.cancelled().await;
-                Err(ModelError::Cancelled)
-            });
-        }
-        self.then.complete(request, cancel)
-    }
-}
-
-/// Counts model calls in flight (a call ends when its future finishes or is dropped) and keeps
-/// the most seen at once.
-struct InFlight {
-    inner: Arc<dyn ModelProvider>,
-    now: Arc<AtomicUsize>,
-    most: Arc<AtomicUsize>,
-}
-
-impl ModelProvider for InFlight {
-    fn describe(&self) -> String {
-        "in-flight counter (test)".into()
-    }
-
-    fn complete(
-        &self,
-        request: ModelRequest,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'static, Result<ModelResponse, ModelError>> {
-        let guard = enter(&self.now, &self.most);
-        let call = self.inner.complete(request, cancel);
-        Box::pin(async move {
-            let out = call.await;
-            drop(guard);
-            out
-        })
-    }
-}
-
 #[actix_rt::test]
 async fn a_hung_worker_loses_its_lapsed_lease_and_the_task_runs_again_once() {
     let b = board().await;
@@ -590,84 +453,6 @@ async fn stopping_the_dispatcher_hands_running_tasks_back() {
 }
 
 #[actix_rt::test]
-async fn task_bound_tools_refuse_every_other_task() {
-    let b = board().await;
-    let mine = create(&b, NewTask::new("mine")).await;
-    let other = create(&b, NewTask::new("someone else's")).await;
-    let worker = WorkerId::local();
-    let claim = b
-        .store
-        .claim_task(&b.slug, &mine.id, &ClaimSpec::new(worker.clone()))
-        .await
-        .unwrap();
-    let (binding, _notes) = bind(&b.store, &b.slug, &claim.task.id, worker, "coder");
-    let view = task_view(&Registry::new().view_all(), task_tools(&Arc::new(binding)));
-    let o = other.id.as_str();
-    let attempts: Vec<(&str, Value)> = vec![
-        ("kanban_show", json!({"task_id": o})),
-        ("kanban_heartbeat", json!({"task_id": o})),
-        ("kanban_comment", json!({"task_id": o, "body": "hi"})),
-        ("kanban_complete", json!({"task_id": o, "summary": "x"})),
-        ("kanban_block", json!({"task_id": o, "reason": "x"})),
-        ("kanban_create", json!({"title": "sneaky", "parents": [o]})),
-        (
-            "kanban_link",
-            json!({"parent_id": mine.id.as_str(), "child_id": o}),
-        ),
-        (
-            "kanban_link",
-            json!({"parent_id": o, "child_id": mine.id.as_str()}),
-        ),
-        (
-            "kanban_complete",
-            json!({"summary": "x", "created_cards": [o]}),
-        ),
-    ];
-    for (tool, args) in attempts {
-        let Value::Object(args) = args else {
-            unreachable!()
-        };
-        let result = view.call(tool, args, CallContext::detached("c")).await;
-        assert!(
-            result.is_error,
-            "{tool} must refuse another task: {}",
-            text(&result)
-        );
-    }
-    let after = b.store.task(&b.slug, &other.id).await.unwrap();
-    assert_eq!(after.status, TaskStatus::Ready);
-    assert!(
-        b.store
-            .comments(&b.slug, &other.id)
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    let links = b.store.links(&b.slug, &other.id).await.unwrap();
-    assert!(links.parents.is_empty() && links.children.is_empty());
-    assert_eq!(
-        b.store.task(&b.slug, &mine.id).await.unwrap().status,
-        TaskStatus::Running
-    );
-
-    // Bad arguments get a clear error; the own task works.
-    let mut args = Map::new();
-    args.insert("summary".into(), json!(42));
-    let result = view
-        .call("kanban_complete", args, CallContext::detached("c"))
-        .await;
-    assert!(result.is_error && text(&result).contains("must be a string"));
-    let mut args = Map::new();
-    args.insert("title".into(), json!("a child"));
-    let result = view
-        .call("kanban_create", args, CallContext::detached("c"))
-        .await;
-    assert!(!result.is_error, "{}", text(&result));
-    let children = b.store.links(&b.slug, &mine.id).await.unwrap().children;
-    assert_eq!(children.len(), 1);
-}
-
-#[actix_rt::test]
 async fn end_to_end_through_the_mock_openai_server() {
     let b = board().await;
     let server = MockServer::start(completes()).await.unwrap();
@@ -731,34 +516,6 @@ async fn a_run_past_its_max_runtime_is_stopped_and_counted_as_a_timeout() {
     assert_eq!(runs[1].outcome, Some(RunOutcome::Completed));
     assert_eq!(d.stats().failed, 1);
     d.stop().await;
-}
-
-/// A model that is rate limited on its first request, then follows a script.
-struct LimitedFirst {
-    calls: AtomicUsize,
-    then: ScriptedProvider,
-}
-
-impl ModelProvider for LimitedFirst {
-    fn describe(&self) -> String {
-        "rate limited first (test)".into()
-    }
-
-    fn complete(
-        &self,
-        request: ModelRequest,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'static, Result<ModelResponse, ModelError>> {
-        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
-            return Box::pin(async {
-                Err(ModelError::Status {
-                    status: 429,
-                    body: "slow down".into(),
-                })
-            });
-        }
-        self.then.complete(request, cancel)
-    }
 }
 
 #[actix_rt::test]
@@ -1026,47 +783,4 @@ async fn a_rate_limited_task_cools_down_before_it_is_claimed_again() {
     assert_eq!(task.status, TaskStatus::Ready);
     assert_eq!(task.consecutive_failures, 0);
     d.stop().await;
-}
-
-#[actix_rt::test]
-async fn a_failed_terminal_call_after_a_block_keeps_the_block() {
-    use troupe_kanban::worker_tools::TerminalCall;
-    let b = board().await;
-    let task = create(&b, NewTask::new("parked then poked")).await;
-    let worker = WorkerId::local();
-    b.store
-        .claim_task(&b.slug, &task.id, &ClaimSpec::new(worker.clone()))
-        .await
-        .unwrap();
-    let (binding, notes) = bind(&b.store, &b.slug, &task.id, worker, "coder");
-    let view = task_view(&Registry::new().view_all(), task_tools(&Arc::new(binding)));
-    // What the worker would know: every note the tools sent before the question is in.
-    let known = || async { notes.send(Known).await.unwrap() };
-    let call = |tool: &'static str, args: Value| {
-        let view = view.clone();
-        async move {
-            let Value::Object(args) = args else {
-                unreachable!()
-            };
-            view.call(tool, args, CallContext::detached("c")).await
-        }
-    };
-    let blocked = call("kanban_block", json!({"reason": "need the API key"})).await;
-    assert!(!blocked.is_error, "{}", text(&blocked));
-    assert!(matches!(known().await, TerminalCall::Blocked(_, _)));
-    // One more terminal call after the block: the board refuses it (the task is blocked) ...
-    let late = call("kanban_complete", json!({"summary": "done after all"})).await;
-    assert!(late.is_error, "{}", text(&late));
-    // ... and the worker still knows it blocked the task.
-    match known().await {
-        TerminalCall::Blocked(task, reason) => {
-            assert_eq!(task.status, TaskStatus::Blocked);
-            assert_eq!(reason, "need the API key");
-        }
-        other => panic!("the block was forgotten: {other:?}"),
-    }
-    assert!(known().await.is_made());
-    let late = call("kanban_block", json!({"reason": "again"})).await;
-    assert!(late.is_error, "{}", text(&late));
-    assert!(matches!(known().await, TerminalCall::Blocked(_, r) if r == "need the API key"));
 }

@@ -1,6 +1,7 @@
 //! troupe-kanban's integration tests, one binary (as ripgrep keeps its own): the store suite
 //! on each backend with what only files, processes or a real server show, and the dispatcher
-//! and its workers end to end. `support` holds what several modules use.
+//! and its workers end to end, and the task-bound tools by hand. `support` holds what several
+//! modules use, `models` the model providers the dispatcher tests script.
 //!
 //! Run one part with a filter on its module, e.g.
 //! `cargo test -p troupe-kanban --test integration sqlite_store::`. The PostgreSQL modules need
@@ -10,6 +11,8 @@
 mod dispatcher;
 mod dispatcher_postgres;
 mod dispatcher_safety;
+mod models;
 mod postgres_store;
 mod sqlite_store;
 mod support;
+mod worker_tools;
