@@ -9,14 +9,15 @@
 //! decisions (which statuses allow a transition, where a block sends a task, when failures give
 //! up), `ops/` every operation written against `backend.rs`'s `Backend` (the steps a database
 //! carries out in one transaction), and `board_methods.rs` the `Store` methods that run one
-//! operation. `sqlite_tx.rs` and `postgres_tx.rs` implement `Backend` in their own SQL;
-//! `rows.rs` reads their rows back.
+//! operation. `sqlite_tx.rs` and `postgres_tx.rs` implement `Backend` in their own SQL
+//! (`postgres_error.rs` says what PostgreSQL's errors mean); `rows.rs` reads their rows back.
 
 mod backend;
 mod board_methods;
 mod error;
 mod ops;
 mod postgres;
+mod postgres_error;
 mod postgres_schema;
 mod postgres_tx;
 mod rows;
