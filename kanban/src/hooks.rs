@@ -7,9 +7,8 @@ use std::sync::Arc;
 
 use troupe_actors::hooks::HookRegistry;
 
-use crate::dispatcher::DispatchReport;
 use crate::domain::{BoardSlug, Run, Task, TaskId, WorkerId};
-use crate::worker::WorkerReport;
+use crate::reports::{DispatchReport, WorkerReport};
 
 /// Observer of the board runtime. Every method has an empty default, so an implementation
 /// overrides only what it needs. Methods run on an actor's thread: keep them short and hand

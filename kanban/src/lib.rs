@@ -13,6 +13,8 @@
 //!   `store::suite` holds the behaviour suite every implementation must pass.
 //! - [`dispatcher`]: the [`Dispatcher`](dispatcher::Dispatcher) actor and its
 //!   [`DispatcherHandle`]: rounds of reclaim, promote and claim, one worker per claim.
+//! - [`dispatcher_config`]: the [`DispatcherConfig`] the dispatcher and its workers run by;
+//!   [`reports`]: what they report to hooks and subscribers (a worker's end, a round).
 //! - [`worker`]: the [`Worker`](worker::Worker) actor running one claimed task as a session.
 //! - [`worker_tools`]: the `kanban` toolset bound to one task; [`worker_context`]: the
 //!   worker's prompt and first message.
@@ -48,9 +50,11 @@
 //! ```
 
 pub mod dispatcher;
+pub mod dispatcher_config;
 pub mod domain;
 pub mod hooks;
 pub mod profiles;
+pub mod reports;
 pub mod run_history;
 pub mod store;
 pub mod worker;

@@ -3,8 +3,10 @@
 //!
 //! While it runs it renews its lease; when renewals keep failing (the database is out of reach)
 //! it stops hard before the lease can lapse, so another host's run never overlaps it. Past the
-//! task's `max_runtime` it is stopped softly, then hard after a grace. When the session ends it settles the run with the store: a terminal call
-//! (complete or block) needs nothing more; ending without one, after reminders, is a protocol
+//! task's `max_runtime` it is stopped softly, then hard after a grace. The task's
+//! `kanban_complete` and `kanban_block` write the board and tell the worker so with a
+//! [`TerminalNote`] message. When the session ends it settles the run with the store: a terminal
+//! call (complete or block) needs nothing more; ending without one, after reminders, is a protocol
 //! violation; a model failure is a crash (or a rate-limited requeue); a timeout or a failed start
 //! is recorded as such. Started by the [`Dispatcher`](crate::dispatcher::Dispatcher), to which it
 //! reports with [`WorkerFinished`].
@@ -15,80 +17,26 @@ use std::time::Duration;
 use actix::prelude::*;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
-use serde::Serialize;
 use troupe_actors::session::{SessionConfig, SessionHandle, SessionParams, TurnStatus};
 use troupe_actors::supervisor::Supervisor;
 use troupe_actors::trace::TraceSpan;
 use troupe_actors::usage::Spend;
 
-use crate::dispatcher::{DispatcherConfig, WorkerFinished};
-use crate::domain::{BoardSlug, EventKind, RunId, TaskId, WorkerId};
+use crate::dispatcher_config::DispatcherConfig;
+use crate::domain::{BoardSlug, EventKind, TaskId, WorkerId};
 use crate::hooks::DispatcherHooks;
 use crate::profiles::WorkerProfile;
 use crate::store::{Claim, Failure, FailureKind, Store, StoreError};
 use crate::worker_context::{build_worker_context, nudge, system_prompt};
-use crate::worker_tools::{TaskBinding, TerminalCall, task_tools, task_view};
+use crate::worker_tools::{TaskBinding, TerminalCall, TerminalNote, task_tools, task_view};
 
-/// How a worker's run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkerOutcome {
-    /// The worker completed its task.
-    Completed,
-    /// The worker blocked its task.
-    Blocked,
-    /// The session ended without a terminal board call, reminders included.
-    ProtocolViolation,
-    /// The model or the session failed.
-    Crashed,
-    /// The run passed its max runtime and was stopped.
-    TimedOut,
-    /// The session could not be started.
-    SpawnFailed,
-    /// The model said it was rate limited; the task was requeued without counting a failure.
-    RateLimited,
-    /// The task was archived, blocked or taken back by someone else; the worker was stopped.
-    Stopped,
-    /// The lease was handed back without running the task: the dispatcher stopped, or the
-    /// database was out of reach while the worker read its task.
-    Released,
-}
+// A worker's reports are named here too, where callers have always found them.
+pub use crate::reports::{WorkerOutcome, WorkerReport};
 
-impl WorkerOutcome {
-    /// The outcome as a word.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WorkerOutcome::Completed => "completed",
-            WorkerOutcome::Blocked => "blocked",
-            WorkerOutcome::ProtocolViolation => "protocol_violation",
-            WorkerOutcome::Crashed => "crashed",
-            WorkerOutcome::TimedOut => "timed_out",
-            WorkerOutcome::SpawnFailed => "spawn_failed",
-            WorkerOutcome::RateLimited => "rate_limited",
-            WorkerOutcome::Stopped => "stopped",
-            WorkerOutcome::Released => "released",
-        }
-    }
-}
-
-/// What a worker reports when it ends.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WorkerReport {
-    /// The task.
-    pub task_id: TaskId,
-    /// The worker's identity (the lease holder).
-    pub worker: WorkerId,
-    /// The profile that ran it.
-    pub assignee: String,
-    /// The run.
-    pub run_id: RunId,
-    /// How it ended.
-    pub outcome: WorkerOutcome,
-    /// The error or the reason, when there is one.
-    pub detail: Option<String>,
-    /// Whether the failure limit was reached and the task blocked.
-    pub gave_up: bool,
-}
+/// A worker ended. Sent by each [`Worker`] to its dispatcher as its last act.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct WorkerFinished(pub WorkerReport);
 
 /// What a worker is given by the dispatcher.
 pub struct WorkerParams {
@@ -128,14 +76,36 @@ enum StopCause {
     Release,
 }
 
-/// State shared by the actor and its run future.
+/// State shared by the actor and its run future. The actor writes it as messages arrive
+/// (stops, terminal notes); the run future reads it between turns.
 #[derive(Default)]
 struct Shared {
     session: Mutex<Option<SessionHandle>>,
     cause: Mutex<Option<StopCause>>,
+    /// What the task's terminal tools reported, folded note by note.
+    terminal: Mutex<TerminalCall>,
 }
 
 impl Shared {
+    fn terminal(&self) -> TerminalCall {
+        self.terminal
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or(TerminalCall::None)
+    }
+
+    /// Whether a terminal call was made or is being made: a board event ending the run is then
+    /// the worker's own doing, and a lost lease no reason to stop.
+    fn has_terminal(&self) -> bool {
+        self.terminal().is_made()
+    }
+
+    fn note_terminal(&self, note: TerminalNote) {
+        if let Ok(mut slot) = self.terminal.lock() {
+            *slot = std::mem::take(&mut *slot).after(note);
+        }
+    }
+
     fn session(&self) -> Option<SessionHandle> {
         self.session.lock().ok().and_then(|s| s.clone())
     }
@@ -160,9 +130,7 @@ impl Shared {
 pub struct Worker {
     /// Everything the dispatcher handed over.
     params: Arc<WorkerParams>,
-    /// The task-bound kanban tools' state (was a terminal call made?).
-    binding: Arc<TaskBinding>,
-    /// The session and the stop cause, shared with the run future.
+    /// The session, the stop cause and the terminal call, shared with the run future.
     shared: Arc<Shared>,
     /// When the lease runs out unless renewed (local clock): set from the claim, moved on by
     /// every successful heartbeat. Past it the worker must stop, as another host may reclaim.
@@ -172,15 +140,6 @@ pub struct Worker {
 impl Worker {
     /// A worker for `params` (start it with `Actor::start`, on an arbiter).
     pub fn new(params: WorkerParams) -> Worker {
-        let binding = TaskBinding::with_assignable(
-            Arc::clone(&params.store),
-            params.board.clone(),
-            params.claim.task.id.clone(),
-            params.worker.clone(),
-            params.profile.name.clone(),
-            params.config.lease_ttl,
-            params.assignable.clone(),
-        );
         // The store's clock set the expiry; read it as time left from now, never more than the
         // TTL, so a skewed clock cannot stretch it.
         let left_ms = params
@@ -193,7 +152,6 @@ impl Worker {
             Duration::from_millis(u64::try_from(left_ms).unwrap_or(0)).min(params.config.lease_ttl);
         Worker {
             params: Arc::new(params),
-            binding,
             shared: Arc::new(Shared::default()),
             lease_until: std::time::Instant::now() + left,
         }
@@ -206,7 +164,7 @@ impl Worker {
         // come too late, and another host may reclaim the moment it lapses.
         let config = &self.params.config;
         let margin = config.heartbeat_every().min(config.lease_ttl / 3);
-        if std::time::Instant::now() + margin < self.lease_until || self.binding.has_terminal() {
+        if std::time::Instant::now() + margin < self.lease_until || self.shared.has_terminal() {
             return;
         }
         self.stop_for(
@@ -233,7 +191,7 @@ impl Worker {
 
     fn stop_for(&self, cause: StopCause, hard: bool) {
         if self.shared.set_cause(cause.clone()) {
-            tracing::info!(task = %self.binding.task(), ?cause, hard, "stopping worker");
+            tracing::info!(task = %self.task(), ?cause, hard, "stopping worker");
         }
         self.stop_session(hard);
     }
@@ -266,7 +224,7 @@ impl Actor for Worker {
                             | StoreError::InvalidTransition { .. }
                             | StoreError::TaskNotFound { .. }),
                         ) => {
-                            if !this.binding.has_terminal() {
+                            if !this.shared.has_terminal() {
                                 this.stop_for(StopCause::LeaseLost(error.to_string()), true);
                             }
                         }
@@ -285,9 +243,20 @@ impl Actor for Worker {
                 ctx.run_later(grace, |this, _ctx| this.stop_session(true));
             });
         }
+        // The task's tools report terminal calls to this actor, in its mailbox's order.
+        let binding = TaskBinding::new(
+            Arc::clone(&params.store),
+            params.board.clone(),
+            params.claim.task.id.clone(),
+            params.worker.clone(),
+            params.profile.name.clone(),
+            params.config.lease_ttl,
+            ctx.address().recipient(),
+        )
+        .with_assignable(params.assignable.clone());
         let run = run_task(
             Arc::clone(&params),
-            Arc::clone(&self.binding),
+            Arc::new(binding),
             Arc::clone(&self.shared),
         );
         ctx.spawn(run.into_actor(self).map(|report, this, ctx| {
@@ -300,7 +269,7 @@ impl Actor for Worker {
 impl Worker {
     /// The task this worker runs.
     pub fn task(&self) -> &TaskId {
-        self.binding.task()
+        &self.params.claim.task.id
     }
 }
 
@@ -316,11 +285,22 @@ impl Handler<TaskEnded> for Worker {
     type Result = ();
 
     fn handle(&mut self, msg: TaskEnded, _ctx: &mut Self::Context) {
-        // The worker's own terminal call shows up as an event too; that one is not a stop.
-        if self.binding.has_terminal() {
+        // The worker's own terminal call shows up as an event too; that one is not a stop. Its
+        // tool said `Begun` before writing the board, so that note is already in.
+        if self.shared.has_terminal() {
             return;
         }
         self.stop_for(StopCause::Ended(msg.kind), true);
+    }
+}
+
+impl Handler<TerminalNote> for Worker {
+    type Result = ();
+
+    /// The run is settled by what the tools report: a completion or a block ends it (once the
+    /// turn ends), a refused call does not.
+    fn handle(&mut self, note: TerminalNote, _ctx: &mut Self::Context) {
+        self.shared.note_terminal(note);
     }
 }
 
@@ -382,7 +362,7 @@ async fn run_task(
         ]
     });
     let (ending, spent) = drive_session(&params, &binding, &shared, &trace).await;
-    let ending = match (ending, binding.terminal()) {
+    let ending = match (ending, shared.terminal()) {
         // A terminal call made before a stop still counts as the end.
         (_, terminal @ (TerminalCall::Completed(_) | TerminalCall::Blocked(..))) => {
             Ending::Terminal(terminal)
@@ -536,22 +516,26 @@ async fn run_task(
     report
 }
 
-/// Hands a lease back at once: it is made to lapse, then taken back, so the task is `ready`
-/// for the next claimer instead of waiting out its TTL. Also used by the dispatcher for claims
-/// it makes while stopping.
+/// Hands a lease back at once ([`Store::release`]), so the task is `ready` for the next
+/// claimer instead of waiting out its TTL. Also used by the dispatcher for claims it makes
+/// while stopping. A lease already gone is nothing to do; one that cannot be handed back now
+/// (the database is out of reach) lapses and is taken back later.
 pub(crate) async fn release(
     store: &dyn Store,
     board: &BoardSlug,
     task: &TaskId,
     worker: &WorkerId,
 ) {
-    match store.heartbeat(board, task, worker, Duration::ZERO).await {
-        Ok(_) => {
-            if let Err(error) = store.reclaim_expired(board).await {
-                tracing::warn!(%task, %error, "could not take back a released lease");
-            }
+    match store.release(board, task, worker).await {
+        Ok(_) => {}
+        Err(
+            error @ (StoreError::LeaseNotHeld { .. }
+            | StoreError::InvalidTransition { .. }
+            | StoreError::TaskNotFound { .. }),
+        ) => tracing::debug!(%task, %error, "lease already gone at release"),
+        Err(error) => {
+            tracing::warn!(%task, %error, "could not hand the lease back; it lapses and is taken back later")
         }
-        Err(error) => tracing::debug!(%task, %error, "lease already gone at release"),
     }
 }
 
@@ -645,7 +629,7 @@ async fn drive_session(
     if let Ok(mut slot) = shared.session.lock() {
         *slot = Some(session.clone());
     }
-    let ending = converse(params, binding, shared, &session).await;
+    let ending = converse(params, shared, &session).await;
     let _ = session.close().await;
     (ending, Some(session.spent()))
 }
@@ -688,12 +672,7 @@ async fn cut_off_in_last_run(params: &WorkerParams) -> String {
 /// The block kind of a task whose run spent its budget.
 pub const BUDGET_BLOCK_KIND: &str = "budget";
 
-async fn converse(
-    params: &WorkerParams,
-    binding: &Arc<TaskBinding>,
-    shared: &Shared,
-    session: &SessionHandle,
-) -> Ending {
+async fn converse(params: &WorkerParams, shared: &Shared, session: &SessionHandle) -> Ending {
     let task = &params.claim.task;
     if let Some(cause) = shared.cause() {
         return Ending::Cause(cause);
@@ -714,8 +693,11 @@ async fn converse(
     let mut nudges_left = params.config.stop_nudges;
     loop {
         let result = session.send(message).await;
-        if binding.has_terminal() {
-            return Ending::Terminal(binding.terminal());
+        // The tools' notes were sent before their results went back to the session, so they
+        // are in by the time the turn has ended.
+        let terminal = shared.terminal();
+        if terminal.is_made() {
+            return Ending::Terminal(terminal);
         }
         if let Some(cause) = shared.cause() {
             return Ending::Cause(cause);

@@ -5,12 +5,14 @@
 //! that task, except that `kanban_create` makes children of it and `kanban_link` links only the
 //! task and its own children. Writes first confirm the worker still holds the lease, and
 //! children may be assigned only to the worker's own profile or the allowed ones. The
-//! [`Worker`](crate::worker::Worker) builds the tools with [`task_tools`] and reads the binding
-//! afterwards to learn whether a terminal call was made.
+//! [`Worker`](crate::worker::Worker) builds the tools with [`task_tools`]; `kanban_complete`
+//! and `kanban_block` tell it what they did with a [`TerminalNote`] message, which it folds
+//! into its [`TerminalCall`].
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use actix::{Message, Recipient};
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use troupe_tools::{
@@ -28,9 +30,10 @@ const SHOW_COMMENTS: usize = 10;
 const DEFAULT_BLOCK_KIND: &str = "needs_input";
 
 /// The terminal board call a worker made, if any.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub enum TerminalCall {
     /// None yet.
+    #[default]
     None,
     /// A terminal call is being written; the board may already show it.
     Pending,
@@ -38,6 +41,42 @@ pub enum TerminalCall {
     Completed(Box<Task>),
     /// `kanban_block` succeeded, with the reason.
     Blocked(Box<Task>, String),
+}
+
+impl TerminalCall {
+    /// What the worker knows after `note`: a call being written is pending unless an earlier
+    /// one already succeeded (that one stays what the worker did until a later call
+    /// succeeds), and a refused call forgets only its own pending mark.
+    pub fn after(self, note: TerminalNote) -> TerminalCall {
+        match (self, note) {
+            (TerminalCall::None, TerminalNote::Begun) => TerminalCall::Pending,
+            (TerminalCall::Pending, TerminalNote::Refused) => TerminalCall::None,
+            (_, TerminalNote::Completed(task)) => TerminalCall::Completed(task),
+            (_, TerminalNote::Blocked(task, reason)) => TerminalCall::Blocked(task, reason),
+            (current, TerminalNote::Begun | TerminalNote::Refused) => current,
+        }
+    }
+
+    /// Whether a terminal call was made or is being made.
+    pub fn is_made(&self) -> bool {
+        !matches!(self, TerminalCall::None)
+    }
+}
+
+/// What a terminal tool tells its worker, in the order it happens: `Begun` before the board is
+/// written (so a board event that follows is known to be the worker's own), then `Completed`,
+/// `Blocked` or `Refused`.
+#[derive(Debug, Clone, PartialEq, Message)]
+#[rtype(result = "()")]
+pub enum TerminalNote {
+    /// A terminal call is about to be written.
+    Begun,
+    /// `kanban_complete` succeeded; the task as it is now.
+    Completed(Box<Task>),
+    /// `kanban_block` succeeded; the task as it is now, and the reason.
+    Blocked(Box<Task>, String),
+    /// The board refused the call that began.
+    Refused,
 }
 
 /// What the tools of one worker are bound to: one task, one lease holder.
@@ -50,7 +89,8 @@ pub struct TaskBinding {
     lease_ttl: Duration,
     /// Profiles children may be assigned to; always holds `author` (the worker's own).
     assignable: Vec<String>,
-    terminal: Mutex<TerminalCall>,
+    /// Where the terminal calls are reported: the worker.
+    report_to: Recipient<TerminalNote>,
 }
 
 impl std::fmt::Debug for TaskBinding {
@@ -65,8 +105,9 @@ impl std::fmt::Debug for TaskBinding {
 
 impl TaskBinding {
     /// Binds tools to `task` on `board`, acting as `worker` (which must hold the lease);
-    /// comments are signed `author` (the profile name). Children it creates may be assigned
-    /// only to `author`; see [`TaskBinding::with_assignable`] for more.
+    /// comments are signed `author` (the profile name) and terminal calls are reported to
+    /// `report_to` (the worker). Children it creates may be assigned only to `author`; see
+    /// [`TaskBinding::with_assignable`] for more.
     pub fn new(
         store: Arc<dyn Store>,
         board: BoardSlug,
@@ -74,39 +115,31 @@ impl TaskBinding {
         worker: WorkerId,
         author: impl Into<String>,
         lease_ttl: Duration,
-    ) -> Arc<TaskBinding> {
-        TaskBinding::with_assignable(store, board, task, worker, author, lease_ttl, Vec::new())
-    }
-
-    /// [`TaskBinding::new`] that also lets the worker assign children to the profiles in
-    /// `assignable` (the default assignee, `kanban.worker_assignable_profiles`). Any other
-    /// assignee is refused, so a worker cannot hand work to a profile with more tools.
-    pub fn with_assignable(
-        store: Arc<dyn Store>,
-        board: BoardSlug,
-        task: TaskId,
-        worker: WorkerId,
-        author: impl Into<String>,
-        lease_ttl: Duration,
-        assignable: Vec<String>,
-    ) -> Arc<TaskBinding> {
+        report_to: Recipient<TerminalNote>,
+    ) -> TaskBinding {
         let author = author.into();
-        let mut allowed = vec![author.clone()];
-        for name in assignable {
-            if !allowed.contains(&name) {
-                allowed.push(name);
-            }
-        }
-        Arc::new(TaskBinding {
+        TaskBinding {
             store,
             board,
             task,
             worker,
+            assignable: vec![author.clone()],
             author,
             lease_ttl,
-            assignable: allowed,
-            terminal: Mutex::new(TerminalCall::None),
-        })
+            report_to,
+        }
+    }
+
+    /// Also lets the worker assign children to the profiles in `assignable` (the default
+    /// assignee, `kanban.worker_assignable_profiles`). Any other assignee is refused, so a
+    /// worker cannot hand work to a profile with more tools.
+    pub fn with_assignable(mut self, assignable: Vec<String>) -> TaskBinding {
+        for name in assignable {
+            if !self.assignable.contains(&name) {
+                self.assignable.push(name);
+            }
+        }
+        self
     }
 
     /// Confirms this worker still holds the task's lease (renewing it) before a write, so a
@@ -138,42 +171,10 @@ impl TaskBinding {
         &self.task
     }
 
-    /// The terminal call made so far.
-    pub fn terminal(&self) -> TerminalCall {
-        self.terminal
-            .lock()
-            .map(|t| t.clone())
-            .unwrap_or(TerminalCall::None)
-    }
-
-    /// Whether a terminal call was made or is being made.
-    pub fn has_terminal(&self) -> bool {
-        !matches!(self.terminal(), TerminalCall::None)
-    }
-
-    fn set_terminal(&self, value: TerminalCall) {
-        if let Ok(mut t) = self.terminal.lock() {
-            *t = value;
-        }
-    }
-
-    /// Marks a terminal call as being written, unless an earlier one already succeeded: that
-    /// one stays what the worker did until a later call succeeds.
-    fn begin_terminal(&self) {
-        if let Ok(mut t) = self.terminal.lock()
-            && matches!(*t, TerminalCall::None)
-        {
-            *t = TerminalCall::Pending;
-        }
-    }
-
-    /// A terminal call failed: forgets only its own pending mark, never an earlier success.
-    fn fail_terminal(&self) {
-        if let Ok(mut t) = self.terminal.lock()
-            && matches!(*t, TerminalCall::Pending)
-        {
-            *t = TerminalCall::None;
-        }
+    /// Tells the worker how its terminal call is going. A worker that has ended no longer
+    /// listens, and then there is no one left to tell.
+    fn tell(&self, note: TerminalNote) {
+        self.report_to.do_send(note);
     }
 
     /// Refuses any task id but the bound one.
@@ -411,10 +412,10 @@ async fn complete(b: &TaskBinding, args: &Map<String, Value>) -> Result<ToolResu
         metadata,
         worker: Some(b.worker.clone()),
     };
-    b.begin_terminal();
+    b.tell(TerminalNote::Begun);
     match b.store.complete(&b.board, &b.task, &done).await {
         Ok(task) => {
-            b.set_terminal(TerminalCall::Completed(Box::new(task.clone())));
+            b.tell(TerminalNote::Completed(Box::new(task.clone())));
             Ok(ToolResult::json(json!({
                 "task_id": task.id,
                 "status": task.status.as_str(),
@@ -423,7 +424,7 @@ async fn complete(b: &TaskBinding, args: &Map<String, Value>) -> Result<ToolResu
             })))
         }
         Err(error) => {
-            b.fail_terminal();
+            b.tell(TerminalNote::Refused);
             Err(store_error(error))
         }
     }
@@ -436,11 +437,11 @@ async fn block(b: &TaskBinding, args: &Map<String, Value>) -> Result<ToolResult,
         .filter(|k| !k.trim().is_empty())
         .unwrap_or_else(|| DEFAULT_BLOCK_KIND.to_string());
     let request = BlockRequest::new(kind, reason.clone()).by_worker(b.worker.clone());
-    b.begin_terminal();
+    b.tell(TerminalNote::Begun);
     match b.store.block(&b.board, &b.task, &request).await {
         Ok(done) => {
             let task = done.task;
-            b.set_terminal(TerminalCall::Blocked(Box::new(task.clone()), reason));
+            b.tell(TerminalNote::Blocked(Box::new(task.clone()), reason));
             Ok(ToolResult::json(json!({
                 "task_id": task.id,
                 "status": task.status.as_str(),
@@ -449,7 +450,7 @@ async fn block(b: &TaskBinding, args: &Map<String, Value>) -> Result<ToolResult,
             })))
         }
         Err(error) => {
-            b.fail_terminal();
+            b.tell(TerminalNote::Refused);
             Err(store_error(error))
         }
     }

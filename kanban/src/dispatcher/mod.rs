@@ -10,42 +10,43 @@
 //! of reach and automatic rounds then back off. Used by the `troupe kanban` CLI, the `Troupe` API
 //! and the HTTP API; it works against any [`Store`], in one process or many.
 //!
-//! What a round does is in `round.rs`, plain async work over the store; this file holds the
-//! settings, the actor that decides when rounds run and starts the workers, and its handle.
+//! What a round does is in `round.rs`, plain async work over the store; `wake.rs` holds the
+//! wake sources; this file the actor that decides when rounds run and starts the workers, and
+//! its handle. The settings are [`DispatcherConfig`] (in `dispatcher_config.rs`) and what a
+//! round reports is [`DispatchReport`] (in `reports.rs`), both below the dispatcher and the
+//! worker, which share them.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use actix::prelude::*;
-use futures::future::BoxFuture;
 use serde::Serialize;
 use tokio::sync::{broadcast, oneshot};
 use troupe_actors::supervisor::Supervisor;
 
-use crate::domain::{BoardSlug, DEFAULT_CLAIM_TTL, EventId, EventKind, RunId, TaskId, WorkerId};
+use crate::domain::{BoardSlug, EventId, EventKind, RunId, TaskId, WorkerId};
 use crate::hooks::DispatcherHooks;
 use crate::profiles::{Profiles, WorkerProfile};
-use crate::store::{Claim, PostgresStore, Store};
-use crate::worker::{TaskEnded, Worker, WorkerOutcome, WorkerParams, WorkerReport, WorkerStop};
+use crate::store::{Claim, Store};
+pub use crate::worker::WorkerFinished;
+use crate::worker::{TaskEnded, Worker, WorkerParams, WorkerStop};
 
 mod round;
+mod wake;
 
 use round::{RoundInput, RoundOutput, ends_a_run, hung_round, run_round};
 
-/// Default pause between two ticks (`kanban.dispatch_interval_seconds`).
-pub const DEFAULT_DISPATCH_INTERVAL: Duration = Duration::from_secs(60);
-/// Default number of workers one dispatcher runs at once.
-pub const DEFAULT_MAX_IN_PROGRESS: usize = 8;
-/// Default pause between two polls of the event log by [`PollWake`].
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
-/// Default time between a soft stop and a hard stop when a run passes its max runtime.
-pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(5);
-/// Default number of reminders a worker gets when it ends without a terminal board call.
-pub const DEFAULT_STOP_NUDGES: u32 = 2;
-/// Default pause before a task whose run was rate limited is claimed again by this dispatcher.
-pub const DEFAULT_RATE_LIMIT_COOLDOWN: Duration = Duration::from_secs(300);
+// The settings and the reports live below the dispatcher and the worker, which both use them;
+// they are named here too, where callers have always found them.
+pub use crate::dispatcher_config::{
+    DEFAULT_DISPATCH_INTERVAL, DEFAULT_MAX_IN_PROGRESS, DEFAULT_POLL_INTERVAL,
+    DEFAULT_RATE_LIMIT_COOLDOWN, DEFAULT_STOP_GRACE, DEFAULT_STOP_NUDGES, DispatcherConfig,
+};
+pub use crate::reports::{ClaimedTask, DispatchReport, WorkerOutcome, WorkerReport};
+pub use wake::{ListenWake, PollWake, WakeSource};
+
 /// First pause after a round found the database out of reach; it doubles up to
 /// [`OUTAGE_BACKOFF_MAX`] while the outage lasts and resets after a round that got through.
 const OUTAGE_BACKOFF_START: Duration = Duration::from_millis(200);
@@ -59,286 +60,6 @@ const ROUND_LIMIT: Duration = Duration::from_secs(60);
 const EVENT_PAGE: usize = 1000;
 /// Capacity of the dispatcher's event broadcast; slow subscribers lose the oldest events.
 const EVENT_CHANNEL: usize = 4096;
-
-/// How a dispatcher behaves. Build with [`DispatcherConfig::default`] and the `with_*` methods.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct DispatcherConfig {
-    /// Pause between ticks; each tick runs a full round (reclaim, promote, claim).
-    pub interval: Duration,
-    /// Lease length of each claim; a running worker extends it by heartbeats.
-    pub lease_ttl: Duration,
-    /// How often a running worker extends its lease; `None` means a third of `lease_ttl`.
-    pub heartbeat_interval: Option<Duration>,
-    /// Most workers this dispatcher runs at once (`kanban.max_in_progress`).
-    pub max_in_progress: usize,
-    /// Most workers per assignee profile, for profiles without their own cap
-    /// (`kanban.max_in_progress_per_profile`); `None` is no limit.
-    pub max_in_progress_per_assignee: Option<usize>,
-    /// Caps for single profiles, overriding `max_in_progress_per_assignee`.
-    pub assignee_caps: BTreeMap<String, usize>,
-    /// `kanban.failure_limit`: failures before a task is given up, when it sets no
-    /// `max_retries` (the store's default is 2).
-    pub failure_limit: Option<u32>,
-    /// `kanban.dispatch_profiles`: only these profiles are run; `None` runs any known profile.
-    pub dispatch_profiles: Option<Vec<String>>,
-    /// Time between the soft stop and the hard stop of a run that passed its max runtime.
-    pub stop_grace: Duration,
-    /// Reminders a worker gets to make its terminal board call before it counts as a protocol
-    /// violation.
-    pub stop_nudges: u32,
-    /// Whether ticks, wake-ups and ending workers start rounds on their own. `false` leaves
-    /// claiming to [`DispatcherHandle::dispatch_once`] (a one-shot `dispatch`).
-    pub auto_dispatch: bool,
-    /// Pause between two polls of the event log when the default [`PollWake`] is used.
-    pub poll_interval: Duration,
-    /// How long this dispatcher leaves a task alone after its run was rate limited.
-    pub rate_limit_cooldown: Duration,
-    /// `kanban.worker_assignable_profiles`: profiles a worker may assign the children it
-    /// creates to, besides its own profile and the default assignee.
-    pub worker_assignable_profiles: Vec<String>,
-}
-
-impl Default for DispatcherConfig {
-    fn default() -> Self {
-        DispatcherConfig {
-            interval: DEFAULT_DISPATCH_INTERVAL,
-            lease_ttl: DEFAULT_CLAIM_TTL,
-            heartbeat_interval: None,
-            max_in_progress: DEFAULT_MAX_IN_PROGRESS,
-            max_in_progress_per_assignee: None,
-            assignee_caps: BTreeMap::new(),
-            failure_limit: None,
-            dispatch_profiles: None,
-            stop_grace: DEFAULT_STOP_GRACE,
-            stop_nudges: DEFAULT_STOP_NUDGES,
-            auto_dispatch: true,
-            poll_interval: DEFAULT_POLL_INTERVAL,
-            rate_limit_cooldown: DEFAULT_RATE_LIMIT_COOLDOWN,
-            worker_assignable_profiles: Vec::new(),
-        }
-    }
-}
-
-impl DispatcherConfig {
-    /// Sets the tick interval.
-    pub fn with_interval(mut self, interval: Duration) -> Self {
-        self.interval = interval;
-        self
-    }
-
-    /// Sets the lease length.
-    pub fn with_lease_ttl(mut self, ttl: Duration) -> Self {
-        self.lease_ttl = ttl;
-        self
-    }
-
-    /// Sets how often workers extend their lease.
-    pub fn with_heartbeat_interval(mut self, every: Duration) -> Self {
-        self.heartbeat_interval = Some(every);
-        self
-    }
-
-    /// Sets the most workers run at once (at least 1).
-    pub fn with_max_in_progress(mut self, max: usize) -> Self {
-        self.max_in_progress = max.max(1);
-        self
-    }
-
-    /// Sets the default per-profile cap.
-    pub fn with_max_in_progress_per_assignee(mut self, max: usize) -> Self {
-        self.max_in_progress_per_assignee = Some(max);
-        self
-    }
-
-    /// Caps one profile.
-    pub fn with_assignee_cap(mut self, assignee: impl Into<String>, max: usize) -> Self {
-        self.assignee_caps.insert(assignee.into(), max);
-        self
-    }
-
-    /// Sets `kanban.failure_limit`.
-    pub fn with_failure_limit(mut self, limit: u32) -> Self {
-        self.failure_limit = Some(limit);
-        self
-    }
-
-    /// Runs only these profiles.
-    pub fn with_dispatch_profiles(mut self, profiles: Vec<String>) -> Self {
-        self.dispatch_profiles = Some(profiles);
-        self
-    }
-
-    /// Sets the soft-to-hard stop grace.
-    pub fn with_stop_grace(mut self, grace: Duration) -> Self {
-        self.stop_grace = grace;
-        self
-    }
-
-    /// Sets how many reminders a worker gets before a protocol violation.
-    pub fn with_stop_nudges(mut self, nudges: u32) -> Self {
-        self.stop_nudges = nudges;
-        self
-    }
-
-    /// Turns automatic rounds on or off.
-    pub fn with_auto_dispatch(mut self, auto: bool) -> Self {
-        self.auto_dispatch = auto;
-        self
-    }
-
-    /// Sets the event-log poll interval of the default wake source.
-    pub fn with_poll_interval(mut self, every: Duration) -> Self {
-        self.poll_interval = every;
-        self
-    }
-
-    /// Sets the pause after a rate-limited run.
-    pub fn with_rate_limit_cooldown(mut self, cooldown: Duration) -> Self {
-        self.rate_limit_cooldown = cooldown;
-        self
-    }
-
-    /// Sets the profiles workers may assign their children to (besides their own profile and
-    /// the default assignee).
-    pub fn with_worker_assignable_profiles(mut self, profiles: Vec<String>) -> Self {
-        self.worker_assignable_profiles = profiles;
-        self
-    }
-
-    /// The heartbeat interval in effect.
-    pub fn heartbeat_every(&self) -> Duration {
-        self.heartbeat_interval
-            .unwrap_or(self.lease_ttl / 3)
-            .max(Duration::from_millis(10))
-    }
-
-    /// The cap for `assignee`, if any.
-    fn cap_for(&self, assignee: &str) -> Option<usize> {
-        self.assignee_caps
-            .get(assignee)
-            .copied()
-            .or(self.max_in_progress_per_assignee)
-    }
-
-    fn allows(&self, assignee: &str) -> bool {
-        self.dispatch_profiles
-            .as_ref()
-            .is_none_or(|list| list.iter().any(|p| p == assignee))
-    }
-}
-
-/// Tells the dispatcher that the board may have changed, so it should look at new events.
-/// Implementations: [`PollWake`] (any store: polls on an interval) and [`ListenWake`]
-/// (PostgreSQL `LISTEN/NOTIFY`).
-pub trait WakeSource: Send + 'static {
-    /// Resolves at the next sign of change; `None` when the source has ended for good (the
-    /// dispatcher then falls back to its tick).
-    fn changed(&mut self) -> BoxFuture<'_, Option<()>>;
-}
-
-/// A wake source that fires every `interval`; the dispatcher then reads the event log and
-/// runs a round only when something new is there. Works with every store.
-#[derive(Debug)]
-pub struct PollWake {
-    interval: tokio::time::Interval,
-}
-
-impl PollWake {
-    /// Fires every `every`.
-    pub fn new(every: Duration) -> PollWake {
-        let mut interval = tokio::time::interval(every.max(Duration::from_millis(1)));
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        PollWake { interval }
-    }
-}
-
-impl WakeSource for PollWake {
-    fn changed(&mut self) -> BoxFuture<'_, Option<()>> {
-        Box::pin(async move {
-            self.interval.tick().await;
-            Some(())
-        })
-    }
-}
-
-/// A wake source fed by PostgreSQL `LISTEN/NOTIFY` on the board's channel.
-#[derive(Debug)]
-pub struct ListenWake {
-    changes: crate::store::BoardChanges,
-}
-
-impl ListenWake {
-    /// Listens for changes of `board` in `store`.
-    pub fn new(store: &PostgresStore, board: &BoardSlug) -> ListenWake {
-        ListenWake {
-            changes: store.subscribe(board),
-        }
-    }
-}
-
-impl WakeSource for ListenWake {
-    fn changed(&mut self) -> BoxFuture<'_, Option<()>> {
-        Box::pin(async move {
-            self.changes.recv().await?;
-            // Several notices often arrive together; one look at the log covers them all.
-            while self.changes.try_recv().is_some() {}
-            Some(())
-        })
-    }
-}
-
-/// One task a round claimed (or, in a dry run, would claim).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ClaimedTask {
-    /// The task.
-    pub task_id: TaskId,
-    /// Its title.
-    pub title: String,
-    /// The profile that runs it.
-    pub assignee: String,
-    /// The run the claim opened; `None` in a dry run.
-    pub run_id: Option<RunId>,
-    /// The worker that holds the lease; `None` in a dry run.
-    pub worker: Option<WorkerId>,
-}
-
-impl ClaimedTask {
-    /// A claim this round made for `assignee`'s worker.
-    pub(crate) fn made(claim: &Claim, assignee: &str, worker: &WorkerId) -> ClaimedTask {
-        ClaimedTask {
-            task_id: claim.task.id.clone(),
-            title: claim.task.title.clone(),
-            assignee: assignee.to_string(),
-            run_id: Some(claim.run.id),
-            worker: Some(worker.clone()),
-        }
-    }
-}
-
-/// What one round did (or, in a dry run, would do).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct DispatchReport {
-    /// Whether nothing was changed.
-    pub dry_run: bool,
-    /// Tasks whose lapsed lease was taken back.
-    pub reclaimed: Vec<TaskId>,
-    /// Tasks that became ready.
-    pub promoted: Vec<TaskId>,
-    /// Tasks claimed, each now run by a worker.
-    pub claimed: Vec<ClaimedTask>,
-    /// Ready tasks with no assignee and no usable `kanban.default_assignee`.
-    pub skipped_unassigned: Vec<TaskId>,
-    /// Ready tasks whose assignee is not a profile this dispatcher may run, with the name.
-    pub skipped_nonspawnable: Vec<(TaskId, String)>,
-    /// Ready tasks left for a later round because every slot (overall or the profile's) is
-    /// taken or `max` was reached.
-    pub skipped_capacity: usize,
-    /// Ready tasks left alone because their last run was rate limited a short while ago.
-    pub skipped_cooldown: Vec<TaskId>,
-    /// Store errors met along the way (the round went on past them).
-    pub errors: Vec<String>,
-}
 
 /// What the dispatcher reports to subscribers ([`DispatcherHandle::subscribe`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -1110,11 +831,6 @@ impl Handler<ListRunning> for Dispatcher {
         MessageResult(self.running.values().map(|r| r.task_id.clone()).collect())
     }
 }
-
-/// A worker ended. Sent by each [`Worker`] as its last act.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct WorkerFinished(pub WorkerReport);
 
 impl Handler<WorkerFinished> for Dispatcher {
     type Result = ();

@@ -7,13 +7,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::dispatcher_config::DispatcherConfig;
 use crate::domain::{
     BoardSlug, Event, EventId, EventKind, TaskFilter, TaskId, TaskSort, TaskStatus, WorkerId,
 };
 use crate::profiles::{Profiles, Unrunnable, WorkerProfile};
+use crate::reports::{ClaimedTask, DispatchReport};
 use crate::store::{Claim, ClaimSpec, Store, StoreError};
 
-use super::{ClaimedTask, DispatchReport, DispatcherConfig, EVENT_PAGE, RoundKind};
+use super::{EVENT_PAGE, RoundKind};
 
 /// Most claims one store call takes together: a bigger batch holds the board's write lock
 /// longer for little more gain.

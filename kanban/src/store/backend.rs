@@ -1,7 +1,7 @@
 //! [`Backend`]: the steps a store's database carries out inside one transaction on one board,
 //! and the values that pass through them (the columns a status change writes, a run or an
 //! attachment to store, an event, which ids a sweep picks). `sqlite_tx.rs` and
-//! `postgres_tx.rs` implement it; `ops.rs` decides, against it, what each operation does.
+//! `postgres_tx.rs` implement it; `ops/` decides, against it, what each operation does.
 //!
 //! The methods are `async` because PostgreSQL's are; SQLite's never wait, and its store drives
 //! them with [`run_ready`].
@@ -229,7 +229,7 @@ pub(crate) struct Counts {
 
 /// What a backend does inside one open transaction on one board: each method is one small step
 /// (a statement or two, or a buffered event) in the backend's own SQL, deciding nothing; the
-/// operations of `ops.rs` decide which steps run, and in what order.
+/// operations of `ops/` decide which steps run, and in what order.
 pub(crate) trait Backend {
     /// The backend's error inside a transaction.
     type Error: From<StoreError> + From<ModelError>;

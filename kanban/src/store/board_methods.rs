@@ -1,4 +1,4 @@
-//! The [`Store`](super::Store) methods that are one operation of `ops.rs` on one board, written
+//! The [`Store`](super::Store) methods that are one operation of `ops/` on one board, written
 //! once for every backend.
 
 /// Expands, inside an `impl Store`, to every method that runs one operation on one board. `$run`
@@ -300,6 +300,16 @@ macro_rules! board_methods {
 
         fn reclaim_expired(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Reclaimed>> {
             $run!(self, board, write, |t| ops::reclaim_expired(t))
+        }
+
+        fn release(
+            &self,
+            board: &BoardSlug,
+            id: &TaskId,
+            worker: &WorkerId,
+        ) -> StoreFuture<'_, Transitioned> {
+            let (id, worker) = (id.clone(), worker.clone());
+            $run!(self, board, write, |t| ops::release(t, &id, &worker))
         }
 
         fn record_failure(

@@ -7,16 +7,17 @@
 //!
 //! The board's rules are decided once, whatever the database: `rules.rs` holds the pure
 //! decisions (which statuses allow a transition, where a block sends a task, when failures give
-//! up), `ops.rs` every operation written against `backend.rs`'s `Backend` (the steps a database
+//! up), `ops/` every operation written against `backend.rs`'s `Backend` (the steps a database
 //! carries out in one transaction), and `board_methods.rs` the `Store` methods that run one
-//! operation. `sqlite_tx.rs` and `postgres_tx.rs` implement `Backend` in their own SQL;
-//! `rows.rs` reads their rows back.
+//! operation. `sqlite_tx.rs` and `postgres_tx.rs` implement `Backend` in their own SQL
+//! (`postgres_error.rs` says what PostgreSQL's errors mean); `rows.rs` reads their rows back.
 
 mod backend;
 mod board_methods;
 mod error;
 mod ops;
 mod postgres;
+mod postgres_error;
 mod postgres_schema;
 mod postgres_tx;
 mod rows;
@@ -203,7 +204,8 @@ pub struct FailureOutcome {
     pub gave_up: bool,
 }
 
-/// The answer to a transition that may end a live lease ([`Store::block`], [`Store::archive`]).
+/// The answer to a transition that may end a live lease ([`Store::block`], [`Store::archive`],
+/// [`Store::release`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transitioned {
     /// The task after the change.
@@ -241,6 +243,7 @@ pub struct Reclaimed {
 /// | `todo`, `ready`, `blocked`, `triage` | `scheduled` | [`Store::schedule`] |
 /// | any but `archived` | `archived` | [`Store::archive`] (closes an open run as `reclaimed`; promotes children) |
 /// | `running` (lease lapsed) | the run's source status | [`Store::reclaim_expired`] |
+/// | `running` (this worker's lease) | the run's source status | [`Store::release`] |
 /// | `running` | `ready` / `blocked` | [`Store::record_failure`] (`blocked` with `gave_up` at the limit) |
 /// | `running` | `ready` | [`Store::requeue_rate_limited`] (not counted as a failure) |
 ///
@@ -490,6 +493,18 @@ pub trait Store: Send + Sync + 'static {
     /// Takes back every lapsed lease: the run ends as `reclaimed`, the task returns to the
     /// status it was claimed from. Not counted as a failure.
     fn reclaim_expired(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Reclaimed>>;
+    /// Hands `worker`'s lease back at once: the run ends as `reclaimed`, the task returns to
+    /// the status it was claimed from, and `reclaimed` is recorded with `released: true`. Not
+    /// counted as a failure. Only that worker's lease on that task is touched, in one
+    /// transaction: a task that is not `running` is refused with
+    /// [`StoreError::InvalidTransition`], one another worker holds with
+    /// [`StoreError::LeaseNotHeld`], and neither is changed.
+    fn release(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        worker: &WorkerId,
+    ) -> StoreFuture<'_, Transitioned>;
     /// Records a failed run; at the effective limit the task is blocked with `gave_up`.
     fn record_failure(
         &self,

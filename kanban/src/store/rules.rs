@@ -89,6 +89,11 @@ pub(crate) const HEARTBEAT: Gate = Gate {
     from: &[Running],
     allowed: "running",
 };
+pub(crate) const RELEASE: Gate = Gate {
+    action: "released by its worker",
+    from: &[Running],
+    allowed: "running",
+};
 pub(crate) const FAIL: Gate = Gate {
     action: "recorded as failed",
     from: &[Running],

@@ -496,7 +496,7 @@ impl Inner {
     }
 }
 
-/// Runs one operation of `ops.rs` in a transaction on a board's file (see
+/// Runs one operation of `ops/` in a transaction on a board's file (see
 /// [`board_methods`]); SQLite's operations never wait, so [`run_ready`] drives them.
 macro_rules! on_board_file {
     ($self:ident, $board:expr, read, |$t:ident| $op:expr) => {

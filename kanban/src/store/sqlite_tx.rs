@@ -1,5 +1,5 @@
 //! The SQLite side of every store operation: [`Tx`], one open transaction on one board's file,
-//! carrying out what `ops.rs` decides in SQLite's SQL.
+//! carrying out what `ops/` decides in SQLite's SQL.
 //!
 //! `sqlite.rs` opens the transaction (`BEGIN IMMEDIATE` for writes), hands it to an operation,
 //! and commits only if the operation returned `Ok`; so a state change and its events land
@@ -144,7 +144,7 @@ impl Tx<'_> {
     }
 }
 
-/// SQLite carries out the decisions of `ops.rs` synchronously: no method here ever waits.
+/// SQLite carries out the decisions of `ops/` synchronously: no method here ever waits.
 impl Backend for Tx<'_> {
     type Error = TxError;
 

@@ -1,7 +1,8 @@
 //! The dispatcher and its workers on a real SQLite board with scripted models: a fan-out of 50
 //! children and a final task, dependencies, the failure limit, protocol violations, lease
-//! expiry of a hung worker, archive stopping a worker, the task-bound tools refusing other
-//! tasks, and one run through the mock OpenAI-compatible server over HTTP.
+//! expiry of a hung worker, archive stopping a worker, a stop handing leases back, and one run
+//! through the mock OpenAI-compatible server over HTTP. The task-bound tools alone are in
+//! `worker_tools.rs`; the models scripted here in `models.rs`.
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a failed unwrap is the test failing"
@@ -13,26 +14,23 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use actix::{Actor, Addr};
-use futures::future::BoxFuture;
-use serde_json::{Map, Value, json};
-use tokio_util::sync::CancellationToken;
+use serde_json::json;
 use troupe_actors::model::mock_server::MockServer;
 use troupe_actors::model::{
-    ChatMessage, FinishReason, ModelError, ModelProvider, ModelRequest, ModelResponse,
-    OpenAiConfig, OpenAiProvider, Script, ScriptTurn, ScriptedProvider, Usage,
+    ModelProvider, OpenAiConfig, OpenAiProvider, Script, ScriptTurn, ScriptedProvider,
 };
 use troupe_actors::supervisor::{ApprovalConfig, ApprovalMode, DefaultRules, Supervisor};
 use troupe_kanban::dispatcher::{DispatcherConfig, DispatcherEvent, DispatcherHandle};
-use troupe_kanban::domain::{BoardSlug, NewTask, RunOutcome, Task, TaskId, TaskStatus, WorkerId};
+use troupe_kanban::domain::{
+    BoardSlug, EventKind, NewTask, RunOutcome, Task, TaskId, TaskStatus, WorkerId,
+};
 use troupe_kanban::hooks::DispatcherHooks;
-use troupe_kanban::profiles::{Profiles, WorkerProfile};
+use troupe_kanban::profiles::Profiles;
 use troupe_kanban::store::{ClaimSpec, SqliteStore, Store};
 use troupe_kanban::worker::WorkerOutcome;
-use troupe_kanban::worker_tools::{TaskBinding, task_tools, task_view};
-use troupe_tools::{CallContext, Registry};
 
-/// A guard against a hung test, not a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(120);
+use crate::models::{FanOutPlanner, HangsFirst, InFlight, LimitedFirst};
+use crate::support::{PATIENCE, completes, fast, profile, supervisor};
 
 struct Board {
     _dir: tempfile::TempDir,
@@ -44,42 +42,16 @@ struct Board {
 async fn board() -> Board {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).await.unwrap());
-    let config = ApprovalConfig {
-        mode: ApprovalMode::Off,
-        ..ApprovalConfig::default()
-    };
-    let supervisor = Supervisor::new(config, Arc::new(DefaultRules::new(Vec::new()))).start();
     Board {
         _dir: dir,
         store,
         slug: BoardSlug::default_board(),
-        supervisor,
+        supervisor: supervisor(),
     }
-}
-
-fn profile(name: &str, provider: Arc<dyn ModelProvider>) -> WorkerProfile {
-    WorkerProfile::new(name, provider, Registry::new().view_all())
 }
 
 fn scripted(script: Script) -> Arc<dyn ModelProvider> {
     Arc::new(ScriptedProvider::new(script))
-}
-
-/// A worker that completes its task at once.
-fn completes() -> Script {
-    Script::new()
-        .turn(ScriptTurn::tool_call(
-            "kanban_complete",
-            json!({"summary": "did the work", "result": "the output"}),
-        ))
-        .turn(ScriptTurn::text("done"))
-}
-
-fn fast() -> DispatcherConfig {
-    DispatcherConfig::default()
-        .with_interval(Duration::from_millis(50))
-        .with_poll_interval(Duration::from_millis(20))
-        .with_stop_grace(Duration::from_millis(200))
 }
 
 fn start(b: &Board, profiles: Profiles, config: DispatcherConfig) -> DispatcherHandle {
@@ -118,85 +90,6 @@ async fn assert_no_overlapping_runs(b: &Board, tasks: &[TaskId]) {
             );
         }
     }
-}
-
-/// An orchestrating model: it creates `n` children, then a final task waiting for all of them
-/// (reading the children's ids from the tool results), then completes its own task.
-struct FanOutPlanner {
-    n: usize,
-}
-
-impl ModelProvider for FanOutPlanner {
-    fn describe(&self) -> String {
-        "fan-out planner (test)".into()
-    }
-
-    fn complete(
-        &self,
-        request: ModelRequest,
-        _cancel: CancellationToken,
-    ) -> BoxFuture<'static, Result<ModelResponse, ModelError>> {
-        let n = self.n;
-        Box::pin(async move {
-            let assistant_turns = request
-                .messages
-                .iter()
-                .filter(|m| matches!(m, ChatMessage::Assistant { .. }))
-                .count();
-            let created: Vec<String> = request
-                .messages
-                .iter()
-                .filter_map(|m| match m {
-                    ChatMessage::Tool { content, .. } => serde_json::from_str::<Value>(content)
-                        .ok()
-                        .and_then(|v| v["task_id"].as_str().map(String::from)),
-                    _ => None,
-                })
-                .collect();
-            let call = |name: &str, args: Value| troupe_actors::model::ToolCallRequest {
-                id: format!("call_{}", uuid_like(&args)),
-                name: name.into(),
-                arguments: args.to_string(),
-            };
-            let tool_calls = match assistant_turns {
-                0 => (0..n)
-                    .map(|i| {
-                        call(
-                            "kanban_create",
-                            json!({"title": format!("part {i}"), "assignee": "coder"}),
-                        )
-                    })
-                    .collect(),
-                1 => vec![call(
-                    "kanban_create",
-                    json!({"title": "put it together", "assignee": "coder", "parents": created}),
-                )],
-                2 => vec![call(
-                    "kanban_complete",
-                    json!({"summary": format!("split into {n} parts and a final step")}),
-                )],
-                _ => Vec::new(),
-            };
-            let finish_reason = if tool_calls.is_empty() {
-                FinishReason::Stop
-            } else {
-                FinishReason::ToolCalls
-            };
-            Ok(ModelResponse {
-                content: tool_calls.is_empty().then(|| "planned".to_string()),
-                tool_calls,
-                finish_reason,
-                usage: Usage::default(),
-            })
-        })
-    }
-}
-
-fn uuid_like(v: &Value) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    v.to_string().hash(&mut h);
-    format!("{:x}", h.finish())
 }
 
 #[actix_rt::test]
@@ -426,71 +319,6 @@ async fn a_reminder_gets_a_forgetful_worker_to_finish() {
     d.stop().await;
 }
 
-/// A model whose first request never answers (until cancelled); later ones follow a script.
-struct HangsFirst {
-    calls: AtomicUsize,
-    then: ScriptedProvider,
-}
-
-impl ModelProvider for HangsFirst {
-    fn describe(&self) -> String {
-        "hangs first (test)".into()
-    }
-
-    fn complete(
-        &self,
-        request: ModelRequest,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'static, Result<ModelResponse, ModelError>> {
-        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
-            return Box::pin(async move {
-                cancel.cancelled().await;
-                Err(ModelError::Cancelled)
-            });
-        }
-        self.then.complete(request, cancel)
-    }
-}
-
-/// Counts model calls in flight (a call ends when its future finishes or is dropped) and keeps
-/// the most seen at once.
-struct InFlight {
-    inner: Arc<dyn ModelProvider>,
-    now: Arc<AtomicUsize>,
-    most: Arc<AtomicUsize>,
-}
-
-/// Lowers the in-flight count when a call ends, however it ends.
-struct CallGuard(Arc<AtomicUsize>);
-
-impl Drop for CallGuard {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-impl ModelProvider for InFlight {
-    fn describe(&self) -> String {
-        "in-flight counter (test)".into()
-    }
-
-    fn complete(
-        &self,
-        request: ModelRequest,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'static, Result<ModelResponse, ModelError>> {
-        let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
-        self.most.fetch_max(n, Ordering::SeqCst);
-        let guard = CallGuard(Arc::clone(&self.now));
-        let call = self.inner.complete(request, cancel);
-        Box::pin(async move {
-            let out = call.await;
-            drop(guard);
-            out
-        })
-    }
-}
-
 #[actix_rt::test]
 async fn a_hung_worker_loses_its_lapsed_lease_and_the_task_runs_again_once() {
     let b = board().await;
@@ -611,95 +439,17 @@ async fn stopping_the_dispatcher_hands_running_tasks_back() {
     let task = b.store.task(&b.slug, &task.id).await.unwrap();
     assert_eq!(task.status, TaskStatus::Ready, "the lease was handed back");
     assert_eq!(task.consecutive_failures, 0);
-}
-
-fn text_of(result: &troupe_tools::ToolResult) -> String {
-    result.to_model_text()
-}
-
-#[actix_rt::test]
-async fn task_bound_tools_refuse_every_other_task() {
-    let b = board().await;
-    let mine = create(&b, NewTask::new("mine")).await;
-    let other = create(&b, NewTask::new("someone else's")).await;
-    let worker = WorkerId::local();
-    let claim = b
-        .store
-        .claim_task(&b.slug, &mine.id, &ClaimSpec::new(worker.clone()))
-        .await
-        .unwrap();
-    let binding = TaskBinding::new(
-        Arc::clone(&b.store),
-        b.slug.clone(),
-        claim.task.id.clone(),
-        worker,
-        "coder",
-        Duration::from_secs(60),
-    );
-    let view = task_view(&Registry::new().view_all(), task_tools(&binding));
-    let o = other.id.as_str();
-    let attempts: Vec<(&str, Value)> = vec![
-        ("kanban_show", json!({"task_id": o})),
-        ("kanban_heartbeat", json!({"task_id": o})),
-        ("kanban_comment", json!({"task_id": o, "body": "hi"})),
-        ("kanban_complete", json!({"task_id": o, "summary": "x"})),
-        ("kanban_block", json!({"task_id": o, "reason": "x"})),
-        ("kanban_create", json!({"title": "sneaky", "parents": [o]})),
-        (
-            "kanban_link",
-            json!({"parent_id": mine.id.as_str(), "child_id": o}),
-        ),
-        (
-            "kanban_link",
-            json!({"parent_id": o, "child_id": mine.id.as_str()}),
-        ),
-        (
-            "kanban_complete",
-            json!({"summary": "x", "created_cards": [o]}),
-        ),
-    ];
-    for (tool, args) in attempts {
-        let Value::Object(args) = args else {
-            unreachable!()
-        };
-        let result = view.call(tool, args, CallContext::detached("c")).await;
-        assert!(
-            result.is_error,
-            "{tool} must refuse another task: {}",
-            text_of(&result)
-        );
-    }
-    let after = b.store.task(&b.slug, &other.id).await.unwrap();
-    assert_eq!(after.status, TaskStatus::Ready);
-    assert!(
-        b.store
-            .comments(&b.slug, &other.id)
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    let links = b.store.links(&b.slug, &other.id).await.unwrap();
-    assert!(links.parents.is_empty() && links.children.is_empty());
-    assert_eq!(
-        b.store.task(&b.slug, &mine.id).await.unwrap().status,
-        TaskStatus::Running
-    );
-
-    // Bad arguments get a clear error; the own task works.
-    let mut args = Map::new();
-    args.insert("summary".into(), json!(42));
-    let result = view
-        .call("kanban_complete", args, CallContext::detached("c"))
-        .await;
-    assert!(result.is_error && text_of(&result).contains("must be a string"));
-    let mut args = Map::new();
-    args.insert("title".into(), json!("a child"));
-    let result = view
-        .call("kanban_create", args, CallContext::detached("c"))
-        .await;
-    assert!(!result.is_error, "{}", text_of(&result));
-    let children = b.store.links(&b.slug, &mine.id).await.unwrap().children;
-    assert_eq!(children.len(), 1);
+    // Handed back by its worker in one store call, not made to lapse and swept up.
+    let events = b.store.task_events(&b.slug, &task.id).await.unwrap();
+    let back: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == EventKind::Reclaimed)
+        .collect();
+    assert_eq!(back.len(), 1, "{events:?}");
+    assert_eq!(back[0].payload["released"], json!(true), "{events:?}");
+    let runs = b.store.runs(&b.slug, &task.id).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].outcome, Some(RunOutcome::Reclaimed));
 }
 
 #[actix_rt::test]
@@ -766,34 +516,6 @@ async fn a_run_past_its_max_runtime_is_stopped_and_counted_as_a_timeout() {
     assert_eq!(runs[1].outcome, Some(RunOutcome::Completed));
     assert_eq!(d.stats().failed, 1);
     d.stop().await;
-}
-
-/// A model that is rate limited on its first request, then follows a script.
-struct LimitedFirst {
-    calls: AtomicUsize,
-    then: ScriptedProvider,
-}
-
-impl ModelProvider for LimitedFirst {
-    fn describe(&self) -> String {
-        "rate limited first (test)".into()
-    }
-
-    fn complete(
-        &self,
-        request: ModelRequest,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'static, Result<ModelResponse, ModelError>> {
-        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
-            return Box::pin(async {
-                Err(ModelError::Status {
-                    status: 429,
-                    body: "slow down".into(),
-                })
-            });
-        }
-        self.then.complete(request, cancel)
-    }
 }
 
 #[actix_rt::test]
@@ -1061,52 +783,4 @@ async fn a_rate_limited_task_cools_down_before_it_is_claimed_again() {
     assert_eq!(task.status, TaskStatus::Ready);
     assert_eq!(task.consecutive_failures, 0);
     d.stop().await;
-}
-
-#[actix_rt::test]
-async fn a_failed_terminal_call_after_a_block_keeps_the_block() {
-    use troupe_kanban::worker_tools::TerminalCall;
-    let b = board().await;
-    let task = create(&b, NewTask::new("parked then poked")).await;
-    let worker = WorkerId::local();
-    b.store
-        .claim_task(&b.slug, &task.id, &ClaimSpec::new(worker.clone()))
-        .await
-        .unwrap();
-    let binding = TaskBinding::new(
-        Arc::clone(&b.store),
-        b.slug.clone(),
-        task.id.clone(),
-        worker,
-        "coder",
-        Duration::from_secs(60),
-    );
-    let view = task_view(&Registry::new().view_all(), task_tools(&binding));
-    let call = |tool: &'static str, args: Value| {
-        let view = view.clone();
-        async move {
-            let Value::Object(args) = args else {
-                unreachable!()
-            };
-            view.call(tool, args, CallContext::detached("c")).await
-        }
-    };
-    let blocked = call("kanban_block", json!({"reason": "need the API key"})).await;
-    assert!(!blocked.is_error, "{}", text_of(&blocked));
-    assert!(matches!(binding.terminal(), TerminalCall::Blocked(_, _)));
-    // One more terminal call after the block: the board refuses it (the task is blocked) ...
-    let late = call("kanban_complete", json!({"summary": "done after all"})).await;
-    assert!(late.is_error, "{}", text_of(&late));
-    // ... and the worker still knows it blocked the task.
-    match binding.terminal() {
-        TerminalCall::Blocked(task, reason) => {
-            assert_eq!(task.status, TaskStatus::Blocked);
-            assert_eq!(reason, "need the API key");
-        }
-        other => panic!("the block was forgotten: {other:?}"),
-    }
-    assert!(binding.has_terminal());
-    let late = call("kanban_block", json!({"reason": "again"})).await;
-    assert!(late.is_error, "{}", text_of(&late));
-    assert!(matches!(binding.terminal(), TerminalCall::Blocked(_, r) if r == "need the API key"));
 }

@@ -1,7 +1,6 @@
 //! Safety of the dispatcher and its workers when things go wrong around them: a stop that
-//! lands during a round, a database outage longer than the lease, a stale worker writing after
-//! its lease was taken back, a worker assigning children to a stronger profile, and the size
-//! of a wide fan-in's first message. Runs on a real SQLite board behind a wrapper that can
+//! lands during a round, a database outage longer than the lease, a dispatched worker assigning
+//! children to a stronger profile, and the size of a wide fan-in's first message. Runs on a real SQLite board behind a wrapper that can
 //! pause claims and fail every call.
 #![allow(
     clippy::unwrap_used,
@@ -12,15 +11,15 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use actix::{Actor, Addr};
+use actix::Addr;
 use futures::future::BoxFuture;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use troupe_actors::model::{
     ModelError, ModelProvider, ModelRequest, ModelResponse, Script, ScriptTurn, ScriptedProvider,
 };
-use troupe_actors::supervisor::{ApprovalConfig, ApprovalMode, DefaultRules, Supervisor};
+use troupe_actors::supervisor::Supervisor;
 use troupe_kanban::dispatcher::{DispatcherConfig, DispatcherEvent, DispatcherHandle};
 use troupe_kanban::domain::{
     Attachment, Board as BoardInfo, BoardSlug, BoardStats, Comment, Event, EventId, Lease,
@@ -28,17 +27,14 @@ use troupe_kanban::domain::{
     TaskPatch, TaskStatus, Timestamp, WorkerId,
 };
 use troupe_kanban::hooks::DispatcherHooks;
-use troupe_kanban::profiles::{Profiles, WorkerProfile};
+use troupe_kanban::profiles::Profiles;
 use troupe_kanban::store::{
     BlockRequest, Claim, ClaimSpec, Completion, Created, Failure, FailureOutcome, Reclaimed,
     SqliteStore, Store, StoreError, StoreFuture, Transitioned,
 };
 use troupe_kanban::worker::WorkerOutcome;
-use troupe_kanban::worker_tools::{TaskBinding, task_tools, task_view};
-use troupe_tools::{CallContext, Registry, ToolResult};
 
-/// A guard against a hung test, not a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(120);
+use crate::support::{PATIENCE, completes, enter, fast, profile, supervisor};
 
 /// A claim paused after it committed: `entered` fires, then the claim waits for `open`.
 type ClaimGate = (oneshot::Sender<()>, oneshot::Receiver<()>);
@@ -306,6 +302,15 @@ impl Store for Flaky {
         self.wrap(board, self.inner.reclaim_expired(board))
     }
 
+    fn release(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        worker: &WorkerId,
+    ) -> StoreFuture<'_, Transitioned> {
+        self.wrap(board, self.inner.release(board, id, worker))
+    }
+
     fn record_failure(
         &self,
         board: &BoardSlug,
@@ -349,17 +354,12 @@ async fn board() -> Board {
         by_id: AtomicUsize::new(0),
         next: AtomicUsize::new(0),
     });
-    let config = ApprovalConfig {
-        mode: ApprovalMode::Off,
-        ..ApprovalConfig::default()
-    };
-    let supervisor = Supervisor::new(config, Arc::new(DefaultRules::new(Vec::new()))).start();
     Board {
         _dir: dir,
         store,
         flaky,
         slug: BoardSlug::default_board(),
-        supervisor,
+        supervisor: supervisor(),
     }
 }
 
@@ -379,22 +379,6 @@ fn start(
     )
 }
 
-fn fast() -> DispatcherConfig {
-    DispatcherConfig::default()
-        .with_interval(Duration::from_millis(50))
-        .with_poll_interval(Duration::from_millis(20))
-        .with_stop_grace(Duration::from_millis(200))
-}
-
-fn completes() -> Script {
-    Script::new()
-        .turn(ScriptTurn::tool_call(
-            "kanban_complete",
-            json!({"summary": "did the work", "result": "the output"}),
-        ))
-        .turn(ScriptTurn::text("done"))
-}
-
 /// A model call that never answers until cancelled, counted while in flight.
 struct Hangs {
     now: Arc<AtomicUsize>,
@@ -407,20 +391,6 @@ struct CountedCompletes {
     now: Arc<AtomicUsize>,
     most: Arc<AtomicUsize>,
     inner: ScriptedProvider,
-}
-
-struct CallGuard(Arc<AtomicUsize>);
-
-impl Drop for CallGuard {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-fn enter(now: &Arc<AtomicUsize>, most: &AtomicUsize) -> CallGuard {
-    let n = now.fetch_add(1, Ordering::SeqCst) + 1;
-    most.fetch_max(n, Ordering::SeqCst);
-    CallGuard(Arc::clone(now))
 }
 
 impl ModelProvider for Hangs {
@@ -463,23 +433,8 @@ impl ModelProvider for CountedCompletes {
     }
 }
 
-fn profile(name: &str, provider: Arc<dyn ModelProvider>) -> WorkerProfile {
-    WorkerProfile::new(name, provider, Registry::new().view_all())
-}
-
 async fn create(b: &Board, task: NewTask) -> Task {
     b.store.create_task(&b.slug, &task).await.unwrap().task
-}
-
-fn args(v: Value) -> Map<String, Value> {
-    match v {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    }
-}
-
-fn text(result: &ToolResult) -> String {
-    result.to_model_text()
 }
 
 #[actix_rt::test]
@@ -622,125 +577,6 @@ async fn a_worker_cut_off_from_the_database_stops_before_another_host_takes_over
     bhost.stop().await;
     b.flaky.down.store(false, Ordering::SeqCst);
     a.stop().await;
-}
-
-#[actix_rt::test]
-async fn a_stale_worker_cannot_write_after_its_lease_was_taken_back() {
-    let b = board().await;
-    let task = create(&b, NewTask::new("mine")).await;
-    let old = WorkerId::local();
-    b.store
-        .claim_task(&b.slug, &task.id, &ClaimSpec::new(old.clone()))
-        .await
-        .unwrap();
-    let child = create(&b, NewTask::new("sub").with_parent(task.id.clone())).await;
-    // The lease lapses and another run takes the task.
-    b.store
-        .heartbeat(&b.slug, &task.id, &old, Duration::ZERO)
-        .await
-        .unwrap();
-    assert_eq!(b.store.reclaim_expired(&b.slug).await.unwrap().len(), 1);
-    b.store
-        .claim_task(&b.slug, &task.id, &ClaimSpec::new(WorkerId::local()))
-        .await
-        .unwrap();
-    let binding = TaskBinding::new(
-        Arc::clone(&b.store),
-        b.slug.clone(),
-        task.id.clone(),
-        old,
-        "coder",
-        Duration::from_secs(60),
-    );
-    let view = task_view(&Registry::new().view_all(), task_tools(&binding));
-    let comments_before = b.store.comments(&b.slug, &task.id).await.unwrap().len();
-    let children_before = b.store.links(&b.slug, &task.id).await.unwrap().children;
-    let attempts = [
-        ("kanban_comment", json!({"body": "still here"})),
-        ("kanban_create", json!({"title": "late child"})),
-        (
-            "kanban_link",
-            json!({"parent_id": task.id.as_str(), "child_id": child.id.as_str()}),
-        ),
-    ];
-    for (tool, a) in attempts {
-        let result = view.call(tool, args(a), CallContext::detached("c")).await;
-        assert!(result.is_error, "{tool} must refuse: {}", text(&result));
-        assert!(
-            text(&result).contains("no longer holds"),
-            "{}",
-            text(&result)
-        );
-    }
-    assert_eq!(
-        b.store.comments(&b.slug, &task.id).await.unwrap().len(),
-        comments_before
-    );
-    assert_eq!(
-        b.store.links(&b.slug, &task.id).await.unwrap().children,
-        children_before
-    );
-}
-
-#[actix_rt::test]
-async fn a_worker_may_assign_children_only_to_allowed_profiles() {
-    let b = board().await;
-    let task = create(&b, NewTask::new("plan")).await;
-    let worker = WorkerId::local();
-    b.store
-        .claim_task(&b.slug, &task.id, &ClaimSpec::new(worker.clone()))
-        .await
-        .unwrap();
-    let binding = TaskBinding::with_assignable(
-        Arc::clone(&b.store),
-        b.slug.clone(),
-        task.id.clone(),
-        worker,
-        "reader",
-        Duration::from_secs(60),
-        vec!["writer".into()],
-    );
-    let view = task_view(&Registry::new().view_all(), task_tools(&binding));
-    let refused = view
-        .call(
-            "kanban_create",
-            args(json!({"title": "run a shell", "assignee": "admin"})),
-            CallContext::detached("c"),
-        )
-        .await;
-    assert!(refused.is_error);
-    let why = text(&refused);
-    assert!(
-        why.contains("\"admin\"") && why.contains("\"reader\"") && why.contains("\"writer\""),
-        "{why}"
-    );
-    assert!(
-        b.store
-            .links(&b.slug, &task.id)
-            .await
-            .unwrap()
-            .children
-            .is_empty()
-    );
-    for assignee in [json!("reader"), json!("writer"), Value::Null] {
-        let ok = view
-            .call(
-                "kanban_create",
-                args(json!({"title": format!("for {assignee}"), "assignee": assignee})),
-                CallContext::detached("c"),
-            )
-            .await;
-        assert!(!ok.is_error, "{}", text(&ok));
-    }
-    assert_eq!(
-        b.store
-            .links(&b.slug, &task.id)
-            .await
-            .unwrap()
-            .children
-            .len(),
-        3
-    );
 }
 
 #[actix_rt::test]

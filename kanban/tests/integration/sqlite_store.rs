@@ -2,8 +2,8 @@
 //! show: WAL and the schema version on disk, two processes racing for claims, and a process
 //! killed with SIGKILL in the middle of a claim transaction.
 //!
-//! Child processes are this test binary run again with `--ignored --exact child_process`
-//! and an environment variable saying what to do.
+//! Child processes are this test binary run again with
+//! `--ignored --exact sqlite_store::child_process` and an environment variable saying what to do.
 
 #![allow(
     clippy::unwrap_used,
@@ -42,12 +42,6 @@ async fn fresh() -> SqliteBackend {
 
 troupe_kanban::store_suite!(fresh);
 
-/// The same cases through the plain function a later implementation may call instead.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn whole_suite_runs_in_sequence() {
-    troupe_kanban::store::suite::run_store_suite(fresh).await;
-}
-
 const CHILD_MODE: &str = "TROUPE_KANBAN_TEST_CHILD";
 const CHILD_ROOT: &str = "TROUPE_KANBAN_TEST_ROOT";
 const CHILD_FLAG: &str = "TROUPE_KANBAN_TEST_FLAG";
@@ -62,7 +56,7 @@ fn spawn_child(mode: &str, root: &Path, flag: &Path) -> Child {
         .args([
             "--ignored",
             "--exact",
-            "child_process",
+            "sqlite_store::child_process",
             "--nocapture",
             "--test-threads=1",
         ])

@@ -11,16 +11,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::Actor;
 use serde_json::json;
 use troupe_actors::model::{Script, ScriptTurn, ScriptedProvider};
-use troupe_actors::supervisor::{ApprovalConfig, ApprovalMode, DefaultRules, Supervisor};
 use troupe_kanban::dispatcher::{DispatcherConfig, DispatcherHandle, ListenWake};
 use troupe_kanban::domain::{BoardSlug, NewTask, TaskStatus};
 use troupe_kanban::hooks::DispatcherHooks;
-use troupe_kanban::profiles::{Profiles, WorkerProfile};
+use troupe_kanban::profiles::Profiles;
 use troupe_kanban::store::{PostgresStore, Store, test_cluster};
-use troupe_tools::Registry;
+
+use crate::support::{profile, supervisor};
 
 #[actix_rt::test]
 async fn two_dispatchers_woken_by_notify_run_every_task_once() {
@@ -47,16 +46,9 @@ async fn two_dispatchers_woken_by_notify_run_every_task_once() {
             json!({"summary": "ok"}),
         ))
         .turn(ScriptTurn::text("done"));
-    let profiles = Profiles::new().with_profile(WorkerProfile::new(
-        "coder",
-        Arc::new(ScriptedProvider::new(script)),
-        Registry::new().view_all(),
-    ));
-    let approvals = ApprovalConfig {
-        mode: ApprovalMode::Off,
-        ..ApprovalConfig::default()
-    };
-    let supervisor = Supervisor::new(approvals, Arc::new(DefaultRules::new(Vec::new()))).start();
+    let profiles =
+        Profiles::new().with_profile(profile("coder", Arc::new(ScriptedProvider::new(script))));
+    let supervisor = supervisor();
     // A long tick and no polling: new work is noticed through NOTIFY (and ending workers).
     let dispatcher_config = DispatcherConfig::default()
         .with_interval(Duration::from_secs(3600))
