@@ -41,7 +41,7 @@ pub use config::{DeferSet, Ranking, Switch, ToolSearchConfig};
 pub use error::ToolsError;
 pub use registry::Registry;
 pub use tool::{
-    CallContext, Content, Dispatch, FnHandler, ToolDef, ToolHandler, ToolHints, ToolKind,
-    ToolResult,
+    CallContext, Content, Dispatch, FnHandler, PatchPaths, ToolDef, ToolHandler, ToolHints,
+    ToolKind, ToolResult,
 };
 pub use view::{ToolsetView, ViewSpec};
