@@ -3,11 +3,6 @@
 //! of parallel readers, ordering of writers, approvals (granted, denied, timed out, unattended),
 //! hard stops during a parallel batch, and a child session's approvals and stops.
 
-#![allow(
-    clippy::unwrap_used,
-    reason = "test code: a failed unwrap is the test failing"
-)]
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,7 +12,7 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 use troupe_actors::call::CallStatus;
-use troupe_actors::events::{EventKind, SessionEvent};
+use troupe_actors::events::EventKind;
 use troupe_actors::hooks::{Hook, HookRegistry, PreToolDecision, ToolCallInfo};
 use troupe_actors::model::{ChatMessage, Script, ScriptTurn, ScriptedProvider};
 use troupe_actors::session::{SessionConfig, SessionHandle, SessionParams, TurnStatus};
@@ -28,6 +23,8 @@ use troupe_actors::supervisor::{
 use troupe_actors::tool_runner::RunnerLimits;
 use troupe_actors::usage::{Budget, Price, PriceTable};
 use troupe_tools::{CallContext, Registry, ToolDef, ToolHints, ToolResult};
+
+use crate::support::drain_events as drain;
 
 fn tool<F>(name: &str, hints: ToolHints, f: F) -> ToolDef
 where
@@ -94,14 +91,6 @@ async fn open(
     })
     .await
     .unwrap()
-}
-
-fn drain(rx: &mut tokio::sync::mpsc::UnboundedReceiver<SessionEvent>) -> Vec<SessionEvent> {
-    let mut out = Vec::new();
-    while let Ok(event) = rx.try_recv() {
-        out.push(event);
-    }
-    out
 }
 
 #[actix_rt::test]
