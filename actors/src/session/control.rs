@@ -72,7 +72,8 @@ impl Actor for Session {
     }
 }
 
-/// A user message. Sent through [`SessionHandle::send`]; replies when the turn ends.
+/// A user message. Sent through [`SessionHandle::send`](super::SessionHandle::send); replies
+/// when the turn ends.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<TurnOutcome, SessionError>")]
 pub struct SendMessage {
