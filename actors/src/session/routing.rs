@@ -10,6 +10,7 @@ use std::sync::Arc;
 use actix::WeakAddr;
 use actix::prelude::*;
 use serde_json::{Map, Value, json};
+use troupe_tools::bridge::ResolvedCall;
 use troupe_tools::text::json_kind;
 use troupe_tools::{ToolResult, ToolSearchConfig, ToolsetView, bridge};
 
@@ -26,38 +27,20 @@ pub(super) const STARTING_SOURCES_WAIT: std::time::Duration = std::time::Duratio
 /// Where one of the model's calls goes, decided once.
 #[derive(Debug)]
 pub(super) enum Route {
-    /// A tool of the view: called directly, or the tool a `tool_call` names (its arguments
-    /// then coerced to the tool's schema and checked by the bridge).
-    Tool {
-        /// The tool's name.
-        name: String,
-        /// Its arguments.
-        arguments: Map<String, Value>,
-    },
-    /// `tool_search` or `tool_describe`, answered from the view when the batch runs.
-    Lookup {
-        /// Which of the two.
-        name: String,
-        /// Its arguments.
-        arguments: Map<String, Value>,
-    },
-    /// Never runs: its arguments are not a JSON object.
-    Invalid {
-        /// The name the model used.
-        name: String,
-        /// The error the model reads.
-        result: ToolResult,
-    },
-    /// Never runs as things stand: the view has no such tool, or the bridge refused the
-    /// `tool_call`. A still-starting server may bring the tool, so this one is routed again
-    /// after a wait for them.
-    Unresolved {
-        /// The tool the model meant, when a `tool_call` entry names it; otherwise the name
-        /// the model used.
-        name: String,
-        /// The error the model reads.
-        result: ToolResult,
-    },
+    /// A tool of the view with its arguments: called directly, or named by a `tool_call` (the
+    /// bridge then coerced its arguments to the tool's schema and checked them).
+    Tool(ResolvedCall),
+    /// `tool_search` or `tool_describe` with its arguments, answered from the view when the
+    /// batch runs.
+    Lookup(ResolvedCall),
+    /// Never runs, its arguments not being a JSON object: the name the model used, and the
+    /// error it reads.
+    Invalid(String, ToolResult),
+    /// Never runs as things stand (the view has no such tool, or the bridge refused the
+    /// `tool_call`), so it is routed again after a wait for still-starting servers: the tool
+    /// the model meant when a `tool_call` entry names it (else the name it used), and the
+    /// error it reads.
+    Unresolved(String, ToolResult),
 }
 
 /// One of the model's calls with its route.
@@ -94,7 +77,7 @@ pub(super) fn reroute_unresolved(
     routed
         .into_iter()
         .map(|mut routed| {
-            if matches!(routed.route, Route::Unresolved { .. }) {
+            if matches!(routed.route, Route::Unresolved(..)) {
                 routed.route = route(&routed.call, view, config);
             }
             routed
@@ -110,46 +93,38 @@ pub(super) fn route(
 ) -> Route {
     let arguments = match parse_arguments(&call.arguments) {
         Ok(arguments) => arguments,
-        Err(result) => {
-            return Route::Invalid {
-                name: call.name.clone(),
-                result,
-            };
-        }
+        Err(result) => return Route::Invalid(call.name.clone(), result),
     };
     match call.name.as_str() {
         "tool_call" => {
             let arguments = Value::Object(arguments);
             match bridge::resolve(view, config, &arguments) {
-                Ok(resolved) => Route::Tool {
-                    name: resolved.name,
-                    arguments: resolved.arguments,
-                },
-                Err(error) => Route::Unresolved {
+                Ok(resolved) => Route::Tool(resolved),
+                Err(error) => Route::Unresolved(
                     // Name the tool the model meant, when the entry says, so hooks and events
                     // see it; otherwise the bridge itself.
-                    name: bridge::tool_call::normalize_entries(&arguments)
+                    bridge::tool_call::normalize_entries(&arguments)
                         .ok()
                         .and_then(|entries| entries.into_iter().next())
                         .map(|entry| entry.name)
                         .filter(|name| !name.is_empty())
                         .unwrap_or_else(|| "tool_call".to_string()),
-                    result: ToolResult::error_json(error),
-                },
+                    ToolResult::error_json(error),
+                ),
             }
         }
-        "tool_search" | "tool_describe" => Route::Lookup {
+        "tool_search" | "tool_describe" => Route::Lookup(ResolvedCall {
             name: call.name.clone(),
             arguments,
-        },
-        name if !view.contains(name) => Route::Unresolved {
-            name: call.name.clone(),
-            result: ToolResult::error(crate::model::unknown_tool_message(name, view, config)),
-        },
-        _ => Route::Tool {
+        }),
+        name if !view.contains(name) => Route::Unresolved(
+            call.name.clone(),
+            ToolResult::error(crate::model::unknown_tool_message(name, view, config)),
+        ),
+        _ => Route::Tool(ResolvedCall {
             name: call.name.clone(),
             arguments,
-        },
+        }),
     }
 }
 
@@ -157,9 +132,9 @@ pub(super) fn route(
 /// would run only reads (a lookup, or a tool whose hints say so).
 pub(super) fn call_key(routed: &RoutedCall, view: &ToolsetView) -> CallKey {
     let read = match &routed.route {
-        Route::Lookup { .. } => is_pure_read(true, None),
-        Route::Tool { name, .. } => is_pure_read(false, view.get(name).map(|def| &def.hints)),
-        Route::Invalid { .. } | Route::Unresolved { .. } => false,
+        Route::Lookup(_) => is_pure_read(true, None),
+        Route::Tool(tool) => is_pure_read(false, view.get(&tool.name).map(|def| &def.hints)),
+        Route::Invalid(..) | Route::Unresolved(..) => false,
     };
     CallKey::new(&routed.call.name, &routed.call.arguments, read)
 }
@@ -172,7 +147,7 @@ pub(super) fn needs_starting_sources(routed: &[RoutedCall], view: &ToolsetView) 
     }
     routed.iter().any(|routed| match routed.call.name.as_str() {
         "tool_search" | "tool_describe" => true,
-        "tool_call" => matches!(routed.route, Route::Unresolved { .. }),
+        "tool_call" => matches!(routed.route, Route::Unresolved(..)),
         name => !view.contains(name),
     })
 }
@@ -181,8 +156,8 @@ pub(super) fn needs_starting_sources(routed: &[RoutedCall], view: &ToolsetView) 
 /// to its own state). It takes the route, never the model's call: nothing is resolved here.
 pub(super) fn target_of(route: Route, view: &ToolsetView, config: &ToolSearchConfig) -> CallTarget {
     match route {
-        Route::Tool { name, arguments } => CallTarget::Tool { name, arguments },
-        Route::Lookup { name, arguments } => {
+        Route::Tool(ResolvedCall { name, arguments }) => CallTarget::Tool { name, arguments },
+        Route::Lookup(ResolvedCall { name, arguments }) => {
             let view = view.clone();
             let config = config.clone();
             let lookup = name.clone();
@@ -192,7 +167,7 @@ pub(super) fn target_of(route: Route, view: &ToolsetView, config: &ToolSearchCon
                 run: Box::new(move |arguments| bridge_lookup(&lookup, &view, &config, arguments)),
             }
         }
-        Route::Invalid { name, result } | Route::Unresolved { name, result } => {
+        Route::Invalid(name, result) | Route::Unresolved(name, result) => {
             CallTarget::Invalid { name, result }
         }
     }
@@ -216,7 +191,7 @@ impl Session {
 
     fn bind(&self, route: Route) -> CallTarget {
         match route {
-            Route::Tool { name, arguments } if name == DELEGATE_TASK => {
+            Route::Tool(ResolvedCall { name, arguments }) if name == DELEGATE_TASK => {
                 self.delegate_target(name, arguments)
             }
             route => target_of(route, &self.view, &self.config.tool_search),
@@ -356,9 +331,9 @@ mod tests {
         let [routed] = <[RoutedCall; 1]>::try_from(routed).unwrap();
         // Resolved through the bridge: the underlying tool, arguments coerced to its schema.
         match &routed.route {
-            Route::Tool { name, arguments } => {
-                assert_eq!(name, "mcp_github_list_issues");
-                assert_eq!(arguments.get("count"), Some(&json!(3)));
+            Route::Tool(tool) => {
+                assert_eq!(tool.name, "mcp_github_list_issues");
+                assert_eq!(tool.arguments.get("count"), Some(&json!(3)));
             }
             other => panic!("not resolved: {other:?}"),
         }
@@ -366,7 +341,7 @@ mod tests {
         let gone = view_without_it();
         assert!(matches!(
             route(&bridged(), &gone, &config),
-            Route::Unresolved { .. }
+            Route::Unresolved(..)
         ));
         // ...but no later step resolves: the wait for starting servers, the reroute after it
         // and the binding all keep the first resolution.
@@ -395,9 +370,9 @@ mod tests {
             &config,
         );
         assert!(
-            matches!(routed[0].route, Route::Unresolved { ref name, .. } if name == "mcp_github_list_issues")
+            matches!(routed[0].route, Route::Unresolved(ref name, _) if name == "mcp_github_list_issues")
         );
-        assert!(matches!(routed[1].route, Route::Tool { ref name, .. } if name == "local"));
+        assert!(matches!(routed[1].route, Route::Tool(ref tool) if tool.name == "local"));
         // The server came up; `local` went (a newer view of another shape): only the
         // unresolved call is looked at again.
         let after = Registry::with_tools([ToolDef::new(
@@ -410,9 +385,9 @@ mod tests {
         .unwrap();
         let routed = reroute_unresolved(routed, &after, &config);
         assert!(
-            matches!(routed[0].route, Route::Tool { ref name, .. } if name == "mcp_github_list_issues")
+            matches!(routed[0].route, Route::Tool(ref tool) if tool.name == "mcp_github_list_issues")
         );
-        assert!(matches!(routed[1].route, Route::Tool { ref name, .. } if name == "local"));
+        assert!(matches!(routed[1].route, Route::Tool(ref tool) if tool.name == "local"));
     }
 
     #[test]
@@ -450,7 +425,7 @@ mod tests {
             arguments: "[1, 2]".into(),
         };
         match route(&bad, &view, &config) {
-            Route::Invalid { name, result } => {
+            Route::Invalid(name, result) => {
                 assert_eq!(name, "local");
                 assert!(result.to_model_text().contains("JSON object"));
             }
@@ -458,7 +433,7 @@ mod tests {
         }
         assert!(matches!(
             route(&call("y", "nope", json!({})), &view, &config),
-            Route::Unresolved { ref name, .. } if name == "nope"
+            Route::Unresolved(ref name, _) if name == "nope"
         ));
         assert!(matches!(
             route(
@@ -466,7 +441,7 @@ mod tests {
                 &view,
                 &config
             ),
-            Route::Lookup { .. }
+            Route::Lookup(_)
         ));
     }
 }
