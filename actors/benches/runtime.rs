@@ -113,7 +113,15 @@ async fn one_call_overhead(iterations: usize) {
 /// Planning two `read_file` calls: in place, as sessions did before the pool, and through the
 /// planner pool, as they do now.
 async fn two_call_plan(iterations: usize) {
-    let view = registry().view_all();
+    // The planner judges `read_file` by the hints the built-in declares.
+    let view = Registry::with_tools([ToolDef::new(
+        "read_file",
+        "Reads a file.",
+        json!({"type": "object"}),
+    )
+    .with_toolset("core")
+    .with_hints(troupe_tools::builtin::hints_of("read_file"))])
+    .view_all();
     let dir = std::env::temp_dir();
     let entries: Vec<CallEntry> = (0..2)
         .map(|i| CallEntry {

@@ -3,6 +3,10 @@
 //! is unwrapped by the session before it gets here). Call order never changes: a call never
 //! starts before an earlier barrier has finished. The tool runner executes the plan.
 //!
+//! A tool is judged by the [`ToolHints`] its definition declares, never by its name: an MCP
+//! server may call a tool anything, `read_file` included. A tool that declares nothing runs
+//! alone. The built-ins declare theirs in `troupe_tools::builtin::hints_of`.
+//!
 //! Planning is pure apart from resolving paths on disk (canonicalising them, following
 //! symlinks), which is blocking work. So a session reads on its own side what each call claims
 //! ([`Claim`]: a barrier, free, or the paths it reads or writes) and asks [`Planners`], a small
@@ -17,32 +21,6 @@ use troupe_tools::builtin::resolve_path;
 use troupe_tools::{ToolHints, ToolKind, ToolsetView};
 
 use crate::call::{CallEntry, CallTarget};
-
-/// Tools that never share a run with anything (they talk to a person or change the catalog).
-pub const NEVER_PARALLEL: &[&str] = &["clarify", "manage_connections", "manage_catalog"];
-
-/// Tools known to be safe beside any other parallel-safe call.
-pub const PARALLEL_SAFE: &[&str] = &[
-    "connectors__execute",
-    "ha_get_state",
-    "ha_list_entities",
-    "ha_list_services",
-    "image_generate",
-    "read_file",
-    "search_files",
-    "session_search",
-    "skill_view",
-    "skills_list",
-    "vision_analyze",
-    "web_extract",
-    "web_search",
-];
-
-/// Bridge lookups: they only read the catalog.
-pub const BRIDGE_LOOKUPS: &[&str] = &["tool_search", "tool_describe"];
-
-/// Path-scoped tools that only read.
-pub const PATH_READERS: &[&str] = &["read_file", "search_files"];
 
 /// Whether a segment's calls run together or one after another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,7 +79,7 @@ impl Plan {
 /// What the planner needs to know about one call.
 #[derive(Debug, Clone, Copy)]
 pub struct PlanCall<'a> {
-    /// The underlying tool's name.
+    /// The underlying tool's name, for logs: the planner does not judge by it.
     pub name: &'a str,
     /// The arguments, when they parsed as a JSON object; `None` makes the call a barrier.
     pub arguments: Option<&'a Map<String, Value>>,
@@ -111,7 +89,7 @@ pub struct PlanCall<'a> {
     pub kind: Option<ToolKind>,
 }
 
-/// What one call claims, read from its name, hints and arguments without touching the disk.
+/// What one call claims, read from its hints and arguments without touching the disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {
     /// Runs alone.
@@ -211,19 +189,19 @@ impl BatchPlanner {
     }
 }
 
-/// What `call` claims (see [`Claim`]).
+/// What `call` claims (see [`Claim`]), by its declared hints alone.
 pub fn claim(call: &PlanCall<'_>) -> Claim {
-    if NEVER_PARALLEL.contains(&call.name) || call.hints.is_some_and(|h| h.interactive) {
+    // Unknown to the view, or talking to a person: runs alone.
+    let Some(hints) = call.hints.filter(|h| !h.interactive) else {
         return Claim::Barrier;
-    }
+    };
     let Some(arguments) = call.arguments else {
         return Claim::Barrier;
     };
-    if let Some((raw, writer)) = scoped_paths(call, arguments) {
+    if let Some((raw, writer)) = scoped_paths(hints, arguments) {
         return Claim::Paths { raw, writer };
     }
-    let hinted_safe = call.hints.is_some_and(|h| h.parallel_safe || h.read_only);
-    if PARALLEL_SAFE.contains(&call.name) || BRIDGE_LOOKUPS.contains(&call.name) || hinted_safe {
+    if hints.parallel_safe || hints.read_only {
         return Claim::Free;
     }
     Claim::Barrier
@@ -233,65 +211,54 @@ pub fn claim(call: &PlanCall<'_>) -> Claim {
 pub fn claims_of(entries: &[CallEntry], view: &ToolsetView) -> Vec<Claim> {
     entries
         .iter()
-        .map(|entry| {
-            let def = view.get(entry.underlying());
-            claim(&PlanCall {
-                name: entry.underlying(),
-                arguments: match &entry.target {
-                    CallTarget::Invalid { .. } => None,
-                    target => target.arguments(),
-                },
-                hints: def.map(|d| &d.hints),
-                kind: def.map(|d| d.kind),
-            })
+        .map(|entry| match &entry.target {
+            // The session answers these from its catalog, which they only read.
+            CallTarget::Lookup { .. } => Claim::Free,
+            CallTarget::Invalid { .. } => Claim::Barrier,
+            target => {
+                let def = view.get(entry.underlying());
+                claim(&PlanCall {
+                    name: entry.underlying(),
+                    arguments: target.arguments(),
+                    hints: def.map(|d| &d.hints),
+                    kind: def.map(|d| d.kind),
+                })
+            }
         })
         .collect()
 }
 
-/// The paths a path-scoped call touches, and whether it writes; `None` when the tool is not
-/// path-scoped.
-fn scoped_paths(
-    call: &PlanCall<'_>,
-    arguments: &Map<String, Value>,
-) -> Option<(Vec<String>, bool)> {
-    let name = call.name;
+/// The paths a path-scoped call touches, and whether it writes; `None` when its hints name no
+/// path argument. A tool that does not declare `read_only` writes the paths it names.
+fn scoped_paths(hints: &ToolHints, arguments: &Map<String, Value>) -> Option<(Vec<String>, bool)> {
     let string_arg = |key: &str| {
         arguments
             .get(key)
             .and_then(Value::as_str)
             .map(str::to_string)
     };
-    match name {
-        "read_file" => Some((string_arg("path").into_iter().collect(), false)),
-        // A bare search covers the working directory, so it still runs beside other readers.
-        "search_files" => Some((
-            vec![string_arg("path").unwrap_or_else(|| ".".into())],
-            false,
-        )),
-        "write_file" => Some((string_arg("path").into_iter().collect(), true)),
-        "patch" => {
-            let v4a = arguments.get("mode").and_then(Value::as_str) == Some("patch");
-            if v4a {
-                let body = string_arg("patch").unwrap_or_default();
-                Some((v4a_paths(&body), true))
-            } else {
-                Some((string_arg("path").into_iter().collect(), true))
-            }
-        }
-        _ => {
-            // Tools outside the fixed table opt in by naming their path arguments in hints.
-            let hints = call.hints?;
-            if hints.path_args.is_empty() {
-                return None;
-            }
-            let paths = hints
-                .path_args
-                .iter()
-                .filter_map(|key| string_arg(key))
-                .collect();
-            Some((paths, !hints.read_only))
-        }
+    let writer = !hints.read_only;
+    if let Some(patch) = &hints.patch_paths
+        && string_arg(&patch.mode_arg).as_deref() == Some(patch.mode_value.as_str())
+    {
+        // The patch names the files; a path argument beside it is ignored, as the tool does.
+        let body = string_arg(&patch.body_arg).unwrap_or_default();
+        return Some((v4a_paths(&body), writer));
     }
+    if hints.path_args.is_empty() {
+        return None;
+    }
+    let mut paths: Vec<String> = hints
+        .path_args
+        .iter()
+        .filter_map(|key| string_arg(key))
+        .collect();
+    if paths.is_empty()
+        && let Some(default) = &hints.default_path
+    {
+        paths.push(default.clone());
+    }
+    Some((paths, writer))
 }
 
 /// Every file a V4A patch body names: update, add and delete headers, and both ends of a move.
@@ -502,6 +469,8 @@ mod tests {
     use super::SegmentKind::{Parallel as P, Sequential as S};
     use super::*;
     use serde_json::json;
+    use troupe_tools::builtin::hints_of;
+    use troupe_tools::{Registry, ToolDef, ViewSpec};
 
     fn args(value: Value) -> Map<String, Value> {
         match value {
@@ -535,16 +504,37 @@ mod tests {
         plan_in(dir.path(), calls)
     }
 
+    /// A call to the built-in `name`, with the hints troupe-tools declares for it.
+    fn builtin(
+        name: &'static str,
+        arguments: Value,
+    ) -> (&'static str, Option<Value>, Option<ToolHints>) {
+        (name, Some(arguments), Some(hints_of(name)))
+    }
+
     fn read(path: &str) -> (&'static str, Option<Value>, Option<ToolHints>) {
-        ("read_file", Some(json!({ "path": path })), None)
+        builtin("read_file", json!({ "path": path }))
     }
 
     fn write(path: &str) -> (&'static str, Option<Value>, Option<ToolHints>) {
-        (
-            "write_file",
-            Some(json!({ "path": path, "content": "x" })),
-            None,
-        )
+        builtin("write_file", json!({ "path": path, "content": "x" }))
+    }
+
+    /// What a web search would declare, were troupe to ship one: it only reads.
+    fn web_search_hints() -> ToolHints {
+        ToolHints {
+            read_only: true,
+            parallel_safe: true,
+            ..ToolHints::default()
+        }
+    }
+
+    /// What a tool that asks a person (`clarify`) would declare.
+    fn clarify_hints() -> ToolHints {
+        ToolHints {
+            interactive: true,
+            ..ToolHints::default()
+        }
     }
 
     #[test]
@@ -575,8 +565,12 @@ mod tests {
     #[test]
     fn web_then_terminal_is_sequential() {
         let calls = [
-            ("web_search", Some(json!({ "query": "x" })), None),
-            ("terminal", Some(json!({ "command": "ls" })), None),
+            (
+                "web_search",
+                Some(json!({ "query": "x" })),
+                Some(web_search_hints()),
+            ),
+            builtin("terminal", json!({ "command": "ls" })),
         ];
         assert_eq!(plan(&calls), vec![(S, vec![0, 1])]);
     }
@@ -586,7 +580,11 @@ mod tests {
         let calls = [
             read("a"),
             read("b"),
-            ("clarify", Some(json!({ "question": "?" })), None),
+            (
+                "clarify",
+                Some(json!({ "question": "?" })),
+                Some(clarify_hints()),
+            ),
             read("c"),
             read("d"),
         ];
@@ -598,7 +596,11 @@ mod tests {
 
     #[test]
     fn unparseable_or_non_object_arguments_are_barriers() {
-        let calls = [read("a"), ("read_file", None, None), read("b")];
+        let calls = [
+            read("a"),
+            ("read_file", None, Some(hints_of("read_file"))),
+            read("b"),
+        ];
         assert_eq!(plan(&calls), vec![(S, vec![0, 1, 2])]);
     }
 
@@ -642,19 +644,120 @@ mod tests {
         assert_eq!(plan(&calls), vec![(P, vec![0, 1, 2]), (S, vec![3])]);
     }
 
+    /// A call entry of `target`, `index`-th in its batch.
+    fn entry(index: usize, tool: &str, target: CallTarget) -> CallEntry {
+        CallEntry {
+            index,
+            call_id: format!("c{index}"),
+            model_call_id: format!("m{index}"),
+            tool: tool.to_string(),
+            target,
+        }
+    }
+
+    fn lookup(index: usize, name: &str) -> CallEntry {
+        entry(
+            index,
+            name,
+            CallTarget::Lookup {
+                name: name.to_string(),
+                arguments: Map::new(),
+                run: Box::new(|_| troupe_tools::ToolResult::text("")),
+            },
+        )
+    }
+
+    fn tool(index: usize, name: &str, arguments: Value) -> CallEntry {
+        entry(
+            index,
+            name,
+            CallTarget::Tool {
+                name: name.to_string(),
+                arguments: args(arguments),
+            },
+        )
+    }
+
     #[test]
     fn bridge_lookups_run_in_parallel() {
-        let calls = [
-            ("tool_search", Some(json!({ "query": "github" })), None),
-            ("tool_describe", Some(json!({ "name": "x" })), None),
+        let dir = tempfile::tempdir().unwrap();
+        let view = Registry::with_tools([]).view(ViewSpec::all()).unwrap();
+        let entries = [lookup(0, "tool_search"), lookup(1, "tool_describe")];
+        let claims = claims_of(&entries, &view);
+        assert_eq!(claims, vec![Claim::Free, Claim::Free]);
+        assert_eq!(
+            BatchPlanner::new(dir.path()).plan_claims(&claims).shape(),
+            vec![(P, vec![0, 1])]
+        );
+    }
+
+    #[test]
+    fn an_mcp_tool_named_like_a_builtin_reader_is_judged_by_its_hints_not_its_name() {
+        // A server may call its tool `read_file`; declaring nothing, it is an unknown tool.
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Registry::with_tools([
+            ToolDef::new("read_file", "Reads whatever the server likes.", json!({}))
+                .with_toolset("mcp-files")
+                .with_kind(ToolKind::Mcp),
+            ToolDef::new("search_files", "Searches.", json!({}))
+                .with_toolset("mcp-files")
+                .with_kind(ToolKind::Mcp),
+        ]);
+        let view = registry.view(ViewSpec::all()).unwrap();
+        let entries = [
+            tool(0, "read_file", json!({ "path": "a" })),
+            tool(1, "read_file", json!({ "path": "b" })),
+            tool(2, "search_files", json!({ "pattern": "x" })),
         ];
-        assert_eq!(plan(&calls), vec![(P, vec![0, 1])]);
+        let claims = claims_of(&entries, &view);
+        assert_eq!(claims, vec![Claim::Barrier; 3]);
+        assert_eq!(
+            BatchPlanner::new(dir.path()).plan_claims(&claims).shape(),
+            vec![(S, vec![0, 1, 2])]
+        );
+        // The same names from troupe's built-ins declare what they read.
+        assert_eq!(
+            plan(&[
+                read("a"),
+                read("b"),
+                builtin("search_files", json!({ "pattern": "x" }))
+            ]),
+            vec![(P, vec![0, 1, 2])]
+        );
+        // Nor does a name alone make a tool a reader without a view to vouch for it.
+        assert_eq!(
+            plan(&[
+                ("read_file", Some(json!({ "path": "a" })), None),
+                ("read_file", Some(json!({ "path": "b" })), None),
+            ]),
+            vec![(S, vec![0, 1])]
+        );
+    }
+
+    #[test]
+    fn a_read_only_mcp_tool_with_a_declared_path_argument_is_a_scoped_reader() {
+        let hints = ToolHints {
+            read_only: true,
+            path_args: vec!["file".into()],
+            ..ToolHints::default()
+        };
+        let calls = [
+            (
+                "mcp__fs__read",
+                Some(json!({ "file": "a" })),
+                Some(hints.clone()),
+            ),
+            read("a"),
+            write("a"),
+            ("mcp__fs__read", Some(json!({ "file": "b" })), Some(hints)),
+        ];
+        assert_eq!(plan(&calls), vec![(P, vec![0, 1]), (P, vec![2, 3])]);
     }
 
     #[test]
     fn a_search_without_path_covers_the_cwd_and_conflicts_with_a_write_below_it() {
         let calls = [
-            ("search_files", Some(json!({ "pattern": "x" })), None),
+            builtin("search_files", json!({ "pattern": "x" })),
             read("sub/a"),
             write("sub/b"),
         ];
@@ -664,11 +767,7 @@ mod tests {
     #[test]
     fn ancestor_directories_overlap() {
         let calls = [
-            (
-                "search_files",
-                Some(json!({ "pattern": "x", "path": "src" })),
-                None,
-            ),
+            builtin("search_files", json!({ "pattern": "x", "path": "src" })),
             write("src/lib.rs"),
         ];
         assert_eq!(plan(&calls), vec![(S, vec![0, 1])]);
@@ -687,10 +786,9 @@ mod tests {
     #[test]
     fn v4a_patches_reserve_every_header_path_including_both_ends_of_a_move() {
         let body = "*** Begin Patch\n*** Update File: a\n***Move File: b -> c\n*** End Patch";
-        let patch = (
+        let patch = builtin(
             "patch",
-            Some(json!({ "mode": "patch", "patch": body, "path": "decoy" })),
-            None,
+            json!({ "mode": "patch", "patch": body, "path": "decoy" }),
         );
         assert_eq!(plan(&[read("c"), patch.clone()]), vec![(S, vec![0, 1])]);
         assert_eq!(plan(&[read("b"), patch.clone()]), vec![(S, vec![0, 1])]);
@@ -701,7 +799,7 @@ mod tests {
     fn a_path_scoped_call_without_a_path_is_a_barrier() {
         let calls = [
             read("a"),
-            ("write_file", Some(json!({ "content": "x" })), None),
+            builtin("write_file", json!({ "content": "x" })),
             read("b"),
         ];
         assert_eq!(plan(&calls), vec![(S, vec![0, 1, 2])]);

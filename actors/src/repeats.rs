@@ -2,7 +2,8 @@
 //! sometimes asks for it again, round after round (read a, read b, read a, read b, …; or the
 //! same write three times), until the turn runs out of rounds and ends without an answer. The
 //! guard answers such a batch without running it:
-//! - every call is a read (a tool that only reads, by name or annotation: [`is_pure_read`])
+//! - every call is a read (a bridge lookup, or a tool whose hints say it only reads:
+//!   [`is_pure_read`])
 //!   identical to one already made in this turn, with nothing but reads run since; or
 //! - the batch is identical to the one just before it, and every call of that one succeeded
 //!   (a failed call may be retried as is: a server may answer the second time).
@@ -14,7 +15,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use crate::batch_planner::{BRIDGE_LOOKUPS, PATH_READERS};
+use troupe_tools::ToolHints;
 
 /// What each call of a repeated batch gets instead of a result.
 pub const REPEAT_NOTE: &str = "Not run again: this exact call already ran in this turn and nothing has changed since, so its result above still holds. Use that result: answer now, or make a different call.";
@@ -51,10 +52,11 @@ impl CallKey {
     }
 }
 
-/// Whether `tool` only reads: the file readers, the bridge lookups, or a tool whose definition
-/// says so (`read_only`, from an MCP annotation).
-pub fn is_pure_read(tool: &str, annotated_read_only: bool) -> bool {
-    annotated_read_only || PATH_READERS.contains(&tool) || BRIDGE_LOOKUPS.contains(&tool)
+/// Whether a call only reads: a bridge lookup (`tool_search`, `tool_describe`, answered from
+/// the catalog), or a tool whose declared hints say `read_only` (a built-in's, an MCP
+/// annotation). A name alone proves nothing: a server may call its tool `read_file`.
+pub fn is_pure_read(bridge_lookup: bool, hints: Option<&ToolHints>) -> bool {
+    bridge_lookup || hints.is_some_and(|h| h.read_only)
 }
 
 /// What to do with a batch.
@@ -197,9 +199,15 @@ mod tests {
     }
 
     #[test]
-    fn only_reads_and_annotated_tools_count_as_reads() {
-        assert!(is_pure_read("read_file", false) && is_pure_read("tool_search", false));
-        assert!(is_pure_read("mcp_x_get", true));
-        assert!(!is_pure_read("write_file", false) && !is_pure_read("terminal", false));
+    fn only_lookups_and_tools_declared_read_only_count_as_reads() {
+        let read_only = ToolHints {
+            read_only: true,
+            ..ToolHints::default()
+        };
+        assert!(is_pure_read(true, None));
+        assert!(is_pure_read(false, Some(&read_only)));
+        // A tool that declares nothing is no reader, whatever it is called.
+        assert!(!is_pure_read(false, Some(&ToolHints::default())));
+        assert!(!is_pure_read(false, None));
     }
 }

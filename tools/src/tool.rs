@@ -34,10 +34,31 @@ pub struct ToolHints {
     pub idempotent: bool,
     /// Known to be safe to run in parallel with any other parallel-safe call.
     pub parallel_safe: bool,
-    /// It talks to a human (clarify and friends): always a barrier in a batch.
+    /// It talks to a human (clarify and friends), or must otherwise never share a run: always a
+    /// barrier in a batch.
     pub interactive: bool,
-    /// Argument names that hold file paths the tool reads or writes, for path-scoped planning.
+    /// Argument names that hold file paths the tool reads or writes, for path-scoped planning
+    /// (it writes them unless `read_only`).
     pub path_args: Vec<String>,
+    /// For a path-scoped tool: the path a call touches when it gives none of `path_args`
+    /// (`"."`, the working directory, for a search that covers it). `None`: such a call cannot
+    /// be placed and runs alone.
+    pub default_path: Option<String>,
+    /// For a tool that applies V4A patches: in patch mode, the files the patch names are the
+    /// paths a call touches, instead of `path_args`.
+    pub patch_paths: Option<PatchPaths>,
+}
+
+/// Where a tool that applies V4A patches (`*** Update File: …` headers) finds them, for
+/// path-scoped planning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatchPaths {
+    /// The argument that selects the mode (`mode`).
+    pub mode_arg: String,
+    /// Its value in patch mode (`patch`).
+    pub mode_value: String,
+    /// The argument that holds the patch (`patch`).
+    pub body_arg: String,
 }
 
 /// One tool as the registry knows it.

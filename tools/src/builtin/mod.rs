@@ -78,7 +78,7 @@ pub use process_registry::{ProcessRegistry, RegistryConfig, StartedProcess, Stdi
 pub use receipts::{Receipt, ReceiptStore};
 
 use crate::home::TroupeHome;
-use crate::tool::{CallContext, ToolDef, ToolHandler, ToolHints, ToolResult};
+use crate::tool::{CallContext, PatchPaths, ToolDef, ToolHandler, ToolHints, ToolResult};
 
 /// `terminal` settings.
 #[derive(Debug, Clone)]
@@ -571,11 +571,11 @@ impl ToolHandler for BuiltinHandler {
     }
 }
 
-fn def(builtins: &Arc<Builtins>, name: &str, run: CallFn, hints: ToolHints) -> ToolDef {
+fn def(builtins: &Arc<Builtins>, name: &str, run: CallFn) -> ToolDef {
     let (description, parameters) = schemas::schema(name);
     ToolDef::new(name, description, parameters)
         .with_toolset("core")
-        .with_hints(hints)
+        .with_hints(hints_of(name))
         .with_handler(Arc::new(BuiltinHandler {
             builtins: builtins.clone(),
             run,
@@ -586,75 +586,75 @@ fn paths(names: &[&str]) -> Vec<String> {
     names.iter().map(|n| n.to_string()).collect()
 }
 
+/// The planner and approval hints a built-in declares: what it reads or writes and where the
+/// paths are. The batch planner judges tools by these alone, never by their names, so a tool of
+/// another source named like a built-in gets none of them. Default hints for any other name.
+pub fn hints_of(name: &str) -> ToolHints {
+    match name {
+        "read_file" => ToolHints {
+            read_only: true,
+            idempotent: true,
+            parallel_safe: true,
+            path_args: paths(&["path"]),
+            ..ToolHints::default()
+        },
+        // A search without a path covers the working directory, so it still runs beside
+        // other readers.
+        "search_files" => ToolHints {
+            read_only: true,
+            idempotent: true,
+            parallel_safe: true,
+            path_args: paths(&["path"]),
+            default_path: Some(".".into()),
+            ..ToolHints::default()
+        },
+        "write_file" => ToolHints {
+            destructive: true,
+            idempotent: true,
+            path_args: paths(&["path"]),
+            ..ToolHints::default()
+        },
+        // In patch mode the patch names the files and `path` is ignored.
+        "patch" => ToolHints {
+            destructive: true,
+            path_args: paths(&["path"]),
+            patch_paths: Some(PatchPaths {
+                mode_arg: "mode".into(),
+                mode_value: "patch".into(),
+                body_arg: "patch".into(),
+            }),
+            ..ToolHints::default()
+        },
+        // terminal, process, execute_code: anything may happen; each runs alone.
+        _ => ToolHints::default(),
+    }
+}
+
 /// Every built-in tool, ready to register: toolset `core`, kind core, with handlers, schemas
-/// and planner hints. `execute_code` is only offered on Unix.
+/// and planner hints ([`hints_of`]). `execute_code` is only offered on Unix.
 pub fn core_tools(builtins: &Arc<Builtins>) -> Vec<ToolDef> {
     let mut tools = vec![
-        def(
-            builtins,
-            "terminal",
-            |b, a, c| terminal::call(b, a, c).boxed(),
-            ToolHints::default(),
-        ),
-        def(
-            builtins,
-            "process",
-            |b, a, c| process_tool::call(b, a, c).boxed(),
-            ToolHints::default(),
-        ),
-        def(
-            builtins,
-            "read_file",
-            |b, a, c| file_read::call(b, a, c).boxed(),
-            ToolHints {
-                read_only: true,
-                idempotent: true,
-                parallel_safe: true,
-                path_args: paths(&["path"]),
-                ..ToolHints::default()
-            },
-        ),
-        def(
-            builtins,
-            "write_file",
-            |b, a, c| file_write::call(b, a, c).boxed(),
-            ToolHints {
-                destructive: true,
-                idempotent: true,
-                path_args: paths(&["path"]),
-                ..ToolHints::default()
-            },
-        ),
-        def(
-            builtins,
-            "patch",
-            |b, a, c| patch::call(b, a, c).boxed(),
-            ToolHints {
-                destructive: true,
-                path_args: paths(&["path"]),
-                ..ToolHints::default()
-            },
-        ),
-        def(
-            builtins,
-            "search_files",
-            |b, a, c| search_files::call(b, a, c).boxed(),
-            ToolHints {
-                read_only: true,
-                idempotent: true,
-                parallel_safe: true,
-                path_args: paths(&["path"]),
-                ..ToolHints::default()
-            },
-        ),
+        def(builtins, "terminal", |b, a, c| {
+            terminal::call(b, a, c).boxed()
+        }),
+        def(builtins, "process", |b, a, c| {
+            process_tool::call(b, a, c).boxed()
+        }),
+        def(builtins, "read_file", |b, a, c| {
+            file_read::call(b, a, c).boxed()
+        }),
+        def(builtins, "write_file", |b, a, c| {
+            file_write::call(b, a, c).boxed()
+        }),
+        def(builtins, "patch", |b, a, c| patch::call(b, a, c).boxed()),
+        def(builtins, "search_files", |b, a, c| {
+            search_files::call(b, a, c).boxed()
+        }),
     ];
     #[cfg(unix)]
-    tools.push(def(
-        builtins,
-        "execute_code",
-        |b, a, c| execute_code::call(b, a, c).boxed(),
-        ToolHints::default(),
-    ));
+    tools.push(def(builtins, "execute_code", |b, a, c| {
+        execute_code::call(b, a, c).boxed()
+    }));
     tools
 }
 

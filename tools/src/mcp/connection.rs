@@ -288,6 +288,8 @@ impl ServerConn {
                 parallel_safe: self.config.supports_parallel_tool_calls,
                 interactive: false,
                 path_args: Vec::new(),
+                default_path: None,
+                patch_paths: None,
             },
             handler: Some(Arc::new(handler)),
         }

@@ -1,7 +1,7 @@
 //! The OpenAI-compatible provider against the mock server over real HTTP on 127.0.0.1:
 //! streamed and whole answers, tool calls assembled from deltas, what troupe sends, retries
 //! (429 with Retry-After, 5xx, broken connections), clear errors, timeouts and cancellation.
-//! Run with `cargo test -p troupe-actors --features mock-server --test model_openai`.
+//! Run with `cargo test -p troupe-actors --features mock-server --test integration model_openai::`.
 
 use std::time::{Duration, Instant};
 

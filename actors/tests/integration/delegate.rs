@@ -2,12 +2,7 @@
 //! OpenAI-compatible server): depth-3 trees, a fan-out of ten in task order, narrowed views as a
 //! security property, depth and task-count limits, steer / stop / list with background delivery,
 //! hard stop with no process left, inactivity timeout, a child's approval, output_schema.
-//! Run with `cargo test -p troupe-actors --features mock-server --test delegate`.
-
-#![allow(
-    clippy::unwrap_used,
-    reason = "test code: a failed unwrap is the test failing"
-)]
+//! Run with `cargo test -p troupe-actors --features mock-server --test integration delegate::`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -36,6 +31,8 @@ use troupe_actors::supervisor::{
 use troupe_actors::tool_runner::RunnerLimits;
 use troupe_actors::usage::Budget;
 use troupe_tools::{CallContext, Registry, ToolDef, ToolResult};
+
+use crate::support::drain_events as drain;
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures
@@ -203,14 +200,6 @@ fn delegate(tasks: Value) -> ScriptTurn {
 /// The parsed result of call `index` of a turn.
 fn call_json(outcome: &troupe_actors::session::TurnOutcome, index: usize) -> Value {
     serde_json::from_str(&outcome.calls[index].result.to_model_text()).unwrap()
-}
-
-fn drain(rx: &mut mpsc::UnboundedReceiver<SessionEvent>) -> Vec<SessionEvent> {
-    let mut out = Vec::new();
-    while let Ok(event) = rx.try_recv() {
-        out.push(event);
-    }
-    out
 }
 
 // ---------------------------------------------------------------------------------------------

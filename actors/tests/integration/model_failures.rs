@@ -3,12 +3,7 @@
 //! fails (500, or an error event in a stream), a stream without `[DONE]`, calls written in the
 //! text in every form, `tools` refused; the switch to text tool calls, the per-turn retry
 //! budget, and the notices that become events.
-//! Run with `cargo test -p troupe-actors --features mock-server --test model_failures`.
-
-#![allow(
-    clippy::unwrap_used,
-    reason = "test code: a failed unwrap is the test failing"
-)]
+//! Run with `cargo test -p troupe-actors --features mock-server --test integration model_failures::`.
 
 use std::sync::Arc;
 use std::time::Duration;

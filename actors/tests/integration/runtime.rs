@@ -3,11 +3,6 @@
 //! of parallel readers, ordering of writers, approvals (granted, denied, timed out, unattended),
 //! hard stops during a parallel batch, and a child session's approvals and stops.
 
-#![allow(
-    clippy::unwrap_used,
-    reason = "test code: a failed unwrap is the test failing"
-)]
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,7 +12,7 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 use troupe_actors::call::CallStatus;
-use troupe_actors::events::{EventKind, SessionEvent};
+use troupe_actors::events::EventKind;
 use troupe_actors::hooks::{Hook, HookRegistry, PreToolDecision, ToolCallInfo};
 use troupe_actors::model::{ChatMessage, Script, ScriptTurn, ScriptedProvider};
 use troupe_actors::session::{SessionConfig, SessionHandle, SessionParams, TurnStatus};
@@ -28,6 +23,8 @@ use troupe_actors::supervisor::{
 use troupe_actors::tool_runner::RunnerLimits;
 use troupe_actors::usage::{Budget, Price, PriceTable};
 use troupe_tools::{CallContext, Registry, ToolDef, ToolHints, ToolResult};
+
+use crate::support::drain_events as drain;
 
 fn tool<F>(name: &str, hints: ToolHints, f: F) -> ToolDef
 where
@@ -94,14 +91,6 @@ async fn open(
     })
     .await
     .unwrap()
-}
-
-fn drain(rx: &mut tokio::sync::mpsc::UnboundedReceiver<SessionEvent>) -> Vec<SessionEvent> {
-    let mut out = Vec::new();
-    while let Ok(event) = rx.try_recv() {
-        out.push(event);
-    }
-    out
 }
 
 #[actix_rt::test]
@@ -1508,4 +1497,78 @@ async fn a_spent_time_budget_lets_the_running_call_finish_and_starts_nothing_mor
         "{}",
         outcome.text
     );
+}
+
+/// A `tool_call` is resolved once, when the model's answer comes in. Here the batch waits for a
+/// still-starting server (it holds a `tool_search`), and meanwhile the deferred tool it names
+/// becomes a core tool, which the bridge refuses to call: resolving the call again after the
+/// wait would refuse it, so the call running shows the first resolution was carried along.
+#[actix_rt::test]
+async fn a_bridged_call_keeps_the_resolution_it_got_when_the_model_answered() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counting = |toolset: &str| {
+        let ran = Arc::clone(&ran);
+        ToolDef::new(
+            "mcp_github_list_issues",
+            "List the issues of a GitHub repository.",
+            json!({"type": "object", "properties": {"count": {"type": "integer"}}}),
+        )
+        .with_toolset(toolset)
+        .with_hints(read_only())
+        .with_fn(move |args: Map<String, Value>, _ctx: CallContext| {
+            let ran = Arc::clone(&ran);
+            Box::pin(async move {
+                ran.fetch_add(1, Ordering::SeqCst);
+                ToolResult::text(format!("{} issues", args["count"]))
+            }) as BoxFuture<'static, ToolResult>
+        })
+    };
+    let registry = Registry::with_tools([counting("mcp-github")]);
+    registry.set_starting("mcp-slow", true);
+    let script = Script::new()
+        .turn(
+            ScriptTurn::tool_call("tool_search", json!({"queries": ["issues"]})).with_tool_call(
+                "tool_call",
+                json!({"calls": [{"name": "mcp_github_list_issues", "arguments": {"count": "2"}}]}),
+            ),
+        )
+        .turn(ScriptTurn::text("two issues"));
+    let sup = supervisor(ApprovalConfig::default(), DefaultRules::default());
+    let session = open(&registry, script, &sup, None, HookRegistry::new()).await;
+    let mut events = session.events();
+    let turn = tokio::spawn({
+        let session = session.clone();
+        async move { session.send("list the issues").await.unwrap() }
+    });
+    // The request went out on the view as it was; the calls of its answer are routed on it.
+    loop {
+        let event = events.recv().await.unwrap();
+        if matches!(event.kind, EventKind::ModelUsage { .. }) {
+            break;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "the batch waits for mcp-slow"
+    );
+    registry.unregister("mcp_github_list_issues");
+    registry.register(counting("core"));
+    registry.set_starting("mcp-slow", false);
+    let outcome = tokio::time::timeout(Duration::from_secs(20), turn)
+        .await
+        .unwrap()
+        .unwrap();
+    let call = &outcome.calls[1];
+    assert_eq!(call.underlying_tool, "mcp_github_list_issues");
+    assert_eq!(
+        call.status,
+        CallStatus::Ok,
+        "{}",
+        call.result.to_model_text()
+    );
+    // The arguments the bridge coerced the first time ("2" to 2) are the ones that ran.
+    assert_eq!(call.result.to_model_text(), "2 issues");
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
 }
