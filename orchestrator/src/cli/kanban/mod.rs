@@ -18,8 +18,8 @@ use serde_json::json;
 use troupe_kanban::domain::{BoardSlug, TaskId, TaskStatus};
 
 use super::kanban_render as render;
-use crate::settings::Settings;
 use crate::kanban_api::Kanban;
+use crate::settings::Settings;
 use crate::settings::kanban::{KanbanSettings, StoreLocation};
 use tasks::{boards, complete, create, init, list, show, watch};
 use worker::{dispatch, worker};

@@ -7,8 +7,8 @@ use troupe_kanban::domain::TaskId;
 use super::render;
 use super::{Ctx, DispatchArgs, Failure, Outcome, WorkerArgs, shutdown_signal, to_json};
 use crate::api::Troupe;
-use crate::settings::Settings;
 use crate::runtime::{Runtime, RuntimeOptions};
+use crate::settings::Settings;
 
 /// The pieces a process needs to run workers: the runtime (tools, MCP servers, troupe) and the
 /// profiles it runs.
@@ -21,7 +21,10 @@ pub(crate) struct Engine {
 impl Engine {
     /// Starts the runtime of troupe.yaml (workers are unattended, so approval requests follow
     /// `approvals.unattended`) and builds the profiles of the settings.
-    pub(crate) async fn start(config: &Settings, only: Option<&[String]>) -> Result<Engine, Failure> {
+    pub(crate) async fn start(
+        config: &Settings,
+        only: Option<&[String]>,
+    ) -> Result<Engine, Failure> {
         // Workers' tasks end with their turn: their delegations wait for their results.
         let runtime = Runtime::start(
             config.clone(),
