@@ -5,6 +5,7 @@
 //!
 //! `cargo run -p troupe-tools --example retrieval_eval -- DIR [--verbose] [--lexical]`, where DIR
 //! holds `catalog.json` and `queries_dev.json` (`{query, expected: [names], style}` each).
+//! `--queries FILE` reads the queries from FILE (a path, or a name inside DIR) instead.
 //! `--lexical` ranks without the semantic leg; `--dump FILE` writes each query's raw evidence;
 //! `--sweep` scores the same rankings for a range of evidence floors.
 
@@ -37,18 +38,35 @@ fn read_json(path: &PathBuf) -> Result<Value, String> {
 
 fn run() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let value_of = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+    };
     let dir = args
         .iter()
-        .find(|a| !a.starts_with("--"))
+        .enumerate()
+        .find(|(i, a)| {
+            !a.starts_with("--")
+                && (*i == 0 || !matches!(args[i - 1].as_str(), "--dump" | "--queries"))
+        })
+        .map(|(_, a)| a)
         .map(PathBuf::from)
-        .ok_or("usage: retrieval_eval DIR [--verbose] [--lexical]")?;
+        .ok_or("usage: retrieval_eval DIR [--queries FILE] [--verbose] [--lexical]")?;
     let verbose = args.iter().any(|a| a == "--verbose");
     let lexical_only = args.iter().any(|a| a == "--lexical");
     let defs = parse_catalog(&read_json(&dir.join("catalog.json"))?).map_err(|e| e.to_string())?;
-    let queries = read_json(&dir.join("queries_dev.json"))?;
+    let queries_path = value_of("--queries").map_or_else(
+        || dir.join("queries_dev.json"),
+        |f| {
+            let own = PathBuf::from(f);
+            if own.exists() { own } else { dir.join(f) }
+        },
+    );
+    let queries = read_json(&queries_path)?;
     let queries = queries
         .as_array()
-        .ok_or("queries_dev.json is not an array")?;
+        .ok_or_else(|| format!("{} is not an array", queries_path.display()))?;
     let view = Registry::with_tools(defs).view_all();
     let config = ToolSearchConfig::default();
     let catalog = view.catalog(&config.defer);
@@ -57,11 +75,7 @@ fn run() -> Result<(), String> {
     } else {
         catalog.semantic_wait(&config.home, Duration::from_secs(600))
     };
-    let dump_path = args
-        .iter()
-        .position(|a| a == "--dump")
-        .and_then(|i| args.get(i + 1))
-        .map(PathBuf::from);
+    let dump_path = value_of("--dump").map(PathBuf::from);
     let sweep = args.iter().any(|a| a == "--sweep");
     let mut sweep_rows: Vec<SweepRow> = Vec::new();
     let mut dump = Vec::new();
