@@ -189,7 +189,8 @@ fn run() -> Result<(), String> {
         }
     }
     println!(
-        "dev set: recall@5 {:.3}, MRR {:.3}, absent precision {:.3} (semantic leg {})",
+        "{}: recall@5 {:.3}, MRR {:.3}, absent precision {:.3} (semantic leg {})",
+        queries_path.display(),
         tot.r5 as f64 / tot.n.max(1) as f64,
         tot.rr / tot.n.max(1) as f64,
         absent.0 as f64 / absent.1.max(1) as f64,
