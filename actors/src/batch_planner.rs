@@ -5,7 +5,9 @@
 //!
 //! A tool is judged by the [`ToolHints`] its definition declares, never by its name: an MCP
 //! server may call a tool anything, `read_file` included. A tool that declares nothing runs
-//! alone. The built-ins declare theirs in `troupe_tools::builtin::hints_of`.
+//! alone; a tool written in code declares [`ToolHints::parallel`] unless it says otherwise
+//! (`exclusive`, or path and resource arguments that may collide). The built-ins declare theirs
+//! in `troupe_tools::builtin::hints_of`.
 //!
 //! Planning is pure apart from resolving paths on disk (canonicalising them, following
 //! symlinks), which is blocking work. So a session reads on its own side what each call claims
@@ -96,11 +98,13 @@ pub enum Claim {
     Barrier,
     /// May run beside any other call that may.
     Free,
-    /// Touches these paths, as written in its arguments; a writer excludes every overlapping
-    /// call, a reader only overlapping writers.
+    /// Touches these paths and resources, as written in its arguments; a writer excludes every
+    /// call that overlaps it, a reader only overlapping writers.
     Paths {
         /// The paths, unresolved.
         raw: Vec<String>,
+        /// The resources it names, as `argument=value` keys (equal keys collide).
+        resources: Vec<String>,
         /// Whether it writes them.
         writer: bool,
     },
@@ -111,8 +115,13 @@ pub enum Claim {
 enum Admission {
     /// Runs alone.
     Barrier,
-    /// May join a run; `paths` are the canonical paths it touches (empty when unscoped).
-    Admitted { paths: Vec<PathBuf>, writer: bool },
+    /// May join a run; `paths` are the canonical paths it touches and `resources` the resource
+    /// keys it names (both empty when unscoped).
+    Admitted {
+        paths: Vec<PathBuf>,
+        resources: Vec<String>,
+        writer: bool,
+    },
 }
 
 /// Splits a turn's calls into segments. Relative paths resolve against `cwd`.
@@ -140,7 +149,11 @@ impl BatchPlanner {
         for (index, claim) in claims.iter().enumerate() {
             match self.admit(claim) {
                 Admission::Barrier => builder.barrier(index),
-                Admission::Admitted { paths, writer } => builder.admit(index, paths, writer),
+                Admission::Admitted {
+                    paths,
+                    resources,
+                    writer,
+                } => builder.admit(index, paths, resources, writer),
             }
         }
         builder.finish()
@@ -151,16 +164,23 @@ impl BatchPlanner {
             Claim::Barrier => Admission::Barrier,
             Claim::Free => Admission::Admitted {
                 paths: Vec::new(),
+                resources: Vec::new(),
                 writer: false,
             },
-            Claim::Paths { raw, writer } => {
-                // A call whose paths are all empty cannot be placed: it runs alone.
+            Claim::Paths {
+                raw,
+                resources,
+                writer,
+            } => {
+                // A call that names nothing it touches (its paths all blank) cannot be placed:
+                // it runs alone.
                 let paths = self.canonical_all(raw);
-                if paths.is_empty() {
+                if paths.is_empty() && resources.is_empty() {
                     Admission::Barrier
                 } else {
                     Admission::Admitted {
                         paths,
+                        resources: resources.clone(),
                         writer: *writer,
                     }
                 }
@@ -191,20 +211,58 @@ impl BatchPlanner {
 
 /// What `call` claims (see [`Claim`]), by its declared hints alone.
 pub fn claim(call: &PlanCall<'_>) -> Claim {
-    // Unknown to the view, or talking to a person: runs alone.
-    let Some(hints) = call.hints.filter(|h| !h.interactive) else {
+    // Unknown to the view, talking to a person, or asking to be alone: runs alone.
+    let Some(hints) = call.hints.filter(|h| !h.interactive && !h.exclusive) else {
         return Claim::Barrier;
     };
     let Some(arguments) = call.arguments else {
         return Claim::Barrier;
     };
-    if let Some((raw, writer)) = scoped_paths(hints, arguments) {
-        return Claim::Paths { raw, writer };
+    let writer = !hints.read_only;
+    let resources = match resource_keys(hints, arguments) {
+        Some(keys) if keys.is_empty() => return Claim::Barrier,
+        Some(keys) => keys,
+        None => Vec::new(),
+    };
+    if let Some(raw) = scoped_paths(hints, arguments) {
+        // A path-scoped call that names no path cannot be placed.
+        if raw.is_empty() {
+            return Claim::Barrier;
+        }
+        return Claim::Paths {
+            raw,
+            resources,
+            writer,
+        };
+    }
+    if !resources.is_empty() {
+        return Claim::Paths {
+            raw: Vec::new(),
+            resources,
+            writer,
+        };
     }
     if hints.parallel_safe || hints.read_only {
         return Claim::Free;
     }
     Claim::Barrier
+}
+
+/// The resources a call names, as `argument=value` keys; `None` when its hints declare no
+/// resource argument, empty when it gives none of them (it cannot be placed). A value is keyed
+/// by its JSON text, so `7` and `"7"` are different resources, as the tool sees them.
+fn resource_keys(hints: &ToolHints, arguments: &Map<String, Value>) -> Option<Vec<String>> {
+    if hints.resource_args.is_empty() {
+        return None;
+    }
+    let mut keys = Vec::new();
+    for name in &hints.resource_args {
+        match arguments.get(name) {
+            None | Some(Value::Null) => {}
+            Some(value) => keys.push(format!("{name}={value}")),
+        }
+    }
+    Some(keys)
 }
 
 /// The claims of a session's call entries, judged by their underlying tools in `view`.
@@ -228,22 +286,21 @@ pub fn claims_of(entries: &[CallEntry], view: &ToolsetView) -> Vec<Claim> {
         .collect()
 }
 
-/// The paths a path-scoped call touches, and whether it writes; `None` when its hints name no
-/// path argument. A tool that does not declare `read_only` writes the paths it names.
-fn scoped_paths(hints: &ToolHints, arguments: &Map<String, Value>) -> Option<(Vec<String>, bool)> {
+/// The paths a path-scoped call touches; `None` when its hints name no path argument. A tool
+/// that does not declare `read_only` writes the paths it names.
+fn scoped_paths(hints: &ToolHints, arguments: &Map<String, Value>) -> Option<Vec<String>> {
     let string_arg = |key: &str| {
         arguments
             .get(key)
             .and_then(Value::as_str)
             .map(str::to_string)
     };
-    let writer = !hints.read_only;
     if let Some(patch) = &hints.patch_paths
         && string_arg(&patch.mode_arg).as_deref() == Some(patch.mode_value.as_str())
     {
         // The patch names the files; a path argument beside it is ignored, as the tool does.
         let body = string_arg(&patch.body_arg).unwrap_or_default();
-        return Some((v4a_paths(&body), writer));
+        return Some(v4a_paths(&body));
     }
     if hints.path_args.is_empty() {
         return None;
@@ -258,7 +315,7 @@ fn scoped_paths(hints: &ToolHints, arguments: &Map<String, Value>) -> Option<(Ve
     {
         paths.push(default.clone());
     }
-    Some((paths, writer))
+    Some(paths)
 }
 
 /// Every file a V4A patch body names: update, add and delete headers, and both ends of a move.
@@ -295,6 +352,7 @@ struct Builder {
     segments: Vec<Segment>,
     run: Vec<usize>,
     reserved: Vec<(PathBuf, bool)>,
+    reserved_resources: Vec<(String, bool)>,
 }
 
 impl Builder {
@@ -303,22 +361,30 @@ impl Builder {
         self.push_sequential(vec![index]);
     }
 
-    fn admit(&mut self, index: usize, paths: Vec<PathBuf>, writer: bool) {
-        let conflict = paths.iter().any(|p| {
+    fn admit(&mut self, index: usize, paths: Vec<PathBuf>, resources: Vec<String>, writer: bool) {
+        let path_conflict = paths.iter().any(|p| {
             self.reserved
                 .iter()
                 .any(|(r, r_writer)| (writer || *r_writer) && overlaps(p, r))
         });
-        if conflict {
+        let resource_conflict = resources.iter().any(|key| {
+            self.reserved_resources
+                .iter()
+                .any(|(r, r_writer)| (writer || *r_writer) && r == key)
+        });
+        if path_conflict || resource_conflict {
             self.close_run();
         }
         self.run.push(index);
         self.reserved.extend(paths.into_iter().map(|p| (p, writer)));
+        self.reserved_resources
+            .extend(resources.into_iter().map(|r| (r, writer)));
     }
 
     fn close_run(&mut self) {
         let run = std::mem::take(&mut self.run);
         self.reserved.clear();
+        self.reserved_resources.clear();
         match run.len() {
             0 => {}
             1 => self.push_sequential(run),
@@ -693,15 +759,18 @@ mod tests {
 
     #[test]
     fn an_mcp_tool_named_like_a_builtin_reader_is_judged_by_its_hints_not_its_name() {
-        // A server may call its tool `read_file`; declaring nothing, it is an unknown tool.
+        // A server may call its tool `read_file`; without annotations or the server's opt-in
+        // it declares nothing, like an unknown tool.
         let dir = tempfile::tempdir().unwrap();
         let registry = Registry::with_tools([
             ToolDef::new("read_file", "Reads whatever the server likes.", json!({}))
                 .with_toolset("mcp-files")
-                .with_kind(ToolKind::Mcp),
+                .with_kind(ToolKind::Mcp)
+                .with_hints(ToolHints::default()),
             ToolDef::new("search_files", "Searches.", json!({}))
                 .with_toolset("mcp-files")
-                .with_kind(ToolKind::Mcp),
+                .with_kind(ToolKind::Mcp)
+                .with_hints(ToolHints::default()),
         ]);
         let view = registry.view(ViewSpec::all()).unwrap();
         let entries = [
@@ -824,11 +893,106 @@ mod tests {
         assert_eq!(plan(&calls), vec![(S, vec![0, 1])]);
     }
 
+    #[test]
+    fn a_tool_written_in_code_runs_in_parallel_unless_it_says_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = ToolDef::new("fetch_price", "Looks up a price.", json!({}));
+        let alone = ToolDef::new("migrate", "Migrates the database.", json!({})).exclusive();
+        let replaced = ToolDef::new("wipe", "Wipes.", json!({})).with_hints(ToolHints {
+            destructive: true,
+            ..ToolHints::default()
+        });
+        assert_eq!(plain.hints, ToolHints::parallel());
+        let view = Registry::with_tools([plain, alone, replaced])
+            .view(ViewSpec::all())
+            .unwrap();
+        let entries = [
+            tool(0, "fetch_price", json!({ "sku": "a" })),
+            tool(1, "fetch_price", json!({ "sku": "b" })),
+            tool(2, "fetch_price", json!({ "sku": "c" })),
+            tool(3, "migrate", json!({})),
+            tool(4, "fetch_price", json!({ "sku": "d" })),
+            tool(5, "wipe", json!({})),
+        ];
+        let claims = claims_of(&entries, &view);
+        assert_eq!(
+            BatchPlanner::new(dir.path()).plan_claims(&claims).shape(),
+            vec![(P, vec![0, 1, 2]), (S, vec![3, 4, 5])]
+        );
+    }
+
+    #[test]
+    fn exclusive_wins_over_every_other_hint() {
+        let hints = ToolHints {
+            read_only: true,
+            parallel_safe: true,
+            exclusive: true,
+            ..ToolHints::default()
+        };
+        let calls = [
+            ("peek", Some(json!({})), Some(hints.clone())),
+            ("peek", Some(json!({})), Some(hints)),
+        ];
+        assert_eq!(plan(&calls), vec![(S, vec![0, 1])]);
+    }
+
+    #[test]
+    fn calls_naming_the_same_resource_do_not_run_together() {
+        let writes = ToolHints {
+            parallel_safe: true,
+            resource_args: vec!["record".into()],
+            ..ToolHints::default()
+        };
+        let reads = ToolHints {
+            read_only: true,
+            ..writes.clone()
+        };
+        let update = |record: Value| {
+            (
+                "update",
+                Some(json!({ "record": record })),
+                Some(writes.clone()),
+            )
+        };
+        let show = |record: Value| {
+            (
+                "show",
+                Some(json!({ "record": record })),
+                Some(reads.clone()),
+            )
+        };
+        // Different records run together; the second write to `7` waits for the first.
+        assert_eq!(
+            plan(&[update(json!("7")), update(json!("8")), update(json!("7"))]),
+            vec![(P, vec![0, 1]), (S, vec![2])]
+        );
+        // Readers of one record share it; a writer of it does not.
+        assert_eq!(
+            plan(&[show(json!("7")), show(json!("7")), update(json!("7"))]),
+            vec![(P, vec![0, 1]), (S, vec![2])]
+        );
+        // `7` and `"7"` are different values to the tool, so different resources.
+        assert_eq!(
+            plan(&[update(json!(7)), update(json!("7"))]),
+            vec![(P, vec![0, 1])]
+        );
+        // A call that names no resource cannot be placed.
+        assert_eq!(
+            plan(&[
+                update(json!("1")),
+                ("update", Some(json!({})), Some(writes.clone())),
+                update(json!("2"))
+            ]),
+            vec![(S, vec![0, 1, 2])]
+        );
+    }
+
     #[actix_rt::test]
     async fn the_pool_plans_a_batch_as_the_planner_does() {
         let dir = tempfile::tempdir().unwrap();
         let call = |name: &str, path: &str| Claim::Paths {
             raw: vec![path.into()],
+            resources: Vec::new(),
             writer: name == "write_file",
         };
         let claims = vec![

@@ -23,7 +23,9 @@ pub enum ToolKind {
 }
 
 /// What the planner and the approval rules may assume about a tool. MCP servers fill these from
-/// their tool annotations; built-in tools declare them.
+/// their tool annotations; built-in tools declare them. `ToolHints::default()` declares nothing,
+/// so the planner runs such a tool alone; a tool written in code ([`ToolDef::new`]) starts from
+/// [`ToolHints::parallel`] instead.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolHints {
     /// The tool only reads: it may run beside other readers.
@@ -37,6 +39,13 @@ pub struct ToolHints {
     /// It talks to a human (clarify and friends), or must otherwise never share a run: always a
     /// barrier in a batch.
     pub interactive: bool,
+    /// Must run alone in a batch, whatever else it declares: the opt-out for a tool written in
+    /// code that is parallel by default.
+    pub exclusive: bool,
+    /// Argument names whose values name a resource a call touches (a record id, a queue, a
+    /// branch): two calls naming the same value of the same argument do not run together,
+    /// unless both only read. A call that gives none of them runs alone.
+    pub resource_args: Vec<String>,
     /// Argument names that hold file paths the tool reads or writes, for path-scoped planning
     /// (it writes them unless `read_only`).
     pub path_args: Vec<String>,
@@ -47,6 +56,18 @@ pub struct ToolHints {
     /// For a tool that applies V4A patches: in patch mode, the files the patch names are the
     /// paths a call touches, instead of `path_args`.
     pub patch_paths: Option<PatchPaths>,
+}
+
+impl ToolHints {
+    /// The hints of a tool written in code that declared nothing else: it may run beside any
+    /// other call that may. Set [`ToolHints::exclusive`], declare path or resource arguments, or
+    /// replace the hints with [`ToolDef::with_hints`] to say otherwise.
+    pub fn parallel() -> ToolHints {
+        ToolHints {
+            parallel_safe: true,
+            ..ToolHints::default()
+        }
+    }
 }
 
 /// Where a tool that applies V4A patches (`*** Update File: …` headers) finds them, for
@@ -102,7 +123,9 @@ static EMPTY_OBJECT: std::sync::LazyLock<Value> =
 
 impl ToolDef {
     /// A definition with a name, a description and a parameter schema; kind and toolset follow
-    /// from the builder methods.
+    /// from the builder methods. Its hints are [`ToolHints::parallel`]: a tool written in code
+    /// runs beside the other calls of a batch unless it says otherwise
+    /// ([`ToolDef::exclusive`], [`ToolDef::with_hints`]).
     pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> Self {
         ToolDef {
             name: name.into(),
@@ -111,7 +134,7 @@ impl ToolDef {
             toolset: None,
             kind: ToolKind::Plugin,
             source_name: None,
-            hints: ToolHints::default(),
+            hints: ToolHints::parallel(),
             handler: None,
         }
     }
@@ -133,6 +156,12 @@ impl ToolDef {
     /// Sets the planner and approval hints.
     pub fn with_hints(mut self, hints: ToolHints) -> Self {
         self.hints = hints;
+        self
+    }
+
+    /// Makes the tool run alone in every batch (a tool written in code is parallel by default).
+    pub fn exclusive(mut self) -> Self {
+        self.hints.exclusive = true;
         self
     }
 

@@ -22,8 +22,11 @@ pub const BLOCKED_TOOLSETS_FOR_CHILDREN: &[&str] = &["kanban"];
 
 /// The definition of `delegate_task` for `config`'s limits.
 pub fn delegate_task_def(config: &DelegationConfig) -> ToolDef {
+    // Children of one call already run together; two calls in one turn stay apart, as they
+    // may work in the same folder.
     ToolDef::new(DELEGATE_TASK, description(config), parameters(config))
         .with_toolset(DELEGATION_TOOLSET)
+        .exclusive()
         .with_handler(Arc::new(NoParent))
 }
 

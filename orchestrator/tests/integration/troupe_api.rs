@@ -254,3 +254,91 @@ async fn a_waiting_call_whose_arguments_held_a_secret_is_not_asked_again_masked(
     );
     troupe.close().await;
 }
+
+/// Counts the calls inside a tool at once, and the most there ever were.
+#[derive(Default)]
+struct Overlap {
+    inside: AtomicUsize,
+    most: AtomicUsize,
+}
+
+impl Overlap {
+    /// Enters, waits until `all` calls are inside (or a while has passed: the calls may be
+    /// running one at a time), and leaves.
+    async fn visit(&self, all: usize) {
+        let now = self.inside.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        for _ in 0..100 {
+            if self.inside.load(Ordering::SeqCst) >= all {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        self.inside.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The arguments of the overlap tools.
+#[derive(serde::Deserialize, troupe::schemars::JsonSchema)]
+struct Nth {
+    /// Which call this is.
+    #[allow(dead_code, reason = "read through serde")]
+    n: u32,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_written_in_code_run_together_unless_they_ask_to_run_alone() {
+    use troupe::tool_fn::tool_fn;
+    let free = Arc::new(Overlap::default());
+    let alone = Arc::new(Overlap::default());
+    let (f, a) = (Arc::clone(&free), Arc::clone(&alone));
+    let registry = Registry::with_tools([
+        tool_fn("lookup", "Look something up.", move |_: Nth| {
+            let f = Arc::clone(&f);
+            async move {
+                f.visit(8).await;
+                "found".to_string()
+            }
+        }),
+        tool_fn("migrate", "Change the database.", move |_: Nth| {
+            let a = Arc::clone(&a);
+            async move {
+                a.visit(3).await;
+                "migrated".to_string()
+            }
+        })
+        .exclusive(),
+    ]);
+    let troupe = Troupe::start(TroupeConfig::new(registry)).unwrap();
+    let mut eight = ScriptTurn::default();
+    for n in 0..8 {
+        eight = eight.with_tool_call("lookup", json!({ "n": n }));
+    }
+    let mut three = ScriptTurn::default();
+    for n in 0..3 {
+        three = three.with_tool_call("migrate", json!({ "n": n }));
+    }
+    let script = Script::new()
+        .turn(eight)
+        .turn(three)
+        .turn(ScriptTurn::text("done"));
+    let session = troupe
+        .open_session(SessionOptions::new(Arc::new(ScriptedProvider::new(script))))
+        .await
+        .unwrap();
+    let outcome = session.send("go").await.unwrap();
+    assert_eq!(outcome.status, TurnStatus::Completed);
+    assert_eq!(outcome.calls.len(), 11);
+    assert!(outcome.calls.iter().all(|c| c.status == CallStatus::Ok));
+    assert_eq!(
+        free.most.load(Ordering::SeqCst),
+        8,
+        "eight calls of a tool that declared nothing ran at once"
+    );
+    assert_eq!(
+        alone.most.load(Ordering::SeqCst),
+        1,
+        "an exclusive tool ran one call at a time"
+    );
+    troupe.close().await;
+}

@@ -287,6 +287,8 @@ impl ServerConn {
                 idempotent,
                 parallel_safe: self.config.supports_parallel_tool_calls,
                 interactive: false,
+                exclusive: false,
+                resource_args: Vec::new(),
                 path_args: Vec::new(),
                 default_path: None,
                 patch_paths: None,
