@@ -252,7 +252,7 @@ impl Catalog {
     /// The cache is read and written in `home` (the first call's home is the one used).
     pub fn semantic(&self, home: &TroupeHome) -> Option<Arc<SemanticReady>> {
         self.semantic
-            .get_or_start(default_embedder(), home.clone(), || self.embedding_texts())
+            .get_or_start(default_embedder, home.clone(), || self.embedding_texts())
     }
 
     /// Like [`Catalog::semantic`], but waits up to `timeout` for the embeddings: for the command

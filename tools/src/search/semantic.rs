@@ -385,7 +385,28 @@ pub fn embed_with_cache(
 #[derive(Default)]
 pub struct SemanticSlot {
     started: AtomicBool,
-    state: Arc<(Mutex<Option<Arc<SemanticReady>>>, Condvar)>,
+    state: Arc<(Mutex<Progress>, Condvar)>,
+}
+
+/// How far the background thread got.
+#[derive(Default)]
+enum Progress {
+    /// Not started, or still loading the encoder and embedding the tools.
+    #[default]
+    Working,
+    /// Done.
+    Ready(Arc<SemanticReady>),
+    /// No encoder (the `semantic` feature is off, or it did not load): the lexical leg answers.
+    Unavailable,
+}
+
+impl Progress {
+    fn ready(&self) -> Option<Arc<SemanticReady>> {
+        match self {
+            Progress::Ready(ready) => Some(Arc::clone(ready)),
+            Progress::Working | Progress::Unavailable => None,
+        }
+    }
 }
 
 /// Tool embeddings ready for queries, with the encoder that made them.
@@ -407,17 +428,18 @@ impl std::fmt::Debug for SemanticReady {
 
 impl SemanticSlot {
     /// The embeddings when ready; otherwise starts computing them (once) in the background and
-    /// returns `None` at once. `texts` is called only when the work starts.
+    /// returns `None` at once. `texts` is called only when the work starts; `embedder` is called
+    /// on the background thread, so loading the encoder (tens of MiB, a noticeable pause) never
+    /// happens on the caller's, which is a session's actor thread.
     pub fn get_or_start(
         &self,
-        embedder: Option<Arc<dyn Embedder>>,
+        embedder: impl FnOnce() -> Option<Arc<dyn Embedder>> + Send + 'static,
         home: TroupeHome,
         texts: impl FnOnce() -> Vec<String>,
     ) -> Option<Arc<SemanticReady>> {
         if let Some(ready) = self.ready() {
             return Some(ready);
         }
-        let embedder = embedder?;
         if self.started.swap(true, Ordering::AcqRel) {
             return None;
         }
@@ -426,25 +448,32 @@ impl SemanticSlot {
         let spawned = std::thread::Builder::new()
             .name("tool-embeddings".into())
             .spawn(move || {
+                let (lock, ready) = &*state;
+                let Some(embedder) = embedder() else {
+                    *crate::sync::lock(lock) = Progress::Unavailable;
+                    ready.notify_all();
+                    return;
+                };
                 let started = std::time::Instant::now();
                 let vectors = embed_with_cache(embedder.as_ref(), &home, &texts);
                 match &vectors {
                     Ok(v) => tracing::debug!(tools = v.len(), elapsed = ?started.elapsed(), "tool search: embeddings ready"),
                     Err(e) => tracing::warn!(error = %e, "tool search: embedding the tools failed; ranking without the semantic leg"),
                 }
-                let (lock, ready) = &*state;
-                *crate::sync::lock(lock) = Some(Arc::new(SemanticReady { embedder, vectors }));
+                *crate::sync::lock(lock) =
+                    Progress::Ready(Arc::new(SemanticReady { embedder, vectors }));
                 ready.notify_all();
             });
         if let Err(e) = spawned {
             tracing::warn!(error = %e, "tool search: cannot start the embedding thread");
+            *crate::sync::lock(&self.state.0) = Progress::Unavailable;
         }
         None
     }
 
     /// The embeddings if they are ready.
     pub fn ready(&self) -> Option<Arc<SemanticReady>> {
-        crate::sync::lock(&self.state.0).clone()
+        crate::sync::lock(&self.state.0).ready()
     }
 
     /// Waits up to `timeout` for the embeddings (for the command line, which answers once and
@@ -456,9 +485,9 @@ impl SemanticSlot {
         let (lock, cond) = &*self.state;
         let guard = crate::sync::lock(lock);
         let (guard, _) = cond
-            .wait_timeout_while(guard, timeout, |s| s.is_none())
+            .wait_timeout_while(guard, timeout, |s| matches!(s, Progress::Working))
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        guard.clone()
+        guard.ready()
     }
 }
 
@@ -564,7 +593,8 @@ mod tests {
             calls: Default::default(),
         });
         assert!(slot.ready().is_none());
-        let first = slot.get_or_start(Some(Arc::clone(&enc)), TroupeHome::at(home.path()), || {
+        let loaded = Arc::clone(&enc);
+        let first = slot.get_or_start(move || Some(loaded), TroupeHome::at(home.path()), || {
             vec!["abc".into(), "xyz".into()]
         });
         assert!(first.is_none(), "the first call never waits");
@@ -575,14 +605,16 @@ mod tests {
             .unwrap()
             .similarities(&enc.embed(&["cab".into()]).unwrap()[0]);
         assert!(sims[0] > 0.99 && sims[1] < 0.01, "{sims:?}");
-        // Without an encoder nothing starts.
+        // Without an encoder the slot says so, and a wait returns at once instead of timing out.
         let empty = SemanticSlot::default();
         assert!(
             empty
-                .get_or_start(None, TroupeHome::at(home.path()), Vec::new)
+                .get_or_start(|| None, TroupeHome::at(home.path()), Vec::new)
                 .is_none()
         );
-        assert!(empty.wait(Duration::from_millis(1)).is_none());
+        let waited = std::time::Instant::now();
+        assert!(empty.wait(Duration::from_secs(60)).is_none());
+        assert!(waited.elapsed() < Duration::from_secs(30), "no encoder, no wait");
     }
 
     /// The bundled encoder itself, end to end: it loads offline, gives unit vectors of its
