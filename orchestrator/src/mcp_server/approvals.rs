@@ -39,24 +39,16 @@ impl Askers {
     }
 }
 
-/// The form a client shows its person.
+/// The form a client shows its person: flat, of primitive fields, as elicitation requires.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct Answer {
     /// once: run this call; session: allow this tool for this connection; always: allow it
     /// from now on; deny: refuse the call.
-    decision: Decision,
+    #[schemars(extend("enum" = ["once", "session", "always", "deny"]))]
+    decision: String,
     /// Why, when denying (the caller reads it).
     #[serde(default)]
-    reason: Option<String>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-enum Decision {
-    Once,
-    Session,
-    Always,
-    Deny,
+    reason: String,
 }
 
 rmcp::elicit_safe!(Answer);
@@ -96,12 +88,11 @@ fn nobody_to_ask(pending: &PendingApproval, unattended: UnattendedPolicy) -> App
         UnattendedPolicy::Approve => ApprovalChoice::Once,
         UnattendedPolicy::Deny => ApprovalChoice::Deny {
             reason: Some(format!(
-                "BLOCKED: {tool} needs approval ({reason}), and nobody can give it: this MCP \
-                 client did not declare elicitation support, and `troupe mcp serve` keeps no \
-                 approval queue. The call was not run. Use a client that supports elicitation, \
-                 list the tool under approvals.allowlist in troupe.yaml, or run the work \
-                 through `troupe serve`, whose dashboard answers approvals. Do not retry it \
-                 unchanged.",
+                "nobody could be asked: {tool} needs approval ({reason}), this MCP client did \
+                 not declare elicitation support, and `troupe mcp serve` keeps no approval \
+                 queue. Use a client that supports elicitation, list the tool under \
+                 approvals.allowlist in troupe.yaml, or run the work through `troupe serve`, \
+                 whose dashboard answers approvals",
                 tool = pending.tool,
                 reason = pending.reason
             )),
@@ -120,14 +111,13 @@ async fn ask(peer: &Peer<RoleServer>, pending: &PendingApproval) -> ApprovalChoi
         reason = pending.reason
     );
     match peer.elicit::<Answer>(message).await {
-        Ok(Some(Answer { decision, reason })) => match decision {
-            Decision::Once => ApprovalChoice::Once,
-            Decision::Session => ApprovalChoice::Session,
-            Decision::Always => ApprovalChoice::Always,
-            Decision::Deny => ApprovalChoice::Deny {
-                reason: Some(reason.unwrap_or_else(|| {
-                    format!("the person at the MCP client denied {}", pending.tool)
-                })),
+        Ok(Some(Answer { decision, reason })) => match decision.trim() {
+            "once" => ApprovalChoice::Once,
+            "session" => ApprovalChoice::Session,
+            "always" => ApprovalChoice::Always,
+            _ if reason.trim().is_empty() => deny(pending, "denied the call"),
+            _ => ApprovalChoice::Deny {
+                reason: Some(reason),
             },
         },
         Ok(None) | Err(ElicitationError::NoContent) => deny(pending, "gave no answer"),
@@ -135,7 +125,7 @@ async fn ask(peer: &Peer<RoleServer>, pending: &PendingApproval) -> ApprovalChoi
         Err(ElicitationError::UserCancelled) => deny(pending, "dismissed the question"),
         Err(error) => {
             tracing::warn!(%error, "mcp serve: asking the client failed; denying");
-            deny(pending, "could not be asked")
+            deny(pending, "could not be reached")
         }
     }
 }
@@ -143,8 +133,26 @@ async fn ask(peer: &Peer<RoleServer>, pending: &PendingApproval) -> ApprovalChoi
 fn deny(pending: &PendingApproval, what: &str) -> ApprovalChoice {
     ApprovalChoice::Deny {
         reason: Some(format!(
-            "The person at the MCP client {what} when asked about {}; the call was not run.",
+            "the person at the MCP client {what} when asked about {}",
             pending.tool
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_approval_form_is_one_elicitation_accepts() {
+        let schema = rmcp::schemars::schema_for!(Answer);
+        let object = serde_json::to_value(&schema)
+            .ok()
+            .and_then(|v| v.as_object().cloned())
+            .unwrap();
+        let parsed = rmcp::model::ElicitationSchema::from_json_schema(object);
+        assert!(parsed.is_ok(), "{parsed:?}");
+        let text = serde_json::to_string(&schema).unwrap();
+        assert!(text.contains("\"deny\"") && text.contains("\"once\""), "{text}");
     }
 }
