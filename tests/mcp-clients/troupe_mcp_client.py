@@ -128,6 +128,22 @@ async def direct(target):
         return out
 
 
+def processes_with(marker):
+    """Process ids whose command line holds `marker` (this client's own excepted)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline:
+            found.append(int(entry))
+    return found
+
+
 async def cancel(target):
     progress = []
 
@@ -135,23 +151,40 @@ async def cancel(target):
         progress.append({"progress": value, "message": message})
 
     after = float(os.environ.get("TROUPE_CANCEL_AFTER", "3"))
+    marker = os.environ["TROUPE_MARKER"]
+    before = []
     async with connect(target) as session:
         started = time.monotonic()
         finished = None
+
+        async def look():
+            await anyio.sleep(max(after - 0.7, 0.1))
+            before.extend(processes_with(marker))
+
         with anyio.move_on_after(after) as scope:
-            finished = await session.call_tool(
-                os.environ["TROUPE_TOOL"], env_json("TROUPE_ARGS", {}), progress_callback=on_progress
-            )
+            async with anyio.create_task_group() as group:
+                group.start_soon(look)
+                finished = await session.call_tool(
+                    os.environ["TROUPE_TOOL"], env_json("TROUPE_ARGS", {}), progress_callback=on_progress
+                )
         cancelled = scope.cancelled_caught
         elapsed = time.monotonic() - started
-        # Give the server a moment to stop the call, then see that it still answers.
-        await anyio.sleep(1.5)
+        # The server stops the call's process group; give it a moment, with the connection open.
+        gone_after = None
+        for _ in range(50):
+            await anyio.sleep(0.1)
+            if not processes_with(marker):
+                gone_after = time.monotonic() - started - elapsed
+                break
         listed = await session.list_tools()
         return {
             "cancelled": cancelled,
             "finished": result_json(finished) if finished else None,
             "elapsed": elapsed,
             "progress": progress,
+            "running_before": before,
+            "left_after": processes_with(marker),
+            "gone_after_seconds": gone_after,
             "still_answers": len(listed.tools) > 0,
         }
 

@@ -126,8 +126,8 @@ async fn serve(args: ServeArgs) -> Result<i32, CliError> {
             Some((listener, token, source))
         }
     };
-    let runtime = crate::runtime::Runtime::start(config, crate::runtime::RuntimeOptions::default())
-        .await?;
+    let runtime =
+        crate::runtime::Runtime::start(config, crate::runtime::RuntimeOptions::default()).await?;
     runtime.report_notices("troupe mcp serve");
     let options = ServeOptions {
         toolsets: args.toolsets.clone(),
@@ -158,13 +158,18 @@ async fn serve(args: ServeArgs) -> Result<i32, CliError> {
                 TokenSource::Ephemeral { .. } => eprintln!(
                     "troupe mcp serve: this run's token (send it as `Authorization: Bearer`): {token}"
                 ),
-                TokenSource::Config => eprintln!("troupe mcp serve: the token is serve.token of the config"),
+                TokenSource::Config => {
+                    eprintln!("troupe mcp serve: the token is serve.token of the config")
+                }
                 TokenSource::Environment => eprintln!("troupe mcp serve: the token is {TOKEN_ENV}"),
                 TokenSource::File(path) | TokenSource::Generated(path) => {
                     eprintln!("troupe mcp serve: the token is in {}", path.display())
                 }
             }
-            eprintln!("troupe mcp serve: listening on http://{at}{}", transport::HTTP_PATH);
+            eprintln!(
+                "troupe mcp serve: listening on http://{at}{}",
+                transport::HTTP_PATH
+            );
             transport::serve_http(server, listener, token, stop).await
         }
     };

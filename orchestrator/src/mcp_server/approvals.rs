@@ -153,6 +153,9 @@ mod tests {
         let parsed = rmcp::model::ElicitationSchema::from_json_schema(object);
         assert!(parsed.is_ok(), "{parsed:?}");
         let text = serde_json::to_string(&schema).unwrap();
-        assert!(text.contains("\"deny\"") && text.contains("\"once\""), "{text}");
+        assert!(
+            text.contains("\"deny\"") && text.contains("\"once\""),
+            "{text}"
+        );
     }
 }

@@ -44,12 +44,17 @@ impl Shared {
     ) -> ToolResult {
         let call_id = troupe_actors::call::new_id();
         // Each client call is a trace of its own, the tool call's span under it.
-        let trace = TraceSpan::start("mcp_serve.call", &TraceSpan::default(), SpanKind::Server, || {
-            vec![
-                KeyValue::new("troupe.session_id", session_id.to_string()),
-                KeyValue::new("troupe.tool", tool.clone()),
-            ]
-        });
+        let trace = TraceSpan::start(
+            "mcp_serve.call",
+            &TraceSpan::default(),
+            SpanKind::Server,
+            || {
+                vec![
+                    KeyValue::new("troupe.session_id", session_id.to_string()),
+                    KeyValue::new("troupe.tool", tool.clone()),
+                ]
+            },
+        );
         let ctx = BatchContext {
             session_id: session_id.to_string(),
             agent_path: vec![session_id.to_string()],

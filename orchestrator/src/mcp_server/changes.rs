@@ -16,7 +16,11 @@ const POLL: Duration = Duration::from_millis(200);
 
 /// Sends `list_changed` to `peer` after each settled change of `registry`, until `closed`
 /// fires or the client is gone.
-pub(super) async fn watch(registry: Arc<Registry>, peer: Peer<RoleServer>, closed: CancellationToken) {
+pub(super) async fn watch(
+    registry: Arc<Registry>,
+    peer: Peer<RoleServer>,
+    closed: CancellationToken,
+) {
     let mut seen = registry.version();
     loop {
         tokio::select! {

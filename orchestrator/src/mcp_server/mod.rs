@@ -77,7 +77,10 @@ struct Shared {
 
 impl McpServer {
     /// Sets up the server over `runtime`: its views, and the task that answers approvals.
-    pub(crate) async fn start(runtime: Runtime, options: ServeOptions) -> Result<McpServer, String> {
+    pub(crate) async fn start(
+        runtime: Runtime,
+        options: ServeOptions,
+    ) -> Result<McpServer, String> {
         let bridge = runtime.view(None).map_err(|e| e.to_string())?;
         let direct = if options.toolsets.is_empty() {
             None
@@ -272,7 +275,9 @@ impl ServerHandler for Front {
             });
         let session = &self.connection.session_id;
         let result = match name.as_str() {
-            "tool_search" | "tool_describe" => return Ok(shared.lookup(&name, arguments).await.into()),
+            "tool_search" | "tool_describe" => {
+                return Ok(shared.lookup(&name, arguments).await.into());
+            }
             "tool_call" => {
                 if !shared.bridge_view().sources_starting().is_empty() {
                     shared.runtime.wait_mcp_ready(STARTING_SOURCES_WAIT).await;
@@ -295,9 +300,10 @@ impl ServerHandler for Front {
                 }
             }
             _ => {
-                let direct = shared
-                    .direct_view()
-                    .filter(|view| view.get(&name).is_some_and(|d| catalog::offered_directly(d)));
+                let direct = shared.direct_view().filter(|view| {
+                    view.get(&name)
+                        .is_some_and(|d| catalog::offered_directly(d))
+                });
                 let Some(view) = direct else {
                     return Err(ErrorData::invalid_params(
                         format!(

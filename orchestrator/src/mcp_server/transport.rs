@@ -60,12 +60,9 @@ pub(crate) async fn serve_http(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let router = axum::Router::new()
-        .nest_service(HTTP_PATH, service)
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::new(token),
-            require_bearer,
-        ));
+    let router = axum::Router::new().nest_service(HTTP_PATH, service).layer(
+        axum::middleware::from_fn_with_state(Arc::new(token), require_bearer),
+    );
     axum::serve(listener, router)
         .with_graceful_shutdown(async move { stop.cancelled().await })
         .await
@@ -83,12 +80,18 @@ fn allowed_hosts(local: SocketAddr) -> Vec<String> {
 }
 
 /// Refuses every request without the server's token.
-async fn require_bearer(State(token): State<Arc<String>>, request: Request, next: Next) -> Response {
+async fn require_bearer(
+    State(token): State<Arc<String>>,
+    request: Request,
+    next: Next,
+) -> Response {
     match presented_token_in(request.headers(), request.uri()) {
         Some(presented) if constant_time_eq(presented.as_bytes(), token.as_bytes()) => {
             next.run(request).await
         }
-        Some(_) => refuse("the token is wrong; use the one `troupe mcp serve --http` was started with"),
+        Some(_) => {
+            refuse("the token is wrong; use the one `troupe mcp serve --http` was started with")
+        }
         None => refuse(
             "this MCP endpoint needs the server's token: send `Authorization: Bearer <token>` \
              (serve.token, TROUPE_SERVE_TOKEN, or the token `troupe mcp serve --http` printed)",
