@@ -15,6 +15,8 @@ Scenarios:
                after TROUPE_CANCEL_AFTER seconds, then check the connection still answers
   list_changed list tools, wait up to TROUPE_WAIT seconds for notifications/tools/list_changed,
                list again
+  kanban       (--toolsets kanban) create a task titled TROUPE_TITLE for `coder`, follow it to
+               its end with progress, show it, list the done tasks
   timing       TROUPE_ROUNDS rounds of TROUPE_TOOL(TROUPE_ARGS) called directly (a plain MCP
                server) or through tool_call (troupe), and of tool_search TROUPE_QUERY; medians
 """
@@ -259,7 +261,45 @@ async def timing(target):
         }
 
 
+async def kanban(target):
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append({"progress": value, "message": message})
+
+    async with connect(target) as session:
+        listed = await session.list_tools()
+        tools = {
+            t.name: (t.annotations.read_only_hint if t.annotations else None)
+            for t in listed.tools
+            if t.name.startswith("kanban_")
+        }
+        created = await session.call_tool(
+            "kanban_create",
+            {"title": os.environ["TROUPE_TITLE"], "body": "asked from an MCP client", "assignee": "coder"},
+        )
+        if created.is_error:
+            return {"tools": tools, "created": result_json(created)}
+        task = json.loads(text_of(created))["task"]
+        followed = await session.call_tool(
+            "kanban_follow", {"id": task["id"], "timeout_seconds": 90}, progress_callback=on_progress
+        )
+        shown = await session.call_tool("kanban_show", {"id": task["id"]})
+        listed_done = await session.call_tool("kanban_list", {"status": "done"})
+        bad = await session.call_tool("kanban_show", {"id": "not a task"})
+        return {
+            "tools": tools,
+            "created": task,
+            "followed": json.loads(text_of(followed)),
+            "shown": json.loads(text_of(shown)),
+            "done": json.loads(text_of(listed_done)),
+            "bad": result_json(bad),
+            "progress": progress,
+        }
+
+
 SCENARIOS = {
+    "kanban": kanban,
     "bridge": bridge,
     "call": call,
     "direct": direct,

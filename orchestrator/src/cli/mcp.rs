@@ -46,7 +46,8 @@ pub(crate) struct ServeArgs {
     /// request needs the server's token (serve.token or TROUPE_SERVE_TOKEN).
     #[arg(long, value_name = "ADDR")]
     pub(crate) http: Option<std::net::SocketAddr>,
-    /// Toolsets offered directly besides the bridge, comma-separated (e.g. core).
+    /// Toolsets offered directly besides the bridge, comma-separated (e.g. core,kanban;
+    /// `kanban` adds tools over the board of troupe.yaml, run by its profiles).
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub(crate) toolsets: Vec<String>,
 }
@@ -101,7 +102,7 @@ pub(crate) async fn run(args: McpArgs) -> i32 {
 
 async fn serve(args: ServeArgs) -> Result<i32, CliError> {
     use crate::http::auth::{TOKEN_ENV, TokenSource, resolve_token};
-    use crate::mcp_server::{McpServer, ServeOptions, transport};
+    use crate::mcp_server::{McpServer, ServeOptions, board_tools, transport};
 
     let config = Settings::load_or_default(args.config.as_deref())?;
     // The HTTP door is refused before anything starts when no token can be had.
@@ -126,18 +127,63 @@ async fn serve(args: ServeArgs) -> Result<i32, CliError> {
             Some((listener, token, source))
         }
     };
-    let runtime =
-        crate::runtime::Runtime::start(config, crate::runtime::RuntimeOptions::default()).await?;
-    runtime.report_notices("troupe mcp serve");
-    let options = ServeOptions {
-        toolsets: args.toolsets.clone(),
+    // The board tools are tools of the runtime, so hooks and approvals see their calls too.
+    let board = if args.toolsets.iter().any(|t| t.trim() == board_tools::TOOLSET) {
+        let kanban_settings = config.kanban.clone();
+        Some(
+            board_tools::open_board(&kanban_settings)
+                .await
+                .map_err(|e| CliError::failed(format!("--toolsets kanban: {e}")))?,
+        )
+    } else {
+        None
     };
-    let server = match McpServer::start(runtime.clone(), options).await {
+    let mut options = crate::runtime::RuntimeOptions::default();
+    if let Some((kanban, slug)) = &board {
+        for tool in board_tools::board_tools(kanban.clone(), slug.clone()) {
+            options = options.with_tool(tool);
+        }
+    }
+    let runtime = crate::runtime::Runtime::start(config, options).await?;
+    runtime.report_notices("troupe mcp serve");
+    let server = match McpServer::start(
+        runtime.clone(),
+        ServeOptions {
+            toolsets: args.toolsets.clone(),
+        },
+    )
+    .await
+    {
         Ok(server) => server,
         Err(e) => {
             runtime.close().await;
             return Err(CliError::usage(e));
         }
+    };
+    // With profiles, the board's tasks run here, as under `troupe serve`.
+    let dispatcher = match &board {
+        Some((kanban, slug)) if !runtime.config().kanban.profiles.is_empty() => {
+            let started = match runtime.worker_profiles(None) {
+                Ok(profiles) => kanban
+                    .start_dispatcher(
+                        runtime.troupe(),
+                        slug.clone(),
+                        profiles,
+                        runtime.config().kanban.dispatcher_config(),
+                    )
+                    .await
+                    .map_err(|e| format!("cannot start the dispatcher: {e}")),
+                Err(e) => Err(e.to_string()),
+            };
+            match started {
+                Ok(handle) => Some(handle),
+                Err(e) => {
+                    runtime.close().await;
+                    return Err(CliError::usage(e));
+                }
+            }
+        }
+        _ => None,
     };
     let stop = tokio_util::sync::CancellationToken::new();
     tokio::spawn({
@@ -173,6 +219,9 @@ async fn serve(args: ServeArgs) -> Result<i32, CliError> {
             transport::serve_http(server, listener, token, stop).await
         }
     };
+    if let Some(dispatcher) = dispatcher {
+        dispatcher.stop().await;
+    }
     runtime.close().await;
     result.map(|()| EXIT_DONE).map_err(CliError::failed)
 }

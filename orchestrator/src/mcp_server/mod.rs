@@ -9,11 +9,14 @@
 //!   `ServerHandler` of one client connection.
 //! - [`catalog`]: the tools listed, with their annotations.
 //! - [`calls`]: running one call through the runner, with progress and cancellation.
+//! - [`board_tools`]: the `kanban` toolset (`--toolsets kanban`): create, list, show, comment
+//!   on and follow a board's tasks.
 //! - [`approvals`]: flagged calls asked of the client's person (elicitation) or refused.
 //! - [`changes`]: `notifications/tools/list_changed` when the catalog changes.
 //! - [`transport`]: stdio and streamable HTTP (behind the server's bearer token).
 
 mod approvals;
+pub(crate) mod board_tools;
 mod calls;
 mod catalog;
 mod changes;
