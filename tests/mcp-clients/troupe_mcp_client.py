@@ -17,6 +17,8 @@ Scenarios:
                list again
   kanban       (--toolsets kanban) create a task titled TROUPE_TITLE for `coder`, follow it to
                its end with progress, show it, list the done tasks
+  agent        (--agent P) ask TROUPE_TOOL (run_P) TROUPE_PROMPT with progress, then continue
+               the session with TROUPE_PROMPT2
   timing       TROUPE_ROUNDS rounds of TROUPE_TOOL(TROUPE_ARGS) called directly (a plain MCP
                server) or through tool_call (troupe), and of tool_search TROUPE_QUERY; medians
 """
@@ -298,7 +300,37 @@ async def kanban(target):
         }
 
 
+async def agent(target):
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append({"progress": value, "message": message})
+
+    tool = os.environ["TROUPE_TOOL"]
+    async with connect(target) as session:
+        listed = await session.list_tools()
+        offered = [t.name for t in listed.tools]
+        first = await session.call_tool(tool, {"prompt": os.environ["TROUPE_PROMPT"]}, progress_callback=on_progress)
+        first_out = result_json(first)
+        first_out["structured"] = first.structured_content
+        follow_up = {"prompt": os.environ["TROUPE_PROMPT2"]}
+        if first.structured_content:
+            follow_up["session"] = first.structured_content.get("session")
+        second = await session.call_tool(tool, follow_up)
+        second_out = result_json(second)
+        second_out["structured"] = second.structured_content
+        stranger = await session.call_tool(tool, {"prompt": "hello", "session": "not-a-session-of-ours"})
+        return {
+            "offered": offered,
+            "first": first_out,
+            "second": second_out,
+            "stranger": result_json(stranger),
+            "progress": progress,
+        }
+
+
 SCENARIOS = {
+    "agent": agent,
     "kanban": kanban,
     "bridge": bridge,
     "call": call,

@@ -50,6 +50,10 @@ pub(crate) struct ServeArgs {
     /// `kanban` adds tools over the board of troupe.yaml, run by its profiles).
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub(crate) toolsets: Vec<String>,
+    /// Offer the profile PROFILE of troupe.yaml as a tool `run_<PROFILE>(prompt, session?)`
+    /// that runs a whole troupe turn (repeatable).
+    #[arg(long, value_name = "PROFILE")]
+    pub(crate) agent: Vec<String>,
 }
 
 /// Arguments of `troupe mcp list`.
@@ -128,7 +132,11 @@ async fn serve(args: ServeArgs) -> Result<i32, CliError> {
         }
     };
     // The board tools are tools of the runtime, so hooks and approvals see their calls too.
-    let board = if args.toolsets.iter().any(|t| t.trim() == board_tools::TOOLSET) {
+    let board = if args
+        .toolsets
+        .iter()
+        .any(|t| t.trim() == board_tools::TOOLSET)
+    {
         let kanban_settings = config.kanban.clone();
         Some(
             board_tools::open_board(&kanban_settings)
@@ -150,6 +158,7 @@ async fn serve(args: ServeArgs) -> Result<i32, CliError> {
         runtime.clone(),
         ServeOptions {
             toolsets: args.toolsets.clone(),
+            agents: args.agent.clone(),
         },
     )
     .await

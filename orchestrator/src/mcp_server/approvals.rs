@@ -34,7 +34,8 @@ impl Askers {
         lock(&self.peers).remove(session_id);
     }
 
-    fn get(&self, session_id: &str) -> Option<Peer<RoleServer>> {
+    /// The client that answers for `session_id`, if one can.
+    pub(super) fn peer(&self, session_id: &str) -> Option<Peer<RoleServer>> {
         lock(&self.peers).get(session_id).cloned()
     }
 }
@@ -71,7 +72,7 @@ pub(super) async fn answer_all(troupe: Troupe, askers: Arc<Askers>, unattended: 
                 .first()
                 .cloned()
                 .unwrap_or_else(|| pending.session_id.clone());
-            let choice = match askers.get(&root) {
+            let choice = match askers.peer(&root) {
                 Some(peer) => ask(&peer, &pending).await,
                 None => nobody_to_ask(&pending, unattended),
             };

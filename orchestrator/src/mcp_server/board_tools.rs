@@ -174,7 +174,8 @@ fn text(arguments: &Map<String, Value>, key: &str) -> Result<Option<String>, Str
 fn task_id(arguments: &Map<String, Value>) -> Result<TaskId, String> {
     let raw = text(arguments, "id")?
         .ok_or("`id` is missing: send the task's id, as kanban_create or kanban_list gave it")?;
-    TaskId::parse(&raw).map_err(|e| format!("`id` {raw:?} is not a task id ({e}); use one kanban_list shows"))
+    TaskId::parse(&raw)
+        .map_err(|e| format!("`id` {raw:?} is not a task id ({e}); use one kanban_list shows"))
 }
 
 /// A task as a client reads it.
@@ -212,9 +213,12 @@ fn create(
                 .as_array()
                 .ok_or("`parents` must be a list of task ids, e.g. [\"t_…\"]")?;
             for parent in list {
-                let raw = parent.as_str().ok_or("each of `parents` must be a task id string")?;
+                let raw = parent
+                    .as_str()
+                    .ok_or("each of `parents` must be a task id string")?;
                 task.parents.push(
-                    TaskId::parse(raw).map_err(|e| format!("parent {raw:?} is not a task id ({e})"))?,
+                    TaskId::parse(raw)
+                        .map_err(|e| format!("parent {raw:?} is not a task id ({e})"))?,
                 );
             }
         }

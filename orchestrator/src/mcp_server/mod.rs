@@ -11,10 +11,12 @@
 //! - [`calls`]: running one call through the runner, with progress and cancellation.
 //! - [`board_tools`]: the `kanban` toolset (`--toolsets kanban`): create, list, show, comment
 //!   on and follow a board's tasks.
+//! - [`agents`]: `run_<profile>` tools (`--agent PROFILE`), a whole troupe turn each.
 //! - [`approvals`]: flagged calls asked of the client's person (elicitation) or refused.
 //! - [`changes`]: `notifications/tools/list_changed` when the catalog changes.
 //! - [`transport`]: stdio and streamable HTTP (behind the server's bearer token).
 
+mod agents;
 mod approvals;
 pub(crate) mod board_tools;
 mod calls;
@@ -51,6 +53,8 @@ const STARTING_SOURCES_WAIT: Duration = Duration::from_secs(30);
 pub(crate) struct ServeOptions {
     /// Toolsets whose tools are offered directly (`--toolsets core,...`).
     pub(crate) toolsets: Vec<String>,
+    /// Profiles offered as `run_<profile>` tools (`--agent`).
+    pub(crate) agents: Vec<String>,
 }
 
 /// A running MCP server over one runtime; each client connection gets a [`Front`] on it.
@@ -76,6 +80,10 @@ struct Shared {
     direct: Mutex<Option<ToolsetView>>,
     /// Connections whose person can be asked about approvals.
     askers: Arc<approvals::Askers>,
+    /// Profiles offered as agents.
+    agent_names: Vec<String>,
+    /// The sessions agent tools opened.
+    agents: agents::AgentSessions,
 }
 
 impl McpServer {
@@ -95,6 +103,7 @@ impl McpServer {
             )
         };
         let troupe = runtime.troupe().clone();
+        agents::check(&troupe, &options.agents)?;
         let supervisor = troupe
             .on_actor_thread(|supervisor| supervisor)
             .await
@@ -113,6 +122,8 @@ impl McpServer {
             bridge: Mutex::new(bridge),
             direct: Mutex::new(direct),
             askers,
+            agent_names: options.agents,
+            agents: agents::AgentSessions::default(),
             runtime,
         };
         Ok(McpServer {
@@ -258,6 +269,10 @@ impl ServerHandler for Front {
         if let Some(direct) = shared.direct_view() {
             tools.extend(catalog::direct_tools(&direct));
         }
+        tools.extend(agents::agent_tools(
+            shared.runtime.troupe(),
+            &shared.agent_names,
+        ));
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -301,6 +316,17 @@ impl ServerHandler for Front {
                             .await
                     }
                 }
+            }
+            agent
+                if agent
+                    .strip_prefix(agents::PREFIX)
+                    .is_some_and(|p| shared.agent_names.iter().any(|n| n == p)) =>
+            {
+                let profile = &agent[agents::PREFIX.len()..];
+                return Ok(shared
+                    .run_agent(session, profile, arguments, context.ct.clone(), progress)
+                    .await
+                    .into());
             }
             _ => {
                 let direct = shared.direct_view().filter(|view| {

@@ -40,7 +40,11 @@ async fn a_client_creates_a_board_task_and_follows_it_to_done() {
     }
     let fx = TroupeDir::new(YAML, SCRIPT).await;
     let home = fx.home().to_path_buf();
-    let TroupeDir { dir, home: _home, model } = fx;
+    let TroupeDir {
+        dir,
+        home: _home,
+        model,
+    } = fx;
     let world = World::in_dir(dir, &home);
     let seen = world
         .stdio(

@@ -10,12 +10,15 @@
 //! - a slow call cancelled by the client ends, its process gone, with progress until then;
 //! - `list_changed` arrives when a server that started late brings its tools;
 //! - with `--toolsets kanban`, a client creates a board task that a profile's worker (a
-//!   scripted model) runs, and follows it to its end.
+//!   scripted model) runs, and follows it to its end;
+//! - with `--agent PROFILE`, `run_<profile>` answers from a whole turn of a scripted model,
+//!   with progress, and `session` continues it.
 //!
 //! The servers and the SDK come from `scripts/install-test-deps.sh`; without them these tests
 //! skip loudly, unless `TROUPE_REQUIRE_MCP_SERVERS` is set. This file holds what the tests
 //! share: the folder troupe runs in, the Python client, a running `--http` server.
 
+mod agents;
 mod board;
 mod bridge;
 
@@ -91,7 +94,12 @@ impl World {
 
     /// Runs the Python client's `scenario` with `env`, troupe started over stdio with `serve`
     /// (arguments after `troupe mcp serve --config troupe.yaml`); returns what it saw.
-    pub(super) async fn stdio(&self, scenario: &str, serve: &[&str], env: &[(&str, &str)]) -> Value {
+    pub(super) async fn stdio(
+        &self,
+        scenario: &str,
+        serve: &[&str],
+        env: &[(&str, &str)],
+    ) -> Value {
         let mut target = vec![
             "--stdio".to_string(),
             env!("CARGO_BIN_EXE_troupe").to_string(),
@@ -104,7 +112,12 @@ impl World {
         self.client(scenario, &target, env).await
     }
 
-    pub(super) async fn client(&self, scenario: &str, target: &[String], env: &[(&str, &str)]) -> Value {
+    pub(super) async fn client(
+        &self,
+        scenario: &str,
+        target: &[String],
+        env: &[(&str, &str)],
+    ) -> Value {
         let mut command = tokio::process::Command::new(python());
         command
             .arg(client_script())
@@ -191,4 +204,3 @@ impl HttpServer {
         ]
     }
 }
-
