@@ -344,3 +344,70 @@ fn follow(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }
+    }
+
+    #[test]
+    fn bad_arguments_say_what_to_send() {
+        let error = task_id(&args(json!({}))).unwrap_err();
+        assert!(error.contains("`id` is missing"), "{error}");
+        let error = task_id(&args(json!({"id": "not a task"}))).unwrap_err();
+        assert!(error.contains("not a task id"), "{error}");
+        let error = text(&args(json!({"title": 3})), "title").unwrap_err();
+        assert!(error.contains("must be a string"), "{error}");
+        assert_eq!(text(&args(json!({"title": "  "})), "title"), Ok(None));
+        assert_eq!(
+            text(&args(json!({"title": " fix it "})), "title"),
+            Ok(Some("fix it".to_string()))
+        );
+    }
+
+    #[tokio::test]
+    async fn the_tools_create_list_show_comment_and_follow_on_a_real_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let location = crate::settings::kanban::StoreLocation::Sqlite(dir.path().join("boards"));
+        let home = crate::settings::TroupeHome::at(dir.path().join("home"));
+        let settings = crate::settings::kanban::KanbanSettings {
+            store: location,
+            ..crate::settings::kanban::KanbanSettings::defaults(&home)
+        };
+        let (kanban, slug) = open_board(&settings).await.unwrap();
+        let tools = board_tools(kanban.clone(), slug.clone());
+        let call = |name: &str, arguments: Value| {
+            let def = tools.iter().find(|t| t.name == name).unwrap().clone();
+            let ctx = CallContext::detached("c1");
+            async move {
+                let handler = def.handler.clone().unwrap();
+                handler.call(args(arguments), ctx).await
+            }
+        };
+        let created = call("kanban_create", json!({"title": "write docs", "priority": 2})).await;
+        assert!(!created.is_error, "{created:?}");
+        let id = created.structured.as_ref().unwrap()["task"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let listed = call("kanban_list", json!({})).await;
+        assert!(listed.to_model_text().contains(&id), "{listed:?}");
+        let bad = call("kanban_list", json!({"status": "sleeping"})).await;
+        assert!(bad.is_error && bad.to_model_text().contains("triage"), "{bad:?}");
+        let commented = call("kanban_comment", json!({"id": id, "body": "mind the tone"})).await;
+        assert!(!commented.is_error, "{commented:?}");
+        let shown = call("kanban_show", json!({"id": id})).await;
+        assert!(shown.to_model_text().contains("mind the tone"), "{shown:?}");
+        // Nothing runs it here, so following gives up after its timeout, unsettled.
+        let followed = call("kanban_follow", json!({"id": id, "timeout_seconds": 0.3})).await;
+        let value = followed.structured.unwrap();
+        assert_eq!(value["settled"], json!(false), "{value}");
+        assert_eq!(value["task"]["status"], json!("ready"), "{value}");
+    }
+}
