@@ -146,7 +146,8 @@ async fn serve(args: ServeArgs) -> Result<i32, CliError> {
     } else {
         None
     };
-    let mut options = crate::runtime::RuntimeOptions::default();
+    // A `run_<profile>` call answers when its turn ends, so its subagents must end inside it.
+    let mut options = crate::runtime::RuntimeOptions::default().with_background_delegation(false);
     if let Some((kanban, slug)) = &board {
         for tool in board_tools::board_tools(kanban.clone(), slug.clone()) {
             options = options.with_tool(tool);
