@@ -8,8 +8,8 @@ It prints one JSON object on its last line: what it saw. The Rust test decides w
 Scenarios:
   bridge       list tools, tool_search QUERY, tool_call TOOL with ARGS (JSON), as given by env
                TROUPE_QUERY, TROUPE_TOOL, TROUPE_ARGS
-  call         tool_call TOOL with ARGS (a call a hook may deny, or one needing approval);
-               answers elicitations with TROUPE_ELICIT (once|deny) when set
+  call         tool_call TOOL with ARGS (a call a hook may deny, one needing approval, a slow
+               one), with progress; answers elicitations with TROUPE_ELICIT (once|deny) when set
   direct       call the direct tool TROUPE_TOOL with TROUPE_ARGS (--toolsets), with progress
   cancel       start the direct tool TROUPE_TOOL with TROUPE_ARGS, collect progress, cancel it
                after TROUPE_CANCEL_AFTER seconds, then check the connection still answers
@@ -107,13 +107,21 @@ async def call(target):
             return types.ElicitResult(action="accept", content={"decision": "once"})
         return types.ElicitResult(action="accept", content={"decision": "deny", "reason": "not today"})
 
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append({"progress": value, "message": message})
+
     extra = {"elicitation_callback": on_elicit} if answer else {}
     async with connect(target, **extra) as session:
         tool = os.environ["TROUPE_TOOL"]
         args = env_json("TROUPE_ARGS", {})
-        called = await session.call_tool("tool_call", {"calls": [{"name": tool, "arguments": args}]})
+        called = await session.call_tool(
+            "tool_call", {"calls": [{"name": tool, "arguments": args}]}, progress_callback=on_progress
+        )
         out = result_json(called)
         out["asked"] = asked
+        out["progress"] = progress
         return out
 
 

@@ -90,6 +90,35 @@ async fn a_client_finds_and_calls_a_servers_tool_over_http_and_needs_the_token()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_bridged_call_reports_progress_over_http() {
+    let Some(world) = World::new("mcp_serve progress", "") else {
+        return;
+    };
+    let server = world.http(&[]).await;
+    let seen = world
+        .client(
+            "call",
+            &server.target(TOKEN),
+            &[
+                ("TROUPE_TOOL", "mcp_everything_trigger-long-running-operation"),
+                ("TROUPE_ARGS", r#"{"duration": 3.5, "steps": 2}"#),
+            ],
+        )
+        .await;
+    assert_eq!(seen["is_error"], json!(false), "{seen}");
+    let progress = seen["progress"].as_array().unwrap();
+    assert!(progress.len() >= 2, "{seen}");
+    let values: Vec<f64> = progress.iter().filter_map(|p| p["progress"].as_f64()).collect();
+    assert!(values.windows(2).all(|w| w[0] < w[1]), "progress must grow: {values:?}");
+    assert!(
+        progress[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("mcp_everything_trigger-long-running-operation")),
+        "{seen}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hooks_denial_is_a_tool_error_and_the_call_never_runs() {
     let Some(world) = World::new("mcp_serve hook denial", "") else {
         return;

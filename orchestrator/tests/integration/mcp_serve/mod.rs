@@ -7,7 +7,7 @@
 //! - a hook's denial is a tool error (isError), and the call never reaches the server;
 //! - a call needing approval is asked of the client's person through elicitation, and refused
 //!   with the reason when the client cannot be asked;
-//! - a slow call cancelled by the client ends, its process gone, with progress until then;
+//! - a slow call reports progress; one cancelled by the client ends, its process gone;
 //! - `list_changed` arrives when a server that started late brings its tools;
 //! - with `--toolsets kanban`, a client creates a board task that a profile's worker (a
 //!   scripted model) runs, and follows it to its end;
