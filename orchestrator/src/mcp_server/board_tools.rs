@@ -390,7 +390,11 @@ mod tests {
                 handler.call(args(arguments), ctx).await
             }
         };
-        let created = call("kanban_create", json!({"title": "write docs", "priority": 2})).await;
+        let created = call(
+            "kanban_create",
+            json!({"title": "write docs", "priority": 2}),
+        )
+        .await;
         assert!(!created.is_error, "{created:?}");
         let id = created.structured.as_ref().unwrap()["task"]["id"]
             .as_str()
@@ -399,7 +403,10 @@ mod tests {
         let listed = call("kanban_list", json!({})).await;
         assert!(listed.to_model_text().contains(&id), "{listed:?}");
         let bad = call("kanban_list", json!({"status": "sleeping"})).await;
-        assert!(bad.is_error && bad.to_model_text().contains("triage"), "{bad:?}");
+        assert!(
+            bad.is_error && bad.to_model_text().contains("triage"),
+            "{bad:?}"
+        );
         let commented = call("kanban_comment", json!({"id": id, "body": "mind the tone"})).await;
         assert!(!commented.is_error, "{commented:?}");
         let shown = call("kanban_show", json!({"id": id})).await;

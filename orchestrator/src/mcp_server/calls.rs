@@ -1,6 +1,7 @@
-//! Running one client call as a session runs a model's call: through the troupe's tool runner
-//! ([`RunnerDispatch`]), so the hooks, the approval rules and their supervisor, the built-in
-//! tools' danger checks and confinement, and the traces all apply. The client's cancellation
+//! Running one client call as a session runs a model's call: a batch of one entry on the
+//! troupe's tool runner, so the hooks (which see `tool_call` and the tool it names, as in a
+//! session), the approval rules and their supervisor, the built-in tools' danger checks and
+//! confinement, events and traces all apply. The client's cancellation
 //! token is the call's token (a cancelled call stops its process); a call that outlasts
 //! [`PROGRESS_EVERY`] reports MCP progress while it runs.
 
@@ -11,11 +12,13 @@ use opentelemetry::trace::SpanKind;
 use rmcp::Peer;
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam, ProgressToken};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use troupe_actors::tool_runner::{BatchContext, RunnerDispatch};
+use troupe_actors::batch_planner::Plan;
+use troupe_actors::call::{CallEntry, CallTarget};
+use troupe_actors::tool_runner::BatchContext;
 use troupe_actors::trace::TraceSpan;
-use troupe_tools::{CallContext, Content, Dispatch, ToolResult, ToolsetView};
+use troupe_tools::{Content, ToolResult, ToolsetView};
 
 use super::Shared;
 
@@ -31,18 +34,20 @@ pub(super) struct Progress {
 }
 
 impl Shared {
-    /// Runs `tool` of `view` with `arguments` for the client connection `session_id`, as a
-    /// session would; the call ends when `cancel` fires.
+    /// Runs `target` (reached through `view`, named `called_as` by the client) for the client
+    /// connection `session_id` as a session runs a model's call: one batch of one entry on the
+    /// troupe's runner. The call ends when `cancel` fires.
     pub(super) async fn run_call(
         &self,
         session_id: &str,
         view: ToolsetView,
-        tool: String,
-        arguments: Map<String, Value>,
+        called_as: &str,
+        target: CallTarget,
         cancel: CancellationToken,
         progress: Option<Progress>,
     ) -> ToolResult {
         let call_id = troupe_actors::call::new_id();
+        let underlying = target.name().to_string();
         // Each client call is a trace of its own, the tool call's span under it.
         let trace = TraceSpan::start(
             "mcp_serve.call",
@@ -51,7 +56,7 @@ impl Shared {
             || {
                 vec![
                     KeyValue::new("troupe.session_id", session_id.to_string()),
-                    KeyValue::new("troupe.tool", tool.clone()),
+                    KeyValue::new("troupe.tool", underlying.clone()),
                 ]
             },
         );
@@ -63,17 +68,32 @@ impl Shared {
             hooks: self.runtime.troupe().hooks().clone(),
             supervisor: self.supervisor.clone(),
             events: self.events.clone(),
-            token: cancel.clone(),
+            token: cancel,
             drain: CancellationToken::new(),
             trace: trace.clone(),
             journal: None,
         };
-        let dispatch = RunnerDispatch::new(self.runner, ctx);
-        let call = CallContext::new(session_id.to_string(), call_id, cancel.clone());
-        let running = dispatch.dispatch(tool.clone(), arguments, call);
+        let entry = CallEntry {
+            index: 0,
+            call_id: call_id.clone(),
+            model_call_id: call_id,
+            tool: called_as.to_string(),
+            target,
+        };
+        let runner = self.runner;
+        let running: futures::future::BoxFuture<'static, ToolResult> = Box::pin(async move {
+            let mut outcomes = runner
+                .run_batch(&ctx, vec![entry], &Plan::one_by_one(1))
+                .await;
+            match outcomes.pop() {
+                Some(outcome) => outcome.result,
+                // The runner gives every call its slot; answer plainly if it ever did not.
+                None => ToolResult::error("the call was not run; try it again"),
+            }
+        });
         let result = match progress {
             None => running.await,
-            Some(progress) => with_progress(running, &tool, progress).await,
+            Some(progress) => with_progress(running, &underlying, progress).await,
         };
         if result.is_error {
             trace.fail("the call ended with an error");

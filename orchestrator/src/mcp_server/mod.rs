@@ -30,18 +30,19 @@ use std::time::Duration;
 
 use actix::Addr;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
+use troupe_actors::call::CallTarget;
 use troupe_actors::events::EventSink;
 use troupe_actors::supervisor::Supervisor;
 use troupe_actors::tool_runner::{RunnerLimits, ToolRunner};
 use troupe_tools::sync::lock;
-use troupe_tools::{ToolSearchConfig, ToolsetView, bridge};
+use troupe_tools::{ToolResult, ToolSearchConfig, ToolsetView, bridge};
 
 use crate::runtime::Runtime;
 
@@ -184,28 +185,37 @@ impl Shared {
         direct.clone()
     }
 
-    /// `tool_search` or `tool_describe` on the bridge's view, after the servers still starting
-    /// have had their chance to bring their tools.
-    async fn lookup(&self, name: &str, arguments: Map<String, Value>) -> CallToolResult {
+    /// Waits (as a session does) for MCP servers still starting, when the bridge may need them.
+    async fn wait_for_starting_servers(&self) {
         if !self.bridge_view().sources_starting().is_empty() {
             self.runtime.wait_mcp_ready(STARTING_SOURCES_WAIT).await;
         }
-        let view = self.bridge_view();
-        let arguments = Value::Object(arguments);
-        let value = match name {
-            "tool_describe" => bridge::tool_describe(&view, &self.search, &arguments),
-            _ => bridge::tool_search(&view, &self.search, &arguments),
-        };
-        let failed = value.get("error").is_some();
-        let mut result = if failed {
-            CallToolResult::error(vec![ContentBlock::text(value.to_string())])
-        } else {
-            CallToolResult::success(vec![ContentBlock::text(value.to_string())])
-        };
-        if value.is_object() {
-            result.structured_content = Some(value);
-        }
-        result
+    }
+}
+
+/// `tool_search` or `tool_describe` answered from `view`, as a session's lookup is.
+fn lookup_target(
+    view: ToolsetView,
+    search: ToolSearchConfig,
+    name: String,
+    arguments: Map<String, Value>,
+) -> CallTarget {
+    let lookup = name.clone();
+    CallTarget::Lookup {
+        name,
+        arguments,
+        run: Box::new(move |arguments| {
+            let arguments = Value::Object(arguments);
+            let value = match lookup.as_str() {
+                "tool_describe" => bridge::tool_describe(&view, &search, &arguments),
+                _ => bridge::tool_search(&view, &search, &arguments),
+            };
+            if value.get("error").is_some() {
+                ToolResult::error_json(value)
+            } else {
+                ToolResult::json(value)
+            }
+        }),
     }
 }
 
@@ -294,28 +304,32 @@ impl ServerHandler for Front {
         let session = &self.connection.session_id;
         let result = match name.as_str() {
             "tool_search" | "tool_describe" => {
-                return Ok(shared.lookup(&name, arguments).await.into());
+                shared.wait_for_starting_servers().await;
+                let view = shared.bridge_view();
+                let target =
+                    lookup_target(view.clone(), shared.search.clone(), name.clone(), arguments);
+                shared
+                    .run_call(session, view, &name, target, context.ct.clone(), progress)
+                    .await
             }
             "tool_call" => {
-                if !shared.bridge_view().sources_starting().is_empty() {
-                    shared.runtime.wait_mcp_ready(STARTING_SOURCES_WAIT).await;
-                }
+                shared.wait_for_starting_servers().await;
                 let view = shared.bridge_view();
-                match bridge::resolve(&view, &shared.search, &Value::Object(arguments)) {
-                    Err(error) => troupe_tools::ToolResult::error_json(error),
-                    Ok(resolved) => {
-                        shared
-                            .run_call(
-                                session,
-                                view,
-                                resolved.name,
-                                resolved.arguments,
-                                context.ct.clone(),
-                                progress,
-                            )
-                            .await
-                    }
-                }
+                let target = match bridge::resolve(&view, &shared.search, &Value::Object(arguments))
+                {
+                    Ok(resolved) => CallTarget::Tool {
+                        name: resolved.name,
+                        arguments: resolved.arguments,
+                    },
+                    // Still a call with its slot, hooks and events, as a session's is.
+                    Err(error) => CallTarget::Invalid {
+                        name: "tool_call".to_string(),
+                        result: ToolResult::error_json(error),
+                    },
+                };
+                shared
+                    .run_call(session, view, &name, target, context.ct.clone(), progress)
+                    .await
             }
             agent
                 if agent
@@ -342,8 +356,12 @@ impl ServerHandler for Front {
                         None,
                     ));
                 };
+                let target = CallTarget::Tool {
+                    name: name.clone(),
+                    arguments,
+                };
                 shared
-                    .run_call(session, view, name, arguments, context.ct.clone(), progress)
+                    .run_call(session, view, &name, target, context.ct.clone(), progress)
                     .await
             }
         };

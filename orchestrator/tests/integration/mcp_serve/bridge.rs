@@ -100,7 +100,10 @@ async fn a_slow_bridged_call_reports_progress_over_http() {
             "call",
             &server.target(TOKEN),
             &[
-                ("TROUPE_TOOL", "mcp_everything_trigger-long-running-operation"),
+                (
+                    "TROUPE_TOOL",
+                    "mcp_everything_trigger-long-running-operation",
+                ),
                 ("TROUPE_ARGS", r#"{"duration": 3.5, "steps": 2}"#),
             ],
         )
@@ -108,8 +111,14 @@ async fn a_slow_bridged_call_reports_progress_over_http() {
     assert_eq!(seen["is_error"], json!(false), "{seen}");
     let progress = seen["progress"].as_array().unwrap();
     assert!(progress.len() >= 2, "{seen}");
-    let values: Vec<f64> = progress.iter().filter_map(|p| p["progress"].as_f64()).collect();
-    assert!(values.windows(2).all(|w| w[0] < w[1]), "progress must grow: {values:?}");
+    let values: Vec<f64> = progress
+        .iter()
+        .filter_map(|p| p["progress"].as_f64())
+        .collect();
+    assert!(
+        values.windows(2).all(|w| w[0] < w[1]),
+        "progress must grow: {values:?}"
+    );
     assert!(
         progress[0]["message"]
             .as_str()
@@ -123,13 +132,16 @@ async fn a_hooks_denial_is_a_tool_error_and_the_call_never_runs() {
     let Some(world) = World::new("mcp_serve hook denial", "") else {
         return;
     };
-    // The hook denies get-sum, naming the tool troupe told it about on stdin.
+    // The hook denies get-sum, naming the tool troupe told it about on stdin and how the
+    // client named it (`tool_call`, as a session's model would).
     let hook = world.path().join("guard.sh");
     std::fs::write(
         &hook,
         r#"#!/bin/sh
-tool=$(sed -n 's/.*"tool": *"\([^"]*\)".*/\1/p')
-echo "{\"decision\": \"deny\", \"reason\": \"the guard refuses $tool today\"}"
+input=$(cat)
+tool=$(printf '%s' "$input" | sed -n 's/.*"tool": *"\([^"]*\)".*/\1/p')
+via=$(printf '%s' "$input" | sed -n 's/.*"called_as": *"\([^"]*\)".*/\1/p')
+echo "{\"decision\": \"deny\", \"reason\": \"the guard refuses $tool (called as $via) today\"}"
 "#,
     )
     .unwrap();
@@ -155,7 +167,7 @@ echo "{\"decision\": \"deny\", \"reason\": \"the guard refuses $tool today\"}"
     assert_eq!(denied["is_error"], json!(true), "{denied}");
     let text = denied["text"].as_str().unwrap();
     assert!(
-        text.contains("the guard refuses mcp_everything_get-sum today"),
+        text.contains("the guard refuses mcp_everything_get-sum (called as tool_call) today"),
         "{text}"
     );
     assert!(!text.contains("42"), "the sum ran: {text}");
