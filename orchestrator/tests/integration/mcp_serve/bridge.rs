@@ -229,6 +229,24 @@ async fn approvals_are_asked_through_elicitation_and_refused_when_nobody_can_ans
         "{text}"
     );
     assert!(!text.contains("Echo: approved"), "{text}");
+
+    // Over HTTP each request is asked of the connection that made it: one client answers,
+    // another (without elicitation) on the same server is refused.
+    let server = world.http(&[]).await;
+    let yes = world
+        .client(
+            "call",
+            &server.target(TOKEN),
+            &[echo[0], echo[1], ("TROUPE_ELICIT", "once")],
+        )
+        .await;
+    assert_eq!(yes["is_error"], json!(false), "{yes}");
+    let nobody = world.client("call", &server.target(TOKEN), &echo).await;
+    assert_eq!(nobody["is_error"], json!(true), "{nobody}");
+    assert!(
+        nobody["text"].as_str().unwrap().contains("elicitation"),
+        "{nobody}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
