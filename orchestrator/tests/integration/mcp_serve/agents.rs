@@ -1,6 +1,7 @@
 //! `--agent PROFILE`: an MCP client hands a task to a troupe profile with `run_<profile>`; the
 //! whole turn runs (here a scripted model over real HTTP that calls `terminal`, then answers),
-//! progress arrives while it works, and `session` continues the same conversation.
+//! progress arrives while it works, and `session` continues the same conversation; a cancelled
+//! request stops the turn and the command it was running.
 
 use serde_json::json;
 
@@ -135,5 +136,52 @@ async fn an_unknown_agent_profile_is_refused_naming_the_ones_there_are() {
     assert!(
         stderr.contains("\"nobody\"") && stderr.contains("helper, other"),
         "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_stops_the_agents_turn_and_its_command() {
+    if !servers_available("mcp_serve agent cancellation") {
+        return;
+    }
+    // A number no other test sleeps for, so the process can be found by its command line.
+    let marker = format!("sleep 96.{}", std::process::id());
+    let script = format!(
+        "cursor: conversation\nturns:\n  - match: SLOW-QUESTION\n    tool_calls:\n      - name: terminal\n        arguments: {{command: \"{marker} && echo never\"}}\n  - text: finished anyway\n"
+    );
+    let fx = TroupeDir::new(YAML, &script).await;
+    let home = fx.home().to_path_buf();
+    let TroupeDir { dir, .. } = fx;
+    let world = World::in_dir(dir, &home);
+    let seen = world
+        .stdio(
+            "cancel",
+            &["--agent", "helper"],
+            &[
+                ("TROUPE_TOOL", "run_helper"),
+                (
+                    "TROUPE_ARGS",
+                    r#"{"prompt": "SLOW-QUESTION: wait a while"}"#,
+                ),
+                ("TROUPE_MARKER", marker.as_str()),
+                ("TROUPE_CANCEL_AFTER", "4"),
+            ],
+        )
+        .await;
+    assert_eq!(seen["cancelled"], json!(true), "{seen}");
+    assert!(
+        !seen["running_before"].as_array().unwrap().is_empty(),
+        "the agent's command never ran: {seen}"
+    );
+    assert_eq!(seen["left_after"], json!([]), "{seen}");
+    let progress: Vec<&str> = seen["progress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["message"].as_str())
+        .collect();
+    assert!(
+        progress.iter().any(|m| m.contains("calling terminal")),
+        "{progress:?}"
     );
 }
