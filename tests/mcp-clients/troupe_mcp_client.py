@@ -206,11 +206,8 @@ async def list_changed(target):
     seen = []
 
     async def on_message(message):
-        if isinstance(message, types.ServerNotification) or hasattr(message, "root"):
-            root = getattr(message, "root", message)
-            method = getattr(root, "method", None)
-        else:
-            method = getattr(message, "method", None)
+        # A notification (possibly wrapped in a root model) or a transport exception.
+        method = getattr(getattr(message, "root", message), "method", None)
         seen.append(str(method))
         if method == "notifications/tools/list_changed":
             changed.set()
