@@ -561,6 +561,12 @@ impl Troupe {
         }
     }
 
+    /// The sink every session's events go to, for callers that run calls outside a session
+    /// (`troupe mcp serve`) and must be seen the same way.
+    pub(crate) fn event_sink(&self) -> EventSink {
+        self.inner.events.clone()
+    }
+
     /// Approval requests as they arrive (those already waiting first). While one of these
     /// streams is alive, requests wait for an answer instead of following the unattended policy.
     pub async fn approvals(&self) -> Result<ApprovalStream, TroupeError> {

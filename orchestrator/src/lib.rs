@@ -23,8 +23,9 @@
 //! - [`http`]: the HTTP API behind `troupe serve` (sessions, approvals, boards, event feed,
 //!   dashboard).
 //! - Private to the crate: `cli` (the `troupe` command line, run by [`run_command_line`]),
-//!   `catalog` (the bundled demo catalog and catalog files) and `kanban_demo_model` (the
-//!   fan-out plan of `troupe demo` and its offline model).
+//!   `catalog` (the bundled demo catalog and catalog files), `kanban_demo_model` (the
+//!   fan-out plan of `troupe demo` and its offline model) and `mcp_server` (`troupe mcp
+//!   serve`: the runtime's tools offered to MCP clients over stdio or streamable HTTP).
 //! - Re-exports: [`tools`] (`troupe-tools`: tool model, views, tool search, bridge), [`actors`]
 //!   (`troupe-actors`), [`kanban`] (`troupe-kanban`) and [`schemars`].
 
@@ -37,6 +38,7 @@ pub mod delegation;
 pub mod http;
 pub mod kanban_api;
 mod kanban_demo_model;
+mod mcp_server;
 pub mod observability;
 pub mod plugins;
 pub mod runtime;

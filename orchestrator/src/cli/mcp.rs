@@ -1,5 +1,6 @@
 //! `troupe mcp list` and `troupe mcp tools <server>`: start the MCP servers configured under
 //! `mcp_servers` in the config file, then print each server's health or one server's tools.
+//! `troupe mcp serve`: troupe itself as an MCP server (see [`crate::mcp_server`]).
 //! Also [`start_configured`], which the other commands use to put the live MCP tools of a
 //! config into a registry.
 
@@ -30,6 +31,29 @@ pub(crate) enum McpCommand {
     List(ListArgs),
     /// Start one server and print the tools it registers.
     Tools(ToolsArgs),
+    /// Be an MCP server: tool search over the configured servers and plugins (and, with
+    /// --toolsets, those tools directly), over stdio or streamable HTTP.
+    Serve(ServeArgs),
+}
+
+/// Arguments of `troupe mcp serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The config file (default: ./troupe.yaml when it exists).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio; every
+    /// request needs the server's token (serve.token or TROUPE_SERVE_TOKEN).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) http: Option<std::net::SocketAddr>,
+    /// Toolsets offered directly besides the bridge, comma-separated (e.g. core,kanban;
+    /// `kanban` adds tools over the board of troupe.yaml, run by its profiles).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub(crate) toolsets: Vec<String>,
+    /// Offer the profile PROFILE of troupe.yaml as a tool `run_<PROFILE>(prompt, session?)`
+    /// that runs a whole troupe turn (repeatable).
+    #[arg(long, value_name = "PROFILE")]
+    pub(crate) agent: Vec<String>,
 }
 
 /// Arguments of `troupe mcp list`.
@@ -76,7 +100,140 @@ pub(crate) async fn run(args: McpArgs) -> i32 {
     match args.command {
         McpCommand::List(args) => report("mcp list", list(args).await),
         McpCommand::Tools(args) => report("mcp tools", tools(args).await),
+        McpCommand::Serve(args) => report("mcp serve", serve(args).await),
     }
+}
+
+async fn serve(args: ServeArgs) -> Result<i32, CliError> {
+    use crate::http::auth::{TOKEN_ENV, TokenSource, resolve_token};
+    use crate::mcp_server::{McpServer, ServeOptions, board_tools, transport};
+
+    let config = Settings::load_or_default(args.config.as_deref())?;
+    // The HTTP door is refused before anything starts when no token can be had.
+    let http = match args.http {
+        None => None,
+        Some(addr) => {
+            let home = config.home.path().to_path_buf();
+            let cannot_read_home =
+                crate::runtime::backends::boundary(&config.builtins, &home, config.path.as_deref())
+                    .is_ok_and(|boundary| boundary.policy.is_some());
+            let (token, source) = resolve_token(
+                config.serve.token.as_deref(),
+                std::env::var(TOKEN_ENV).ok().as_deref(),
+                &home,
+                cannot_read_home,
+            )
+            .map_err(|e| CliError::usage(format!("--http needs the server's token: {e}")))?;
+            troupe_tools::builtin::redact::remember_secret(&token);
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| CliError::failed(format!("cannot listen on {addr}: {e}")))?;
+            Some((listener, token, source))
+        }
+    };
+    // The board tools are tools of the runtime, so hooks and approvals see their calls too.
+    let board = if args
+        .toolsets
+        .iter()
+        .any(|t| t.trim() == board_tools::TOOLSET)
+    {
+        let kanban_settings = config.kanban.clone();
+        Some(
+            board_tools::open_board(&kanban_settings)
+                .await
+                .map_err(|e| CliError::failed(format!("--toolsets kanban: {e}")))?,
+        )
+    } else {
+        None
+    };
+    // A `run_<profile>` call answers when its turn ends, so its subagents must end inside it.
+    let mut options = crate::runtime::RuntimeOptions::default().with_background_delegation(false);
+    if let Some((kanban, slug)) = &board {
+        for tool in board_tools::board_tools(kanban.clone(), slug.clone()) {
+            options = options.with_tool(tool);
+        }
+    }
+    let runtime = crate::runtime::Runtime::start(config, options).await?;
+    runtime.report_notices("troupe mcp serve");
+    let server = match McpServer::start(
+        runtime.clone(),
+        ServeOptions {
+            toolsets: args.toolsets.clone(),
+            agents: args.agent.clone(),
+        },
+    )
+    .await
+    {
+        Ok(server) => server,
+        Err(e) => {
+            runtime.close().await;
+            return Err(CliError::usage(e));
+        }
+    };
+    // With profiles, the board's tasks run here, as under `troupe serve`.
+    let dispatcher = match &board {
+        Some((kanban, slug)) if !runtime.config().kanban.profiles.is_empty() => {
+            let started = match runtime.worker_profiles(None) {
+                Ok(profiles) => kanban
+                    .start_dispatcher(
+                        runtime.troupe(),
+                        slug.clone(),
+                        profiles,
+                        runtime.config().kanban.dispatcher_config(),
+                    )
+                    .await
+                    .map_err(|e| format!("cannot start the dispatcher: {e}")),
+                Err(e) => Err(e.to_string()),
+            };
+            match started {
+                Ok(handle) => Some(handle),
+                Err(e) => {
+                    runtime.close().await;
+                    return Err(CliError::usage(e));
+                }
+            }
+        }
+        _ => None,
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            super::serve::shutdown_signal().await;
+            stop.cancel();
+        }
+    });
+    let result = match http {
+        None => transport::serve_stdio(&server, stop).await,
+        Some((listener, token, source)) => {
+            let at = listener
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            match source {
+                TokenSource::Ephemeral { .. } => eprintln!(
+                    "troupe mcp serve: this run's token (send it as `Authorization: Bearer`): {token}"
+                ),
+                TokenSource::Config => {
+                    eprintln!("troupe mcp serve: the token is serve.token of the config")
+                }
+                TokenSource::Environment => eprintln!("troupe mcp serve: the token is {TOKEN_ENV}"),
+                TokenSource::File(path) | TokenSource::Generated(path) => {
+                    eprintln!("troupe mcp serve: the token is in {}", path.display())
+                }
+            }
+            eprintln!(
+                "troupe mcp serve: listening on http://{at}{}",
+                transport::HTTP_PATH
+            );
+            transport::serve_http(server, listener, token, stop).await
+        }
+    };
+    if let Some(dispatcher) = dispatcher {
+        dispatcher.stop().await;
+    }
+    runtime.close().await;
+    result.map(|()| EXIT_DONE).map_err(CliError::failed)
 }
 
 async fn list(args: ListArgs) -> Result<i32, CliError> {

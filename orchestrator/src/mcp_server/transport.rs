@@ -1,0 +1,105 @@
+//! The two ways a client reaches `troupe mcp serve`: stdio (the client started us; one
+//! connection, until it hangs up or a signal) and streamable HTTP (`--http ADDR`, every request
+//! behind the server's bearer token, resolved as `troupe serve` resolves it; one connection per
+//! MCP session). Both end on Ctrl-C or SIGTERM; the caller closes the runtime.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::ServiceExt as _;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use super::McpServer;
+use crate::http::auth::{constant_time_eq, presented_token_in};
+
+/// The path the MCP endpoint is served at.
+pub(crate) const HTTP_PATH: &str = "/mcp";
+
+/// Serves one client over stdin/stdout until it hangs up or `stop` fires.
+pub(crate) async fn serve_stdio(server: &McpServer, stop: CancellationToken) -> Result<(), String> {
+    let running = server
+        .connection()
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| format!("the MCP handshake on stdin/stdout failed: {e}"))?;
+    let ct = running.cancellation_token();
+    tokio::select! {
+        quit = running.waiting() => {
+            if let Err(error) = quit {
+                tracing::debug!(%error, "mcp serve: the stdio connection ended");
+            }
+        }
+        _ = stop.cancelled() => ct.cancel(),
+    }
+    Ok(())
+}
+
+/// Serves MCP over streamable HTTP on `listener` until `stop` fires; every request must carry
+/// `Authorization: Bearer <token>`.
+pub(crate) async fn serve_http(
+    server: McpServer,
+    listener: tokio::net::TcpListener,
+    token: String,
+    stop: CancellationToken,
+) -> Result<(), String> {
+    let local = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the listening address: {e}"))?;
+    let mut config = StreamableHttpServerConfig::default();
+    config.cancellation_token = stop.child_token();
+    config.allowed_hosts = allowed_hosts(local);
+    let server = Arc::new(server);
+    let service = StreamableHttpService::new(
+        move || Ok(server.connection()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let router = axum::Router::new().nest_service(HTTP_PATH, service).layer(
+        axum::middleware::from_fn_with_state(Arc::new(token), require_bearer),
+    );
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await
+        .map_err(|e| format!("the HTTP server failed: {e}"))
+}
+
+/// Host headers the endpoint answers: the listening address, and `localhost` on loopback
+/// (anything else may be a DNS-rebinding page).
+fn allowed_hosts(local: SocketAddr) -> Vec<String> {
+    let mut hosts = vec![local.ip().to_string()];
+    if local.ip().is_loopback() {
+        hosts.extend(["localhost", "127.0.0.1", "::1"].map(String::from));
+    }
+    hosts
+}
+
+/// Refuses every request without the server's token.
+async fn require_bearer(
+    State(token): State<Arc<String>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match presented_token_in(request.headers(), request.uri()) {
+        Some(presented) if constant_time_eq(presented.as_bytes(), token.as_bytes()) => {
+            next.run(request).await
+        }
+        Some(_) => {
+            refuse("the token is wrong; use the one `troupe mcp serve --http` was started with")
+        }
+        None => refuse(
+            "this MCP endpoint needs the server's token: send `Authorization: Bearer <token>` \
+             (serve.token, TROUPE_SERVE_TOKEN, or the token `troupe mcp serve --http` printed)",
+        ),
+    }
+}
+
+fn refuse(message: &str) -> Response {
+    let body = serde_json::json!({"error": {"code": "unauthorized", "message": message}});
+    (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response()
+}
