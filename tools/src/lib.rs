@@ -33,6 +33,7 @@ pub mod home;
 pub mod input_limits;
 pub mod lenient;
 pub mod mcp;
+pub mod memory;
 pub mod registry;
 pub mod search;
 pub mod sync;

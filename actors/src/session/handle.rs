@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use troupe_tools::memory::MEMORY_TOOL;
+
 use actix::prelude::*;
 use opentelemetry::KeyValue;
 use tokio_util::sync::CancellationToken;
@@ -173,6 +175,17 @@ impl SessionHandle {
                 ]
             },
         );
+        // Read once, at the start: writes during the session take effect at the next one.
+        let memory_snapshot = match &params.config.memory {
+            Some(store) if path.len() == 1 && params.view.contains(MEMORY_TOOL) => {
+                let store = Arc::clone(store);
+                tokio::task::spawn_blocking(move || store.snapshot())
+                    .await
+                    .ok()
+                    .flatten()
+            }
+            _ => None,
+        };
         let session = Session {
             id: id.clone(),
             path: path.clone(),
@@ -204,6 +217,7 @@ impl SessionHandle {
             undelivered,
             lost: Arc::default(),
             next_turn_parent: None,
+            memory_snapshot,
         };
         let addr = session.start();
         Ok(SessionHandle {

@@ -122,6 +122,9 @@ pub struct Session {
     lost: Arc<std::sync::atomic::AtomicBool>,
     /// The span the next turn goes under instead of the session's (the message's sender's).
     next_turn_parent: Option<TraceSpan>,
+    /// The memory stores as they were when the session opened, kept in the system prompt
+    /// unchanged so its prefix stays cacheable (top-level sessions with the `memory` tool).
+    memory_snapshot: Option<String>,
 }
 
 /// What it takes to open a session.
@@ -149,6 +152,10 @@ impl Session {
             .system_prompt
             .clone()
             .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_string());
+        if let Some(memory) = &self.memory_snapshot {
+            prompt.push_str("\n\n");
+            prompt.push_str(memory);
+        }
         if let Some(count) = deferred {
             prompt.push_str(&format!(
                 "\n\n{count} more tools are available but not listed directly. Find them with tool_search (its description lists them), read one's parameters with tool_describe, and run it with tool_call."

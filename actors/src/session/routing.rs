@@ -16,6 +16,8 @@ use troupe_tools::{ToolResult, ToolSearchConfig, ToolsetView, bridge};
 
 use super::Session;
 use crate::call::{CallEntry, CallTarget, new_id};
+use troupe_tools::memory::MEMORY_TOOL;
+
 use crate::delegate::{DELEGATE_TASK, DelegateContext, run_delegate_task};
 use crate::model::ToolCallRequest;
 use crate::repeats::{CallKey, is_pure_read};
@@ -194,7 +196,35 @@ impl Session {
             Route::Tool(ResolvedCall { name, arguments }) if name == DELEGATE_TASK => {
                 self.delegate_target(name, arguments)
             }
+            Route::Tool(ResolvedCall { name, arguments })
+                if name == MEMORY_TOOL && self.owns_core_tool(&name) =>
+            {
+                self.memory_target(name, arguments)
+            }
             route => target_of(route, &self.view, &self.config.tool_search),
+        }
+    }
+
+    /// Whether the view's tool called `name` is troupe's own (toolset `core`), not a tool of
+    /// another source that happens to share its name.
+    fn owns_core_tool(&self, name: &str) -> bool {
+        self.view
+            .get(name)
+            .is_some_and(|def| def.toolset.as_deref() == Some("core"))
+    }
+
+    /// `memory` writes to the session's own stores (its profile's); without any, the
+    /// registered tool answers.
+    fn memory_target(&self, name: String, arguments: Map<String, Value>) -> CallTarget {
+        let Some(store) = self.config.memory.clone() else {
+            return CallTarget::Tool { name, arguments };
+        };
+        CallTarget::Task {
+            name,
+            arguments,
+            run: Box::new(move |arguments, _cancel| {
+                Box::pin(troupe_tools::memory::run_memory_call(store, arguments))
+            }),
         }
     }
 

@@ -12,6 +12,7 @@
 
 mod support;
 
+mod agent_memory;
 mod backends;
 mod chat_cli;
 mod chat_models;
