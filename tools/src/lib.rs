@@ -18,6 +18,7 @@
 //! - [`search`]: tokenizer, BM25 catalog, listing and tool-list assembly.
 //! - [`bridge`]: `tool_search`, `tool_describe`, `tool_call`.
 //! - [`builtin`]: terminal, background processes, file tools, execute_code.
+//! - [`memory`]: the `memory` tool's stores; [`todo`]: the `todo` tool's list.
 //! - [`catalog_file`]: catalogs of tool definitions read from JSON.
 //! - [`home`]: troupe's home directory ([`TroupeHome`]), resolved once and passed down.
 //! - [`input_limits`]: size and nesting limits checked before a configuration file is parsed.
@@ -40,6 +41,7 @@ pub mod sync;
 #[cfg(feature = "test-support")]
 pub mod test_support;
 pub mod text;
+pub mod todo;
 pub mod tool;
 pub mod view;
 

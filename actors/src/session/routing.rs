@@ -15,8 +15,10 @@ use troupe_tools::text::json_kind;
 use troupe_tools::{ToolResult, ToolSearchConfig, ToolsetView, bridge};
 
 use super::Session;
+use crate::events::EventKind;
 use crate::call::{CallEntry, CallTarget, new_id};
 use troupe_tools::memory::MEMORY_TOOL;
+use troupe_tools::todo::TODO_TOOL;
 
 use crate::delegate::{DELEGATE_TASK, DelegateContext, run_delegate_task};
 use crate::model::ToolCallRequest;
@@ -197,6 +199,11 @@ impl Session {
                 self.delegate_target(name, arguments)
             }
             Route::Tool(ResolvedCall { name, arguments })
+                if name == TODO_TOOL && self.owns_core_tool(&name) =>
+            {
+                self.todo_target(name, arguments)
+            }
+            Route::Tool(ResolvedCall { name, arguments })
                 if name == MEMORY_TOOL && self.owns_core_tool(&name) =>
             {
                 self.memory_target(name, arguments)
@@ -211,6 +218,43 @@ impl Session {
         self.view
             .get(name)
             .is_some_and(|def| def.toolset.as_deref() == Some("core"))
+    }
+
+    /// `todo` reads or changes the session's own list; a change goes out as an event.
+    fn todo_target(&self, name: String, arguments: Map<String, Value>) -> CallTarget {
+        let todos = Arc::clone(&self.todos);
+        let events = self.events.clone();
+        let session_id = self.id.clone();
+        CallTarget::Task {
+            name,
+            arguments,
+            run: Box::new(move |arguments, _cancel| {
+                Box::pin(async move {
+                    let (changed, list) = {
+                        let mut list = troupe_tools::sync::lock(&todos);
+                        match list.apply(&arguments) {
+                            Ok(changed) => (changed, list.clone()),
+                            Err(error) => {
+                                return ToolResult::error_json(json!({
+                                    "error": format!("{error} The list was left as it was."),
+                                    "todos": list.items,
+                                }));
+                            }
+                        }
+                    };
+                    if changed {
+                        events.send(
+                            &session_id,
+                            EventKind::TodoUpdated {
+                                todos: list.items.clone(),
+                                summary: list.summary(),
+                            },
+                        );
+                    }
+                    ToolResult::json(list.to_result())
+                })
+            }),
+        }
     }
 
     /// `memory` writes to the session's own stores (its profile's); without any, the

@@ -85,7 +85,7 @@ pub fn document() -> Value {
                 "get": op("The sessions opened over HTTP.", json!([]), None, 200, &[401])
             },
             "/api/sessions/{id}": {
-                "get": op("One session: its path, whether a turn runs, its last outcome.", json!([session_id]), None, 200, &[401, 404]),
+                "get": op("One session: its path, whether a turn runs, its last outcome, its spending and its `todos` (the todo tool's list and counts).", json!([session_id]), None, 200, &[401, 404]),
                 "delete": op("Close a session.", json!([session_id]), None, 200, &[401, 404])
             },
             "/api/sessions/{id}/messages": {

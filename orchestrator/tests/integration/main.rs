@@ -13,6 +13,7 @@
 mod support;
 
 mod agent_memory;
+mod agent_todo;
 mod backends;
 mod chat_cli;
 mod chat_models;

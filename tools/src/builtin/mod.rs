@@ -657,6 +657,8 @@ pub fn core_tools(builtins: &Arc<Builtins>) -> Vec<ToolDef> {
     }));
     // Answered by the session with its profile's stores (`SessionConfig::memory`).
     tools.push(crate::memory::memory_tool(None));
+    // Answered by the session with its own list.
+    tools.push(crate::todo::todo_tool());
     tools
 }
 

@@ -427,6 +427,16 @@ fn show_event(event: &SessionEvent, json_mode: bool) {
             visible_line(underlying_tool)
         ),
         EventKind::Stop { kind, .. } => eprintln!("· stop ({kind})"),
+        EventKind::TodoUpdated { todos, summary } => {
+            eprintln!(
+                "· plan: {}/{} done",
+                summary.completed + summary.cancelled,
+                summary.total
+            );
+            for item in todos {
+                eprintln!("  {} {}", item.status.mark(), visible_line(&item.content));
+            }
+        }
         _ => {}
     }
 }
