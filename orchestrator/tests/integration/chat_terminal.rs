@@ -617,7 +617,7 @@ async fn changing_the_model_and_toolsets_keeps_the_conversation() {
     pane.line("/toolsets core");
     pane.wait_for("toolsets now: core");
     pane.line("/tools");
-    let screen = pane.wait_for("7 tools in 1 toolset\n");
+    let screen = pane.wait_for("9 tools in 1 toolset\n");
     assert!(!screen.contains("delegate_task"), "{screen}");
     pane.line("and now?");
     pane.wait_for("third answer");
