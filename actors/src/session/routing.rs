@@ -16,8 +16,10 @@ use troupe_tools::{ToolResult, ToolSearchConfig, ToolsetView, bridge};
 
 use super::Session;
 use crate::events::EventKind;
+use crate::supervisor::{AskQuestion, Ticket, Verdict, WithdrawApproval};
 use crate::call::{CallEntry, CallTarget, new_id};
 use troupe_tools::memory::MEMORY_TOOL;
+use troupe_tools::clarify::{CLARIFY_TOOL, Question};
 use troupe_tools::todo::TODO_TOOL;
 
 use crate::delegate::{DELEGATE_TASK, DelegateContext, run_delegate_task};
@@ -199,6 +201,11 @@ impl Session {
                 self.delegate_target(name, arguments)
             }
             Route::Tool(ResolvedCall { name, arguments })
+                if name == CLARIFY_TOOL && self.owns_core_tool(&name) =>
+            {
+                self.clarify_target(name, arguments)
+            }
+            Route::Tool(ResolvedCall { name, arguments })
                 if name == TODO_TOOL && self.owns_core_tool(&name) =>
             {
                 self.todo_target(name, arguments)
@@ -218,6 +225,61 @@ impl Session {
         self.view
             .get(name)
             .is_some_and(|def| def.toolset.as_deref() == Some("core"))
+    }
+
+    /// `clarify` goes to the supervisor, which asks whoever answers approvals (or nobody: it
+    /// then answers at once). A stop withdraws the question.
+    fn clarify_target(&self, name: String, arguments: Map<String, Value>) -> CallTarget {
+        let supervisor = self.supervisor.clone();
+        let session_id = self.id.clone();
+        CallTarget::Task {
+            name,
+            arguments,
+            run: Box::new(move |arguments, cancel| {
+                Box::pin(async move {
+                    let question = match Question::parse(&arguments) {
+                        Ok(question) => question,
+                        Err(error) => return ToolResult::error(error),
+                    };
+                    let asked = supervisor.send(AskQuestion {
+                        session_id,
+                        call_id: crate::call::new_id(),
+                        question: question.clone(),
+                    });
+                    let ticket = match asked.await {
+                        Ok(ticket) => ticket,
+                        Err(error) => {
+                            return ToolResult::error(format!(
+                                "The question could not be asked ({error}). Decide for yourself and say what you assumed."
+                            ));
+                        }
+                    };
+                    let verdict = match ticket {
+                        Ticket::Settled(verdict) => verdict,
+                        Ticket::Pending {
+                            request_id,
+                            verdict,
+                        } => tokio::select! {
+                            answer = verdict => answer.unwrap_or(Verdict::Interrupted),
+                            _ = cancel.cancelled() => {
+                                supervisor.do_send(WithdrawApproval { request_id });
+                                Verdict::Interrupted
+                            }
+                        },
+                    };
+                    match verdict {
+                        Verdict::Answered(answer) => question.answered(&answer),
+                        Verdict::Denied(text) | Verdict::TimedOut(text) => ToolResult::text(text),
+                        Verdict::Interrupted => ToolResult::error(
+                            "[The question was withdrawn: the turn was stopped before anyone answered.]",
+                        ),
+                        Verdict::Allowed | Verdict::Approved => {
+                            ToolResult::text(troupe_tools::clarify::NO_ONE_TO_ASK)
+                        }
+                    }
+                })
+            }),
+        }
     }
 
     /// `todo` reads or changes the session's own list; a change goes out as an event.

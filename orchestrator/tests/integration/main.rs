@@ -12,6 +12,7 @@
 
 mod support;
 
+mod agent_clarify;
 mod agent_memory;
 mod agent_todo;
 mod backends;

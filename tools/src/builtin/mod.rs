@@ -659,6 +659,8 @@ pub fn core_tools(builtins: &Arc<Builtins>) -> Vec<ToolDef> {
     tools.push(crate::memory::memory_tool(None));
     // Answered by the session with its own list.
     tools.push(crate::todo::todo_tool());
+    // Routed by the session to its supervisor, like an approval.
+    tools.push(crate::clarify::clarify_tool());
     tools
 }
 
