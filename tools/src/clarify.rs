@@ -38,10 +38,17 @@ impl Question {
     pub fn parse(arguments: &Map<String, Value>) -> Result<Question, String> {
         let question = match arguments.get("question") {
             Some(Value::String(q)) if !q.trim().is_empty() => q.trim().to_string(),
-            _ => return Err("'question' is missing: send the question for the person, in a sentence.".into()),
+            _ => {
+                return Err(
+                    "'question' is missing: send the question for the person, in a sentence."
+                        .into(),
+                );
+            }
         };
         if question.chars().count() > MAX_QUESTION_CHARS {
-            return Err(format!("the question is longer than {MAX_QUESTION_CHARS} characters; ask it in a few sentences."));
+            return Err(format!(
+                "the question is longer than {MAX_QUESTION_CHARS} characters; ask it in a few sentences."
+            ));
         }
         let choices = match arguments.get("choices") {
             None | Some(Value::Null) => Vec::new(),
@@ -51,7 +58,9 @@ impl Question {
                     match item {
                         Value::String(c) if !c.trim().is_empty() => {
                             if c.chars().count() > MAX_CHOICE_CHARS {
-                                return Err(format!("choices[{i}] is longer than {MAX_CHOICE_CHARS} characters; keep each choice short."));
+                                return Err(format!(
+                                    "choices[{i}] is longer than {MAX_CHOICE_CHARS} characters; keep each choice short."
+                                ));
                             }
                             choices.push(c.trim().to_string());
                         }
@@ -158,7 +167,11 @@ pub fn clarify_tool() -> ToolDef {
 struct NobodyToAsk;
 
 impl ToolHandler for NobodyToAsk {
-    fn call(&self, arguments: Map<String, Value>, _ctx: CallContext) -> BoxFuture<'static, ToolResult> {
+    fn call(
+        &self,
+        arguments: Map<String, Value>,
+        _ctx: CallContext,
+    ) -> BoxFuture<'static, ToolResult> {
         Box::pin(async move {
             match Question::parse(&arguments) {
                 Ok(_) => ToolResult::text(NO_ONE_TO_ASK),
@@ -190,9 +203,15 @@ mod tests {
         assert_eq!(free.read_answer("Ada").as_deref(), Some("Ada"));
         for (bad, says) in [
             (json!({}), "'question'"),
-            (json!({"question": "q", "choices": ["a", "b", "c", "d", "e"]}), "at most 4"),
+            (
+                json!({"question": "q", "choices": ["a", "b", "c", "d", "e"]}),
+                "at most 4",
+            ),
             (json!({"question": "q", "choices": [1]}), "non-empty string"),
-            (json!({"question": "q", "allow_other": false}), "allow_other=true"),
+            (
+                json!({"question": "q", "allow_other": false}),
+                "allow_other=true",
+            ),
         ] {
             let err = Question::parse(&args(bad)).unwrap_err();
             assert!(err.contains(says), "{err}");

@@ -37,7 +37,12 @@ pub enum TodoStatus {
 
 impl TodoStatus {
     fn parse(text: &str) -> Option<TodoStatus> {
-        match text.trim().to_ascii_lowercase().replace(['-', ' '], "_").as_str() {
+        match text
+            .trim()
+            .to_ascii_lowercase()
+            .replace(['-', ' '], "_")
+            .as_str()
+        {
             "pending" => Some(TodoStatus::Pending),
             "in_progress" => Some(TodoStatus::InProgress),
             "completed" => Some(TodoStatus::Completed),
@@ -129,7 +134,11 @@ impl TodoList {
                 return Err("'todos' must be a list of items {id, content, status}; leave it out to read the list.".into());
             }
         };
-        let mut next = if merge { self.items.clone() } else { Vec::new() };
+        let mut next = if merge {
+            self.items.clone()
+        } else {
+            Vec::new()
+        };
         let mut seen = std::collections::HashSet::new();
         for (i, raw) in given.iter().enumerate() {
             let Value::Object(raw) = raw else {
@@ -140,24 +149,38 @@ impl TodoList {
             let id = match raw.get("id") {
                 Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
                 Some(Value::Number(n)) => n.to_string(),
-                _ => return Err(format!("todos[{i}] needs an 'id' (a short string such as \"1\" or \"tests\").")),
+                _ => {
+                    return Err(format!(
+                        "todos[{i}] needs an 'id' (a short string such as \"1\" or \"tests\")."
+                    ));
+                }
             };
             if id.chars().count() > MAX_ID_CHARS {
-                return Err(format!("todos[{i}]'s id is longer than {MAX_ID_CHARS} characters; use a short one."));
+                return Err(format!(
+                    "todos[{i}]'s id is longer than {MAX_ID_CHARS} characters; use a short one."
+                ));
             }
             if !seen.insert(id.clone()) {
-                return Err(format!("the id {id:?} appears twice in 'todos'; give every item its own id."));
+                return Err(format!(
+                    "the id {id:?} appears twice in 'todos'; give every item its own id."
+                ));
             }
             let existing = next.iter().position(|item| item.id == id);
             let content = match raw.get("content") {
                 Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),
                 None | Some(Value::Null) => None,
-                _ => return Err(format!("todos[{i}]'s 'content' must be a non-empty string.")),
+                _ => {
+                    return Err(format!(
+                        "todos[{i}]'s 'content' must be a non-empty string."
+                    ));
+                }
             };
             if let Some(c) = &content
                 && c.chars().count() > MAX_CONTENT_CHARS
             {
-                return Err(format!("todos[{i}]'s content is longer than {MAX_CONTENT_CHARS} characters; say it in a line."));
+                return Err(format!(
+                    "todos[{i}]'s content is longer than {MAX_CONTENT_CHARS} characters; say it in a line."
+                ));
             }
             let status = match raw.get("status") {
                 None | Some(Value::Null) => None,
@@ -178,7 +201,9 @@ impl TodoList {
                 }
                 _ => {
                     let Some(content) = content else {
-                        return Err(format!("todos[{i}] ({id:?}) is a new item and needs 'content'."));
+                        return Err(format!(
+                            "todos[{i}] ({id:?}) is a new item and needs 'content'."
+                        ));
                     };
                     next.push(TodoItem {
                         id,
@@ -189,7 +214,10 @@ impl TodoList {
             }
         }
         if next.len() > MAX_ITEMS {
-            return Err(format!("a list holds at most {MAX_ITEMS} items; this one would hold {}. Group small steps into one item.", next.len()));
+            return Err(format!(
+                "a list holds at most {MAX_ITEMS} items; this one would hold {}. Group small steps into one item.",
+                next.len()
+            ));
         }
         let changed = next != self.items;
         self.items = next;
@@ -263,9 +291,15 @@ pub fn todo_tool() -> ToolDef {
 struct OutsideSession;
 
 impl ToolHandler for OutsideSession {
-    fn call(&self, _arguments: Map<String, Value>, _ctx: CallContext) -> BoxFuture<'static, ToolResult> {
+    fn call(
+        &self,
+        _arguments: Map<String, Value>,
+        _ctx: CallContext,
+    ) -> BoxFuture<'static, ToolResult> {
         Box::pin(async {
-            ToolResult::error("todo keeps a session's plan, and this call belongs to no session; nothing was kept.")
+            ToolResult::error(
+                "todo keeps a session's plan, and this call belongs to no session; nothing was kept.",
+            )
         })
     }
 }
@@ -305,8 +339,10 @@ mod tests {
         let back = TodoList::from_result(&list.to_result().to_string()).unwrap();
         assert_eq!(back, list);
         // Replacing drops what is not sent.
-        list.apply(&args(json!({"todos": [{"id": "a", "content": "Only this"}]})))
-            .unwrap();
+        list.apply(&args(
+            json!({"todos": [{"id": "a", "content": "Only this"}]}),
+        ))
+        .unwrap();
         assert_eq!(list.items.len(), 1);
     }
 
@@ -318,8 +354,14 @@ mod tests {
             (json!({"todos": [1]}), "must be an object"),
             (json!({"todos": [{"content": "x"}]}), "needs an 'id'"),
             (json!({"todos": [{"id": "1"}]}), "needs 'content'"),
-            (json!({"todos": [{"id": "1", "content": "x", "status": "done"}]}), "pending, in_progress"),
-            (json!({"todos": [{"id": "1", "content": "x"}, {"id": "1", "content": "y"}]}), "twice"),
+            (
+                json!({"todos": [{"id": "1", "content": "x", "status": "done"}]}),
+                "pending, in_progress",
+            ),
+            (
+                json!({"todos": [{"id": "1", "content": "x"}, {"id": "1", "content": "y"}]}),
+                "twice",
+            ),
             (json!({"merge": "yes", "todos": []}), "'merge'"),
         ] {
             let err = list.apply(&args(bad)).unwrap_err();
@@ -329,6 +371,10 @@ mod tests {
         let many: Vec<Value> = (0..=MAX_ITEMS)
             .map(|i| json!({"id": i.to_string(), "content": "x"}))
             .collect();
-        assert!(list.apply(&args(json!({"todos": many}))).unwrap_err().contains("at most"));
+        assert!(
+            list.apply(&args(json!({"todos": many})))
+                .unwrap_err()
+                .contains("at most")
+        );
     }
 }

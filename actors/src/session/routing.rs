@@ -15,11 +15,11 @@ use troupe_tools::text::json_kind;
 use troupe_tools::{ToolResult, ToolSearchConfig, ToolsetView, bridge};
 
 use super::Session;
+use crate::call::{CallEntry, CallTarget, new_id};
 use crate::events::EventKind;
 use crate::supervisor::{AskQuestion, Ticket, Verdict, WithdrawApproval};
-use crate::call::{CallEntry, CallTarget, new_id};
-use troupe_tools::memory::MEMORY_TOOL;
 use troupe_tools::clarify::{CLARIFY_TOOL, Question};
+use troupe_tools::memory::MEMORY_TOOL;
 use troupe_tools::todo::TODO_TOOL;
 
 use crate::delegate::{DELEGATE_TASK, DelegateContext, run_delegate_task};

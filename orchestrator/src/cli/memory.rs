@@ -147,7 +147,10 @@ async fn run_inner(args: MemoryArgs) -> Result<i32, CliError> {
         MemoryCommand::Clear { target } => {
             store.clear(target.map(Target::from)).map_err(failed)?;
             match target {
-                Some(t) => eprintln!("troupe memory: the {} store is empty", Target::from(t).as_str()),
+                Some(t) => eprintln!(
+                    "troupe memory: the {} store is empty",
+                    Target::from(t).as_str()
+                ),
                 None => eprintln!("troupe memory: both stores are empty"),
             }
             Ok(EXIT_DONE)

@@ -39,9 +39,9 @@ use troupe_actors::session::SessionConfig;
 use troupe_actors::supervisor::{ApprovalRules, DefaultRules};
 use troupe_kanban::hooks::KanbanHook;
 use troupe_kanban::profiles::{Profiles, WorkerProfile};
-use troupe_tools::memory::MemoryStore;
 use troupe_tools::builtin::{BuiltinConfig, Builtins, NamedBackend, core_tools};
 use troupe_tools::mcp::{McpManager, ServerState, ServerStatus};
+use troupe_tools::memory::MemoryStore;
 use troupe_tools::sync::lock;
 use troupe_tools::{Registry, ToolDef, ToolsetView, ViewSpec};
 

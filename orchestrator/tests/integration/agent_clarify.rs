@@ -31,7 +31,10 @@ async fn headless_chat_returns_at_once_telling_the_model_to_decide() {
     .unwrap();
     std::fs::write(
         dir.path().join("troupe.yaml"),
-        format!("model:\n  base_url: {}\n  model: local-model\n", server.url()),
+        format!(
+            "model:\n  base_url: {}\n  model: local-model\n",
+            server.url()
+        ),
     )
     .unwrap();
     let started = Instant::now();
@@ -45,7 +48,11 @@ async fn headless_chat_returns_at_once_telling_the_model_to_decide() {
         .output()
         .await
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // No wait for an approval timeout: nobody was there to ask.
     assert!(started.elapsed() < Duration::from_secs(20));
     let sent = server.requests();
@@ -58,7 +65,10 @@ async fn headless_chat_returns_at_once_telling_the_model_to_decide() {
         .and_then(|m| m["content"].as_str().map(str::to_string))
         .unwrap();
     assert!(result.starts_with("No one to ask"), "{result}");
-    assert!(result.contains("say in your answer what you assumed"), "{result}");
+    assert!(
+        result.contains("say in your answer what you assumed"),
+        "{result}"
+    );
 }
 
 async fn wait_for_question(served: &Served) -> Value {
@@ -107,7 +117,10 @@ async fn serve_queues_the_question_and_takes_the_answer_through_the_api() {
     assert_eq!(question["kind"], "question");
     assert_eq!(question["tool"], "clarify");
     assert_eq!(question["session_id"], id.as_str());
-    assert_eq!(question["arguments"]["choices"], json!(["SQLite", "PostgreSQL"]));
+    assert_eq!(
+        question["arguments"]["choices"],
+        json!(["SQLite", "PostgreSQL"])
+    );
     let request_id = question["request_id"].as_str().unwrap().to_string();
 
     // The batch's other call ran while the question waited.
@@ -135,7 +148,10 @@ async fn serve_queues_the_question_and_takes_the_answer_through_the_api() {
         )
         .await;
     assert_eq!(status, 400, "{refused}");
-    assert!(refused.to_string().contains("not one of the choices"), "{refused}");
+    assert!(
+        refused.to_string().contains("not one of the choices"),
+        "{refused}"
+    );
     let (status, answered) = served
         .call(
             Method::POST,

@@ -54,7 +54,10 @@ fn troupe(dir: &Path) -> Command {
 /// `troupe chat -q QUESTION --json` in `dir`, with `args` before `-q`.
 async fn chat(dir: &Path, args: &[&str], question: &str) -> Run {
     let mut command = troupe(dir);
-    command.arg("chat").args(args).args(["-q", question, "--json"]);
+    command
+        .arg("chat")
+        .args(args)
+        .args(["-q", question, "--json"]);
     let output = tokio::task::spawn_blocking(move || command.output().unwrap())
         .await
         .unwrap();
@@ -239,9 +242,7 @@ async fn two_processes_adding_at_once_lose_nothing() {
         &troupe_tools::home::TroupeHome::at(&home),
         None,
     );
-    let mut entries = store
-        .entries(troupe_tools::memory::Target::Memory)
-        .unwrap();
+    let mut entries = store.entries(troupe_tools::memory::Target::Memory).unwrap();
     entries.sort();
     let mut expected: Vec<String> = ["a", "b"]
         .iter()
@@ -295,13 +296,22 @@ async fn secrets_injections_and_a_full_store_are_refused_with_the_reason() {
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let finished = run.finished();
     assert_eq!(finished.len(), 4, "{:?}", run.lines);
-    assert!(finished.iter().all(|f| f["status"] == "error"), "{finished:?}");
+    assert!(
+        finished.iter().all(|f| f["status"] == "error"),
+        "{finished:?}"
+    );
     let sent = server.requests();
     let secret = last_tool_result(&sent[1]);
     assert!(secret.contains("secret"), "{secret}");
-    assert!(!secret.contains(&key), "the refusal repeats the key: {secret}");
+    assert!(
+        !secret.contains(&key),
+        "the refusal repeats the key: {secret}"
+    );
     let injection = last_tool_result(&sent[2]);
-    assert!(injection.contains("instruction to a future model"), "{injection}");
+    assert!(
+        injection.contains("instruction to a future model"),
+        "{injection}"
+    );
     let spaced = last_tool_result(&sent[3]);
     assert!(spaced.contains("instruction to a future model"), "{spaced}");
     let full = last_tool_result(&sent[4]);

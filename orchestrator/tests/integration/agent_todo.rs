@@ -94,7 +94,11 @@ async fn chat_shows_the_plan_and_a_continued_session_still_has_it() {
     let mut command = troupe(dir.path());
     command.args(["chat", "-q", "summarise the notes", "--json"]);
     let out = output(command).await;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let updates: Vec<Value> = json_lines(&out)
         .into_iter()
         .filter(|l| l["type"] == "todo_updated")
@@ -106,7 +110,10 @@ async fn chat_shows_the_plan_and_a_continued_session_still_has_it() {
     assert_eq!(updates[1]["todos"][1]["status"], "in_progress");
     // The model read the whole list back after each change.
     let sent = server.requests();
-    assert_eq!(last_tool_result(&sent[2])["todos"][0]["status"], "completed");
+    assert_eq!(
+        last_tool_result(&sent[2])["todos"][0]["status"],
+        "completed"
+    );
 
     // On screen (no --json): a compact block per change.
     let server = MockServer::start(planning_script()).await.unwrap();
@@ -133,7 +140,11 @@ async fn chat_shows_the_plan_and_a_continued_session_still_has_it() {
     let mut command = troupe(dir.path());
     command.args(["chat", "--continue", "-q", "what is left?", "--json"]);
     let out = output(command).await;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let read = last_tool_result(server.requests().last().unwrap());
     assert_eq!(read["summary"]["total"], 2, "{read}");
     assert_eq!(read["todos"][1]["content"], "Write the summary");
@@ -160,7 +171,10 @@ async fn serve_returns_the_list_and_streams_its_changes() {
         .call(Method::GET, &format!("/api/sessions/{id}"), None)
         .await;
     assert_eq!(status, 200);
-    assert_eq!(fresh["todos"], json!({"todos": [], "summary": {"total": 0, "pending": 0, "in_progress": 0, "completed": 0, "cancelled": 0}}));
+    assert_eq!(
+        fresh["todos"],
+        json!({"todos": [], "summary": {"total": 0, "pending": 0, "in_progress": 0, "completed": 0, "cancelled": 0}})
+    );
     let (status, done) = served
         .call(
             Method::POST,

@@ -567,7 +567,9 @@ pub async fn run_memory_call(store: Arc<MemoryStore>, arguments: Map<String, Val
     match tokio::task::spawn_blocking(move || store.apply(&change)).await {
         Ok(Ok(applied)) => ToolResult::json(applied.to_json(action)),
         Ok(Err(error)) => ToolResult::error_json(error.to_json()),
-        Err(error) => ToolResult::error(format!("The memory write stopped unexpectedly ({error}); nothing may have been saved.")),
+        Err(error) => ToolResult::error(format!(
+            "The memory write stopped unexpectedly ({error}); nothing may have been saved."
+        )),
     }
 }
 
@@ -586,11 +588,17 @@ struct MemoryHandler {
 }
 
 impl ToolHandler for MemoryHandler {
-    fn call(&self, arguments: Map<String, Value>, _ctx: CallContext) -> BoxFuture<'static, ToolResult> {
+    fn call(
+        &self,
+        arguments: Map<String, Value>,
+        _ctx: CallContext,
+    ) -> BoxFuture<'static, ToolResult> {
         match &self.store {
             Some(store) => Box::pin(run_memory_call(Arc::clone(store), arguments)),
             None => Box::pin(async {
-                ToolResult::error("This session has no memory store, so nothing can be saved across sessions here. Carry on without it.")
+                ToolResult::error(
+                    "This session has no memory store, so nothing can be saved across sessions here. Carry on without it.",
+                )
             }),
         }
     }
@@ -633,10 +641,18 @@ mod tests {
     fn add_replace_remove_by_a_unique_piece() {
         let dir = tempfile::tempdir().unwrap();
         let store = MemoryStore::at(dir.path());
-        store.apply(&add(Target::Memory, "Tests need PostgreSQL on 5433.")).unwrap();
-        store.apply(&add(Target::Memory, "Builds use cargo nextest.")).unwrap();
-        store.apply(&add(Target::User, "Prefers short answers.")).unwrap();
-        let again = store.apply(&add(Target::User, "Prefers short answers.")).unwrap();
+        store
+            .apply(&add(Target::Memory, "Tests need PostgreSQL on 5433."))
+            .unwrap();
+        store
+            .apply(&add(Target::Memory, "Builds use cargo nextest."))
+            .unwrap();
+        store
+            .apply(&add(Target::User, "Prefers short answers."))
+            .unwrap();
+        let again = store
+            .apply(&add(Target::User, "Prefers short answers."))
+            .unwrap();
         assert!(!again.changed);
         let err = store
             .apply(&MemoryChange::Remove {
@@ -685,7 +701,14 @@ mod tests {
         store.apply(&add(Target::Memory, "abcdefg")).unwrap();
         let err = store.apply(&add(Target::Memory, "x")).unwrap_err();
         assert!(
-            matches!(err, MemoryError::Full { would: 24, budget: 20, .. }),
+            matches!(
+                err,
+                MemoryError::Full {
+                    would: 24,
+                    budget: 20,
+                    ..
+                }
+            ),
             "{err}"
         );
         assert!(err.to_string().contains("nothing was saved"));
@@ -719,8 +742,10 @@ mod tests {
             MemoryChange::parse(&args(json!({"action": "remove", "target": "env"}))).unwrap_err();
         assert!(err.to_string().contains("\"user\""));
         assert_eq!(
-            MemoryChange::parse(&args(json!({"action": "add", "target": "user", "content": " x "})))
-                .unwrap(),
+            MemoryChange::parse(&args(
+                json!({"action": "add", "target": "user", "content": " x "})
+            ))
+            .unwrap(),
             add(Target::User, "x")
         );
     }

@@ -425,7 +425,9 @@ impl Conversation<'_> {
             .await
         {
             Ok(true) => self.note(&style.dim(&said)),
-            _ => self.note(&style.dim("  that question was already settled (timed out or stopped)")),
+            _ => {
+                self.note(&style.dim("  that question was already settled (timed out or stopped)"))
+            }
         }
         interrupted
     }

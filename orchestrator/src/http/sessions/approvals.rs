@@ -108,7 +108,9 @@ async fn question_answer(
     let Some(request) = pending.iter().find(|p| p.request_id == request_id) else {
         return Err(ApiError::not_found(
             "approval_not_pending",
-            format!("request {request_id} is not pending (already answered, timed out, or never asked); GET /api/approvals lists the pending ones"),
+            format!(
+                "request {request_id} is not pending (already answered, timed out, or never asked); GET /api/approvals lists the pending ones"
+            ),
         ));
     };
     if request.kind != ApprovalKind::Question {
@@ -117,8 +119,8 @@ async fn question_answer(
             "choice `answer` is for questions (kind: question); answer a call with once, session, always or deny",
         ));
     }
-    let question = Question::parse(&request.arguments)
-        .map_err(|e| ApiError::bad_request("bad_choice", e))?;
+    let question =
+        Question::parse(&request.arguments).map_err(|e| ApiError::bad_request("bad_choice", e))?;
     let typed = answer.unwrap_or_default();
     match question.read_answer(typed) {
         Some(text) => Ok(ApprovalChoice::Answer { text }),
