@@ -1,7 +1,8 @@
 //! The `clarify` tool, routed like an approval: headless (`troupe chat -q` with no terminal) it
 //! returns at once telling the model to decide; over `troupe serve` the question waits in the
 //! approval queue, is answered through the API (a wrong answer refused with the reason), and
-//! the batch's other call does not wait for it; a stop withdraws it.
+//! the batch's other call does not wait for it; a stop withdraws it; a program answers through
+//! the Rust API.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -226,4 +227,64 @@ async fn a_stop_withdraws_a_pending_question() {
         )
         .await;
     assert_eq!(status, 404);
+}
+
+/// A program that subscribes to approvals answers questions the same way; one that does not is
+/// "no one", and the call returns at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_answers_a_question_through_the_rust_api() {
+    use std::sync::Arc;
+    use troupe::actors::model::ScriptedProvider;
+    use troupe::actors::supervisor::{ApprovalChoice, ApprovalKind};
+    use troupe::{SessionOptions, Troupe, TroupeConfig};
+
+    let registry = troupe::tools::Registry::with_tools([troupe::tools::clarify::clarify_tool()]);
+    let troupe = Troupe::start(TroupeConfig::new(registry)).unwrap();
+    let script = || {
+        Arc::new(ScriptedProvider::new(
+            Script::new()
+                .turn(ScriptTurn::tool_call("clarify", ask()))
+                .turn(ScriptTurn::text("done")),
+        ))
+    };
+    // Nobody subscribed: answered at once.
+    let session = troupe
+        .open_session(SessionOptions::new(script()))
+        .await
+        .unwrap();
+    let outcome = session.send("go").await.unwrap();
+    assert!(
+        outcome.calls[0].result.to_model_text().starts_with("No one to ask"),
+        "{:?}",
+        outcome.calls[0].result
+    );
+
+    let mut requests = troupe.approvals().await.unwrap();
+    let session = troupe
+        .open_session(SessionOptions::new(script()))
+        .await
+        .unwrap();
+    let turn = {
+        let session = session.clone();
+        tokio::spawn(async move { session.send("go").await })
+    };
+    let request = requests.next().await.unwrap();
+    assert_eq!(request.kind, ApprovalKind::Question);
+    assert_eq!(request.reason, "Which database should the service use?");
+    assert!(
+        troupe
+            .answer(
+                &request.request_id,
+                ApprovalChoice::Answer {
+                    text: "SQLite".into()
+                }
+            )
+            .await
+            .unwrap()
+    );
+    let outcome = turn.await.unwrap().unwrap();
+    let result: Value = serde_json::from_str(&outcome.calls[0].result.to_model_text()).unwrap();
+    assert_eq!(result["answer"], "SQLite");
+    assert_eq!(result["choice"], 1);
+    troupe.close().await;
 }
