@@ -24,6 +24,7 @@ mod chat_terminal;
 mod confine_cli;
 mod danger_cli;
 mod dashboard;
+mod dashboard_agent_tools;
 mod durable_sessions;
 mod entry_points;
 mod hardening_cli;
