@@ -254,7 +254,10 @@ async fn a_program_answers_a_question_through_the_rust_api() {
         .unwrap();
     let outcome = session.send("go").await.unwrap();
     assert!(
-        outcome.calls[0].result.to_model_text().starts_with("No one to ask"),
+        outcome.calls[0]
+            .result
+            .to_model_text()
+            .starts_with("No one to ask"),
         "{:?}",
         outcome.calls[0].result
     );

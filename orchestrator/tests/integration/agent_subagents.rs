@@ -41,7 +41,10 @@ async fn a_subagent_plans_remembers_and_asks_and_its_parent_sees_the_plan() {
     .unwrap();
     std::fs::write(
         dir.path().join("troupe.yaml"),
-        format!("model:\n  base_url: {}\n  model: local-model\n", server.url()),
+        format!(
+            "model:\n  base_url: {}\n  model: local-model\n",
+            server.url()
+        ),
     )
     .unwrap();
     let home = dir.path().join(".troupe-home");
@@ -55,7 +58,11 @@ async fn a_subagent_plans_remembers_and_asks_and_its_parent_sees_the_plan() {
         .output()
         .await
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())

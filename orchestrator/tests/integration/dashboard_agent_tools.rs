@@ -46,7 +46,11 @@ async fn the_page_shows_the_plan_and_answers_a_question() {
         {"text": "Going with the answer."}
     ]});
     let (status, created) = served
-        .call(Method::POST, "/api/sessions", Some(json!({"script": script})))
+        .call(
+            Method::POST,
+            "/api/sessions",
+            Some(json!({"script": script})),
+        )
         .await;
     assert_eq!(status, 201, "{created}");
     let id = created["session_id"].as_str().unwrap().to_string();
@@ -72,7 +76,10 @@ async fn the_page_shows_the_plan_and_answers_a_question() {
         .unwrap();
     assert_eq!(
         plan,
-        json!(["in_progress:[>] Pick the database", "pending:[ ] Write the schema"])
+        json!([
+            "in_progress:[>] Pick the database",
+            "pending:[ ] Write the schema"
+        ])
     );
     // The question, with a button per choice and no free field (allow_other is false).
     let card = page
@@ -99,7 +106,10 @@ async fn the_page_shows_the_plan_and_answers_a_question() {
         assert!(Instant::now() < deadline, "the turn did not end: {shown}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    assert_eq!(shown["last_outcome"]["text"], "Going with the answer.", "{shown}");
+    assert_eq!(
+        shown["last_outcome"]["text"], "Going with the answer.",
+        "{shown}"
+    );
     let (_, transcript) = served
         .call(Method::GET, &format!("/api/sessions/{id}/transcript"), None)
         .await;

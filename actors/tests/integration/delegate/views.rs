@@ -131,12 +131,7 @@ async fn a_child_cannot_find_describe_or_call_what_its_parent_did_not_grant() {
         .find(|(session, _)| session.as_str() != rig.root.id())
         .map(|(_, names)| names.clone())
         .unwrap();
-    for blocked in [
-        "vault_open",
-        "send_message",
-        "kanban_show",
-        "delegate_task",
-    ] {
+    for blocked in ["vault_open", "send_message", "kanban_show", "delegate_task"] {
         assert!(
             !child_offer.iter().any(|n| n == blocked),
             "{blocked} offered: {child_offer:?}"
