@@ -137,6 +137,13 @@ pub enum EventKind {
         /// Milliseconds from start to result, time waiting for a person included.
         duration_ms: u64,
     },
+    /// The session's `todo` list changed (the whole list after the change).
+    TodoUpdated {
+        /// The items, in the model's order.
+        todos: Vec<troupe_tools::todo::TodoItem>,
+        /// How far the list has come.
+        summary: troupe_tools::todo::TodoSummary,
+    },
     /// A person is asked to approve a call.
     ApprovalRequested {
         /// The request's id, to answer it by.

@@ -399,7 +399,8 @@ impl ToolRunner {
         let approved = match verdict {
             Verdict::Allowed => false,
             Verdict::Approved => true,
-            Verdict::Denied(text) => {
+            // Only questions are answered in words; a call never is, so it does not run.
+            Verdict::Denied(text) | Verdict::Answered(text) => {
                 return finish(ctx, meta, CallStatus::Denied, ToolResult::error(text));
             }
             Verdict::TimedOut(text) => {
@@ -799,5 +800,6 @@ fn verdict_name(verdict: &Verdict) -> &'static str {
         Verdict::Denied(_) => "denied",
         Verdict::TimedOut(_) => "timeout",
         Verdict::Interrupted => "interrupted",
+        Verdict::Answered(_) => "answered",
     }
 }

@@ -18,6 +18,8 @@
 //! - [`search`]: tokenizer, BM25 catalog, listing and tool-list assembly.
 //! - [`bridge`]: `tool_search`, `tool_describe`, `tool_call`.
 //! - [`builtin`]: terminal, background processes, file tools, execute_code.
+//! - [`memory`]: the `memory` tool's stores; [`todo`]: the `todo` tool's list;
+//!   [`clarify`]: the `clarify` tool's question.
 //! - [`catalog_file`]: catalogs of tool definitions read from JSON.
 //! - [`home`]: troupe's home directory ([`TroupeHome`]), resolved once and passed down.
 //! - [`input_limits`]: size and nesting limits checked before a configuration file is parsed.
@@ -26,6 +28,7 @@
 pub mod bridge;
 pub mod builtin;
 pub mod catalog_file;
+pub mod clarify;
 pub mod config;
 pub mod deferral;
 mod error;
@@ -33,12 +36,14 @@ pub mod home;
 pub mod input_limits;
 pub mod lenient;
 pub mod mcp;
+pub mod memory;
 pub mod registry;
 pub mod search;
 pub mod sync;
 #[cfg(feature = "test-support")]
 pub mod test_support;
 pub mod text;
+pub mod todo;
 pub mod tool;
 pub mod view;
 

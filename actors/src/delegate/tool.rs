@@ -16,7 +16,7 @@ pub const DELEGATE_TASK: &str = "delegate_task";
 /// The toolset it belongs to.
 pub const DELEGATION_TOOLSET: &str = "delegation";
 /// Tools a child never gets, whatever its parent holds (`delegate_task` is added for leaves).
-pub const BLOCKED_FOR_CHILDREN: &[&str] = &["clarify", "memory", "send_message"];
+pub const BLOCKED_FOR_CHILDREN: &[&str] = &["send_message"];
 /// Toolsets a child never gets.
 pub const BLOCKED_TOOLSETS_FOR_CHILDREN: &[&str] = &["kanban"];
 
@@ -47,8 +47,8 @@ fn description(config: &DelegationConfig) -> String {
         "Hand work to subagents: each task gets a fresh agent with its own conversation and up to {iters} tool rounds, \
          running in parallel with the others (at most {max} tasks per call), and the results come back in task order. \
          Subagents know nothing of this conversation: put everything they need in `goal` and `context` (paths, \
-         names, what done looks like). They get your tools minus clarify, memory, send_message and the kanban \
-         tools, so they cannot ask the user anything. In a session that can take later messages the call returns \
+         names, what done looks like). They get your tools minus send_message and the kanban tools; their \
+         clarify questions reach the user as yours do, and each keeps its own todo list. In a session that can take later messages the call returns \
          a handle at once and the results arrive as a later message: do not wait or poll for them; elsewhere the \
          call waits for all tasks. A summary is the subagent's own report (a SELF-REPORT): check files or other \
          side effects yourself before relying on them. Use action=list to see running subagents, steer to send one \

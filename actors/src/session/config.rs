@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use troupe_tools::ToolSearchConfig;
+use troupe_tools::memory::MemoryStore;
 
 use crate::delegate::DelegationConfig;
 use crate::journal::Persist;
@@ -56,6 +57,10 @@ pub struct SessionConfig {
     /// Where the session's steps are written, so it survives its process; `None` keeps it in
     /// memory only. Subagents write to their parent's journal.
     pub persist: Option<Persist>,
+    /// The memory stores the `memory` tool writes to and whose snapshot a top-level session
+    /// puts in its system prompt when it opens (its profile's); `None`: the session has none.
+    /// Subagents share their parent's.
+    pub memory: Option<Arc<MemoryStore>>,
 }
 
 impl Default for SessionConfig {
@@ -76,6 +81,7 @@ impl Default for SessionConfig {
             prices: Arc::new(PriceTable::default()),
             trace_parent: TraceSpan::default(),
             persist: None,
+            memory: None,
         }
     }
 }

@@ -3,6 +3,9 @@
 
 use std::sync::Arc;
 
+use troupe_tools::memory::MEMORY_TOOL;
+use troupe_tools::todo::{TODO_TOOL, TodoList};
+
 use actix::prelude::*;
 use opentelemetry::KeyValue;
 use tokio_util::sync::CancellationToken;
@@ -64,6 +67,8 @@ pub struct SessionHandle {
     subagents: Arc<SubagentTracker>,
     /// The session's spending.
     meter: Arc<Meter>,
+    /// The session's `todo` list (the session changes it; readers take a copy).
+    todos: Arc<std::sync::Mutex<TodoList>>,
 }
 
 impl std::fmt::Debug for SessionHandle {
@@ -173,6 +178,29 @@ impl SessionHandle {
                 ]
             },
         );
+        // Read once, at the start: writes during the session take effect at the next one.
+        let memory_snapshot = match &params.config.memory {
+            Some(store) if path.len() == 1 && params.view.contains(MEMORY_TOOL) => {
+                let store = Arc::clone(store);
+                tokio::task::spawn_blocking(move || store.snapshot())
+                    .await
+                    .ok()
+                    .flatten()
+            }
+            _ => None,
+        };
+        // A reopened session's plan is the one its last `todo` result stated.
+        let todos = conversation
+            .iter()
+            .rev()
+            .find_map(|message| match message {
+                crate::model::ChatMessage::Tool { name, content, .. } if name == TODO_TOOL => {
+                    TodoList::from_result(content)
+                }
+                _ => None,
+            })
+            .unwrap_or_default();
+        let todos = Arc::new(std::sync::Mutex::new(todos));
         let session = Session {
             id: id.clone(),
             path: path.clone(),
@@ -204,6 +232,8 @@ impl SessionHandle {
             undelivered,
             lost: Arc::default(),
             next_turn_parent: None,
+            memory_snapshot,
+            todos: Arc::clone(&todos),
         };
         let addr = session.start();
         Ok(SessionHandle {
@@ -214,7 +244,13 @@ impl SessionHandle {
             events,
             subagents,
             meter,
+            todos,
         })
+    }
+
+    /// The session's `todo` list as it stands.
+    pub fn todos(&self) -> TodoList {
+        troupe_tools::sync::lock(&self.todos).clone()
     }
 
     /// The subagents running below this session, oldest first: `(subagent id, goal)`.

@@ -122,6 +122,11 @@ pub struct Session {
     lost: Arc<std::sync::atomic::AtomicBool>,
     /// The span the next turn goes under instead of the session's (the message's sender's).
     next_turn_parent: Option<TraceSpan>,
+    /// The memory stores as they were when the session opened, kept in the system prompt
+    /// unchanged so its prefix stays cacheable (top-level sessions with the `memory` tool).
+    memory_snapshot: Option<String>,
+    /// The `todo` list, shared with the calls that change it.
+    todos: Arc<std::sync::Mutex<troupe_tools::todo::TodoList>>,
 }
 
 /// What it takes to open a session.
@@ -149,12 +154,34 @@ impl Session {
             .system_prompt
             .clone()
             .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_string());
+        if let Some(memory) = &self.memory_snapshot {
+            prompt.push_str("\n\n");
+            prompt.push_str(memory);
+        }
+        // The plan must never drop out of sight: when the conversation no longer holds the
+        // result that states the current list (it was shortened or replaced), the prompt does.
+        let todos = troupe_tools::sync::lock(&self.todos).clone();
+        if !todos.is_empty() && !self.todos_in_conversation(&todos) {
+            prompt.push_str(&format!(
+                "\n\n## Your todo list\nThe conversation was shortened; this is your plan as it stands (update it with the todo tool):\n{}",
+                todos.render()
+            ));
+        }
         if let Some(count) = deferred {
             prompt.push_str(&format!(
                 "\n\n{count} more tools are available but not listed directly. Find them with tool_search (its description lists them), read one's parameters with tool_describe, and run it with tool_call."
             ));
         }
         prompt
+    }
+
+    /// Whether a `todo` result in the conversation states `todos` as they are.
+    fn todos_in_conversation(&self, todos: &troupe_tools::todo::TodoList) -> bool {
+        self.conversation.iter().rev().any(|message| match message {
+            ChatMessage::Tool { content, .. } => troupe_tools::todo::TodoList::from_result(content)
+                .is_some_and(|stated| &stated == todos),
+            _ => false,
+        })
     }
 
     /// Takes in tools registered since the view was cut (an MCP server that became ready).

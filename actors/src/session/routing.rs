@@ -16,6 +16,12 @@ use troupe_tools::{ToolResult, ToolSearchConfig, ToolsetView, bridge};
 
 use super::Session;
 use crate::call::{CallEntry, CallTarget, new_id};
+use crate::events::EventKind;
+use crate::supervisor::{AskQuestion, Ticket, Verdict, WithdrawApproval};
+use troupe_tools::clarify::{CLARIFY_TOOL, Question};
+use troupe_tools::memory::MEMORY_TOOL;
+use troupe_tools::todo::TODO_TOOL;
+
 use crate::delegate::{DELEGATE_TASK, DelegateContext, run_delegate_task};
 use crate::model::ToolCallRequest;
 use crate::repeats::{CallKey, is_pure_read};
@@ -194,7 +200,137 @@ impl Session {
             Route::Tool(ResolvedCall { name, arguments }) if name == DELEGATE_TASK => {
                 self.delegate_target(name, arguments)
             }
+            Route::Tool(ResolvedCall { name, arguments })
+                if name == CLARIFY_TOOL && self.owns_core_tool(&name) =>
+            {
+                self.clarify_target(name, arguments)
+            }
+            Route::Tool(ResolvedCall { name, arguments })
+                if name == TODO_TOOL && self.owns_core_tool(&name) =>
+            {
+                self.todo_target(name, arguments)
+            }
+            Route::Tool(ResolvedCall { name, arguments })
+                if name == MEMORY_TOOL && self.owns_core_tool(&name) =>
+            {
+                self.memory_target(name, arguments)
+            }
             route => target_of(route, &self.view, &self.config.tool_search),
+        }
+    }
+
+    /// Whether the view's tool called `name` is troupe's own (toolset `core`), not a tool of
+    /// another source that happens to share its name.
+    fn owns_core_tool(&self, name: &str) -> bool {
+        self.view
+            .get(name)
+            .is_some_and(|def| def.toolset.as_deref() == Some("core"))
+    }
+
+    /// `clarify` goes to the supervisor, which asks whoever answers approvals (or nobody: it
+    /// then answers at once). A stop withdraws the question.
+    fn clarify_target(&self, name: String, arguments: Map<String, Value>) -> CallTarget {
+        let supervisor = self.supervisor.clone();
+        let session_id = self.id.clone();
+        CallTarget::Task {
+            name,
+            arguments,
+            run: Box::new(move |arguments, cancel| {
+                Box::pin(async move {
+                    let question = match Question::parse(&arguments) {
+                        Ok(question) => question,
+                        Err(error) => return ToolResult::error(error),
+                    };
+                    let asked = supervisor.send(AskQuestion {
+                        session_id,
+                        call_id: crate::call::new_id(),
+                        question: question.clone(),
+                    });
+                    let ticket = match asked.await {
+                        Ok(ticket) => ticket,
+                        Err(error) => {
+                            return ToolResult::error(format!(
+                                "The question could not be asked ({error}). Decide for yourself and say what you assumed."
+                            ));
+                        }
+                    };
+                    let verdict = match ticket {
+                        Ticket::Settled(verdict) => verdict,
+                        Ticket::Pending {
+                            request_id,
+                            verdict,
+                        } => tokio::select! {
+                            answer = verdict => answer.unwrap_or(Verdict::Interrupted),
+                            _ = cancel.cancelled() => {
+                                supervisor.do_send(WithdrawApproval { request_id });
+                                Verdict::Interrupted
+                            }
+                        },
+                    };
+                    match verdict {
+                        Verdict::Answered(answer) => question.answered(&answer),
+                        Verdict::Denied(text) | Verdict::TimedOut(text) => ToolResult::text(text),
+                        Verdict::Interrupted => ToolResult::error(
+                            "[The question was withdrawn: the turn was stopped before anyone answered.]",
+                        ),
+                        Verdict::Allowed | Verdict::Approved => {
+                            ToolResult::text(troupe_tools::clarify::NO_ONE_TO_ASK)
+                        }
+                    }
+                })
+            }),
+        }
+    }
+
+    /// `todo` reads or changes the session's own list; a change goes out as an event.
+    fn todo_target(&self, name: String, arguments: Map<String, Value>) -> CallTarget {
+        let todos = Arc::clone(&self.todos);
+        let events = self.events.clone();
+        let session_id = self.id.clone();
+        CallTarget::Task {
+            name,
+            arguments,
+            run: Box::new(move |arguments, _cancel| {
+                Box::pin(async move {
+                    let (changed, list) = {
+                        let mut list = troupe_tools::sync::lock(&todos);
+                        match list.apply(&arguments) {
+                            Ok(changed) => (changed, list.clone()),
+                            Err(error) => {
+                                return ToolResult::error_json(json!({
+                                    "error": format!("{error} The list was left as it was."),
+                                    "todos": list.items,
+                                }));
+                            }
+                        }
+                    };
+                    if changed {
+                        events.send(
+                            &session_id,
+                            EventKind::TodoUpdated {
+                                todos: list.items.clone(),
+                                summary: list.summary(),
+                            },
+                        );
+                    }
+                    ToolResult::json(list.to_result())
+                })
+            }),
+        }
+    }
+
+    /// `memory` writes to the session's own stores (its profile's); without any, the
+    /// registered tool answers.
+    fn memory_target(&self, name: String, arguments: Map<String, Value>) -> CallTarget {
+        let Some(store) = self.config.memory.clone() else {
+            return CallTarget::Tool { name, arguments };
+        };
+        CallTarget::Task {
+            name,
+            arguments,
+            run: Box::new(move |arguments, _cancel| {
+                Box::pin(troupe_tools::memory::run_memory_call(store, arguments))
+            }),
         }
     }
 

@@ -19,11 +19,13 @@ use tokio_util::sync::CancellationToken;
 use troupe_tools::{ToolHints, ToolKind};
 
 mod policy;
+mod question;
 
 pub use policy::{
     ApprovalChoice, ApprovalConfig, ApprovalMode, ApprovalRules, DEFAULT_APPROVAL_TIMEOUT,
     DefaultRules, RuleInput, RuleVerdict, UnattendedPolicy,
 };
+pub use question::AskQuestion;
 
 use crate::call::new_id;
 use crate::events::{EventKind, EventSink};
@@ -44,6 +46,8 @@ pub enum Verdict {
     TimedOut(String),
     /// A stop or the session's end withdrew the request.
     Interrupted,
+    /// A question was answered; the text is the person's answer.
+    Answered(String),
 }
 
 /// The answer to [`RequestApproval`]: settled at once, or waiting for a person.
@@ -70,6 +74,9 @@ pub enum ApprovalKind {
     /// More budget for a session whose budget ran out (`arguments` hold the limit, what was
     /// spent, the limit now and what it would become).
     BudgetExtension,
+    /// A question from the `clarify` tool (`arguments` hold `question`, `choices` and
+    /// `allow_other`); answered with [`ApprovalChoice::Answer`].
+    Question,
 }
 
 /// An approval request waiting for a person, as answerers see it.
@@ -197,7 +204,21 @@ impl Supervisor {
                 },
             );
         }
+        if entry.request.kind == ApprovalKind::Question {
+            let verdict = question::question_verdict(outcome, self.config.timeout.as_secs());
+            for waiter in entry.waiters {
+                let _ = waiter.send(verdict.clone());
+            }
+            return true;
+        }
         let key = entry.request.key.clone();
+        // An answer in words to a call or budget request refuses it, with those words.
+        let outcome = match outcome {
+            Outcome::Answered(ApprovalChoice::Answer { text }) => {
+                Outcome::Answered(ApprovalChoice::Deny { reason: Some(text) })
+            }
+            other => other,
+        };
         let verdict = match outcome {
             // An extension raises one limit to one value, however many sessions wait on it.
             Outcome::Answered(
@@ -227,6 +248,9 @@ impl Supervisor {
                 self.always.insert(key);
                 Verdict::Approved
             }
+            Outcome::Answered(ApprovalChoice::Answer { .. }) => Verdict::Denied(format!(
+                "BLOCKED: the user refused this call. {DO_NOT_RETRY}"
+            )),
             Outcome::Answered(ApprovalChoice::Deny { reason }) => Verdict::Denied(match reason {
                 Some(reason) if !reason.trim().is_empty() => {
                     format!(

@@ -399,6 +399,12 @@ pub enum ApprovalChoice {
         /// The person's reason.
         reason: Option<String>,
     },
+    /// The answer to a question ([`super::ApprovalKind::Question`]); to a call or budget
+    /// request it is a refusal with these words as the reason.
+    Answer {
+        /// The person's answer.
+        text: String,
+    },
 }
 
 impl ApprovalChoice {
@@ -421,6 +427,7 @@ impl ApprovalChoice {
             ApprovalChoice::Session => "session",
             ApprovalChoice::Always => "always",
             ApprovalChoice::Deny { .. } => "deny",
+            ApprovalChoice::Answer { .. } => "answer",
         }
     }
 }

@@ -9,6 +9,7 @@ pub(crate) mod kanban;
 mod kanban_demo;
 mod kanban_render;
 pub(crate) mod mcp;
+pub(crate) mod memory;
 pub(crate) mod plugins;
 pub(crate) mod serve;
 pub(crate) mod sessions;
@@ -47,6 +48,8 @@ pub(crate) enum Command {
     Plugins(plugins::PluginsArgs),
     /// Stored sessions: list, show (with subagents), search, remove, prune.
     Sessions(sessions::SessionsArgs),
+    /// What the memory tool saved for a profile: show, edit, clear.
+    Memory(memory::MemoryArgs),
     /// troupe.yaml itself: accept a change a session made (`trust`).
     #[command(subcommand)]
     Config(config::ConfigCommand),
@@ -81,6 +84,7 @@ pub(crate) async fn run(cli: Cli) -> i32 {
         Command::Serve(args) => serve::run(args).await,
         Command::Plugins(args) => plugins::run(args).await,
         Command::Sessions(args) => sessions::run(args).await,
+        Command::Memory(args) => memory::run(args).await,
         Command::Config(command) => config::run(command),
     }
 }

@@ -85,7 +85,7 @@ pub fn document() -> Value {
                 "get": op("The sessions opened over HTTP.", json!([]), None, 200, &[401])
             },
             "/api/sessions/{id}": {
-                "get": op("One session: its path, whether a turn runs, its last outcome.", json!([session_id]), None, 200, &[401, 404]),
+                "get": op("One session: its path, whether a turn runs, its last outcome, its spending and its `todos` (the todo tool's list and counts).", json!([session_id]), None, 200, &[401, 404]),
                 "delete": op("Close a session.", json!([session_id]), None, 200, &[401, 404])
             },
             "/api/sessions/{id}/messages": {
@@ -116,7 +116,7 @@ pub fn document() -> Value {
                 "get": op("Every approval request waiting for an answer, oldest first.", json!([]), None, 200, &[401])
             },
             "/api/approvals/{request_id}": {
-                "post": op("Answer an approval request.", json!([path_param("request_id", "string", "The request's id.")]), Some(body(json!({"type": "object", "required": ["choice"], "properties": {"choice": {"enum": ["once", "session", "always", "deny"]}, "reason": {"type": "string"}}, "additionalProperties": false}))), 200, &[400, 401, 404, 415, 422])
+                "post": op("Answer an approval request, or a question (`kind: question`, from the clarify tool) with `choice: answer` and `answer` (a choice's number or text, or other words when it allows them).", json!([path_param("request_id", "string", "The request's id.")]), Some(body(json!({"type": "object", "required": ["choice"], "properties": {"choice": {"enum": ["once", "session", "always", "deny", "answer"]}, "reason": {"type": "string"}, "answer": {"type": "string"}}, "additionalProperties": false}))), 200, &[400, 401, 404, 415, 422])
             },
             "/api/plugins/kanban/boards": {
                 "get": op("Every board with its task counts by status, and `default_board`, the one a request without `?board=` uses.", json!([query("include_archived", "boolean", "Archived boards too.")]), None, 200, &[400, 401]),

@@ -41,6 +41,7 @@ use troupe_kanban::hooks::KanbanHook;
 use troupe_kanban::profiles::{Profiles, WorkerProfile};
 use troupe_tools::builtin::{BuiltinConfig, Builtins, NamedBackend, core_tools};
 use troupe_tools::mcp::{McpManager, ServerState, ServerStatus};
+use troupe_tools::memory::MemoryStore;
 use troupe_tools::sync::lock;
 use troupe_tools::{Registry, ToolDef, ToolsetView, ViewSpec};
 
@@ -411,6 +412,8 @@ impl Runtime {
             cwd: builtins.config().default_cwd.clone(),
             budget: config.budget,
             prices: Arc::clone(&config.prices),
+            // Sessions of no profile share the default stores; each profile has its own.
+            memory: Some(Arc::new(MemoryStore::in_home(&config.home, None))),
             ..SessionConfig::default()
         };
         crate::delegation::enable_delegation(
@@ -632,6 +635,10 @@ impl Runtime {
                 .map_err(|problem| invalid(&format!("profiles.{name}"), problem))?;
             let view = profile_view(self.registry(), p)?;
             let mut session = p.session_config(&self.inner.worker_session);
+            session.memory = Some(Arc::new(MemoryStore::in_home(
+                &self.inner.config.home,
+                Some(name),
+            )));
             // Workers' conversations are kept like any session's, readable after the run.
             session.persist =
                 self.inner
@@ -746,7 +753,10 @@ fn session_profiles(
             SessionProfile {
                 provider: p.provider(&settings.model, &settings.home),
                 view: profile_view(registry, p)?,
-                session: p.session_config(session),
+                session: SessionConfig {
+                    memory: Some(Arc::new(MemoryStore::in_home(&settings.home, Some(name)))),
+                    ..p.session_config(session)
+                },
             },
         );
     }

@@ -3,7 +3,8 @@
 //! OpenAI-compatible server over real HTTP. A conversation of two messages, a tool call's live
 //! line and status, approvals answered with y and n, Ctrl-C during a long command (soft, then
 //! hard: no process left), `/tools` with a deferred MCP tool, a plugin's command. Piped input
-//! (one message per line) is checked without a terminal.
+//! (one message per line) is checked without a terminal. A `clarify` question answered by a
+//! choice's number, with the `todo` plan shown as a block.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -617,7 +618,7 @@ async fn changing_the_model_and_toolsets_keeps_the_conversation() {
     pane.line("/toolsets core");
     pane.wait_for("toolsets now: core");
     pane.line("/tools");
-    let screen = pane.wait_for("7 tools in 1 toolset\n");
+    let screen = pane.wait_for("10 tools in 1 toolset\n");
     assert!(!screen.contains("delegate_task"), "{screen}");
     pane.line("and now?");
     pane.wait_for("third answer");
@@ -690,4 +691,55 @@ async fn lines_typed_during_a_turn_steer_it_or_wait_for_it() {
     assert!(!second.contains("then say more"), "{second}");
     let third = serde_json::to_string(&requests[2].messages()).unwrap();
     assert!(third.contains("then say more"), "{third}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_answered_by_number_and_the_plan_shows_as_a_block() {
+    let server = MockServer::start(
+        Script::new()
+            .turn(
+                ScriptTurn::text("Planning, then asking.")
+                    .with_tool_call(
+                        "todo",
+                        json!({"todos": [
+                            {"id": "1", "content": "Pick the database", "status": "in_progress"},
+                            {"id": "2", "content": "Write the schema"}
+                        ]}),
+                    )
+                    .with_tool_call(
+                        "clarify",
+                        json!({"question": "Which database should it use?", "choices": ["SQLite", "PostgreSQL"]}),
+                    ),
+            )
+            .turn(ScriptTurn::text("Going with PostgreSQL.")),
+    )
+    .await
+    .unwrap();
+    let project = Project::new(&server, "");
+    let pane = project.chat(&[]);
+    pane.wait_for("Ctrl-D to leave");
+    pane.line("set up the service");
+    let asked = pane.wait_for("pick a number or type your own answer");
+    assert!(
+        asked.contains("asks: Which database should it use?"),
+        "{asked}"
+    );
+    assert!(
+        asked.contains("1. SQLite") && asked.contains("2. PostgreSQL"),
+        "{asked}"
+    );
+    assert!(asked.contains("plan · 0/2 done"), "{asked}");
+    assert!(asked.contains("[>] Pick the database"), "{asked}");
+    pane.line("2");
+    let screen = pane.wait_for("Going with PostgreSQL.");
+    assert!(screen.contains("answered: PostgreSQL"), "{screen}");
+    let requests = server.requests();
+    let answer = requests[1]
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["content"].as_str().map(str::to_string))
+        .find(|c| c.contains("\"answer\""))
+        .unwrap();
+    assert!(answer.contains("\"answer\":\"PostgreSQL\""), "{answer}");
 }

@@ -12,6 +12,10 @@
 
 mod support;
 
+mod agent_clarify;
+mod agent_memory;
+mod agent_subagents;
+mod agent_todo;
 mod backends;
 mod chat_cli;
 mod chat_models;
@@ -20,6 +24,7 @@ mod chat_terminal;
 mod confine_cli;
 mod danger_cli;
 mod dashboard;
+mod dashboard_agent_tools;
 mod durable_sessions;
 mod entry_points;
 mod hardening_cli;

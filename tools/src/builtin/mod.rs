@@ -22,7 +22,7 @@
 //! - `execute_code`, `code_rpc`, `code_stub`: scripts calling tools over a Unix socket.
 
 mod args;
-mod atomic_write;
+pub(crate) mod atomic_write;
 pub mod backend;
 mod beneath;
 mod capture;
@@ -655,6 +655,12 @@ pub fn core_tools(builtins: &Arc<Builtins>) -> Vec<ToolDef> {
     tools.push(def(builtins, "execute_code", |b, a, c| {
         execute_code::call(b, a, c).boxed()
     }));
+    // Answered by the session with its profile's stores (`SessionConfig::memory`).
+    tools.push(crate::memory::memory_tool(None));
+    // Answered by the session with its own list.
+    tools.push(crate::todo::todo_tool());
+    // Routed by the session to its supervisor, like an approval.
+    tools.push(crate::clarify::clarify_tool());
     tools
 }
 

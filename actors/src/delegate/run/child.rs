@@ -127,6 +127,26 @@ pub(super) async fn run_child(
     {
         report.summary = last;
     }
+    // The parent sees how far the child's own plan came, and what it left open.
+    let todos = handle.todos();
+    if !todos.is_empty() {
+        let open: Vec<&str> = todos
+            .items
+            .iter()
+            .filter(|item| {
+                matches!(
+                    item.status,
+                    troupe_tools::todo::TodoStatus::Pending
+                        | troupe_tools::todo::TodoStatus::InProgress
+                )
+            })
+            .map(|item| item.content.as_str())
+            .collect();
+        report.extra.insert(
+            "todos".into(),
+            serde_json::json!({"summary": todos.summary(), "open": open}),
+        );
+    }
     ctx.hooks
         .on_subagent_end(&subagent, report.status, &report.summary);
     watcher.abort();

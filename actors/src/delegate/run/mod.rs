@@ -492,20 +492,20 @@ mod tests {
         let middle = child_view(&parent, &ceiling, 1).unwrap();
         assert_eq!(
             names(&middle),
-            ["read_file", "mcp_gh_list", "delegate_task"]
+            ["read_file", "clarify", "mcp_gh_list", "delegate_task"]
         );
         let leaf = child_view(&parent, &ceiling, 2).unwrap();
-        assert_eq!(names(&leaf), ["read_file", "mcp_gh_list"]);
+        assert_eq!(names(&leaf), ["read_file", "clarify", "mcp_gh_list"]);
         let no_mcp = DelegationConfig {
             inherit_mcp_toolsets: false,
             ..ceiling
         };
         assert_eq!(
             names(&child_view(&parent, &no_mcp, 2).unwrap()),
-            ["read_file"]
+            ["read_file", "clarify"]
         );
         let unlimited = child_view(&parent, &DelegationConfig::default(), 1).unwrap();
-        assert_eq!(names(&unlimited), ["read_file", "mcp_gh_list"]);
+        assert_eq!(names(&unlimited), ["read_file", "clarify", "mcp_gh_list"]);
     }
 
     /// A call abandoned while its child is still opening must not leave the child behind.

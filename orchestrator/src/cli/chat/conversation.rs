@@ -374,6 +374,64 @@ impl Conversation<'_> {
         }
     }
 
+    /// Asks one `clarify` question: the person types a choice's number or their own answer;
+    /// true when they pressed Ctrl-C instead (the question is then declined).
+    async fn ask_question(&mut self, request: &PendingApproval) -> bool {
+        let style = self.display.style;
+        let Ok(question) = troupe_tools::clarify::Question::parse(&request.arguments) else {
+            return false;
+        };
+        let depth = request.agent_path.len().saturating_sub(1);
+        let from = if depth > 0 {
+            format!(" (a subagent, depth {depth})")
+        } else {
+            String::new()
+        };
+        self.note(&format!(
+            "{} the agent{from} asks: {}",
+            style.yellow("?"),
+            style.bold(&visible_line(&question.question))
+        ));
+        for (i, choice) in question.choices.iter().enumerate() {
+            self.note(&format!("  {}. {}", i + 1, visible_line(choice)));
+        }
+        let prompt = match (question.choices.is_empty(), question.allow_other) {
+            (true, _) => "  your answer: ",
+            (false, true) => "  pick a number or type your own answer: ",
+            (false, false) => "  pick a number: ",
+        };
+        let mut interrupted = false;
+        let choice = loop {
+            match self.read_answer(prompt).await {
+                Read::Line(typed) => match question.read_answer(&typed) {
+                    Some(text) => break ApprovalChoice::Answer { text },
+                    None => self.note("  that is not one of the answers offered; try again"),
+                },
+                Read::Interrupted => {
+                    interrupted = true;
+                    break ApprovalChoice::Deny { reason: None };
+                }
+                Read::End => break ApprovalChoice::Deny { reason: None },
+            }
+        };
+        let said = match &choice {
+            ApprovalChoice::Answer { text } => format!("  answered: {}", visible_line(text)),
+            _ => "  declined".to_string(),
+        };
+        match self
+            .runtime
+            .troupe()
+            .answer(&request.request_id, choice)
+            .await
+        {
+            Ok(true) => self.note(&style.dim(&said)),
+            _ => {
+                self.note(&style.dim("  that question was already settled (timed out or stopped)"))
+            }
+        }
+        interrupted
+    }
+
     /// Asks about one approval; true when the person pressed Ctrl-C instead of answering.
     async fn ask(&mut self, request: PendingApproval) -> bool {
         // A request settled since it was queued (a stop, a timeout) is not asked about.
@@ -382,6 +440,11 @@ impl Conversation<'_> {
             return false;
         }
         self.display.pause(true);
+        if request.kind == ApprovalKind::Question {
+            let interrupted = self.ask_question(&request).await;
+            self.display.pause(false);
+            return interrupted;
+        }
         let style = self.display.style;
         let depth = request.agent_path.len().saturating_sub(1);
         let from = if depth > 0 {
@@ -396,6 +459,8 @@ impl Conversation<'_> {
                 visible_line(&summarise(&request.arguments))
             ),
             ApprovalKind::BudgetExtension => format!("the session{from} wants more budget"),
+            // Asked by `ask_question` above; never reaches here.
+            ApprovalKind::Question => format!("the agent{from} asks a question"),
         };
         self.note(&format!("{} {what}", style.yellow("⚠")));
         self.note(&format!("  why: {}", visible_line(&request.reason)));
@@ -430,7 +495,7 @@ impl Conversation<'_> {
             ApprovalChoice::Once => "approved once",
             ApprovalChoice::Session => "approved for this session",
             ApprovalChoice::Always => "approved",
-            ApprovalChoice::Deny { .. } => "denied",
+            ApprovalChoice::Deny { .. } | ApprovalChoice::Answer { .. } => "denied",
         };
         match self
             .runtime

@@ -270,6 +270,34 @@ impl Display {
                 );
                 self.permanent(&line);
             }
+            EventKind::TodoUpdated { todos, summary } => {
+                let done = summary.completed + summary.cancelled;
+                let head = format!(
+                    "{}{} {}",
+                    indent(depth),
+                    self.style.dim("▤"),
+                    self.style
+                        .dim(&format!("plan · {done}/{} done", summary.total))
+                );
+                self.permanent(&head);
+                // A subagent's plan is one line; the session's own is shown whole.
+                if event.session_id == self.root {
+                    for item in todos {
+                        let line = format!(
+                            "{}  {} {}",
+                            indent(depth),
+                            item.status.mark(),
+                            visible_line(&item.content)
+                        );
+                        let line = match item.status {
+                            troupe_tools::todo::TodoStatus::Completed
+                            | troupe_tools::todo::TodoStatus::Cancelled => self.style.dim(&line),
+                            _ => line,
+                        };
+                        self.permanent(&line);
+                    }
+                }
+            }
             EventKind::ModelRetry { reason, .. } if event.session_id == self.root => {
                 let line = self
                     .style

@@ -427,6 +427,16 @@ fn show_event(event: &SessionEvent, json_mode: bool) {
             visible_line(underlying_tool)
         ),
         EventKind::Stop { kind, .. } => eprintln!("· stop ({kind})"),
+        EventKind::TodoUpdated { todos, summary } => {
+            eprintln!(
+                "· plan: {}/{} done",
+                summary.completed + summary.cancelled,
+                summary.total
+            );
+            for item in todos {
+                eprintln!("  {} {}", item.status.mark(), visible_line(&item.content));
+            }
+        }
         _ => {}
     }
 }
@@ -444,6 +454,7 @@ fn ask_on_terminal(request: &PendingApproval) -> Option<ApprovalChoice> {
             visible_line(&request.tool)
         ),
         ApprovalKind::BudgetExtension => writeln!(stderr, "\n⚠ the session wants more budget"),
+        ApprovalKind::Question => return ask_question_on_terminal(request),
     };
     let _ = writeln!(
         stderr,
@@ -461,6 +472,27 @@ fn ask_on_terminal(request: &PendingApproval) -> Option<ApprovalChoice> {
         Ok(_) => {
             Some(ApprovalChoice::parse(&line).unwrap_or(ApprovalChoice::Deny { reason: None }))
         }
+    }
+}
+
+/// Asks a `clarify` question on the terminal (`-q` with a terminal): a choice's number or the
+/// person's own words; an empty line or a closed stdin declines.
+fn ask_question_on_terminal(request: &PendingApproval) -> Option<ApprovalChoice> {
+    let question = troupe_tools::clarify::Question::parse(&request.arguments).ok()?;
+    let mut stderr = std::io::stderr();
+    let _ = writeln!(stderr, "\n? {}", visible_line(&question.question));
+    for (i, choice) in question.choices.iter().enumerate() {
+        let _ = writeln!(stderr, "  {}. {}", i + 1, visible_line(choice));
+    }
+    let _ = write!(stderr, "  your answer (empty to decline): ");
+    let _ = stderr.flush();
+    let mut line = String::new();
+    match std::io::stdin().lock().read_line(&mut line) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(match question.read_answer(&line) {
+            Some(text) => ApprovalChoice::Answer { text },
+            None => ApprovalChoice::Deny { reason: None },
+        }),
     }
 }
 

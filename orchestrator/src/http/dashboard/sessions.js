@@ -117,6 +117,10 @@ export class SessionsView {
       case "approval_answered":
         n.state = "working";
         break;
+      case "todo_updated":
+        n.todos = event.todos;
+        n.todoSummary = event.summary;
+        break;
       case "subagent_spawned":
         n.pendingGoals = n.pendingGoals || new Map();
         n.pendingGoals.set(event.subagent_id, event.goal);
@@ -164,6 +168,12 @@ export class SessionsView {
         path.append(el("code", "", sid));
       });
       path.append(el("span", "muted", `  (depth ${a.agent_path.length - 1})`));
+      if (a.kind === "question") {
+        card.append(path, el("div", "approval-tool", "question"), el("div", "question", a.reason));
+        card.append(this.answerRow(a));
+        root.append(card);
+        continue;
+      }
       card.append(path, el("div", "approval-tool", a.tool), el("div", "muted", a.reason));
       card.append(el("pre", "args", JSON.stringify(a.arguments, null, 2)));
       const row = el("div", "actions");
@@ -184,6 +194,43 @@ export class SessionsView {
       card.append(row);
       root.append(card);
     }
+  }
+
+  // A clarify question: a button per choice, a field for other words when they are allowed,
+  // and a way to decline.
+  answerRow(a) {
+    const row = el("div", "actions");
+    const send = async (body, label) => {
+      try {
+        await api.post(`/api/approvals/${encodeURIComponent(a.request_id)}`, body);
+        this.ctx.toast(label);
+      } catch (e) {
+        if (!(e instanceof api.Unauthorized)) this.ctx.toast(e.message, true);
+      }
+      await this.refreshApprovals().catch(() => {});
+    };
+    const args = a.arguments || {};
+    (args.choices || []).forEach((choice, i) => {
+      const b = el("button", i === 0 ? "primary" : "", choice);
+      b.dataset.answer = String(i + 1);
+      b.addEventListener("click", () => send({ choice: "answer", answer: String(i + 1) }, `Answered: ${choice}`));
+      row.append(b);
+    });
+    if (args.allow_other || !(args.choices || []).length) {
+      const input = el("input", "answer-text", "");
+      input.placeholder = "Your answer";
+      const b = el("button", "", "Answer");
+      b.dataset.answer = "text";
+      b.addEventListener("click", () => {
+        if (input.value.trim()) send({ choice: "answer", answer: input.value.trim() }, "Answered");
+      });
+      row.append(input, b);
+    }
+    const decline = el("button", "danger", "Decline");
+    decline.dataset.choice = "deny";
+    decline.addEventListener("click", () => send({ choice: "deny" }, "Declined"));
+    row.append(decline);
+    return row;
   }
 
   renderSessions() {
@@ -230,6 +277,7 @@ export class SessionsView {
     line.append(el("code", "", depth ? id : "root"), el("span", "muted", ` ${n.state}`));
     if (n.goal) line.append(el("span", "goal", ` — ${n.goal}`));
     li.append(line);
+    if (n.todos && n.todos.length) li.append(todoList(n.todos, n.todoSummary));
     for (const [callId, c] of n.running) {
       const call = el("div", "running-call");
       call.dataset.callId = callId;
@@ -270,4 +318,18 @@ export class SessionsView {
       root.append(row);
     }
   }
+}
+
+// A session's plan, one line per item with its mark.
+function todoList(todos, summary) {
+  const box = el("div", "todo-list");
+  if (summary) box.append(el("div", "muted", `plan · ${summary.completed + summary.cancelled}/${summary.total} done`));
+  const marks = { pending: "[ ]", in_progress: "[>]", completed: "[x]", cancelled: "[-]" };
+  for (const t of todos) {
+    const row = el("div", `todo ${t.status}`, `${marks[t.status] || "[ ]"} ${t.content}`);
+    row.dataset.todoId = t.id;
+    row.dataset.status = t.status;
+    box.append(row);
+  }
+  return box;
 }

@@ -5,7 +5,8 @@ use axum::body::Bytes;
 use axum::extract::State;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use troupe_actors::supervisor::{ApprovalChoice, PendingApproval};
+use troupe_actors::supervisor::{ApprovalChoice, ApprovalKind, PendingApproval};
+use troupe_tools::clarify::Question;
 
 use super::super::HttpState;
 
@@ -38,11 +39,15 @@ pub async fn session_approvals(
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AnswerRequest {
-    /// `once`, `session`, `always` or `deny`.
+    /// `once`, `session`, `always` or `deny`; `answer` for a question (`kind: question`).
     pub choice: String,
     /// With `deny`: why, for the model.
     #[serde(default)]
     pub reason: Option<String>,
+    /// With `answer`: the person's answer (a choice's text or number, or their own words when
+    /// the question allows them).
+    #[serde(default)]
+    pub answer: Option<String>,
 }
 
 /// Handler of `POST /api/approvals/{request_id}`.
@@ -58,13 +63,20 @@ pub async fn answer(
         "deny" => ApprovalChoice::Deny {
             reason: body.reason.clone(),
         },
+        "answer" => question_answer(&state, &request_id, body.answer.as_deref()).await?,
         other => {
             return Err(ApiError::bad_request(
                 "bad_choice",
-                format!("choice {other:?} is not one of once, session, always, deny"),
+                format!("choice {other:?} is not one of once, session, always, deny, answer"),
             ));
         }
     };
+    if body.answer.is_some() && !matches!(choice, ApprovalChoice::Answer { .. }) {
+        return Err(ApiError::bad_request(
+            "bad_choice",
+            "`answer` goes only with choice `answer`",
+        ));
+    }
     if body.reason.is_some() && !matches!(choice, ApprovalChoice::Deny { .. }) {
         return Err(ApiError::bad_request(
             "bad_choice",
@@ -83,6 +95,47 @@ pub async fn answer(
     Ok(Json(
         json!({"request_id": request_id, "answered": body.choice.trim().to_ascii_lowercase()}),
     ))
+}
+
+/// The answer to a pending question, read against its choices: a choice's number or text, or
+/// other words when the question allows them.
+async fn question_answer(
+    state: &HttpState,
+    request_id: &str,
+    answer: Option<&str>,
+) -> Result<ApprovalChoice, ApiError> {
+    let pending = state.troupe.pending_approvals().await?;
+    let Some(request) = pending.iter().find(|p| p.request_id == request_id) else {
+        return Err(ApiError::not_found(
+            "approval_not_pending",
+            format!(
+                "request {request_id} is not pending (already answered, timed out, or never asked); GET /api/approvals lists the pending ones"
+            ),
+        ));
+    };
+    if request.kind != ApprovalKind::Question {
+        return Err(ApiError::bad_request(
+            "bad_choice",
+            "choice `answer` is for questions (kind: question); answer a call with once, session, always or deny",
+        ));
+    }
+    let question =
+        Question::parse(&request.arguments).map_err(|e| ApiError::bad_request("bad_choice", e))?;
+    let typed = answer.unwrap_or_default();
+    match question.read_answer(typed) {
+        Some(text) => Ok(ApprovalChoice::Answer { text }),
+        None if typed.trim().is_empty() => Err(ApiError::bad_request(
+            "bad_choice",
+            "choice `answer` needs `answer`: a choice's number or text, or your own words when the question allows them",
+        )),
+        None => Err(ApiError::bad_request(
+            "bad_choice",
+            format!(
+                "{typed:?} is not one of the choices ({}) and this question takes no other answer",
+                question.choices.join(", ")
+            ),
+        )),
+    }
 }
 
 /// `POST /api/sessions/{id}/stop` body (optional).

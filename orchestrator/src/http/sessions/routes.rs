@@ -295,6 +295,7 @@ fn describe(entry: &SessionEntry) -> Value {
         "last_outcome": entry.turns.last_outcome(),
         "usage": entry.handle.spent(),
         "budget": entry.handle.budget(),
+        "todos": entry.handle.todos().to_result(),
     })
 }
 
