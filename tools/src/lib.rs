@@ -17,6 +17,7 @@
 //! - [`deferral`]: which tools hide behind the bridge.
 //! - [`search`]: tokenizer, BM25 catalog, listing and tool-list assembly.
 //! - [`bridge`]: `tool_search`, `tool_describe`, `tool_call`.
+//! - [`connectors`]: hosted connector tools behind a tool gateway.
 //! - [`builtin`]: terminal, background processes, file tools, execute_code.
 //! - [`catalog_file`]: catalogs of tool definitions read from JSON.
 //! - [`home`]: troupe's home directory ([`TroupeHome`]), resolved once and passed down.
@@ -27,6 +28,7 @@ pub mod bridge;
 pub mod builtin;
 pub mod catalog_file;
 pub mod config;
+pub mod connectors;
 pub mod deferral;
 mod error;
 pub mod home;

@@ -339,6 +339,11 @@ impl Runtime {
         for tool in &options.tools {
             registry.register(tool.clone());
         }
+        // Hosted connectors: the gateway joins the registry, reached by the views that hold
+        // `manage_connections` (registered with it, in the `connectors` toolset).
+        if let Some(gateway) = crate::connectors::attach_gateway(&config, &registry) {
+            registry.register(crate::connectors::manage_tool(Some(gateway), None));
+        }
         // Durable sessions, and `session_search` over them.
         let sessions = match options.persist_sessions {
             true => crate::sessions::open_configured(&config.sessions)
