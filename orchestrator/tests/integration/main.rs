@@ -18,6 +18,7 @@ mod chat_models;
 mod chat_real_model;
 mod chat_terminal;
 mod confine_cli;
+mod connectors_api;
 mod connectors_chat;
 mod connectors_cli;
 mod danger_cli;
