@@ -136,3 +136,56 @@ fn a_connector_batch_in_chat_runs_in_order_with_the_second_denied() {
         .collect();
     assert_eq!(executed, ["GMAIL_SEND_EMAIL", "LINEAR_CREATE_ISSUE"]);
 }
+
+#[test]
+fn connection_required_is_answered_with_manage_connections() {
+    let gateway = MockGateway::start(|path, _| match path {
+        "execute" => Reply::Json(json!({"ok": false, "error": {"code": "CONNECTION_REQUIRED", "message": "gmail is not connected"}})),
+        "connections/gmail" => Reply::Json(json!({"connect_url": "https://connect.example/gmail/abc"})),
+        "connections" => Reply::Json(json!({"connectors": [{"name": "gmail", "connected": false, "connect_url": "https://connect.example/gmail/abc"}]})),
+        _ => Reply::Status(404, "{}".into()),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("troupe.yaml"),
+        format!("tools:\n  connectors:\n    url: {}\n    token_env: {TOKEN_ENV}\n", gateway.url),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        "turns:\n  - tool_calls:\n      - name: tool_call\n        arguments: {calls: [{name: connectors__gmail__SEND_EMAIL, arguments: {to: a}}]}\n  - match: CONNECTION_REQUIRED\n    tool_calls:\n      - name: manage_connections\n        arguments: {action: connect, connector: gmail}\n  - match: https://connect.example/gmail/abc\n    text: Open the link to connect Gmail.\n",
+    )
+    .unwrap();
+    let lines = chat(dir.path());
+    assert_eq!(last_text(&lines), ("Open the link to connect Gmail.", "completed"));
+    let paths: Vec<String> = gateway.seen().into_iter().map(|s| s.path).collect();
+    assert_eq!(paths, ["execute", "connections/gmail"]);
+}
+
+#[test]
+fn manage_connections_switches_on_a_declared_server_and_its_tools_are_searchable() {
+    if !servers_available("manage_connections_switches_on_a_declared_server") {
+        return;
+    }
+    let gateway = MockGateway::start(|_, _| Reply::Json(json!({})));
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "# my settings\ntools:\n  tool_search: {{ranking: reference}}\n  connectors:\n    url: {}\n    token_env: {TOKEN_ENV}\nmcp_servers:\n  everything:\n    command: \"{}\"\n    args: [stdio]\n    enabled: false  # off until needed\n",
+        gateway.url,
+        everything_bin().display()
+    );
+    std::fs::write(dir.path().join("troupe.yaml"), &config).unwrap();
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        "turns:\n  - tool_calls:\n      - name: tool_search\n        arguments: {queries: [echo]}\n  - match: '\"matches\":[]'\n    tool_calls:\n      - name: manage_connections\n        arguments: {action: enable, server: everything}\n  - match: switched on\n    tool_calls:\n      - name: tool_search\n        arguments: {queries: [echo]}\n  - match: mcp_everything_echo\n    text: Echo is there now.\n",
+    )
+    .unwrap();
+    let lines = chat(dir.path());
+    assert_eq!(last_text(&lines), ("Echo is there now.", "completed"));
+    let after = std::fs::read_to_string(dir.path().join("troupe.yaml")).unwrap();
+    assert_eq!(
+        after,
+        config.replace("enabled: false  # off", "enabled: true  # off"),
+        "only that key changed"
+    );
+}

@@ -2,6 +2,8 @@
 //! attached to a registry, and the `manage_connections` tool built with what this process can
 //! switch on (docs/connectors.md).
 
+pub mod local_servers;
+
 use std::sync::Arc;
 
 use troupe_tools::connectors::manage::{Connections, LocalServers, manage_connections_def};
