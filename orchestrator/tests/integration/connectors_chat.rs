@@ -189,3 +189,55 @@ fn manage_connections_switches_on_a_declared_server_and_its_tools_are_searchable
         "only that key changed"
     );
 }
+
+/// Every file under a folder, recursively.
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                out.extend(files_under(&path));
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// The gateway token reaches the gateway and nothing else: a command the model runs does not
+/// get its variable, and the session store (with everything the turn wrote) never holds it.
+#[test]
+fn the_gateway_token_reaches_no_tool_script_or_store() {
+    let gateway = MockGateway::start(|_, _| Reply::Json(json!({"ok": true, "data": "fine"})));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("troupe.yaml"),
+        format!("tools:\n  connectors:\n    url: {}\n    token_env: {TOKEN_ENV}\n", gateway.url),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        format!(
+            "turns:\n  - tool_calls:\n      - name: terminal\n        arguments: {{command: \"echo gateway-var=[${TOKEN_ENV}]\"}}\n      - name: tool_call\n        arguments: {{calls: [{{name: connectors__gmail__SEND_EMAIL, arguments: {{to: a}}}}]}}\n  - match: 'gateway-var=[]'\n    text: The variable was empty.\n"
+        ),
+    )
+    .unwrap();
+    let lines = chat(dir.path());
+    assert_eq!(last_text(&lines), ("The variable was empty.", "completed"));
+    assert_eq!(gateway.seen_at("execute").len(), 1);
+    assert_eq!(
+        gateway.seen()[0].auth.as_deref(),
+        Some(format!("Bearer {TOKEN}").as_str())
+    );
+    let stored = files_under(&dir.path().join("home"));
+    let mut wrote_the_turn = false;
+    for file in &stored {
+        let bytes = std::fs::read(file).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains(TOKEN), "the token is in {}", file.display());
+        wrote_the_turn |= text.contains("gateway-var=[]");
+    }
+    assert!(wrote_the_turn, "the session store kept the turn: {stored:?}");
+}
