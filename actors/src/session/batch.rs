@@ -248,7 +248,10 @@ struct ModelAnswer {
 
 /// One answer per model call, in order: a call's own outcome, or, for a connector batch, its
 /// entries' outcomes spliced into one `{"results": [...], ...}` in input order.
-fn model_answers(outcomes: &[CallOutcome], connector_batches: &HashSet<String>) -> Vec<ModelAnswer> {
+fn model_answers(
+    outcomes: &[CallOutcome],
+    connector_batches: &HashSet<String>,
+) -> Vec<ModelAnswer> {
     let mut answers: Vec<ModelAnswer> = Vec::with_capacity(outcomes.len());
     let mut i = 0;
     while i < outcomes.len() {

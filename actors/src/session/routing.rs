@@ -178,7 +178,9 @@ pub(super) fn target_of(route: Route, view: &ToolsetView, config: &ToolSearchCon
         // Expanded into one entry per connector call before binding (`Session::entries`).
         Route::Connectors(_) => CallTarget::Invalid {
             name: "tool_call".to_string(),
-            result: ToolResult::error("A connector batch could not be run; send its entries again."),
+            result: ToolResult::error(
+                "A connector batch could not be run; send its entries again.",
+            ),
         },
         Route::Invalid(name, result) | Route::Unresolved(name, result) => {
             CallTarget::Invalid { name, result }

@@ -49,7 +49,14 @@ impl ConfigServers {
             registry,
             options,
             shared: Arc::new(Shared {
-                off: Mutex::new(servers.servers.iter().filter(|s| !s.enabled).cloned().collect()),
+                off: Mutex::new(
+                    servers
+                        .servers
+                        .iter()
+                        .filter(|s| !s.enabled)
+                        .cloned()
+                        .collect(),
+                ),
                 started: Mutex::new(Vec::new()),
             }),
         }
@@ -58,16 +65,26 @@ impl ConfigServers {
 
 impl LocalServers for ConfigServers {
     fn disabled(&self) -> Vec<String> {
-        lock(&self.shared.off).iter().map(|s| s.name.clone()).collect()
+        lock(&self.shared.off)
+            .iter()
+            .map(|s| s.name.clone())
+            .collect()
     }
 
     fn enable(&self, name: &str) -> BoxFuture<'static, Result<String, String>> {
-        let found = lock(&self.shared.off).iter().find(|s| s.name == name).cloned();
+        let found = lock(&self.shared.off)
+            .iter()
+            .find(|s| s.name == name)
+            .cloned();
         let Some(server) = found else {
             let known = self.disabled();
             return Box::pin(futures::future::ready(Err(format!(
                 "'{name}' is not a local MCP server that is switched off. Servers that can be switched on: {}.",
-                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
             ))));
         };
         if let Some(path) = &self.config_path {
@@ -120,7 +137,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub fn enable_server_key(text: &str, name: &str) -> Result<String, String> {
     let before = parse(text)?;
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    let by_hand = || format!("could not switch mcp_servers.{name}.enabled on in place; set it to true by hand");
+    let by_hand = || {
+        format!("could not switch mcp_servers.{name}.enabled on in place; set it to true by hand")
+    };
     let top = lines
         .iter()
         .position(|l| l.starts_with("mcp_servers:"))
@@ -194,7 +213,10 @@ fn replace_false(line: &str) -> Option<String> {
     let word_len = value
         .find(|c: char| !c.is_ascii_alphabetic())
         .unwrap_or(value.len());
-    if !matches!(&value[..word_len], "false" | "False" | "FALSE" | "no" | "off") {
+    if !matches!(
+        &value[..word_len],
+        "false" | "False" | "FALSE" | "no" | "off"
+    ) {
         return None;
     }
     Some(format!(
@@ -213,7 +235,10 @@ mod tests {
     fn only_the_enabled_key_changes() {
         let text = "# mine\nmodel: {model: x}\nmcp_servers:\n  a:\n    command: a\n    enabled: false   # later\n  b:\n    command: b\n    enabled: false\nplugins: {enabled: [x]}\n";
         let out = enable_server_key(text, "a").unwrap();
-        assert_eq!(out, text.replacen("enabled: false   # later", "enabled: true   # later", 1));
+        assert_eq!(
+            out,
+            text.replacen("enabled: false   # later", "enabled: true   # later", 1)
+        );
         let flow = "mcp_servers:\n  \"c\": {command: c, enabled: false}\n";
         assert_eq!(
             enable_server_key(flow, "c").unwrap(),

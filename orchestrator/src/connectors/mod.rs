@@ -6,8 +6,8 @@ pub mod local_servers;
 
 use std::sync::Arc;
 
-use troupe_tools::connectors::manage::{Connections, LocalServers, manage_connections_def};
 use troupe_tools::connectors::Gateway;
+use troupe_tools::connectors::manage::{Connections, LocalServers, manage_connections_def};
 use troupe_tools::{Registry, ToolDef};
 
 use crate::settings::Settings;
@@ -29,9 +29,6 @@ pub fn attach_gateway(config: &Settings, registry: &Registry) -> Option<Arc<Gate
 }
 
 /// `manage_connections` over `gateway` and, when given, the local servers it may switch on.
-pub fn manage_tool(
-    gateway: Option<Arc<Gateway>>,
-    local: Option<Arc<dyn LocalServers>>,
-) -> ToolDef {
+pub fn manage_tool(gateway: Option<Arc<Gateway>>, local: Option<Arc<dyn LocalServers>>) -> ToolDef {
     manage_connections_def(Connections { gateway, local })
 }

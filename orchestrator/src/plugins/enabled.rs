@@ -52,7 +52,7 @@ pub fn edit_file(path: &Path, name: &str, on: bool) -> Result<bool, String> {
 /// file's permissions. Shared with the other in-place edits of troupe.yaml.
 pub(crate) fn replace_file(path: &Path, edited: &str) -> Result<(), String> {
     let tmp = path.with_extension("yaml.troupe-edit");
-    std::fs::write(&tmp, &edited)
+    std::fs::write(&tmp, edited)
         .and_then(|()| {
             if let Ok(meta) = std::fs::metadata(path) {
                 std::fs::set_permissions(&tmp, meta.permissions())?;

@@ -61,7 +61,8 @@ impl ConnectorsSettings {
                 format!("expected an http:// or https:// URL, found {url:?}"),
             ));
         }
-        let token_env = string(&map, SECTION, "token_env")?.unwrap_or_else(|| DEFAULT_TOKEN_ENV.into());
+        let token_env =
+            string(&map, SECTION, "token_env")?.unwrap_or_else(|| DEFAULT_TOKEN_ENV.into());
         if token_env.is_empty()
             || !token_env
                 .chars()
@@ -69,7 +70,9 @@ impl ConnectorsSettings {
         {
             return Err(invalid(
                 "tools.connectors.token_env",
-                format!("expected the name of an environment variable (letters, digits, _), such as {DEFAULT_TOKEN_ENV}, found {token_env:?}"),
+                format!(
+                    "expected the name of an environment variable (letters, digits, _), such as {DEFAULT_TOKEN_ENV}, found {token_env:?}"
+                ),
             ));
         }
         let timeout = match map.get("timeout_s") {
@@ -98,7 +101,10 @@ impl ConnectorsSettings {
     }
 
     /// The gateway client's settings, with the token read through `env`.
-    pub fn gateway(&self, env: &dyn Fn(&str) -> Option<String>) -> troupe_tools::connectors::GatewaySettings {
+    pub fn gateway(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> troupe_tools::connectors::GatewaySettings {
         troupe_tools::connectors::GatewaySettings {
             url: self.url.clone(),
             token: env(&self.token_env).filter(|t| !t.is_empty()),
@@ -114,7 +120,10 @@ mod tests {
 
     #[test]
     fn absent_or_disabled_is_none() {
-        assert_eq!(ConnectorsSettings::from_section(&Value::Null).unwrap(), None);
+        assert_eq!(
+            ConnectorsSettings::from_section(&Value::Null).unwrap(),
+            None
+        );
         assert_eq!(
             ConnectorsSettings::from_section(&json!({"enabled": false, "url": 3})).unwrap(),
             None
@@ -142,12 +151,24 @@ mod tests {
     #[test]
     fn bad_values_name_the_key() {
         for (section, key) in [
-            (json!({"enabled": "yes", "url": "http://x"}), "tools.connectors.enabled"),
+            (
+                json!({"enabled": "yes", "url": "http://x"}),
+                "tools.connectors.enabled",
+            ),
             (json!({"enabled": true}), "tools.connectors.url"),
             (json!({"url": "ftp://x"}), "tools.connectors.url"),
-            (json!({"url": "http://x", "token_env": "A B"}), "tools.connectors.token_env"),
-            (json!({"url": "http://x", "timeout_s": 0}), "tools.connectors.timeout_s"),
-            (json!({"url": "http://x", "timeout_s": "30"}), "tools.connectors.timeout_s"),
+            (
+                json!({"url": "http://x", "token_env": "A B"}),
+                "tools.connectors.token_env",
+            ),
+            (
+                json!({"url": "http://x", "timeout_s": 0}),
+                "tools.connectors.timeout_s",
+            ),
+            (
+                json!({"url": "http://x", "timeout_s": "30"}),
+                "tools.connectors.timeout_s",
+            ),
             (json!([1]), "tools.connectors"),
         ] {
             let err = ConnectorsSettings::from_section(&section).unwrap_err();

@@ -14,6 +14,7 @@
 //! from here as a value.
 
 mod backend;
+pub mod connectors;
 pub mod hooks;
 pub mod kanban;
 pub(crate) mod keys;
@@ -24,7 +25,6 @@ pub mod secrets;
 pub mod serve;
 mod sessions;
 pub mod terminal;
-pub mod connectors;
 mod toolsets;
 
 use std::collections::BTreeMap;

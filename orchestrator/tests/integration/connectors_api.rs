@@ -116,7 +116,9 @@ async fn figures() {
                 .iter()
                 .map(|s| (s.clone(), json!({"connector": "gmail", "description": format!("Send or manage email, variant {s}."), "input_schema": {"type": "object", "properties": {"to": {"type": "string"}}}})))
                 .collect();
-            Reply::Json(json!({"schemas": schemas, "results": [{"use_case": body["queries"][0], "tools": slugs}]}))
+            Reply::Json(
+                json!({"schemas": schemas, "results": [{"use_case": body["queries"][0], "tools": slugs}]}),
+            )
         }
         "execute" => Reply::Json(json!({"ok": true, "data": {"done": body["tool"]}})),
         _ => Reply::Status(404, "{}".into()),
@@ -169,13 +171,18 @@ async fn figures() {
     }
     // A 10-entry batch through a session (planner, hooks, approval checks, one request each).
     let calls: Vec<serde_json::Value> = (0..10)
-        .map(|i| json!({"name": format!("connectors__gmail__ACTION_{i}"), "arguments": {"to": "a"}}))
+        .map(
+            |i| json!({"name": format!("connectors__gmail__ACTION_{i}"), "arguments": {"to": "a"}}),
+        )
         .collect();
     let troupe = Troupe::start(TroupeConfig::new(registry)).unwrap();
     let mut took = Vec::new();
     for _ in 0..10 {
         let script = Script::new()
-            .turn(ScriptTurn::tool_call("tool_call", json!({ "calls": calls })))
+            .turn(ScriptTurn::tool_call(
+                "tool_call",
+                json!({ "calls": calls }),
+            ))
             .turn(ScriptTurn::text("done"));
         let session = troupe
             .open_session(SessionOptions::new(Arc::new(ScriptedProvider::new(script))))
@@ -189,7 +196,9 @@ async fn figures() {
     }
     let t0 = Instant::now();
     for i in 0..10 {
-        let _ = client.execute("gmail", &format!("ACTION_{i}"), &serde_json::Map::new()).await;
+        let _ = client
+            .execute("gmail", &format!("ACTION_{i}"), &serde_json::Map::new())
+            .await;
     }
     let direct = t0.elapsed().as_secs_f64() * 1e3;
     println!(
@@ -234,7 +243,8 @@ async fn a_board_worker_gets_connectors_only_when_its_view_grants_them() {
         .unwrap();
     let troupe = Troupe::start(TroupeConfig::new(Arc::clone(&registry))).unwrap();
     let board = BoardSlug::default_board();
-    let send = r#"{"calls": [{"name": "connectors__gmail__SEND_EMAIL", "arguments": {"to": "a"}}]}"#;
+    let send =
+        r#"{"calls": [{"name": "connectors__gmail__SEND_EMAIL", "arguments": {"to": "a"}}]}"#;
     // Each turn answers only if the previous result says what this worker should have seen.
     let granted = format!(
         "turns:\n  - tool_calls:\n      - name: tool_search\n        arguments: {{queries: [gmail send email]}}\n  - match: '\"matches\":[\"connectors__gmail__SEND_EMAIL\"]'\n    tool_calls:\n      - name: tool_call\n        arguments: '{send}'\n  - match: '\"success_count\":1'\n    tool_calls:\n      - name: kanban_complete\n        arguments: {{summary: sent}}\n  - text: Finished.\n"
@@ -245,7 +255,9 @@ async fn a_board_worker_gets_connectors_only_when_its_view_grants_them() {
     let profile = |name: &str, script: &str, spec: ViewSpec| {
         WorkerProfile::new(
             name,
-            Arc::new(ScriptedProvider::new(Script::from_yaml_str(script).unwrap())),
+            Arc::new(ScriptedProvider::new(
+                Script::from_yaml_str(script).unwrap(),
+            )),
             registry.view(spec).unwrap(),
         )
     };
@@ -275,10 +287,25 @@ async fn a_board_worker_gets_connectors_only_when_its_view_grants_them() {
     assert!(
         tasks.iter().all(|t| t.status == TaskStatus::Done),
         "{:?}, gateway saw {:?}",
-        tasks.iter().map(|t| (&t.title, t.status)).collect::<Vec<_>>(),
-        gateway.seen().iter().map(|s| (s.path.clone(), s.body.clone())).collect::<Vec<_>>()
+        tasks
+            .iter()
+            .map(|t| (&t.title, t.status))
+            .collect::<Vec<_>>(),
+        gateway
+            .seen()
+            .iter()
+            .map(|s| (s.path.clone(), s.body.clone()))
+            .collect::<Vec<_>>()
     );
-    assert_eq!(gateway.seen_at("search").len(), 1, "only the granted worker searched");
-    assert_eq!(gateway.seen_at("execute").len(), 1, "only the granted worker called");
+    assert_eq!(
+        gateway.seen_at("search").len(),
+        1,
+        "only the granted worker searched"
+    );
+    assert_eq!(
+        gateway.seen_at("execute").len(),
+        1,
+        "only the granted worker called"
+    );
     troupe.close().await;
 }

@@ -21,13 +21,27 @@ fn chat(dir: &Path) -> Vec<Value> {
         .stdin(Stdio::null())
         .env("TROUPE_HOME", dir.join("home"))
         .env(TOKEN_ENV, TOKEN)
-        .args(["chat", "-q", "do the thing", "--script", "script.yaml", "--json"])
+        .args([
+            "chat",
+            "-q",
+            "do the thing",
+            "--script",
+            "script.yaml",
+            "--json",
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout).to_string();
     let stderr = String::from_utf8_lossy(&output.stderr).to_string();
-    assert_eq!(output.status.code(), Some(0), "stdout: {stdout}\nstderr: {stderr}");
-    assert!(!stdout.contains(TOKEN) && !stderr.contains(TOKEN), "the token leaked");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+    assert!(
+        !stdout.contains(TOKEN) && !stderr.contains(TOKEN),
+        "the token leaked"
+    );
     stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
@@ -37,7 +51,10 @@ fn chat(dir: &Path) -> Vec<Value> {
 fn last_text(lines: &[Value]) -> (&str, &str) {
     let last = lines.last().unwrap();
     assert_eq!(last["type"], "final", "{last}");
-    (last["text"].as_str().unwrap(), last["status"].as_str().unwrap())
+    (
+        last["text"].as_str().unwrap(),
+        last["status"].as_str().unwrap(),
+    )
 }
 
 #[test]
@@ -74,7 +91,10 @@ fn a_search_in_chat_merges_local_and_connector_tools() {
     let searches = gateway.seen_at("search");
     assert_eq!(searches.len(), 1);
     assert_eq!(searches[0].body, json!({"queries": ["echo"]}));
-    assert_eq!(searches[0].auth.as_deref(), Some(format!("Bearer {TOKEN}").as_str()));
+    assert_eq!(
+        searches[0].auth.as_deref(),
+        Some(format!("Bearer {TOKEN}").as_str())
+    );
 }
 
 #[test]
@@ -140,15 +160,24 @@ fn a_connector_batch_in_chat_runs_in_order_with_the_second_denied() {
 #[test]
 fn connection_required_is_answered_with_manage_connections() {
     let gateway = MockGateway::start(|path, _| match path {
-        "execute" => Reply::Json(json!({"ok": false, "error": {"code": "CONNECTION_REQUIRED", "message": "gmail is not connected"}})),
-        "connections/gmail" => Reply::Json(json!({"connect_url": "https://connect.example/gmail/abc"})),
-        "connections" => Reply::Json(json!({"connectors": [{"name": "gmail", "connected": false, "connect_url": "https://connect.example/gmail/abc"}]})),
+        "execute" => Reply::Json(
+            json!({"ok": false, "error": {"code": "CONNECTION_REQUIRED", "message": "gmail is not connected"}}),
+        ),
+        "connections/gmail" => {
+            Reply::Json(json!({"connect_url": "https://connect.example/gmail/abc"}))
+        }
+        "connections" => Reply::Json(
+            json!({"connectors": [{"name": "gmail", "connected": false, "connect_url": "https://connect.example/gmail/abc"}]}),
+        ),
         _ => Reply::Status(404, "{}".into()),
     });
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("troupe.yaml"),
-        format!("tools:\n  connectors:\n    url: {}\n    token_env: {TOKEN_ENV}\n", gateway.url),
+        format!(
+            "tools:\n  connectors:\n    url: {}\n    token_env: {TOKEN_ENV}\n",
+            gateway.url
+        ),
     )
     .unwrap();
     std::fs::write(
@@ -157,7 +186,10 @@ fn connection_required_is_answered_with_manage_connections() {
     )
     .unwrap();
     let lines = chat(dir.path());
-    assert_eq!(last_text(&lines), ("Open the link to connect Gmail.", "completed"));
+    assert_eq!(
+        last_text(&lines),
+        ("Open the link to connect Gmail.", "completed")
+    );
     let paths: Vec<String> = gateway.seen().into_iter().map(|s| s.path).collect();
     assert_eq!(paths, ["execute", "connections/gmail"]);
 }
@@ -214,7 +246,10 @@ fn the_gateway_token_reaches_no_tool_script_or_store() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("troupe.yaml"),
-        format!("tools:\n  connectors:\n    url: {}\n    token_env: {TOKEN_ENV}\n", gateway.url),
+        format!(
+            "tools:\n  connectors:\n    url: {}\n    token_env: {TOKEN_ENV}\n",
+            gateway.url
+        ),
     )
     .unwrap();
     std::fs::write(
@@ -239,5 +274,8 @@ fn the_gateway_token_reaches_no_tool_script_or_store() {
         assert!(!text.contains(TOKEN), "the token is in {}", file.display());
         wrote_the_turn |= text.contains("gateway-var=[]");
     }
-    assert!(wrote_the_turn, "the session store kept the turn: {stored:?}");
+    assert!(
+        wrote_the_turn,
+        "the session store kept the turn: {stored:?}"
+    );
 }

@@ -34,7 +34,10 @@ struct World {
 
 fn world(catalog_of: &Value, connectors: Value) -> World {
     let dir = tempfile::tempdir().unwrap();
-    let mut entries = catalog_of["catalog"].as_array().cloned().unwrap_or_default();
+    let mut entries = catalog_of["catalog"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     if let Some(extra) = catalog_of["extra_tool_defs"].as_array() {
         entries.extend(extra.iter().cloned());
     }
@@ -71,7 +74,11 @@ fn troupe_tools(world: &World, command: &str, args: &Value, extra: &[&str]) -> (
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout).to_string();
     let stderr = String::from_utf8_lossy(&output.stderr).to_string();
-    assert_eq!(output.status.code(), Some(0), "stdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
     assert!(
         !stdout.contains(TOKEN) && !stderr.contains(TOKEN),
         "the gateway token leaked: {stdout}\n{stderr}"
@@ -114,7 +121,10 @@ fn check_search(name: &str, got: &Value, expected: &Value) {
     let groups = expected["results"].as_array().unwrap();
     for (i, want) in groups.iter().enumerate() {
         let have = &got["results"][i];
-        assert_eq!(have["matches"], want["matches"], "{name}: matches of query {i}");
+        assert_eq!(
+            have["matches"], want["matches"],
+            "{name}: matches of query {i}"
+        );
         assert_eq!(
             have.get("available_sources"),
             want.get("available_sources"),
@@ -127,15 +137,25 @@ fn check_search(name: &str, got: &Value, expected: &Value) {
     assert_eq!(keys(have_tools), keys(want_tools), "{name}: tools map");
     for (tool, record) in want_tools {
         for field in ["source", "source_name", "description", "required"] {
-            assert_eq!(have_tools[tool][field], record[field], "{name}: {tool}.{field}");
+            assert_eq!(
+                have_tools[tool][field], record[field],
+                "{name}: {tool}.{field}"
+            );
         }
     }
     match expected.get("connectors") {
-        None => assert!(got.get("connectors").is_none(), "{name}: unexpected connectors field {got}"),
+        None => assert!(
+            got.get("connectors").is_none(),
+            "{name}: unexpected connectors field {got}"
+        ),
         Some(want) => {
             let have = &got["connectors"];
             assert_eq!(have["status"], want["status"], "{name}: connectors.status");
-            assert_eq!(have.get("reason"), want.get("reason"), "{name}: connectors.reason");
+            assert_eq!(
+                have.get("reason"),
+                want.get("reason"),
+                "{name}: connectors.reason"
+            );
             assert!(have["hint"].is_string(), "{name}: connectors.hint");
         }
     }
@@ -163,7 +183,10 @@ fn run_search_case(name: &str) {
         assert_eq!(sent, *calls, "{name}: gateway searches");
     }
     for seen in gateway.seen() {
-        assert_eq!(seen.auth.as_deref(), Some(format!("Bearer {TOKEN}").as_str()));
+        assert_eq!(
+            seen.auth.as_deref(),
+            Some(format!("Bearer {TOKEN}").as_str())
+        );
     }
 }
 
@@ -193,7 +216,12 @@ fn conformance_describe_connector_names() {
     let schemas = Value::Object(schemas);
     let gateway = MockGateway::start(move |path, body| match path {
         "describe" => {
-            let asked: Vec<&str> = body["slugs"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+            let asked: Vec<&str> = body["slugs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
             let answered: Map<String, Value> = schemas
                 .as_object()
                 .unwrap()
@@ -211,8 +239,15 @@ fn conformance_describe_connector_names() {
     assert_eq!(got["tools"], expected["tools"], "{got}");
     assert_eq!(got["not_found"], expected["not_found"]);
     assert!(got["hint"].is_string());
-    assert!(got.get("errors").is_none() && got.get("connectors").is_none(), "{got}");
-    assert_eq!(gateway.seen_at("describe").len(), 1, "one request for every connector name");
+    assert!(
+        got.get("errors").is_none() && got.get("connectors").is_none(),
+        "{got}"
+    );
+    assert_eq!(
+        gateway.seen_at("describe").len(),
+        1,
+        "one request for every connector name"
+    );
 }
 
 #[test]
@@ -225,7 +260,10 @@ fn conformance_tool_call_mixed_batch_rejected() {
     let (got, _) = troupe_tools(&world, "call", &case["args"], &["--dry-run"]);
     let error = got["error"].as_str().unwrap_or_else(|| panic!("{got}"));
     assert!(error.contains("connectors__"), "{error}");
-    assert!(gateway.seen().is_empty(), "a refused batch reaches no gateway");
+    assert!(
+        gateway.seen().is_empty(),
+        "a refused batch reaches no gateway"
+    );
 }
 
 /// The recorded payload (twin slugs, a schema without a connector, a group for another query)
@@ -248,10 +286,19 @@ fn connector_hits_are_ranked_in_the_same_pass_and_twins_are_one_tool() {
         _ => Reply::Status(404, "{}".into()),
     });
     let world = world(&catalog, connectors_at(&gateway));
-    let (got, _) = troupe_tools(&world, "search", &json!({"queries": ["gmail send email"]}), &[]);
+    let (got, _) = troupe_tools(
+        &world,
+        "search",
+        &json!({"queries": ["gmail send email"]}),
+        &[],
+    );
     assert_eq!(
         got["results"][0]["matches"],
-        json!(["connectors__gmail__SEND_EMAIL", "gmail_send_email", "slack_send_message"]),
+        json!([
+            "connectors__gmail__SEND_EMAIL",
+            "gmail_send_email",
+            "slack_send_message"
+        ]),
         "{got}"
     );
     assert_eq!(got["total_available"], 14);
@@ -261,10 +308,19 @@ fn connector_hits_are_ranked_in_the_same_pass_and_twins_are_one_tool() {
     );
     assert!(got.get("connectors").is_none());
     // `limit` caps the merged group as a whole: four tools hold "email", three come back.
-    let (got, _) = troupe_tools(&world, "search", &json!({"queries": ["email"], "limit": 3}), &[]);
+    let (got, _) = troupe_tools(
+        &world,
+        "search",
+        &json!({"queries": ["email"], "limit": 3}),
+        &[],
+    );
     let matches = got["results"][0]["matches"].as_array().unwrap();
     assert_eq!(matches.len(), 3, "{got}");
-    assert!(matches.iter().any(|m| m.as_str().unwrap().starts_with("connectors__")));
+    assert!(
+        matches
+            .iter()
+            .any(|m| m.as_str().unwrap().starts_with("connectors__"))
+    );
     assert_eq!(gateway.seen_at("search").len(), 2);
     // Two local tools fill a group of two: the gateway is not asked.
     let (got, _) = troupe_tools(
@@ -286,21 +342,46 @@ fn a_failing_gateway_degrades_to_local_results() {
     let catalog = case("connectors_failure_unreachable");
     let local = json!(["gmail_send_email", "gmail_fetch_emails"]);
     for (reply, status, reason) in [
-        (Reply::Status(401, "{}".into()), "unavailable", Some("sign_in_expired")),
+        (
+            Reply::Status(401, "{}".into()),
+            "unavailable",
+            Some("sign_in_expired"),
+        ),
         (Reply::Status(412, "{}".into()), "not_set_up", None),
-        (Reply::Status(502, "bad gateway".into()), "unavailable", Some("unreachable")),
+        (
+            Reply::Status(502, "bad gateway".into()),
+            "unavailable",
+            Some("unreachable"),
+        ),
         (Reply::Garbage, "unavailable", Some("unreachable")),
-        (Reply::Json(json!({"schemas": [], "results": []})), "unavailable", Some("unreachable")),
-        (Reply::Huge(50 * 1024 * 1024), "unavailable", Some("unreachable")),
+        (
+            Reply::Json(json!({"schemas": [], "results": []})),
+            "unavailable",
+            Some("unreachable"),
+        ),
+        (
+            Reply::Huge(50 * 1024 * 1024),
+            "unavailable",
+            Some("unreachable"),
+        ),
     ] {
         let label = format!("{reply:?}").chars().take(40).collect::<String>();
         let gateway = MockGateway::start(move |_, _| reply.clone());
         let world = world(&catalog, connectors_at(&gateway));
         let started = Instant::now();
-        let (got, _) = troupe_tools(&world, "search", &json!({"queries": ["gmail send email"]}), &[]);
+        let (got, _) = troupe_tools(
+            &world,
+            "search",
+            &json!({"queries": ["gmail send email"]}),
+            &[],
+        );
         assert_eq!(got["results"][0]["matches"], local, "{label}: {got}");
         assert_eq!(got["connectors"]["status"], status, "{label}");
-        assert_eq!(got["connectors"].get("reason").and_then(Value::as_str), reason, "{label}");
+        assert_eq!(
+            got["connectors"].get("reason").and_then(Value::as_str),
+            reason,
+            "{label}"
+        );
         assert!(started.elapsed() < Duration::from_secs(20), "{label}");
     }
 }
@@ -315,14 +396,22 @@ fn a_hung_gateway_is_bounded_by_its_timeout() {
         json!({"url": gateway.url, "token_env": TOKEN_ENV, "timeout_s": 1}),
     );
     let started = Instant::now();
-    let (got, _) = troupe_tools(&world, "search", &json!({"queries": ["gmail send email"]}), &[]);
+    let (got, _) = troupe_tools(
+        &world,
+        "search",
+        &json!({"queries": ["gmail send email"]}),
+        &[],
+    );
     let took = started.elapsed();
     assert_eq!(got["connectors"]["reason"], "unreachable");
     assert_eq!(
         got["results"][0]["matches"],
         json!(["gmail_send_email", "gmail_fetch_emails"])
     );
-    assert!(took >= Duration::from_secs(1) && took < Duration::from_secs(10), "{took:?}");
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(10),
+        "{took:?}"
+    );
 }
 
 /// `enabled: false` is troupe without connectors: the gateway is never asked and the answer
@@ -355,11 +444,17 @@ fn a_connector_batch_runs_one_request_per_entry_in_order() {
         }
         let tool = body["tool"].as_str().unwrap_or("");
         match tool {
-            "GMAIL_SEND_EMAIL" => Reply::Json(json!({"ok": true, "data": {"sent_to": body["arguments"]["to"]}})),
+            "GMAIL_SEND_EMAIL" => {
+                Reply::Json(json!({"ok": true, "data": {"sent_to": body["arguments"]["to"]}}))
+            }
             // Known only under its literal slug.
-            "NOTION_QUERY" => Reply::Json(json!({"ok": false, "error": {"code": "TOOL_NOT_FOUND", "message": "no such slug"}})),
+            "NOTION_QUERY" => Reply::Json(
+                json!({"ok": false, "error": {"code": "TOOL_NOT_FOUND", "message": "no such slug"}}),
+            ),
             "QUERY" => Reply::Json(json!({"ok": true, "data": [1, 2]})),
-            "LINEAR_CREATE_ISSUE" => Reply::Json(json!({"ok": false, "error": {"code": "CONNECTION_REQUIRED", "message": "linear is not connected"}})),
+            "LINEAR_CREATE_ISSUE" => Reply::Json(
+                json!({"ok": false, "error": {"code": "CONNECTION_REQUIRED", "message": "linear is not connected"}}),
+            ),
             _ => Reply::Status(500, "{}".into()),
         }
     });
@@ -375,20 +470,38 @@ fn a_connector_batch_runs_one_request_per_entry_in_order() {
     assert_eq!(got["success_count"], 2);
     assert_eq!(got["error_count"], 2);
     let results = got["results"].as_array().unwrap();
-    let names: Vec<&str> = results.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = results
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
     assert_eq!(
         names,
-        ["connectors__gmail__SEND_EMAIL", "connectors__notion__QUERY", "connectors__linear__CREATE_ISSUE", "connectors__broken"]
+        [
+            "connectors__gmail__SEND_EMAIL",
+            "connectors__notion__QUERY",
+            "connectors__linear__CREATE_ISSUE",
+            "connectors__broken"
+        ]
     );
     assert_eq!(results[0]["response"], json!({"sent_to": "a@example.com"}));
     assert_eq!(results[1]["response"], json!([1, 2]));
     assert_eq!(results[2]["error"]["code"], "CONNECTION_REQUIRED");
-    assert!(results[2]["error"]["hint"].as_str().unwrap().contains("manage_connections"));
+    assert!(
+        results[2]["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("manage_connections")
+    );
     assert_eq!(results[3]["error"]["code"], "TOOL_NOT_FOUND");
     let sent: Vec<(String, String)> = gateway
         .seen_at("execute")
         .into_iter()
-        .map(|s| (s.body["connector"].as_str().unwrap().to_string(), s.body["tool"].as_str().unwrap().to_string()))
+        .map(|s| {
+            (
+                s.body["connector"].as_str().unwrap().to_string(),
+                s.body["tool"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     assert_eq!(
         sent,
@@ -401,12 +514,20 @@ fn a_connector_batch_runs_one_request_per_entry_in_order() {
     );
     // The token went to the gateway, and only there: never into a tool's arguments.
     for seen in gateway.seen() {
-        assert_eq!(seen.auth.as_deref(), Some(format!("Bearer {TOKEN}").as_str()));
+        assert_eq!(
+            seen.auth.as_deref(),
+            Some(format!("Bearer {TOKEN}").as_str())
+        );
         assert!(!seen.body.to_string().contains(TOKEN));
     }
     // More than ten entries is refused before anything runs.
-    let eleven: Vec<Value> = (0..11).map(|i| json!({"name": format!("connectors__gmail__T{i}")})).collect();
+    let eleven: Vec<Value> = (0..11)
+        .map(|i| json!({"name": format!("connectors__gmail__T{i}")}))
+        .collect();
     let (refused, _) = troupe_tools(&world, "call", &json!({ "calls": eleven }), &[]);
-    assert!(refused["error"].as_str().unwrap().contains("10"), "{refused}");
+    assert!(
+        refused["error"].as_str().unwrap().contains("10"),
+        "{refused}"
+    );
     assert_eq!(gateway.seen_at("execute").len(), 4);
 }

@@ -9,13 +9,13 @@ use serde_json::{Map, Value};
 
 use super::args::string_list;
 use super::tool_call::{is_direct_tool, not_deferred_message};
+use super::tool_error;
+use crate::config::ToolSearchConfig;
 use crate::connectors::Failure;
 use crate::connectors::names::{
     format_connector_name, is_connector_name, parse_connector_name, vendor_slug_candidates,
 };
 use crate::connectors::remote::failure_field;
-use super::tool_error;
-use crate::config::ToolSearchConfig;
 use crate::deferral::is_bridge_name;
 use crate::view::ToolsetView;
 

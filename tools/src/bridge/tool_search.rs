@@ -9,15 +9,15 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::args::{limit, string_list};
+use super::tool_error;
+use crate::config::{Ranking, ToolSearchConfig};
 use crate::connectors::Failure;
 use crate::connectors::names::is_connector_name;
 use crate::connectors::remote::{failure_field, remote_groups};
 use crate::search::Catalog;
+use crate::search::explain::{explain_hybrid, explain_reference};
 use crate::search::semantic::SemanticReady;
 use crate::tool::ToolDef;
-use super::tool_error;
-use crate::config::{Ranking, ToolSearchConfig};
-use crate::search::explain::{explain_hybrid, explain_reference};
 use crate::view::ToolsetView;
 
 /// Most queries one `tool_search` call may carry.

@@ -113,14 +113,22 @@ impl Gateway {
     /// `POST /search {"queries": [...]}`: the raw payload, still to be read by
     /// [`super::search::remote_groups`].
     pub async fn search(&self, queries: &[String]) -> Result<Value, Failure> {
-        self.request(reqwest::Method::POST, "search", Some(json!({ "queries": queries })))
-            .await
+        self.request(
+            reqwest::Method::POST,
+            "search",
+            Some(json!({ "queries": queries })),
+        )
+        .await
     }
 
     /// `POST /describe {"slugs": [...]}`: the `schemas` map.
     pub async fn describe(&self, slugs: &[String]) -> Result<Map<String, Value>, Failure> {
         let payload = self
-            .request(reqwest::Method::POST, "describe", Some(json!({ "slugs": slugs })))
+            .request(
+                reqwest::Method::POST,
+                "describe",
+                Some(json!({ "slugs": slugs })),
+            )
             .await?;
         match payload.get("schemas") {
             None | Some(Value::Null) => Ok(Map::new()),
@@ -180,9 +188,13 @@ impl Gateway {
         arguments: &Map<String, Value>,
     ) -> Result<Execution, Failure> {
         let (conventional, literal) = super::names::vendor_slug_candidates(connector, tool);
-        let first = self.execute_slug(connector, &conventional, arguments).await?;
+        let first = self
+            .execute_slug(connector, &conventional, arguments)
+            .await?;
         match &first {
-            Execution::Refused { code, .. } if code == "TOOL_NOT_FOUND" && literal != conventional => {
+            Execution::Refused { code, .. }
+                if code == "TOOL_NOT_FOUND" && literal != conventional =>
+            {
                 self.execute_slug(connector, &literal, arguments).await
             }
             _ => Ok(first),

@@ -74,10 +74,14 @@ async fn run(connections: &Connections, arguments: &Map<String, Value>) -> ToolR
         "list" => list(connections).await,
         "connect" => {
             let Some(connector) = text_arg(arguments, "connector") else {
-                return ToolResult::error("connect needs 'connector': the app to connect, as action \"list\" names it, for example {\"action\": \"connect\", \"connector\": \"gmail\"}.");
+                return ToolResult::error(
+                    "connect needs 'connector': the app to connect, as action \"list\" names it, for example {\"action\": \"connect\", \"connector\": \"gmail\"}.",
+                );
             };
             let Some(gateway) = &connections.gateway else {
-                return ToolResult::error("No connector gateway is configured (tools.connectors in troupe.yaml), so hosted apps cannot be connected here.");
+                return ToolResult::error(
+                    "No connector gateway is configured (tools.connectors in troupe.yaml), so hosted apps cannot be connected here.",
+                );
             };
             match gateway.authorize(connector).await {
                 Ok(url) => ToolResult::json(json!({
@@ -93,13 +97,19 @@ async fn run(connections: &Connections, arguments: &Map<String, Value>) -> ToolR
         }
         "enable" => {
             let Some(server) = text_arg(arguments, "server") else {
-                return ToolResult::error("enable needs 'server': the local MCP server to switch on, as action \"list\" names it under local_servers.");
+                return ToolResult::error(
+                    "enable needs 'server': the local MCP server to switch on, as action \"list\" names it under local_servers.",
+                );
             };
             let Some(local) = &connections.local else {
-                return ToolResult::error("This program cannot switch local MCP servers on; enable it in troupe.yaml instead.");
+                return ToolResult::error(
+                    "This program cannot switch local MCP servers on; enable it in troupe.yaml instead.",
+                );
             };
             match local.enable(server).await {
-                Ok(message) => ToolResult::json(json!({"server": server, "enabled": true, "message": message})),
+                Ok(message) => {
+                    ToolResult::json(json!({"server": server, "enabled": true, "message": message}))
+                }
                 Err(message) => ToolResult::error(message),
             }
         }

@@ -67,9 +67,10 @@ pub async fn execute(gateway: &Gateway, name: &str, arguments: &Map<String, Valu
                 "CONNECTION_REQUIRED" => Some(format!(
                     "The person has not connected {connector} yet. Call manage_connections with {{\"action\": \"connect\", \"connector\": \"{connector}\"}} to get the link, then retry."
                 )),
-                "TOOL_NOT_FOUND" => {
-                    Some("The gateway does not know this tool. Run tool_search again for current names.".to_string())
-                }
+                "TOOL_NOT_FOUND" => Some(
+                    "The gateway does not know this tool. Run tool_search again for current names."
+                        .to_string(),
+                ),
                 _ => None,
             };
             let mut error = json!({"code": code, "message": message});
@@ -88,9 +89,15 @@ pub async fn execute(gateway: &Gateway, name: &str, arguments: &Map<String, Valu
 /// What a model reads when the gateway failed on a call.
 pub fn failure_message(failure: Failure) -> &'static str {
     match failure {
-        Failure::SignInExpired => "The connector gateway refused the sign-in; the person has to sign in again. The tool was not run.",
-        Failure::NotSetUp => "Hosted connectors are not set up for this person yet; call manage_connections to connect an app first. The tool was not run.",
-        Failure::Unreachable => "The connector gateway could not be reached or gave no usable answer; it is not known whether the tool ran. Tell the person before retrying.",
+        Failure::SignInExpired => {
+            "The connector gateway refused the sign-in; the person has to sign in again. The tool was not run."
+        }
+        Failure::NotSetUp => {
+            "Hosted connectors are not set up for this person yet; call manage_connections to connect an app first. The tool was not run."
+        }
+        Failure::Unreachable => {
+            "The connector gateway could not be reached or gave no usable answer; it is not known whether the tool ran. Tell the person before retrying."
+        }
     }
 }
 

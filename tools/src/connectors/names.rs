@@ -23,7 +23,8 @@ pub fn format_connector_name(connector: &str, slug: &str) -> String {
 /// (the tool part may hold further `__`), the first `connectors`, the others non-empty.
 pub fn parse_connector_name(name: &str) -> Option<(&str, &str)> {
     let mut parts = name.splitn(3, "__");
-    let (Some("connectors"), Some(connector), Some(tool)) = (parts.next(), parts.next(), parts.next())
+    let (Some("connectors"), Some(connector), Some(tool)) =
+        (parts.next(), parts.next(), parts.next())
     else {
         return None;
     };
@@ -69,7 +70,12 @@ mod tests {
             parse_connector_name("connectors__a__b__c"),
             Some(("a", "b__c"))
         );
-        for bad in ["connectors__gmail", "connectors____X", "connectors__g__", "mcp__a__b"] {
+        for bad in [
+            "connectors__gmail",
+            "connectors____X",
+            "connectors__g__",
+            "mcp__a__b",
+        ] {
             assert_eq!(parse_connector_name(bad), None, "{bad}");
         }
         assert_eq!(

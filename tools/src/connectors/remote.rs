@@ -33,7 +33,10 @@ pub fn connector_def(connector: &str, slug: &str, description: &str, schema: Val
 /// are skipped; two slugs that make the same name keep the conventional one, in the first one's
 /// place. A payload whose `schemas` is not a map or whose `results` is not a list is
 /// [`Failure::Unreachable`].
-pub fn remote_groups(payload: &Value, queries: &[String]) -> Result<Vec<Vec<Arc<ToolDef>>>, Failure> {
+pub fn remote_groups(
+    payload: &Value,
+    queries: &[String],
+) -> Result<Vec<Vec<Arc<ToolDef>>>, Failure> {
     let Value::Object(payload) = payload else {
         return Err(Failure::Unreachable);
     };
@@ -58,7 +61,11 @@ pub fn remote_groups(payload: &Value, queries: &[String]) -> Result<Vec<Vec<Arc<
         .collect())
 }
 
-fn group_defs(group: &Map<String, Value>, query: &str, schemas: &Map<String, Value>) -> Vec<Arc<ToolDef>> {
+fn group_defs(
+    group: &Map<String, Value>,
+    query: &str,
+    schemas: &Map<String, Value>,
+) -> Vec<Arc<ToolDef>> {
     if let Some(Value::String(echo)) = group.get("use_case")
         && !echo.is_empty()
         && echo != query
@@ -168,12 +175,19 @@ mod tests {
                 {"use_case": "something else", "tools": ["GMAIL_FETCH"]}
             ]
         });
-        let queries = vec!["gmail send".to_string(), "other".to_string(), "third".to_string()];
+        let queries = vec![
+            "gmail send".to_string(),
+            "other".to_string(),
+            "third".to_string(),
+        ];
         let groups = remote_groups(&payload, &queries).unwrap();
         assert_eq!(
             names(&groups),
             vec![
-                vec!["connectors__gmail__SEND_EMAIL".to_string(), "connectors__gmail__FETCH".to_string()],
+                vec![
+                    "connectors__gmail__SEND_EMAIL".to_string(),
+                    "connectors__gmail__FETCH".to_string()
+                ],
                 vec![],
                 vec![]
             ]
@@ -188,10 +202,21 @@ mod tests {
     #[test]
     fn bad_shapes_are_unreachable_and_an_empty_payload_is_nothing() {
         let q = vec!["x".to_string()];
-        for bad in [json!({"schemas": [], "results": []}), json!({"schemas": {}, "results": {}}), json!([1])] {
-            assert_eq!(remote_groups(&bad, &q).err(), Some(Failure::Unreachable), "{bad}");
+        for bad in [
+            json!({"schemas": [], "results": []}),
+            json!({"schemas": {}, "results": {}}),
+            json!([1]),
+        ] {
+            assert_eq!(
+                remote_groups(&bad, &q).err(),
+                Some(Failure::Unreachable),
+                "{bad}"
+            );
         }
-        assert_eq!(names(&remote_groups(&json!({}), &q).unwrap()), vec![Vec::<String>::new()]);
+        assert_eq!(
+            names(&remote_groups(&json!({}), &q).unwrap()),
+            vec![Vec::<String>::new()]
+        );
     }
 
     #[test]
@@ -199,7 +224,11 @@ mod tests {
         let f = failure_field(Failure::NotSetUp, "searched", &[]);
         assert_eq!(f["status"], "not_set_up");
         assert!(f.get("reason").is_none());
-        let f = failure_field(Failure::SignInExpired, "described", &["connectors__a__B".into()]);
+        let f = failure_field(
+            Failure::SignInExpired,
+            "described",
+            &["connectors__a__B".into()],
+        );
         assert_eq!(f["reason"], "sign_in_expired");
         assert_eq!(f["names"], json!(["connectors__a__B"]));
     }

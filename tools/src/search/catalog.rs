@@ -116,7 +116,11 @@ pub struct ToolSource {
 pub fn classify_source(def: &ToolDef) -> ToolSource {
     if def.kind == crate::tool::ToolKind::Connector {
         let name = def.source_name.clone().unwrap_or_default();
-        let label = if name.is_empty() { "other".to_string() } else { name.clone() };
+        let label = if name.is_empty() {
+            "other".to_string()
+        } else {
+            name.clone()
+        };
         return ToolSource {
             kind: SourceKind::Connectors,
             name,

@@ -48,7 +48,9 @@ pub(crate) struct MockGateway {
 
 impl MockGateway {
     /// Starts a gateway answering with `script(path, body)`.
-    pub(crate) fn start(script: impl Fn(&str, &Value) -> Reply + Send + Sync + 'static) -> MockGateway {
+    pub(crate) fn start(
+        script: impl Fn(&str, &Value) -> Reply + Send + Sync + 'static,
+    ) -> MockGateway {
         let script: Arc<Script> = Arc::new(script);
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel::<SocketAddr>();
