@@ -1,6 +1,6 @@
 //! `tool_search`: keyword search over the deferred tools of a view. Each query gets its own
 //! group of matching names; one shared map describes every matched tool once. The index is the
-//! view's cached [`Catalog`](crate::search::Catalog), so a call only ranks. Called by the session
+//! view's cached [`Catalog`], so a call only ranks. Called by the session
 //! when the model uses `tool_search`; with hosted connectors in scope, [`tool_search_with_connectors`]
 //! also asks the tool gateway.
 

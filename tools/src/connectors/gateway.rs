@@ -111,7 +111,7 @@ impl Gateway {
     }
 
     /// `POST /search {"queries": [...]}`: the raw payload, still to be read by
-    /// [`super::search::remote_groups`].
+    /// [`super::remote::remote_groups`].
     pub async fn search(&self, queries: &[String]) -> Result<Value, Failure> {
         self.request(
             reqwest::Method::POST,
