@@ -531,3 +531,44 @@ fn a_connector_batch_runs_one_request_per_entry_in_order() {
     );
     assert_eq!(gateway.seen_at("execute").len(), 4);
 }
+
+/// Under the default hybrid ranking a group is filled with near misses, which would keep the
+/// gateway from ever being asked: only local matches that hold most of the query count as
+/// filling it. "gmail send email" has one such local tool, so the gateway is asked and its
+/// tools are ranked beside the local ones.
+#[test]
+fn the_hybrid_ranking_asks_the_gateway_past_near_misses() {
+    let catalog = case("connectors_failure_unreachable");
+    let payload = case("connectors_not_called_when_local_full")["connector_payload"].clone();
+    let gateway = MockGateway::start(move |path, body| match path {
+        "search" => {
+            let mut payload = payload.clone();
+            payload["results"][0]["use_case"] = body["queries"][0].clone();
+            Reply::Json(payload)
+        }
+        _ => Reply::Status(404, "{}".into()),
+    });
+    let world = world(&catalog, connectors_at(&gateway));
+    // The same world with the default ranking.
+    let doc = json!({"tools": {"connectors": connectors_at(&gateway)}});
+    std::fs::write(&world.config, doc.to_string()).unwrap();
+    let (got, _) = troupe_tools(
+        &world,
+        "search",
+        &json!({"queries": ["gmail send email"]}),
+        &[],
+    );
+    let matches: Vec<&str> = got["results"][0]["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    assert_eq!(matches.first(), Some(&"gmail_send_email"), "{got}");
+    assert!(matches.contains(&"connectors__gmail__SEND_EMAIL"), "{got}");
+    assert_eq!(
+        got["tools"]["connectors__gmail__SEND_EMAIL"]["source"],
+        "connectors"
+    );
+    assert_eq!(gateway.seen_at("search").len(), 1);
+}

@@ -16,6 +16,7 @@ use crate::connectors::names::is_connector_name;
 use crate::connectors::remote::{failure_field, remote_groups};
 use crate::search::Catalog;
 use crate::search::explain::{explain_hybrid, explain_reference};
+use crate::search::hybrid::COVERAGE_FLOOR;
 use crate::search::semantic::SemanticReady;
 use crate::tool::ToolDef;
 use crate::view::ToolsetView;
@@ -58,7 +59,7 @@ pub async fn tool_search_with_connectors(
         Err(error) => return error,
     };
     let remote = match view.connectors() {
-        Some(gateway) if pass.hits.iter().any(|h| h.len() < pass.limit) => Some(
+        Some(gateway) if pass.strong.iter().any(|&n| n < pass.limit) => Some(
             gateway
                 .search(&pass.queries)
                 .await
@@ -76,6 +77,11 @@ struct LocalPass {
     ranking: Ranking,
     catalog: Arc<Catalog>,
     hits: Vec<Vec<usize>>,
+    /// Per query, the local matches that answer it well: every match under the reference
+    /// ranking; under the hybrid one, those holding most of the query's weight (the hybrid
+    /// ranking fills its groups with near misses, which must not keep the gateway from being
+    /// asked).
+    strong: Vec<usize>,
 }
 
 impl LocalPass {
@@ -87,16 +93,35 @@ impl LocalPass {
             Ranking::Hybrid => catalog.semantic(&config.home),
             Ranking::Reference => None,
         };
-        let hits = queries
-            .iter()
-            .map(|query| rank(&catalog, config.ranking, query, limit, semantic.as_deref()))
-            .collect();
+        let mut hits = Vec::with_capacity(queries.len());
+        let mut strong = Vec::with_capacity(queries.len());
+        for query in &queries {
+            match config.ranking {
+                Ranking::Reference => {
+                    let found = catalog.search(query, limit);
+                    strong.push(found.len());
+                    hits.push(found);
+                }
+                Ranking::Hybrid => {
+                    let answer = catalog.hybrid_search(query, limit, semantic.as_deref());
+                    let matches = answer.matches();
+                    strong.push(
+                        matches
+                            .iter()
+                            .filter(|m| m.exact || m.coverage >= COVERAGE_FLOOR)
+                            .count(),
+                    );
+                    hits.push(matches.iter().map(|m| m.doc).collect());
+                }
+            }
+        }
         Ok(LocalPass {
             queries,
             limit,
             ranking: config.ranking,
             catalog,
             hits,
+            strong,
         })
     }
 
