@@ -279,3 +279,33 @@ fn the_gateway_token_reaches_no_tool_script_or_store() {
         "the session store kept the turn: {stored:?}"
     );
 }
+
+/// A gateway that never answers costs the turn at most `timeout_s`: the search answers with the
+/// local tools and says the gateway was unreachable, and the turn goes on.
+#[test]
+fn a_hung_gateway_leaves_the_turn_its_local_results() {
+    if !servers_available("a_hung_gateway_leaves_the_turn_its_local_results") {
+        return;
+    }
+    let gateway = MockGateway::start(|_, _| Reply::Hang);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("troupe.yaml"),
+        format!(
+            "tools:\n  tool_search: {{ranking: reference}}\n  connectors:\n    url: {}\n    token_env: {TOKEN_ENV}\n    timeout_s: 1\nmcp_servers:\n  everything:\n    command: \"{}\"\n    args: [stdio]\n",
+            gateway.url,
+            everything_bin().display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        "turns:\n  - tool_calls:\n      - name: tool_search\n        arguments: {queries: [echo]}\n  - match: '\"reason\":\"unreachable\"'\n    text: Local tools only.\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let lines = chat(dir.path());
+    assert_eq!(last_text(&lines), ("Local tools only.", "completed"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(gateway.seen_at("search").len(), 1);
+}

@@ -17,6 +17,7 @@ use crate::connectors::remote::{failure_field, remote_groups};
 use crate::search::Catalog;
 use crate::search::explain::{explain_hybrid, explain_reference};
 use crate::search::hybrid::COVERAGE_FLOOR;
+use crate::search::merged::MergedDoc;
 use crate::search::semantic::SemanticReady;
 use crate::tool::ToolDef;
 use crate::view::ToolsetView;
@@ -146,17 +147,36 @@ impl LocalPass {
             // With connector hits, the query is ranked over local and connector tools together
             // (statistics over both), so local matches may change. The semantic leg covers only
             // the local tools, so that ranking is the lexical one.
-            let merged = extra.map(|extra| {
-                let mut defs = catalog.defs().to_vec();
-                defs.extend(extra.iter().cloned());
-                Catalog::build(defs)
-            });
-            let (ranked, hits): (&Catalog, Vec<usize>) = match &merged {
-                Some(merged) => (merged, rank(merged, self.ranking, query, self.limit, None)),
-                None => (catalog, self.hits[i].clone()),
-            };
+            let hits: Vec<(&Catalog, usize)>;
+            let extra_catalog;
+            let merged;
+            match (extra, self.ranking) {
+                (None, _) => hits = self.hits[i].iter().map(|&doc| (&**catalog, doc)).collect(),
+                // The reference ranking sums the statistics of the local index and a small one
+                // of the connector tools: the catalog is not indexed again.
+                (Some(extra), Ranking::Reference) => {
+                    extra_catalog = Catalog::build(extra.clone());
+                    hits = catalog
+                        .search_with(&extra_catalog, query, self.limit)
+                        .into_iter()
+                        .map(|doc| match doc {
+                            MergedDoc::Local(doc) => (&**catalog, doc),
+                            MergedDoc::Extra(doc) => (&extra_catalog, doc),
+                        })
+                        .collect();
+                }
+                (Some(extra), Ranking::Hybrid) => {
+                    let mut defs = catalog.defs().to_vec();
+                    defs.extend(extra.iter().cloned());
+                    merged = Catalog::build(defs);
+                    hits = rank(&merged, self.ranking, query, self.limit, None)
+                        .into_iter()
+                        .map(|doc| (&merged, doc))
+                        .collect();
+                }
+            }
             let mut matches = Vec::with_capacity(hits.len());
-            for doc in hits {
+            for (ranked, doc) in hits {
                 let name = &ranked.defs()[doc].name;
                 if !tools.contains_key(name) {
                     if is_connector_name(name) {
