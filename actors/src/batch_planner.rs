@@ -728,7 +728,7 @@ mod tests {
             CallTarget::Lookup {
                 name: name.to_string(),
                 arguments: Map::new(),
-                run: Box::new(|_| troupe_tools::ToolResult::text("")),
+                run: Box::new(|_| Box::pin(async { troupe_tools::ToolResult::text("") })),
             },
         )
     }

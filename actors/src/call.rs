@@ -51,8 +51,10 @@ impl fmt::Display for CallStatus {
     }
 }
 
-/// Work that answers a bridge lookup (`tool_search`, `tool_describe`) from the session's view.
-pub type LookupFn = Box<dyn FnOnce(Map<String, Value>) -> ToolResult + Send + 'static>;
+/// Work that answers a bridge lookup (`tool_search`, `tool_describe`) from the session's view
+/// (and, with hosted connectors in scope, the tool gateway).
+pub type LookupFn =
+    Box<dyn FnOnce(Map<String, Value>) -> BoxFuture<'static, ToolResult> + Send + 'static>;
 
 /// Work that runs in process for a session-owned tool (`delegate_task`): it gets the arguments
 /// and the call's cancellation token, and may take as long as its own limits allow.

@@ -284,7 +284,7 @@ impl ToolRunner {
             // Session-answered work asks nothing itself: each child's own calls are checked.
             Runnable::Lookup { .. } | Runnable::Task { .. } => Ticket::Settled(Verdict::Allowed),
             Runnable::Tool { name } => {
-                let Some(def) = ctx.view.get(name) else {
+                let Some(def) = ctx.view.runnable(name) else {
                     let text = format!(
                         "There is no tool called '{name}' in this session. Use one of the tools you were given, or tool_search to find a deferred one."
                     );
@@ -458,7 +458,7 @@ impl ToolRunner {
             Runnable::Lookup { run } => {
                 let span =
                     tracing::info_span!("call", call_id = %meta.call_id, tool = %meta.underlying);
-                tokio::spawn(async move { run(arguments) }.instrument(span))
+                tokio::spawn(run(arguments).instrument(span))
             }
             Runnable::Task { run } => {
                 let span =

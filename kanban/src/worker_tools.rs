@@ -664,7 +664,7 @@ pub fn task_tools(binding: &Arc<TaskBinding>) -> Vec<ToolDef> {
 
 /// A view holding the tools of `profile_view` (minus any other `kanban` tools) and the
 /// task-bound `tools`: a small registry of its own per worker, so no other session can see
-/// these handlers.
+/// these handlers. The connector gateway follows when the profile's view grants connectors.
 pub fn task_view(profile_view: &ToolsetView, tools: Vec<ToolDef>) -> ToolsetView {
     let registry = Registry::new();
     for def in profile_view.tools() {
@@ -677,5 +677,7 @@ pub fn task_view(profile_view: &ToolsetView, tools: Vec<ToolDef>) -> ToolsetView
     for def in tools {
         registry.register(def);
     }
+    // Hosted connectors go with the copy when the profile's view grants them.
+    registry.set_connectors(profile_view.connectors());
     registry.view_all()
 }

@@ -12,6 +12,7 @@
 //! - [`runtime`]: [`Runtime`], one running runtime assembled from [`settings::Settings`],
 //!   behind every entry point; the terminal backend and task workspaces.
 //! - [`config_seal`]: the watch over troupe.yaml and the hooks' scripts.
+//! - [`connectors`]: the connector gateway of `tools.connectors` and `manage_connections`.
 //! - [`delegation`]: turning `delegate_task` on with the `delegation:` limits.
 //! - [`sessions`]: durable sessions (SQLite or PostgreSQL) and `session_search`.
 //! - [`observability`]: traces over OTLP (`observability:`, the Langfuse plugin).
@@ -34,6 +35,7 @@ mod catalog;
 #[allow(clippy::print_stdout, reason = "the command line prints its results")]
 mod cli;
 pub mod config_seal;
+pub mod connectors;
 pub mod delegation;
 pub mod http;
 pub mod kanban_api;

@@ -79,6 +79,7 @@ fn parse_entry(item: &Value) -> Result<ToolDef, String> {
         toolset,
         kind,
         source_name,
+        vendor_slug: None,
         hints: Default::default(),
         handler: None,
     })

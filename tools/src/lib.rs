@@ -17,6 +17,7 @@
 //! - [`deferral`]: which tools hide behind the bridge.
 //! - [`search`]: tokenizer, BM25 catalog, listing and tool-list assembly.
 //! - [`bridge`]: `tool_search`, `tool_describe`, `tool_call`.
+//! - [`connectors`]: hosted connector tools behind a tool gateway.
 //! - [`builtin`]: terminal, background processes, file tools, execute_code.
 //! - [`memory`]: the `memory` tool's stores; [`todo`]: the `todo` tool's list;
 //!   [`clarify`]: the `clarify` tool's question.
@@ -30,6 +31,7 @@ pub mod builtin;
 pub mod catalog_file;
 pub mod clarify;
 pub mod config;
+pub mod connectors;
 pub mod deferral;
 mod error;
 pub mod home;

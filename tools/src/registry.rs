@@ -44,6 +44,9 @@ pub struct Registry {
     source_settled: tokio::sync::Notify,
     /// Built catalogs, shared by every view with the same deferred tools.
     indexes: Mutex<HashMap<u64, Arc<Catalog>>>,
+    /// The tool gateway of hosted connectors, when configured; views holding
+    /// `manage_connections` reach it.
+    connectors: RwLock<Option<Arc<crate::connectors::Gateway>>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -63,6 +66,7 @@ impl Default for Registry {
             starting: Mutex::new(BTreeSet::new()),
             source_settled: tokio::sync::Notify::new(),
             indexes: Mutex::new(HashMap::new()),
+            connectors: RwLock::new(None),
         }
     }
 }
@@ -97,6 +101,20 @@ impl Registry {
                 return settled();
             }
         }
+    }
+
+    /// Attaches (or, with `None`, detaches) the connector gateway.
+    pub fn set_connectors(&self, gateway: Option<Arc<crate::connectors::Gateway>>) {
+        *self.connectors.write().unwrap_or_else(|e| e.into_inner()) = gateway;
+    }
+
+    /// The connector gateway, when one is attached. Views use
+    /// [`ToolsetView::connectors`], which applies the scope.
+    pub(crate) fn connectors(&self) -> Option<Arc<crate::connectors::Gateway>> {
+        self.connectors
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The tool sources still starting, by name.

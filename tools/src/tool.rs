@@ -98,8 +98,12 @@ pub struct ToolDef {
     pub toolset: Option<String>,
     /// Where it comes from.
     pub kind: ToolKind,
-    /// The plugin that owns an unregistered tool, shown as its source.
+    /// The plugin that owns an unregistered tool, shown as its source; for a connector tool,
+    /// the connector as the gateway wrote it.
     pub source_name: Option<String>,
+    /// For a connector tool found by a search: the gateway's slug for it (`GMAIL_SEND_EMAIL`),
+    /// which its index text is made of.
+    pub vendor_slug: Option<String>,
     /// Planner and approval hints.
     pub hints: ToolHints,
     /// How to run it; `None` for catalog-only definitions (search, describe and dry runs).
@@ -134,6 +138,7 @@ impl ToolDef {
             toolset: None,
             kind: ToolKind::Plugin,
             source_name: None,
+            vendor_slug: None,
             hints: ToolHints::parallel(),
             handler: None,
         }

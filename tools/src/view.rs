@@ -210,6 +210,28 @@ impl ToolsetView {
         &self.inner.registry
     }
 
+    /// The connector gateway, when one is attached and this view grants connectors (it holds
+    /// `manage_connections`).
+    pub fn connectors(&self) -> Option<Arc<crate::connectors::Gateway>> {
+        if !self.contains(crate::deferral::MANAGE_CONNECTIONS) {
+            return None;
+        }
+        self.inner.registry.connectors()
+    }
+
+    /// The tool `name` runs as: the view's own, or, for a `connectors__` name in a view that
+    /// grants connectors, a definition that runs it on the gateway.
+    pub fn runnable(&self, name: &str) -> Option<Arc<ToolDef>> {
+        if let Some(def) = self.get(name) {
+            return Some(Arc::clone(def));
+        }
+        if !crate::connectors::is_connector_name(name) {
+            return None;
+        }
+        let gateway = self.connectors()?;
+        Some(Arc::new(crate::connectors::executable_def(&gateway, name)))
+    }
+
     /// Whether `name` is deferred behind the bridge in this view under `defer`.
     pub fn is_deferred(&self, name: &str, defer: &DeferSet) -> bool {
         self.get(name)
@@ -243,7 +265,7 @@ impl ToolsetView {
         arguments: Map<String, Value>,
         ctx: CallContext,
     ) -> ToolResult {
-        let Some(def) = self.get(name) else {
+        let Some(def) = self.runnable(name) else {
             return ToolResult::error(format!(
                 "There is no tool called '{name}' in this session. Check the name against the tools you were given, or use tool_search to find a deferred one."
             ));

@@ -2,6 +2,7 @@
 //! that may bring its tools are starting, planned and run on the pool, and its results read
 //! back into the conversation.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -9,11 +10,12 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use troupe_tools::ToolResult;
+use troupe_tools::connectors::{EntryOutcome, batch_answer};
 
 use super::Session;
 use super::outcome::TurnStatus;
 use super::routing::{
-    RoutedCall, STARTING_SOURCES_WAIT, call_key, needs_starting_sources, reroute_unresolved,
+    Route, RoutedCall, STARTING_SOURCES_WAIT, call_key, needs_starting_sources, reroute_unresolved,
     route_all,
 };
 use super::turn::AfterExtension;
@@ -120,6 +122,11 @@ impl Session {
         let Some(turn) = self.turn.as_ref() else {
             return;
         };
+        let connector_batches: HashSet<String> = calls
+            .iter()
+            .filter(|c| matches!(c.route, Route::Connectors(_)))
+            .map(|c| c.call.id.clone())
+            .collect();
         let entries = self.entries(calls);
         let batch = BatchContext {
             session_id: self.id.clone(),
@@ -150,6 +157,7 @@ impl Session {
                 addr.do_send(BatchFinished {
                     turn_id: batch.turn_id,
                     outcomes,
+                    connector_batches,
                 });
             }
             .instrument(span),
@@ -187,6 +195,9 @@ impl Handler<SourcesSettled> for Session {
 struct BatchFinished {
     turn_id: String,
     outcomes: Vec<CallOutcome>,
+    /// The model calls that were connector batches: their entries' outcomes go back as one
+    /// answer.
+    connector_batches: HashSet<String>,
 }
 
 impl Handler<BatchFinished> for Session {
@@ -196,21 +207,18 @@ impl Handler<BatchFinished> for Session {
         if !self.is_current(&msg.turn_id) {
             return;
         }
-        for outcome in &msg.outcomes {
+        let answers = model_answers(&msg.outcomes, &msg.connector_batches);
+        for answer in &answers {
             self.conversation.push(ChatMessage::Tool {
-                tool_call_id: outcome.model_call_id.clone(),
-                name: outcome.tool.clone(),
-                content: outcome.result.to_model_text(),
+                tool_call_id: answer.model_call_id.clone(),
+                name: answer.tool.clone(),
+                content: answer.content.clone(),
             });
         }
         let Some(turn) = self.turn.as_mut() else {
             return;
         };
-        let ok: Vec<bool> = msg
-            .outcomes
-            .iter()
-            .map(|o| o.status == CallStatus::Ok)
-            .collect();
+        let ok: Vec<bool> = answers.iter().map(|a| a.ok).collect();
         let running = std::mem::take(&mut turn.running);
         turn.repeats.ran(&running, &ok);
         turn.calls.extend(msg.outcomes);
@@ -228,6 +236,64 @@ impl Handler<BatchFinished> for Session {
         self.undo_budget_drain(drained_by_budget);
         self.after_batch(ctx);
     }
+}
+
+/// What the model reads for one of its calls.
+struct ModelAnswer {
+    model_call_id: String,
+    tool: String,
+    content: String,
+    ok: bool,
+}
+
+/// One answer per model call, in order: a call's own outcome, or, for a connector batch, its
+/// entries' outcomes spliced into one `{"results": [...], ...}` in input order.
+fn model_answers(
+    outcomes: &[CallOutcome],
+    connector_batches: &HashSet<String>,
+) -> Vec<ModelAnswer> {
+    let mut answers: Vec<ModelAnswer> = Vec::with_capacity(outcomes.len());
+    let mut i = 0;
+    while i < outcomes.len() {
+        let first = &outcomes[i];
+        if !connector_batches.contains(&first.model_call_id) {
+            answers.push(ModelAnswer {
+                model_call_id: first.model_call_id.clone(),
+                tool: first.tool.clone(),
+                content: first.result.to_model_text(),
+                ok: first.status == CallStatus::Ok,
+            });
+            i += 1;
+            continue;
+        }
+        let group: Vec<&CallOutcome> = outcomes[i..]
+            .iter()
+            .take_while(|o| o.model_call_id == first.model_call_id)
+            .collect();
+        i += group.len();
+        let entries: Vec<(String, EntryOutcome)> = group
+            .iter()
+            .map(|o| (o.underlying_tool.clone(), entry_outcome(o)))
+            .collect();
+        answers.push(ModelAnswer {
+            model_call_id: first.model_call_id.clone(),
+            tool: first.tool.clone(),
+            content: batch_answer(&entries).to_string(),
+            ok: group.iter().all(|o| o.status == CallStatus::Ok),
+        });
+    }
+    answers
+}
+
+/// One connector entry's part of its batch's answer.
+fn entry_outcome(outcome: &CallOutcome) -> EntryOutcome {
+    let code = match outcome.status {
+        CallStatus::Ok | CallStatus::Error => return EntryOutcome::of_result(&outcome.result),
+        CallStatus::Denied => "DENIED",
+        CallStatus::Timeout => "TIMEOUT",
+        CallStatus::Interrupted => "INTERRUPTED",
+    };
+    EntryOutcome::Error(json!({"code": code, "message": outcome.result.to_model_text()}))
 }
 
 impl Session {

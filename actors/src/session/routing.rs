@@ -11,6 +11,7 @@ use actix::WeakAddr;
 use actix::prelude::*;
 use serde_json::{Map, Value, json};
 use troupe_tools::bridge::ResolvedCall;
+use troupe_tools::bridge::tool_call::Resolution;
 use troupe_tools::text::json_kind;
 use troupe_tools::{ToolResult, ToolSearchConfig, ToolsetView, bridge};
 
@@ -39,6 +40,10 @@ pub(super) enum Route {
     /// `tool_search` or `tool_describe` with its arguments, answered from the view when the
     /// batch runs.
     Lookup(ResolvedCall),
+    /// A `tool_call` batch of hosted connector tools: each entry runs as its own call (its own
+    /// hooks, approval, trace span and event, under its `connectors__` name), one after
+    /// another in this order, and their results go back to the model as one answer.
+    Connectors(Vec<bridge::tool_call::CallEntry>),
     /// Never runs, its arguments not being a JSON object: the name the model used, and the
     /// error it reads.
     Invalid(String, ToolResult),
@@ -104,8 +109,9 @@ pub(super) fn route(
     match call.name.as_str() {
         "tool_call" => {
             let arguments = Value::Object(arguments);
-            match bridge::resolve(view, config, &arguments) {
-                Ok(resolved) => Route::Tool(resolved),
+            match bridge::tool_call::resolve_batch(view, config, &arguments) {
+                Ok(Resolution::Local(resolved)) => Route::Tool(resolved),
+                Ok(Resolution::Connectors(entries)) => Route::Connectors(entries),
                 Err(error) => Route::Unresolved(
                     // Name the tool the model meant, when the entry says, so hooks and events
                     // see it; otherwise the bridge itself.
@@ -140,7 +146,7 @@ pub(super) fn call_key(routed: &RoutedCall, view: &ToolsetView) -> CallKey {
     let read = match &routed.route {
         Route::Lookup(_) => is_pure_read(true, None),
         Route::Tool(tool) => is_pure_read(false, view.get(&tool.name).map(|def| &def.hints)),
-        Route::Invalid(..) | Route::Unresolved(..) => false,
+        Route::Connectors(_) | Route::Invalid(..) | Route::Unresolved(..) => false,
     };
     CallKey::new(&routed.call.name, &routed.call.arguments, read)
 }
@@ -170,9 +176,18 @@ pub(super) fn target_of(route: Route, view: &ToolsetView, config: &ToolSearchCon
             CallTarget::Lookup {
                 name,
                 arguments,
-                run: Box::new(move |arguments| bridge_lookup(&lookup, &view, &config, arguments)),
+                run: Box::new(move |arguments| {
+                    Box::pin(async move { bridge_lookup(&lookup, &view, &config, arguments).await })
+                }),
             }
         }
+        // Expanded into one entry per connector call before binding (`Session::entries`).
+        Route::Connectors(_) => CallTarget::Invalid {
+            name: "tool_call".to_string(),
+            result: ToolResult::error(
+                "A connector batch could not be run; send its entries again.",
+            ),
+        },
         Route::Invalid(name, result) | Route::Unresolved(name, result) => {
             CallTarget::Invalid { name, result }
         }
@@ -180,19 +195,37 @@ pub(super) fn target_of(route: Route, view: &ToolsetView, config: &ToolSearchCon
 }
 
 impl Session {
-    /// Turns routed calls into call entries, bound to the session's current view.
+    /// Turns routed calls into call entries, bound to the session's current view. A connector
+    /// batch becomes one entry per connector call, all answering the same model call: the
+    /// planner, hooks, approvals and events see each under its own name.
     pub(super) fn entries(&self, routed: Vec<RoutedCall>) -> Vec<CallEntry> {
-        routed
-            .into_iter()
-            .enumerate()
-            .map(|(index, routed)| CallEntry {
-                index,
-                call_id: new_id(),
-                model_call_id: routed.call.id,
-                tool: routed.call.name,
-                target: self.bind(routed.route),
-            })
-            .collect()
+        let mut entries = Vec::with_capacity(routed.len());
+        for routed in routed {
+            match routed.route {
+                Route::Connectors(calls) => {
+                    for call in calls {
+                        entries.push(CallEntry {
+                            index: entries.len(),
+                            call_id: new_id(),
+                            model_call_id: routed.call.id.clone(),
+                            tool: routed.call.name.clone(),
+                            target: CallTarget::Tool {
+                                name: call.name,
+                                arguments: call.arguments,
+                            },
+                        });
+                    }
+                }
+                route => entries.push(CallEntry {
+                    index: entries.len(),
+                    call_id: new_id(),
+                    model_call_id: routed.call.id,
+                    tool: routed.call.name,
+                    target: self.bind(route),
+                }),
+            }
+        }
+        entries
     }
 
     fn bind(&self, route: Route) -> CallTarget {
@@ -392,8 +425,9 @@ fn parse_arguments(raw: &str) -> Result<Map<String, Value>, ToolResult> {
     }
 }
 
-/// Answers `tool_search` or `tool_describe` from the view.
-fn bridge_lookup(
+/// Answers `tool_search` or `tool_describe` from the view (and the connector gateway, when
+/// the view grants connectors).
+async fn bridge_lookup(
     name: &str,
     view: &ToolsetView,
     config: &ToolSearchConfig,
@@ -401,8 +435,8 @@ fn bridge_lookup(
 ) -> ToolResult {
     let args = Value::Object(arguments);
     let value = match name {
-        "tool_describe" => bridge::tool_describe(view, config, &args),
-        _ => bridge::tool_search(view, config, &args),
+        "tool_describe" => bridge::tool_describe_with_connectors(view, config, &args).await,
+        _ => bridge::tool_search_with_connectors(view, config, &args).await,
     };
     if value.get("error").is_some() {
         ToolResult::error_json(value)

@@ -9,7 +9,11 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
-use troupe_tools::bridge::{resolve, tool_describe, tool_error, tool_search, tool_search_explain};
+use troupe_tools::bridge::tool_call::{Resolution, resolve_batch};
+use troupe_tools::bridge::{
+    tool_describe_with_connectors, tool_error, tool_search_explain, tool_search_with_connectors,
+};
+use troupe_tools::connectors::{EntryOutcome, batch_answer};
 use troupe_tools::search::assemble::assemble;
 use troupe_tools::search::semantic::default_embedder;
 use troupe_tools::{CallContext, Ranking, Registry, ToolSearchConfig, ToolsetView};
@@ -132,14 +136,18 @@ pub(crate) async fn run(command: ToolsCommand) -> i32 {
                 }
                 explained
             } else {
-                with_model_args(&a.bridge.args, |args| {
-                    tool_search(&loaded.view, &loaded.config, args)
-                })
+                match model_args(&a.bridge.args) {
+                    Ok(args) => {
+                        tool_search_with_connectors(&loaded.view, &loaded.config, &args).await
+                    }
+                    Err(error) => error,
+                }
             }
         }
-        ToolsCommand::Describe(a) => with_model_args(&a.args, |args| {
-            tool_describe(&loaded.view, &loaded.config, args)
-        }),
+        ToolsCommand::Describe(a) => match model_args(&a.args) {
+            Ok(args) => tool_describe_with_connectors(&loaded.view, &loaded.config, &args).await,
+            Err(error) => error,
+        },
         ToolsCommand::Call(a) => call(&loaded, &a.args, a.dry_run).await,
         ToolsCommand::Assemble(a) => assembly_json(&loaded, a.context_length),
     };
@@ -204,6 +212,13 @@ async fn load(source: &Source) -> Result<Loaded, String> {
             );
             }
         };
+    // A live catalog gets `manage_connections` with the gateway; a catalog file grants
+    // connectors by holding a tool of that name.
+    if let Some(gateway) = crate::connectors::attach_gateway(&config, &registry)
+        && source.catalog.is_none()
+    {
+        registry.register(crate::connectors::manage_tool(Some(gateway), None));
+    }
     Ok(Loaded {
         view: registry.view_all(),
         config: config.tool_search,
@@ -213,12 +228,19 @@ async fn load(source: &Source) -> Result<Loaded, String> {
 
 /// Parses the model's arguments; text that is not JSON gets the error a model would get.
 fn with_model_args(text: &str, f: impl FnOnce(&Value) -> Value) -> Value {
-    match serde_json::from_str::<Value>(text) {
+    match model_args(text) {
         Ok(args) => f(&args),
-        Err(e) => tool_error(format!(
-            "the arguments are not valid JSON ({e}); send a JSON object such as {{\"queries\": [\"github create issue\"]}}"
-        )),
+        Err(error) => error,
     }
+}
+
+/// The model's arguments, or the error a model would get for text that is not JSON.
+fn model_args(text: &str) -> Result<Value, Value> {
+    serde_json::from_str::<Value>(text).map_err(|e| {
+        tool_error(format!(
+            "the arguments are not valid JSON ({e}); send a JSON object such as {{\"queries\": [\"github create issue\"]}}"
+        ))
+    })
 }
 
 async fn call(loaded: &Loaded, text: &str, dry_run: bool) -> Value {
@@ -230,8 +252,27 @@ async fn call(loaded: &Loaded, text: &str, dry_run: bool) -> Value {
             ));
         }
     };
-    let resolved = match resolve(&loaded.view, &loaded.config, &args) {
-        Ok(resolved) => resolved,
+    let resolved = match resolve_batch(&loaded.view, &loaded.config, &args) {
+        Ok(Resolution::Local(resolved)) => resolved,
+        Ok(Resolution::Connectors(entries)) => {
+            if dry_run {
+                let calls: Vec<Value> = entries
+                    .into_iter()
+                    .map(|e| json!({"name": e.name, "arguments": Value::Object(e.arguments)}))
+                    .collect();
+                return json!({ "calls": calls });
+            }
+            // One gateway request per entry, in input order.
+            let mut outcomes = Vec::with_capacity(entries.len());
+            for entry in entries {
+                let result = loaded
+                    .view
+                    .call(&entry.name, entry.arguments, CallContext::detached("cli"))
+                    .await;
+                outcomes.push((entry.name, EntryOutcome::of_result(&result)));
+            }
+            return batch_answer(&outcomes);
+        }
         Err(error) => return error,
     };
     if dry_run {

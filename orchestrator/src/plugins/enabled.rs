@@ -44,8 +44,15 @@ pub fn edit_file(path: &Path, name: &str, on: bool) -> Result<bool, String> {
     if edited == text {
         return Ok(false);
     }
+    replace_file(path, &edited)?;
+    Ok(true)
+}
+
+/// Writes `edited` over `path` atomically (a temporary file renamed over it), keeping the
+/// file's permissions. Shared with the other in-place edits of troupe.yaml.
+pub(crate) fn replace_file(path: &Path, edited: &str) -> Result<(), String> {
     let tmp = path.with_extension("yaml.troupe-edit");
-    std::fs::write(&tmp, &edited)
+    std::fs::write(&tmp, edited)
         .and_then(|()| {
             if let Ok(meta) = std::fs::metadata(path) {
                 std::fs::set_permissions(&tmp, meta.permissions())?;
@@ -55,11 +62,10 @@ pub fn edit_file(path: &Path, name: &str, on: bool) -> Result<bool, String> {
         .map_err(|e| {
             let _ = std::fs::remove_file(&tmp);
             format!("cannot write {}: {e}", path.display())
-        })?;
-    Ok(true)
+        })
 }
 
-fn parse(text: &str) -> Result<Value, String> {
+pub(crate) fn parse(text: &str) -> Result<Value, String> {
     if text.trim().is_empty() {
         return Ok(Value::Object(Default::default()));
     }
@@ -125,17 +131,17 @@ fn normalize(mut doc: Value) -> Value {
     doc
 }
 
-fn indent_of(line: &str) -> usize {
+pub(crate) fn indent_of(line: &str) -> usize {
     line.len() - line.trim_start_matches(' ').len()
 }
 
-fn is_blank_or_comment(line: &str) -> bool {
+pub(crate) fn is_blank_or_comment(line: &str) -> bool {
     let t = line.trim();
     t.is_empty() || t.starts_with('#')
 }
 
 /// The value after `key:` on a line, without a trailing comment.
-fn value_after_colon(line: &str) -> &str {
+pub(crate) fn value_after_colon(line: &str) -> &str {
     let rest = line.split_once(':').map_or("", |(_, r)| r);
     let rest = match rest.find(" #") {
         Some(at) => &rest[..at],
@@ -144,7 +150,7 @@ fn value_after_colon(line: &str) -> &str {
     rest.trim()
 }
 
-fn unquote(s: &str) -> &str {
+pub(crate) fn unquote(s: &str) -> &str {
     let s = s.trim();
     s.strip_prefix('"')
         .and_then(|x| x.strip_suffix('"'))

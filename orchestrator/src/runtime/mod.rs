@@ -340,6 +340,21 @@ impl Runtime {
         for tool in &options.tools {
             registry.register(tool.clone());
         }
+        // Hosted connectors: the gateway joins the registry, reached by the views that hold
+        // `manage_connections` (registered with it, in the `connectors` toolset).
+        if let Some(gateway) = crate::connectors::attach_gateway(&config, &registry) {
+            // It may also switch on the MCP servers troupe.yaml declares `enabled: false`.
+            let local = crate::connectors::local_servers::ConfigServers::new(
+                config.path.clone(),
+                &config.mcp_server_list(),
+                Arc::clone(&registry),
+                troupe_tools::mcp::McpOptions::in_home(&config.home).with_secrets(secrets.clone()),
+            );
+            registry.register(crate::connectors::manage_tool(
+                Some(gateway),
+                options.start_mcp.then(|| Arc::new(local) as _),
+            ));
+        }
         // Durable sessions, and `session_search` over them.
         let sessions = match options.persist_sessions {
             true => crate::sessions::open_configured(&config.sessions)

@@ -14,6 +14,7 @@
 //! from here as a value.
 
 mod backend;
+pub mod connectors;
 pub mod hooks;
 pub mod kanban;
 pub(crate) mod keys;
@@ -84,6 +85,8 @@ pub struct Settings {
     pub toolsets: ToolsetsSection,
     /// `tools.tool_search`, parsed leniently.
     pub tool_search: ToolSearchConfig,
+    /// `tools.connectors`: the connector gateway, `None` when absent or disabled.
+    pub connectors: Option<connectors::ConnectorsSettings>,
     /// `mcp_servers`, as written: the MCP layer parses it (one bad server never stops the rest).
     pub mcp_servers: Value,
     /// `budget`: what each session (with its subagents) may spend; no limit by default.
@@ -219,6 +222,9 @@ impl Settings {
             model: model::model_section(&root)?,
             toolsets: toolsets::toolsets_section(&root)?,
             tool_search,
+            connectors: connectors::ConnectorsSettings::from_section(
+                tools.get("connectors").unwrap_or(&Value::Null),
+            )?,
             mcp_servers: section("mcp_servers").clone(),
             budget: Budget::from_value("budget", section("budget"))
                 .map_err(|m| keyed_error("budget", m))?,

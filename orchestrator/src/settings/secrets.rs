@@ -53,6 +53,10 @@ pub fn child_secrets_with(config: &Settings, env: &dyn Fn(&str) -> Option<String
         }
     }
     named(&mut secrets, SERVE_TOKEN_ENV);
+    // The connector gateway's token: only troupe's own gateway client reads it.
+    if let Some(connectors) = &config.connectors {
+        named(&mut secrets, &connectors.token_env);
+    }
     if let Some(Value::String(token)) = config.section("serve").get("token") {
         secrets.add_value(token);
     }

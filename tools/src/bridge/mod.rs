@@ -11,8 +11,8 @@ pub mod tool_search;
 pub mod validate;
 
 pub use tool_call::{ResolvedCall, resolve};
-pub use tool_describe::tool_describe;
-pub use tool_search::{tool_search, tool_search_explain};
+pub use tool_describe::{tool_describe, tool_describe_with_connectors};
+pub use tool_search::{tool_search, tool_search_explain, tool_search_with_connectors};
 
 use serde_json::{Value, json};
 

@@ -15,8 +15,40 @@ use crate::text::json_kind;
 use crate::tool::ToolDef;
 use crate::view::ToolsetView;
 
-/// Name prefix of hosted connector tools.
-pub const CONNECTOR_PREFIX: &str = "connectors__";
+pub use crate::connectors::names::CONNECTOR_PREFIX;
+
+/// Most connector entries one `tool_call` may carry.
+pub const MAX_CALLS_PER_DISPATCH: usize = 10;
+
+/// What a `tool_call` unwraps into.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resolution {
+    /// One deferred local tool, with coerced, validated arguments.
+    Local(ResolvedCall),
+    /// One or more hosted connector tools, run one request each, in this order.
+    Connectors(Vec<CallEntry>),
+}
+
+/// Like [`resolve`], but a batch of `connectors__` entries in a view that grants connectors
+/// resolves to its entries (at most [`MAX_CALLS_PER_DISPATCH`]) instead of being refused.
+pub fn resolve_batch(
+    view: &ToolsetView,
+    config: &ToolSearchConfig,
+    args: &Value,
+) -> Result<Resolution, Value> {
+    let entries = normalize_entries(args).map_err(tool_error)?;
+    let all_connectors = entries.iter().all(|e| e.name.starts_with(CONNECTOR_PREFIX));
+    if !all_connectors || view.connectors().is_none() {
+        return resolve(view, config, args).map(Resolution::Local);
+    }
+    if entries.len() > MAX_CALLS_PER_DISPATCH {
+        return Err(tool_error(format!(
+            "Too many calls: {} connector entries sent, at most {MAX_CALLS_PER_DISPATCH} per tool_call. Split them over several tool_call calls.",
+            entries.len()
+        )));
+    }
+    Ok(Resolution::Connectors(entries))
+}
 
 /// Longest first-entry argument echo in the one-local-tool error; longer ones show as `{...}`.
 pub const ECHO_ARGS_MAX_CHARS: usize = 1500;

@@ -3,12 +3,19 @@
 //! exactly like a name that does not exist, so a subagent learns nothing about tools it was not
 //! granted. Called by the session when the model uses `tool_describe`.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value};
 
 use super::args::string_list;
-use super::tool_call::{CONNECTOR_PREFIX, is_direct_tool, not_deferred_message};
+use super::tool_call::{is_direct_tool, not_deferred_message};
 use super::tool_error;
 use crate::config::ToolSearchConfig;
+use crate::connectors::Failure;
+use crate::connectors::names::{
+    format_connector_name, is_connector_name, parse_connector_name, vendor_slug_candidates,
+};
+use crate::connectors::remote::failure_field;
 use crate::deferral::is_bridge_name;
 use crate::view::ToolsetView;
 
@@ -19,28 +26,111 @@ const EXAMPLE_NAMES: &str = "[\"mcp__github__create_issue\"]";
 
 /// Answers a `tool_describe` call: `{"tools": {name: {"description", "parameters"}}}`, then
 /// `not_found` with a `hint` when some names are unknown (or outside the view), then `errors`
-/// for names the model is offered directly and should call without the bridge.
+/// for names the model is offered directly and should call without the bridge. Connector names
+/// are not looked up here: they are not found (see [`tool_describe_with_connectors`]).
 pub fn tool_describe(view: &ToolsetView, config: &ToolSearchConfig, args: &Value) -> Value {
+    match describe_names(args) {
+        Ok(names) => answer(view, config, names, None),
+        Err(error) => error,
+    }
+}
+
+/// [`tool_describe`] that fetches the schemas of `connectors__` names from the tool gateway
+/// (one request for all of them) when the view grants connectors. Names the gateway could not
+/// describe because it failed are listed under `connectors.names`.
+pub async fn tool_describe_with_connectors(
+    view: &ToolsetView,
+    config: &ToolSearchConfig,
+    args: &Value,
+) -> Value {
+    let names = match describe_names(args) {
+        Ok(names) => names,
+        Err(error) => return error,
+    };
+    let wanted: Vec<&String> = names
+        .iter()
+        .filter(|n| is_connector_name(n) && !view.contains(n))
+        .collect();
+    let remote = match view.connectors() {
+        Some(gateway) if !wanted.is_empty() => {
+            let mut slugs: Vec<String> = Vec::new();
+            for name in &wanted {
+                if let Some((connector, tool)) = parse_connector_name(name) {
+                    let (conventional, literal) = vendor_slug_candidates(connector, tool);
+                    for slug in [conventional, literal] {
+                        if !slugs.contains(&slug) {
+                            slugs.push(slug);
+                        }
+                    }
+                }
+            }
+            Some(gateway.describe(&slugs).await.map(|schemas| {
+                let mut found = HashMap::new();
+                for (slug, schema) in schemas {
+                    let Some(connector) = schema
+                        .get("connector")
+                        .and_then(Value::as_str)
+                        .filter(|c| !c.is_empty())
+                    else {
+                        continue;
+                    };
+                    let description = match schema.get("description") {
+                        Some(Value::String(s)) => s.clone(),
+                        None | Some(Value::Null) => String::new(),
+                        Some(other) => other.to_string(),
+                    };
+                    let parameters = match schema.get("input_schema") {
+                        Some(v @ Value::Object(_)) => v.clone(),
+                        _ => Value::Object(Map::new()),
+                    };
+                    let name = format_connector_name(&connector.to_lowercase(), &slug);
+                    found.entry(name).or_insert((description, parameters));
+                }
+                found
+            }))
+        }
+        _ => None,
+    };
+    answer(view, config, names, remote)
+}
+
+/// The names of a `tool_describe` call, deduplicated, or the error a model gets.
+fn describe_names(args: &Value) -> Result<Vec<String>, Value> {
     let empty = Map::new();
     let args = args.as_object().unwrap_or(&empty);
-    let names = match string_list(args, "names", true) {
-        Ok(names) => names,
-        Err(e) => return tool_error(e.message("names", EXAMPLE_NAMES)),
-    };
+    let names = string_list(args, "names", true)
+        .map_err(|e| tool_error(e.message("names", EXAMPLE_NAMES)))?;
     if names.len() > MAX_DESCRIBE_NAMES {
-        return tool_error(format!(
+        return Err(tool_error(format!(
             "Too many names: {} asked for, at most {MAX_DESCRIBE_NAMES} per call. Split them over several tool_describe calls.",
             names.len()
-        ));
+        )));
     }
+    Ok(names)
+}
+
+/// Connector schemas by tool name, or why the gateway could not give them.
+type RemoteSchemas = Result<HashMap<String, (String, Value)>, Failure>;
+
+fn answer(
+    view: &ToolsetView,
+    config: &ToolSearchConfig,
+    names: Vec<String>,
+    remote: Option<RemoteSchemas>,
+) -> Value {
     let mut tools = Map::new();
     let mut not_found: Vec<Value> = Vec::new();
+    let mut undescribed: Vec<String> = Vec::new();
     let mut errors = Map::new();
     for name in names {
         let def = if is_bridge_name(&name) {
             None
         } else {
             view.get(&name)
+        };
+        let remote_schema = match &remote {
+            Some(Ok(found)) => found.get(&name),
+            _ => None,
         };
         match def {
             Some(def) if view.is_deferred(&name, &config.defer) => {
@@ -52,8 +142,21 @@ pub fn tool_describe(view: &ToolsetView, config: &ToolSearchConfig, args: &Value
                 record.insert("parameters".into(), def.parameters().clone());
                 tools.insert(name, Value::Object(record));
             }
-            // Hosted connectors are not wired in yet: their names are simply not found.
-            _ if name.starts_with(CONNECTOR_PREFIX) => not_found.push(Value::String(name)),
+            _ if remote_schema.is_some() => {
+                if let Some((description, parameters)) = remote_schema {
+                    let mut record = Map::new();
+                    record.insert("description".into(), Value::String(description.clone()));
+                    record.insert("parameters".into(), parameters.clone());
+                    tools.insert(name, Value::Object(record));
+                }
+            }
+            _ if is_connector_name(&name) => {
+                if matches!(remote, Some(Err(_))) {
+                    undescribed.push(name);
+                } else {
+                    not_found.push(Value::String(name));
+                }
+            }
             Some(def) if is_direct_tool(def) => {
                 errors.insert(name.clone(), Value::String(not_deferred_message(&name)));
             }
@@ -74,6 +177,12 @@ pub fn tool_describe(view: &ToolsetView, config: &ToolSearchConfig, args: &Value
     }
     if !errors.is_empty() {
         out.insert("errors".into(), Value::Object(errors));
+    }
+    if let Some(Err(failure)) = remote {
+        out.insert(
+            "connectors".into(),
+            failure_field(failure, "described", &undescribed),
+        );
     }
     Value::Object(out)
 }

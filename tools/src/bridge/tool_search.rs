@@ -1,14 +1,25 @@
 //! `tool_search`: keyword search over the deferred tools of a view. Each query gets its own
 //! group of matching names; one shared map describes every matched tool once. The index is the
-//! view's cached [`Catalog`](crate::search::Catalog), so a call only ranks. Called by the session
-//! when the model uses `tool_search`. Hosted connectors are not searched yet.
+//! view's cached [`Catalog`], so a call only ranks. Called by the session
+//! when the model uses `tool_search`; with hosted connectors in scope, [`tool_search_with_connectors`]
+//! also asks the tool gateway.
+
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
 use super::args::{limit, string_list};
 use super::tool_error;
 use crate::config::{Ranking, ToolSearchConfig};
+use crate::connectors::Failure;
+use crate::connectors::names::is_connector_name;
+use crate::connectors::remote::{failure_field, remote_groups};
+use crate::search::Catalog;
 use crate::search::explain::{explain_hybrid, explain_reference};
+use crate::search::hybrid::COVERAGE_FLOOR;
+use crate::search::merged::MergedDoc;
+use crate::search::semantic::SemanticReady;
+use crate::tool::ToolDef;
 use crate::view::ToolsetView;
 
 /// Most queries one `tool_search` call may carry.
@@ -20,77 +31,220 @@ const NO_MATCH_HINT: &str = "Nothing matched these words, yet the sources listed
 can be called. Search again with a source's name plus a concrete action or object before deciding the capability \
 does not exist.";
 
-/// Answers a `tool_search` call: `{"queries", "total_available", "results", "tools"}`.
+/// Answers a `tool_search` call from the local catalog alone: `{"queries", "total_available",
+/// "results", "tools"}`.
 ///
 /// `results` holds `{"query", "matches"}` per query, in order; a query with no match on a
 /// non-empty catalog also gets `available_sources` (tool counts per source) and a `hint`.
 /// `tools` maps each matched name, in first-seen order, to its source, description and
 /// required arguments. Bad arguments give `{"error": ...}` saying what to send instead.
 pub fn tool_search(view: &ToolsetView, config: &ToolSearchConfig, args: &Value) -> Value {
-    let (queries, limit) = match search_args(config, args) {
-        Ok(parsed) => parsed,
+    match LocalPass::new(view, config, args) {
+        Ok(pass) => pass.answer(view, None),
+        Err(error) => error,
+    }
+}
+
+/// [`tool_search`] with hosted connectors: when the view grants them and some query has fewer
+/// local matches than the limit, the gateway is asked once for every query (bounded by its
+/// time-out), and each query with connector hits is ranked again over its local and connector
+/// tools together. A gateway that fails leaves the local results, with a `connectors` field
+/// saying why.
+pub async fn tool_search_with_connectors(
+    view: &ToolsetView,
+    config: &ToolSearchConfig,
+    args: &Value,
+) -> Value {
+    let pass = match LocalPass::new(view, config, args) {
+        Ok(pass) => pass,
         Err(error) => return error,
     };
-    let catalog = view.catalog(&config.defer);
-    // Never waits: until the tool embeddings are ready, the lexical legs answer alone.
-    let semantic = match config.ranking {
-        Ranking::Hybrid => catalog.semantic(&config.home),
-        Ranking::Reference => None,
+    let remote = match view.connectors() {
+        Some(gateway) if pass.strong.iter().any(|&n| n < pass.limit) => Some(
+            gateway
+                .search(&pass.queries)
+                .await
+                .and_then(|payload| remote_groups(&payload, &pass.queries)),
+        ),
+        _ => None,
     };
+    pass.answer(view, remote)
+}
 
-    let mut results = Vec::with_capacity(queries.len());
-    let mut tools = Map::new();
-    for query in &queries {
-        let hits = match config.ranking {
-            Ranking::Reference => catalog.search(query, limit),
-            Ranking::Hybrid => catalog
-                .hybrid_search(query, limit, semantic.as_deref())
-                .matches()
-                .iter()
-                .map(|m| m.doc)
-                .collect(),
+/// The local half of a search: the parsed arguments, the catalog and each query's local hits.
+struct LocalPass {
+    queries: Vec<String>,
+    limit: usize,
+    ranking: Ranking,
+    catalog: Arc<Catalog>,
+    hits: Vec<Vec<usize>>,
+    /// Per query, the local matches that answer it well: every match under the reference
+    /// ranking; under the hybrid one, those holding most of the query's weight (the hybrid
+    /// ranking fills its groups with near misses, which must not keep the gateway from being
+    /// asked).
+    strong: Vec<usize>,
+}
+
+impl LocalPass {
+    fn new(view: &ToolsetView, config: &ToolSearchConfig, args: &Value) -> Result<Self, Value> {
+        let (queries, limit) = search_args(config, args)?;
+        let catalog = view.catalog(&config.defer);
+        // Never waits: until the tool embeddings are ready, the lexical legs answer alone.
+        let semantic = match config.ranking {
+            Ranking::Hybrid => catalog.semantic(&config.home),
+            Ranking::Reference => None,
         };
-        let mut matches = Vec::with_capacity(hits.len());
-        for doc in hits {
-            let name = &catalog.defs()[doc].name;
-            if !tools.contains_key(name) {
-                tools.insert(name.clone(), catalog.record(doc));
+        let mut hits = Vec::with_capacity(queries.len());
+        let mut strong = Vec::with_capacity(queries.len());
+        for query in &queries {
+            match config.ranking {
+                Ranking::Reference => {
+                    let found = catalog.search(query, limit);
+                    strong.push(found.len());
+                    hits.push(found);
+                }
+                Ranking::Hybrid => {
+                    let answer = catalog.hybrid_search(query, limit, semantic.as_deref());
+                    let matches = answer.matches();
+                    strong.push(
+                        matches
+                            .iter()
+                            .filter(|m| m.exact || m.coverage >= COVERAGE_FLOOR)
+                            .count(),
+                    );
+                    hits.push(matches.iter().map(|m| m.doc).collect());
+                }
             }
-            matches.push(Value::String(name.clone()));
         }
-        let mut group = Map::new();
-        group.insert("query".into(), Value::String(query.clone()));
-        let empty = matches.is_empty();
-        group.insert("matches".into(), Value::Array(matches));
-        if empty && !catalog.is_empty() {
-            let sources: Vec<Value> = catalog
-                .source_counts()
-                .iter()
-                .map(|(name, count)| json!({"name": name, "tool_count": count}))
-                .collect();
-            group.insert("available_sources".into(), Value::Array(sources));
-            group.insert("hint".into(), Value::String(NO_MATCH_HINT.into()));
-        }
-        results.push(Value::Object(group));
+        Ok(LocalPass {
+            queries,
+            limit,
+            ranking: config.ranking,
+            catalog,
+            hits,
+            strong,
+        })
     }
 
-    let mut out = Map::new();
-    out.insert("queries".into(), json!(queries));
-    out.insert("total_available".into(), json!(catalog.len()));
-    out.insert("results".into(), Value::Array(results));
-    out.insert("tools".into(), Value::Object(tools));
-    let starting = view.sources_starting();
-    if !starting.is_empty() {
+    /// The answer, with each query's connector tools (when the gateway answered) ranked in the
+    /// same pass as the local ones.
+    fn answer(
+        self,
+        view: &ToolsetView,
+        remote: Option<Result<Vec<Vec<Arc<ToolDef>>>, Failure>>,
+    ) -> Value {
+        let catalog = &self.catalog;
+        let (groups, failure) = match remote {
+            Some(Ok(groups)) => (groups, None),
+            Some(Err(failure)) => (Vec::new(), Some(failure)),
+            None => (Vec::new(), None),
+        };
+        let mut results = Vec::with_capacity(self.queries.len());
+        let mut tools = Map::new();
+        let mut remote_listed = 0usize;
+        for (i, query) in self.queries.iter().enumerate() {
+            let extra = groups.get(i).filter(|g| !g.is_empty());
+            // With connector hits, the query is ranked over local and connector tools together
+            // (statistics over both), so local matches may change. The semantic leg covers only
+            // the local tools, so that ranking is the lexical one.
+            let hits: Vec<(&Catalog, usize)>;
+            let extra_catalog;
+            let merged;
+            match (extra, self.ranking) {
+                (None, _) => hits = self.hits[i].iter().map(|&doc| (&**catalog, doc)).collect(),
+                // The reference ranking sums the statistics of the local index and a small one
+                // of the connector tools: the catalog is not indexed again.
+                (Some(extra), Ranking::Reference) => {
+                    extra_catalog = Catalog::build(extra.clone());
+                    hits = catalog
+                        .search_with(&extra_catalog, query, self.limit)
+                        .into_iter()
+                        .map(|doc| match doc {
+                            MergedDoc::Local(doc) => (&**catalog, doc),
+                            MergedDoc::Extra(doc) => (&extra_catalog, doc),
+                        })
+                        .collect();
+                }
+                (Some(extra), Ranking::Hybrid) => {
+                    let mut defs = catalog.defs().to_vec();
+                    defs.extend(extra.iter().cloned());
+                    merged = Catalog::build(defs);
+                    hits = rank(&merged, self.ranking, query, self.limit, None)
+                        .into_iter()
+                        .map(|doc| (&merged, doc))
+                        .collect();
+                }
+            }
+            let mut matches = Vec::with_capacity(hits.len());
+            for (ranked, doc) in hits {
+                let name = &ranked.defs()[doc].name;
+                if !tools.contains_key(name) {
+                    if is_connector_name(name) {
+                        remote_listed += 1;
+                    }
+                    tools.insert(name.clone(), ranked.record(doc));
+                }
+                matches.push(Value::String(name.clone()));
+            }
+            let mut group = Map::new();
+            group.insert("query".into(), Value::String(query.clone()));
+            let empty = matches.is_empty();
+            group.insert("matches".into(), Value::Array(matches));
+            if empty && !catalog.is_empty() {
+                let sources: Vec<Value> = catalog
+                    .source_counts()
+                    .iter()
+                    .map(|(name, count)| json!({"name": name, "tool_count": count}))
+                    .collect();
+                group.insert("available_sources".into(), Value::Array(sources));
+                group.insert("hint".into(), Value::String(NO_MATCH_HINT.into()));
+            }
+            results.push(Value::Object(group));
+        }
+
+        let mut out = Map::new();
+        out.insert("queries".into(), json!(self.queries));
         out.insert(
-            "note".into(),
-            Value::String(format!(
-                "Still starting, so not searched yet: {}. Their tools become available as soon as they are ready; search again in a moment if nothing here fits.",
-                starting.join(", ")
-            )),
+            "total_available".into(),
+            json!(catalog.len() + remote_listed),
         );
-        out.insert("sources_starting".into(), json!(starting));
+        out.insert("results".into(), Value::Array(results));
+        out.insert("tools".into(), Value::Object(tools));
+        let starting = view.sources_starting();
+        if !starting.is_empty() {
+            out.insert(
+                "note".into(),
+                Value::String(format!(
+                    "Still starting, so not searched yet: {}. Their tools become available as soon as they are ready; search again in a moment if nothing here fits.",
+                    starting.join(", ")
+                )),
+            );
+            out.insert("sources_starting".into(), json!(starting));
+        }
+        if let Some(failure) = failure {
+            out.insert("connectors".into(), failure_field(failure, "searched", &[]));
+        }
+        Value::Object(out)
     }
-    Value::Object(out)
+}
+
+/// The top `limit` tools of `catalog` for `query` under `ranking`.
+fn rank(
+    catalog: &Catalog,
+    ranking: Ranking,
+    query: &str,
+    limit: usize,
+    semantic: Option<&SemanticReady>,
+) -> Vec<usize> {
+    match ranking {
+        Ranking::Reference => catalog.search(query, limit),
+        Ranking::Hybrid => catalog
+            .hybrid_search(query, limit, semantic)
+            .matches()
+            .iter()
+            .map(|m| m.doc)
+            .collect(),
+    }
 }
 
 /// The queries and the per-query limit of a `tool_search` call, or the error a model gets.

@@ -281,6 +281,7 @@ impl ServerConn {
             toolset: Some(toolset.to_string()),
             kind: ToolKind::Mcp,
             source_name: Some(self.config.name.clone()),
+            vendor_slug: None,
             hints: ToolHints {
                 read_only,
                 destructive,

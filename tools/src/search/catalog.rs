@@ -83,6 +83,8 @@ pub enum SourceKind {
     Plugin,
     /// An unregistered tool with no known owner.
     Other,
+    /// A hosted connector tool a gateway found.
+    Connectors,
 }
 
 impl SourceKind {
@@ -92,6 +94,7 @@ impl SourceKind {
             SourceKind::Mcp => "mcp",
             SourceKind::Plugin => "plugin",
             SourceKind::Other => "other",
+            SourceKind::Connectors => "connectors",
         }
     }
 }
@@ -111,6 +114,19 @@ pub struct ToolSource {
 /// Classifies a tool's source: its toolset when registered (`mcp-*` is MCP, anything else a
 /// plugin), else the plugin that owns it, else `other`.
 pub fn classify_source(def: &ToolDef) -> ToolSource {
+    if def.kind == crate::tool::ToolKind::Connector {
+        let name = def.source_name.clone().unwrap_or_default();
+        let label = if name.is_empty() {
+            "other".to_string()
+        } else {
+            name.clone()
+        };
+        return ToolSource {
+            kind: SourceKind::Connectors,
+            name,
+            label,
+        };
+    }
     let (kind, name) = match (&def.toolset, &def.source_name) {
         (Some(toolset), _) if toolset.starts_with("mcp-") => (SourceKind::Mcp, toolset.clone()),
         (Some(toolset), _) => (SourceKind::Plugin, toolset.clone()),
@@ -496,6 +512,14 @@ fn lowercase_name(name: &str) -> String {
 /// the parts one by one gives the tokens of the joined text, because the joining spaces and the
 /// `_ . : -` that become spaces all separate words anyway.
 fn for_each_index_part(def: &ToolDef, source: &ToolSource, mut each: impl FnMut(&str)) {
+    // A connector tool: its connector, the gateway's slug (words split at `_`) and its
+    // description; no label rule, no parameter names.
+    if source.kind == SourceKind::Connectors {
+        each(&source.name);
+        each(def.vendor_slug.as_deref().unwrap_or(&def.name));
+        each(def.description());
+        return;
+    }
     let name = def.name.strip_prefix("mcp__").unwrap_or(&def.name);
     each(name);
     // The label without the `other` fallback: a tool of unknown origin indexes no label.

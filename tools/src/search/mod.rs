@@ -11,6 +11,7 @@
 //!   [`split`] words with the [`vocabulary`]'s expansions) fused with [`semantic`] (sentence
 //!   embeddings, computed in the background and cached on disk), and the "nothing fits" decision,
 //!   which also weighs the [`services`] a query names.
+//! - [`merged`]: the reference ranking over a catalog plus a query's connector tools.
 //! - [`explain`]: the rankings explained for people (`troupe tools search --explain`).
 //! - [`listing`]: the listing forms and [`listing::short_desc`].
 //! - [`assemble`](mod@assemble): tiers and the model-visible tool list.
@@ -24,6 +25,7 @@ pub mod explain;
 pub mod hybrid;
 pub mod lexical;
 pub mod listing;
+pub mod merged;
 pub mod semantic;
 pub mod services;
 pub mod split;

@@ -3,6 +3,7 @@
 //! the opt-in local model.
 
 pub(crate) mod browser;
+pub(crate) mod gateway;
 pub(crate) mod local_model;
 pub(crate) mod mcp_servers;
 pub(crate) mod plugin_world;

@@ -12,15 +12,15 @@ use fixture::{Case, Outcome};
 const KNOWN_SKIPS: &[(&str, &str)] = &[
     (
         "connectors_failure_unreachable",
-        "hosted connectors are a later issue",
+        "needs a gateway: run through the CLI against one in orchestrator/tests/integration/connectors_cli.rs",
     ),
     (
         "connectors_not_called_when_local_full",
-        "hosted connectors are a later issue",
+        "needs a gateway: run through the CLI against one in orchestrator/tests/integration/connectors_cli.rs",
     ),
     (
         "describe_connector_names",
-        "hosted connectors are a later issue",
+        "needs a gateway: run through the CLI against one in orchestrator/tests/integration/connectors_cli.rs",
     ),
 ];
 

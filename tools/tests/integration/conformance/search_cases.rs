@@ -20,7 +20,7 @@ const SCORE_TOLERANCE: f64 = 1e-9;
 
 pub(crate) fn run(case: &Case) -> Outcome {
     if case.name.starts_with("connectors_") {
-        return Outcome::Skip("hosted connectors are a later issue".into());
+        return Outcome::Skip("needs a gateway: run through the CLI against one in orchestrator/tests/integration/connectors_cli.rs".into());
     }
     let result = match case.kind.as_str() {
         "search" => check_search(case),
