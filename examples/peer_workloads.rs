@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use troupe::actors::model::{ModelProvider, OpenAiConfig, OpenAiProvider};
 use troupe::actors::session::TurnStatus;
-use troupe::tools::Registry;
 use troupe::tool_fn::tool_fn;
+use troupe::tools::Registry;
 use troupe::{SessionOptions, Troupe, TroupeConfig};
 
 /// The arguments of `slow_lookup`.
@@ -93,7 +93,10 @@ async fn main() -> anyhow::Result<()> {
         let start = Instant::now();
         for turn in 0..LONG_TURNS {
             let outcome = session.send(&format!("turn {turn}")).await?;
-            anyhow::ensure!(outcome.status == TurnStatus::Completed, "turn {turn} failed");
+            anyhow::ensure!(
+                outcome.status == TurnStatus::Completed,
+                "turn {turn} failed"
+            );
         }
         report("long_conversation", start.elapsed(), LONG_TURNS);
         troupe.close_session(session.id()).await?;
@@ -104,7 +107,10 @@ async fn main() -> anyhow::Result<()> {
         for turn in 0..MANY_SESSIONS {
             let session = troupe.open_session(options()).await?;
             let outcome = session.send(&format!("conversation {turn}")).await?;
-            anyhow::ensure!(outcome.status == TurnStatus::Completed, "turn {turn} failed");
+            anyhow::ensure!(
+                outcome.status == TurnStatus::Completed,
+                "turn {turn} failed"
+            );
             troupe.close_session(session.id()).await?;
         }
         report("many_conversations", start.elapsed(), MANY_SESSIONS);

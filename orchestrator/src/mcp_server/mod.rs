@@ -205,16 +205,20 @@ fn lookup_target(
         name,
         arguments,
         run: Box::new(move |arguments| {
-            let arguments = Value::Object(arguments);
-            let value = match lookup.as_str() {
-                "tool_describe" => bridge::tool_describe(&view, &search, &arguments),
-                _ => bridge::tool_search(&view, &search, &arguments),
-            };
-            if value.get("error").is_some() {
-                ToolResult::error_json(value)
-            } else {
-                ToolResult::json(value)
-            }
+            Box::pin(async move {
+                let arguments = Value::Object(arguments);
+                let value = match lookup.as_str() {
+                    "tool_describe" => {
+                        bridge::tool_describe_with_connectors(&view, &search, &arguments).await
+                    }
+                    _ => bridge::tool_search_with_connectors(&view, &search, &arguments).await,
+                };
+                if value.get("error").is_some() {
+                    ToolResult::error_json(value)
+                } else {
+                    ToolResult::json(value)
+                }
+            })
         }),
     }
 }

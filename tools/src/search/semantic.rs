@@ -594,9 +594,11 @@ mod tests {
         });
         assert!(slot.ready().is_none());
         let loaded = Arc::clone(&enc);
-        let first = slot.get_or_start(move || Some(loaded), TroupeHome::at(home.path()), || {
-            vec!["abc".into(), "xyz".into()]
-        });
+        let first = slot.get_or_start(
+            move || Some(loaded),
+            TroupeHome::at(home.path()),
+            || vec!["abc".into(), "xyz".into()],
+        );
         assert!(first.is_none(), "the first call never waits");
         let ready = slot.wait(Duration::from_secs(30)).expect("ready");
         let sims = ready
@@ -614,7 +616,10 @@ mod tests {
         );
         let waited = std::time::Instant::now();
         assert!(empty.wait(Duration::from_secs(60)).is_none());
-        assert!(waited.elapsed() < Duration::from_secs(30), "no encoder, no wait");
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "no encoder, no wait"
+        );
     }
 
     /// The bundled encoder itself, end to end: it loads offline, gives unit vectors of its
