@@ -30,6 +30,7 @@ mod kanban_api;
 mod kanban_cli;
 mod kanban_multihost;
 mod kanban_reclaim;
+mod openai_api;
 mod plugins;
 mod secrets_cli;
 mod tools_search_cli;

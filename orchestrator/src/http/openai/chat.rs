@@ -21,7 +21,7 @@ use super::{SESSION_HEADER, models, named_session};
 
 /// How often a stream that has nothing to say sends a comment, so proxies and clients keep it
 /// open (while a call waits for approval, say).
-pub const KEEP_ALIVE: Duration = Duration::from_secs(5);
+pub const KEEP_ALIVE: Duration = Duration::from_secs(1);
 
 /// A chat request's fields troupe reads.
 #[derive(Debug)]
@@ -174,7 +174,13 @@ async fn whole(
                 )));
             }
             Some(Signal::Done(outcome)) => {
-                remember(state, &request.messages, &outcome.text, &[], &started.session_id);
+                remember(
+                    state,
+                    &request.messages,
+                    &outcome.text,
+                    &[],
+                    &started.session_id,
+                );
                 let usage = started.v1.take_usage(&started.handle);
                 let mut answer = completion.message(
                     Some(&outcome.text),
@@ -217,8 +223,9 @@ impl Streaming {
         }
         let signal = self.started.signals.recv().await;
         let end = |s: &mut Streaming, finish: &str| {
-            s.queued
-                .push_back(data(&s.completion.chunk(serde_json::json!({}), Some(finish))));
+            s.queued.push_back(data(
+                &s.completion.chunk(serde_json::json!({}), Some(finish)),
+            ));
             if s.request.include_usage {
                 let usage = s.started.v1.take_usage(&s.started.handle);
                 s.queued.push_back(data(&s.completion.usage(usage)));
@@ -245,14 +252,16 @@ impl Streaming {
                     &calls,
                     &self.started.session_id,
                 );
-                self.queued.push_back(data(&self.completion.tool_calls(&calls)));
+                self.queued
+                    .push_back(data(&self.completion.tool_calls(&calls)));
                 end(self, "tool_calls");
             }
             Some(Signal::Done(outcome)) => {
                 // An answer that was not streamed (a failed turn, a refusal) is sent whole.
                 if self.sent.trim().is_empty() && !outcome.text.is_empty() {
                     self.sent = outcome.text.clone();
-                    self.queued.push_back(data(&self.completion.text(&outcome.text)));
+                    self.queued
+                        .push_back(data(&self.completion.text(&outcome.text)));
                 }
                 let text = self.sent.clone();
                 remember(

@@ -85,7 +85,9 @@ pub fn parse_tools(body: &Map<String, Value>, path: &str) -> Result<Vec<ClientTo
             return Err(OpenAiError::invalid_param(
                 &at,
                 "invalid_type",
-                format!("`{at}` must be an object {{\"type\": \"function\", \"function\": {{...}}}}"),
+                format!(
+                    "`{at}` must be an object {{\"type\": \"function\", \"function\": {{...}}}}"
+                ),
             ));
         };
         let kind = required(tool, "type", &format!("{at}.type"), Kind::Str)?;
@@ -127,12 +129,22 @@ pub fn parse_tools(body: &Map<String, Value>, path: &str) -> Result<Vec<ClientTo
                 format!("the tool {name} is declared twice; declare each tool once"),
             ));
         }
-        let description = field(&function, "description", &format!("{fpath}.description"), Kind::Str)?
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        let parameters = field(&function, "parameters", &format!("{fpath}.parameters"), Kind::Object)?
-            .cloned()
-            .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}));
+        let description = field(
+            &function,
+            "description",
+            &format!("{fpath}.description"),
+            Kind::Str,
+        )?
+        .and_then(Value::as_str)
+        .map(str::to_string);
+        let parameters = field(
+            &function,
+            "parameters",
+            &format!("{fpath}.parameters"),
+            Kind::Object,
+        )?
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}));
         out.push(ClientTool {
             name,
             description,
@@ -147,7 +159,10 @@ impl ClientTools {
     /// like one of troupe's, since the model could not tell them apart.
     pub fn new(base: &ToolsetView, tools: &[ClientTool]) -> Result<Arc<ClientTools>, OpenAiError> {
         let troupe_names: HashSet<&str> = base.tools().iter().map(|d| d.name.as_str()).collect();
-        if let Some(clash) = tools.iter().find(|t| troupe_names.contains(t.name.as_str())) {
+        if let Some(clash) = tools
+            .iter()
+            .find(|t| troupe_names.contains(t.name.as_str()))
+        {
             return Err(OpenAiError::invalid_param(
                 "tools",
                 "tool_name_taken",

@@ -132,7 +132,12 @@ pub fn parse_messages(body: &Map<String, Value>) -> Result<Vec<Turn>, OpenAiErro
         let content = content_text(message.get("content"), &format!("{at}.content"))?;
         let mut turn = Turn::text(role, &content);
         if role == "assistant"
-            && let Some(calls) = field(message, "tool_calls", &format!("{at}.tool_calls"), Kind::Array)?
+            && let Some(calls) = field(
+                message,
+                "tool_calls",
+                &format!("{at}.tool_calls"),
+                Kind::Array,
+            )?
         {
             for (j, call) in calls.as_array().into_iter().flatten().enumerate() {
                 let cat = format!("{at}.tool_calls[{j}]");
@@ -144,9 +149,15 @@ pub fn parse_messages(body: &Map<String, Value>) -> Result<Vec<Turn>, OpenAiErro
                     ));
                 };
                 let id = required(call, "id", &format!("{cat}.id"), Kind::Str)?;
-                let function = required(call, "function", &format!("{cat}.function"), Kind::Object)?;
+                let function =
+                    required(call, "function", &format!("{cat}.function"), Kind::Object)?;
                 let function = function.as_object().cloned().unwrap_or_default();
-                let name = required(&function, "name", &format!("{cat}.function.name"), Kind::Str)?;
+                let name = required(
+                    &function,
+                    "name",
+                    &format!("{cat}.function.name"),
+                    Kind::Str,
+                )?;
                 let arguments = field(
                     &function,
                     "arguments",
@@ -156,12 +167,20 @@ pub fn parse_messages(body: &Map<String, Value>) -> Result<Vec<Turn>, OpenAiErro
                 turn.tool_calls.push((
                     id.as_str().unwrap_or_default().to_string(),
                     name.as_str().unwrap_or_default().to_string(),
-                    arguments.and_then(Value::as_str).unwrap_or("{}").to_string(),
+                    arguments
+                        .and_then(Value::as_str)
+                        .unwrap_or("{}")
+                        .to_string(),
                 ));
             }
         }
         if role == "tool" {
-            let id = required(message, "tool_call_id", &format!("{at}.tool_call_id"), Kind::Str)?;
+            let id = required(
+                message,
+                "tool_call_id",
+                &format!("{at}.tool_call_id"),
+                Kind::Str,
+            )?;
             turn.tool_call_id = Some(id.as_str().unwrap_or_default().to_string());
         }
         turns.push(turn);
@@ -185,7 +204,12 @@ pub fn split(turns: &[Turn]) -> Result<(&[Turn], Input), OpenAiError> {
         let at = turns.len() - trailing_tools;
         let results = turns[at..]
             .iter()
-            .map(|t| (t.tool_call_id.clone().unwrap_or_default(), t.content.clone()))
+            .map(|t| {
+                (
+                    t.tool_call_id.clone().unwrap_or_default(),
+                    t.content.clone(),
+                )
+            })
             .collect();
         return Ok((&turns[..at], Input::ToolResults(results)));
     }
@@ -198,7 +222,10 @@ pub fn split(turns: &[Turn]) -> Result<(&[Turn], Input), OpenAiError> {
                     "the last user message is empty; send the user's text",
                 ));
             }
-            Ok((&turns[..turns.len() - 1], Input::Message(last.content.clone())))
+            Ok((
+                &turns[..turns.len() - 1],
+                Input::Message(last.content.clone()),
+            ))
         }
         _ => Err(OpenAiError::invalid_param(
             "messages",
@@ -269,7 +296,10 @@ mod tests {
         let b = vec![Turn::text("user", "hi"), Turn::text("assistant", "hello!")];
         assert_eq!(conversations.find(&b), None);
         // Whitespace around text does not make another conversation.
-        let c = vec![Turn::text("user", " hi\n"), Turn::text("assistant", "hello")];
+        let c = vec![
+            Turn::text("user", " hi\n"),
+            Turn::text("assistant", "hello"),
+        ];
         assert_eq!(conversations.find(&c).as_deref(), Some("s1"));
     }
 }

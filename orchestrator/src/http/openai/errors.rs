@@ -61,11 +61,7 @@ impl OpenAiError {
     }
 
     /// 404: the model (or the response) named does not exist.
-    pub fn not_found(
-        param: &str,
-        code: &'static str,
-        message: impl Into<String>,
-    ) -> OpenAiError {
+    pub fn not_found(param: &str, code: &'static str, message: impl Into<String>) -> OpenAiError {
         OpenAiError {
             param: Some(param.into()),
             ..OpenAiError::new(
@@ -260,11 +256,7 @@ pub fn field<'a>(
         Some(value) => Err(OpenAiError::invalid_param(
             path,
             "invalid_type",
-            format!(
-                "`{path}` must be {}, not {}",
-                kind.name(),
-                type_name(value)
-            ),
+            format!("`{path}` must be {}, not {}", kind.name(), type_name(value)),
         )),
     }
 }

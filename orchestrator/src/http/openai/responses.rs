@@ -70,7 +70,10 @@ fn parse_input(body: &Map<String, Value>) -> Result<(Vec<Turn>, Input), OpenAiEr
     let mut history = Vec::new();
     if let Some(text) = input.as_str() {
         if let Some(instructions) = field(body, "instructions", "instructions", Kind::Str)? {
-            history.push(Turn::text("system", instructions.as_str().unwrap_or_default()));
+            history.push(Turn::text(
+                "system",
+                instructions.as_str().unwrap_or_default(),
+            ));
         }
         return match text.trim().is_empty() {
             true => Err(OpenAiError::invalid_param(
@@ -82,7 +85,10 @@ fn parse_input(body: &Map<String, Value>) -> Result<(Vec<Turn>, Input), OpenAiEr
         };
     }
     if let Some(instructions) = field(body, "instructions", "instructions", Kind::Str)? {
-        history.push(Turn::text("system", instructions.as_str().unwrap_or_default()));
+        history.push(Turn::text(
+            "system",
+            instructions.as_str().unwrap_or_default(),
+        ));
     }
     let mut results = Vec::new();
     for (i, item) in input.as_array().into_iter().flatten().enumerate() {
@@ -109,7 +115,9 @@ fn parse_input(body: &Map<String, Value>) -> Result<(Vec<Turn>, Input), OpenAiEr
                         return Err(OpenAiError::invalid_param(
                             format!("{at}.role"),
                             "invalid_role",
-                            format!("`{at}.role` is {other:?}; send user, assistant, system or developer"),
+                            format!(
+                                "`{at}.role` is {other:?}; send user, assistant, system or developer"
+                            ),
                         ));
                     }
                 };
@@ -127,7 +135,9 @@ fn parse_input(body: &Map<String, Value>) -> Result<(Vec<Turn>, Input), OpenAiEr
                 return Err(OpenAiError::invalid_param(
                     format!("{at}.type"),
                     "unsupported_item",
-                    format!("input items of type {other} are not supported; send messages or function_call_output"),
+                    format!(
+                        "input items of type {other} are not supported; send messages or function_call_output"
+                    ),
                 ));
             }
         }
@@ -227,9 +237,14 @@ pub async fn create(
     let stream = field(&body, "stream", "stream", Kind::Bool)?
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let previous = field(&body, "previous_response_id", "previous_response_id", Kind::Str)?
-        .and_then(Value::as_str)
-        .map(str::to_string);
+    let previous = field(
+        &body,
+        "previous_response_id",
+        "previous_response_id",
+        Kind::Str,
+    )?
+    .and_then(Value::as_str)
+    .map(str::to_string);
     for number in ["temperature", "top_p", "max_output_tokens"] {
         field(&body, number, number, Kind::Number)?;
     }
@@ -278,7 +293,14 @@ pub async fn create(
 }
 
 /// The response once the turn ends or calls the client's tools; kept under its id.
-fn finish(state: &HttpState, shape: &Shape, started: &Started, text: &str, calls: &[ClientCall], status: &str) -> Value {
+fn finish(
+    state: &HttpState,
+    shape: &Shape,
+    started: &Started,
+    text: &str,
+    calls: &[ClientCall],
+    status: &str,
+) -> Value {
     let mut output = Vec::new();
     if !text.is_empty() || calls.is_empty() {
         output.push(shape.message(text, "completed"));
@@ -302,14 +324,28 @@ async fn whole(
         match started.signals.recv().await {
             Some(Signal::Text(_) | Signal::Waiting { .. }) => {}
             Some(Signal::ToolCalls(calls)) => {
-                return Ok(axum::Json(finish(state, shape, &started, "", &calls, "completed")));
+                return Ok(axum::Json(finish(
+                    state,
+                    shape,
+                    &started,
+                    "",
+                    &calls,
+                    "completed",
+                )));
             }
             Some(Signal::Done(outcome)) => {
                 let status = match turn::finish_reason(&outcome) {
                     "length" => "incomplete",
                     _ => "completed",
                 };
-                return Ok(axum::Json(finish(state, shape, &started, &outcome.text, &[], status)));
+                return Ok(axum::Json(finish(
+                    state,
+                    shape,
+                    &started,
+                    &outcome.text,
+                    &[],
+                    status,
+                )));
             }
             Some(Signal::Failed(error)) => {
                 return Err(OpenAiError::internal(format!("the turn failed: {error}")));
@@ -347,7 +383,10 @@ impl Streaming {
         let item = self.shape.message("", "in_progress");
         let mut item = item;
         item["content"] = json!([]);
-        self.event("response.output_item.added", json!({"output_index": 0, "item": item}));
+        self.event(
+            "response.output_item.added",
+            json!({"output_index": 0, "item": item}),
+        );
         self.event(
             "response.content_part.added",
             json!({"item_id": self.shape.message_id, "output_index": 0, "content_index": 0,
@@ -371,7 +410,10 @@ impl Streaming {
                    "part": {"type": "output_text", "text": text, "annotations": []}}),
         );
         let item = self.shape.message(&text, "completed");
-        self.event("response.output_item.done", json!({"output_index": 0, "item": item}));
+        self.event(
+            "response.output_item.done",
+            json!({"output_index": 0, "item": item}),
+        );
     }
 
     fn fail(&mut self, message: String) {
@@ -397,24 +439,38 @@ impl Streaming {
                 );
             }
             Some(Signal::Waiting { request_id, tool }) => {
-                self.queued.push_back(SseEvent::default().comment(format!(
-                    "{tool} waits for approval (request {request_id})"
-                )));
+                self.queued.push_back(
+                    SseEvent::default()
+                        .comment(format!("{tool} waits for approval (request {request_id})")),
+                );
             }
             Some(Signal::ToolCalls(calls)) => {
                 self.close_text();
                 let first = usize::from(self.opened_text);
                 for (i, call) in calls.iter().enumerate() {
                     let item = call_item(call);
-                    self.event("response.output_item.added", json!({"output_index": first + i, "item": item}));
+                    self.event(
+                        "response.output_item.added",
+                        json!({"output_index": first + i, "item": item}),
+                    );
                     self.event(
                         "response.function_call_arguments.done",
                         json!({"item_id": item["id"], "output_index": first + i, "arguments": call.arguments}),
                     );
-                    self.event("response.output_item.done", json!({"output_index": first + i, "item": item}));
+                    self.event(
+                        "response.output_item.done",
+                        json!({"output_index": first + i, "item": item}),
+                    );
                 }
                 let text = self.sent.clone();
-                let response = finish(&self.state, &self.shape, &self.started, &text, &calls, "completed");
+                let response = finish(
+                    &self.state,
+                    &self.shape,
+                    &self.started,
+                    &text,
+                    &calls,
+                    "completed",
+                );
                 self.event("response.completed", json!({"response": response}));
                 self.done = true;
             }
@@ -436,7 +492,11 @@ impl Streaming {
                 };
                 let text = self.sent.clone();
                 let response = finish(&self.state, &self.shape, &self.started, &text, &[], status);
-                let kind = if status == "completed" { "response.completed" } else { "response.incomplete" };
+                let kind = if status == "completed" {
+                    "response.completed"
+                } else {
+                    "response.incomplete"
+                };
                 self.event(kind, json!({"response": response}));
                 self.done = true;
             }
@@ -483,11 +543,18 @@ pub async fn show(
     State(state): State<HttpState>,
     Path(id): Path<String>,
 ) -> Result<axum::Json<Value>, OpenAiError> {
-    state.openai.responses.get(&id).map(axum::Json).ok_or_else(|| {
-        OpenAiError::not_found(
-            "response_id",
-            "response_not_found",
-            format!("there is no response {id} on this server (responses are kept while it runs)"),
-        )
-    })
+    state
+        .openai
+        .responses
+        .get(&id)
+        .map(axum::Json)
+        .ok_or_else(|| {
+            OpenAiError::not_found(
+                "response_id",
+                "response_not_found",
+                format!(
+                    "there is no response {id} on this server (responses are kept while it runs)"
+                ),
+            )
+        })
 }

@@ -53,9 +53,15 @@ impl V1Session {
         let now = handle.spent();
         let mut counted = lock(&self.counted);
         let (base, reported) = *counted;
-        let input = now.input_tokens.saturating_sub(base.input_tokens + reported.input_tokens);
-        let output = now.output_tokens.saturating_sub(base.output_tokens + reported.output_tokens);
-        let cached = now.cached_tokens.saturating_sub(base.cached_tokens + reported.cached_tokens);
+        let input = now
+            .input_tokens
+            .saturating_sub(base.input_tokens + reported.input_tokens);
+        let output = now
+            .output_tokens
+            .saturating_sub(base.output_tokens + reported.output_tokens);
+        let cached = now
+            .cached_tokens
+            .saturating_sub(base.cached_tokens + reported.cached_tokens);
         counted.1 = Spend {
             input_tokens: now.input_tokens.saturating_sub(base.input_tokens),
             output_tokens: now.output_tokens.saturating_sub(base.output_tokens),
@@ -241,7 +247,9 @@ async fn open(
             .await
             .map_err(|e| OpenAiError::internal(e.to_string()))?;
         if !loaded {
-            return Err(OpenAiError::internal("the new session was busy before its first turn"));
+            return Err(OpenAiError::internal(
+                "the new session was busy before its first turn",
+            ));
         }
     }
     let v1 = Arc::new(V1Session {
@@ -354,7 +362,10 @@ async fn resume(
             ),
         ));
     }
-    if let Some(missing) = awaiting.iter().find(|id| !results.iter().any(|(r, _)| r == *id)) {
+    if let Some(missing) = awaiting
+        .iter()
+        .find(|id| !results.iter().any(|(r, _)| r == *id))
+    {
         return Err(OpenAiError::invalid_param(
             "messages",
             "missing_tool_result",
@@ -384,9 +395,16 @@ fn follow(
     let (tx, rx) = mpsc::channel(256);
     let own = id.clone();
     tokio::spawn(async move {
+        let mut open = true;
         loop {
             let settled = result.borrow_and_update().clone();
             if let Some(done) = settled {
+                // What the session said before its answer came is sent first.
+                while let Ok(event) = events.try_recv() {
+                    if let Some(signal) = signal_of(&own, event) {
+                        let _ = tx.send(signal).await;
+                    }
+                }
                 let _ = match done {
                     Ok(outcome) => tx.send(Signal::Done(outcome)).await,
                     Err(error) => tx.send(Signal::Failed(error)).await,
@@ -394,28 +412,30 @@ fn follow(
                 return;
             }
             tokio::select! {
+                biased;
                 _ = tx.closed() => {
                     tracing::debug!(session = %own, "the /v1 client went away; stopping its turn");
-                    let _ = session.handle().stop(true).await;
+                    // A stop that finds no turn yet (the message is still on its way to the
+                    // session) is sent again until it stops one or the turn has ended.
+                    for _ in 0..100 {
+                        let stopped = session.handle().stop(true).await.unwrap_or(0);
+                        if stopped > 0 || result.borrow().is_some() {
+                            break;
+                        }
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
                     return;
                 }
+                event = events.recv(), if open => match event {
+                    Some(event) => if let Some(signal) = signal_of(&own, event) {
+                        let _ = tx.send(signal).await;
+                    },
+                    // The session is gone; its result settles the turn.
+                    None => open = false,
+                },
                 changed = result.changed() => if changed.is_err() {
                     let _ = tx.send(Signal::Failed("the turn's task ended without a result".into())).await;
                     return;
-                },
-                event = events.recv() => match event {
-                    Some(event) if event.session_id == own => match event.kind {
-                        EventKind::TextDelta { text, .. } => {
-                            let _ = tx.send(Signal::Text(text)).await;
-                        }
-                        EventKind::ApprovalRequested { request_id, tool, .. } => {
-                            let _ = tx.send(Signal::Waiting { request_id, tool }).await;
-                        }
-                        _ => {}
-                    },
-                    Some(_) => {}
-                    // The session is gone; its result settles the turn.
-                    None => events = mpsc::unbounded_channel().1,
                 },
                 made = wait_calls(&mut calls) => if made {
                     tokio::time::sleep(GATHER_CALLS).await;
@@ -433,6 +453,20 @@ fn follow(
         signals: rx,
         handle,
         v1: kept,
+    }
+}
+
+/// What the route hears of one of the session's events (its subagents' are not told).
+fn signal_of(own: &str, event: troupe_actors::events::SessionEvent) -> Option<Signal> {
+    if event.session_id != own {
+        return None;
+    }
+    match event.kind {
+        EventKind::TextDelta { text, .. } => Some(Signal::Text(text)),
+        EventKind::ApprovalRequested {
+            request_id, tool, ..
+        } => Some(Signal::Waiting { request_id, tool }),
+        _ => None,
     }
 }
 

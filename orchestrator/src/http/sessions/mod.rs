@@ -328,7 +328,9 @@ impl TableSession {
         token: u64,
         outcome: Option<&troupe_actors::session::TurnOutcome>,
     ) {
-        self.0.turns.finish(token, outcome.map(routes::outcome_json));
+        self.0
+            .turns
+            .finish(token, outcome.map(routes::outcome_json));
     }
 }
 
