@@ -278,7 +278,7 @@ async fn errors_come_in_openai_shape_with_their_status() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streaming_client_that_goes_away_stops_its_turn() {
-    let (fx, served) = serve("").await;
+    let (_fx, served) = serve("").await;
     let out = client(&served, "disconnect").await;
     let session = out["session"].as_str().unwrap();
     // The model answers after 30 s; the stop comes well before.

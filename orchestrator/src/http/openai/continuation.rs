@@ -236,30 +236,65 @@ pub fn split(turns: &[Turn]) -> Result<(&[Turn], Input), OpenAiError> {
     }
 }
 
+/// A map that forgets its oldest entries past a cap.
+#[derive(Debug)]
+pub struct Bounded<K, V> {
+    map: HashMap<K, V>,
+    order: VecDeque<K>,
+    cap: usize,
+}
+
+impl<K: std::hash::Hash + Eq + Clone, V: Clone> Bounded<K, V> {
+    /// An empty map of at most `cap` entries.
+    pub fn new(cap: usize) -> Self {
+        Bounded {
+            map: HashMap::new(),
+            order: VecDeque::new(),
+            cap,
+        }
+    }
+
+    /// Adds or replaces an entry, forgetting the oldest past the cap.
+    pub fn insert(&mut self, key: K, value: V) {
+        if self.map.insert(key.clone(), value).is_none() {
+            self.order.push_back(key);
+        }
+        while self.order.len() > self.cap {
+            if let Some(old) = self.order.pop_front() {
+                self.map.remove(&old);
+            }
+        }
+    }
+
+    /// The entry under `key`.
+    pub fn get(&self, key: &K) -> Option<V> {
+        self.map.get(key).cloned()
+    }
+}
+
 /// The remembered conversations: digest -> session id.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Conversations {
-    inner: Mutex<(HashMap<[u8; 32], String>, VecDeque<[u8; 32]>)>,
+    inner: Mutex<Bounded<[u8; 32], String>>,
+}
+
+impl Default for Conversations {
+    fn default() -> Self {
+        Conversations {
+            inner: Mutex::new(Bounded::new(REMEMBERED_CONVERSATIONS)),
+        }
+    }
 }
 
 impl Conversations {
     /// Remembers that the conversation `turns` goes on in `session`.
     pub fn remember(&self, turns: &[Turn], session: &str) {
-        let key = digest(turns);
-        let mut inner = lock(&self.inner);
-        if inner.0.insert(key, session.to_string()).is_none() {
-            inner.1.push_back(key);
-        }
-        while inner.1.len() > REMEMBERED_CONVERSATIONS {
-            if let Some(old) = inner.1.pop_front() {
-                inner.0.remove(&old);
-            }
-        }
+        lock(&self.inner).insert(digest(turns), session.to_string());
     }
 
     /// The session a conversation `turns` belongs to, if it is remembered.
     pub fn find(&self, turns: &[Turn]) -> Option<String> {
-        lock(&self.inner).0.get(&digest(turns)).cloned()
+        lock(&self.inner).get(&digest(turns))
     }
 }
 
@@ -301,5 +336,18 @@ mod tests {
             Turn::text("assistant", "hello"),
         ];
         assert_eq!(conversations.find(&c).as_deref(), Some("s1"));
+    }
+
+    #[test]
+    fn a_bounded_map_forgets_its_oldest_entries() {
+        let mut map = Bounded::new(2);
+        map.insert(1, "a");
+        map.insert(2, "b");
+        map.insert(1, "c");
+        assert_eq!(map.get(&1), Some("c"));
+        map.insert(3, "d");
+        assert_eq!(map.get(&1), None);
+        assert_eq!(map.get(&2), Some("b"));
+        assert_eq!(map.get(&3), Some("d"));
     }
 }

@@ -3,7 +3,7 @@
 //! Streamed, it sends the typed events (`response.created`, `response.output_text.delta`, ...,
 //! `response.completed`). `GET /v1/responses/{id}` reads a response back.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Mutex;
 
@@ -18,7 +18,7 @@ use super::super::HttpState;
 use super::chat::KEEP_ALIVE;
 use super::chunks::now;
 use super::client_tools::{ClientCall, parse_tools};
-use super::continuation::{Input, Turn, content_text};
+use super::continuation::{Bounded, Input, Turn, content_text};
 use super::errors::{Kind, OpenAiBody, OpenAiError, field, required};
 use super::turn::{self, Signal, Started, TurnRequest};
 use super::{SESSION_HEADER, models, named_session};
@@ -27,31 +27,30 @@ use super::{SESSION_HEADER, models, named_session};
 pub const KEPT_RESPONSES: usize = 50_000;
 
 /// Response ids and their sessions (and the responses, to read back).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Responses {
-    inner: Mutex<(HashMap<String, (String, Value)>, VecDeque<String>)>,
+    inner: Mutex<Bounded<String, (String, Value)>>,
+}
+
+impl Default for Responses {
+    fn default() -> Self {
+        Responses {
+            inner: Mutex::new(Bounded::new(KEPT_RESPONSES)),
+        }
+    }
 }
 
 impl Responses {
     fn keep(&self, id: &str, session: &str, response: &Value) {
-        let mut inner = lock(&self.inner);
-        inner
-            .0
-            .insert(id.to_string(), (session.to_string(), response.clone()));
-        inner.1.push_back(id.to_string());
-        while inner.1.len() > KEPT_RESPONSES {
-            if let Some(old) = inner.1.pop_front() {
-                inner.0.remove(&old);
-            }
-        }
+        lock(&self.inner).insert(id.to_string(), (session.to_string(), response.clone()));
     }
 
     fn session_of(&self, id: &str) -> Option<String> {
-        lock(&self.inner).0.get(id).map(|(s, _)| s.clone())
+        lock(&self.inner).get(&id.to_string()).map(|(s, _)| s)
     }
 
     fn get(&self, id: &str) -> Option<Value> {
-        lock(&self.inner).0.get(id).map(|(_, r)| r.clone())
+        lock(&self.inner).get(&id.to_string()).map(|(_, r)| r)
     }
 }
 
