@@ -298,3 +298,89 @@ impl ClientTools {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn body(tools: Value) -> Map<String, Value> {
+        json!({"tools": tools})
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn declared_tools_are_read_in_both_shapes() {
+        let chat = json!([{"type": "function", "function": {"name": "get_weather",
+            "description": "The weather.", "parameters": {"type": "object"}}}]);
+        let responses = json!([{"type": "function", "name": "get_weather"}]);
+        for tools in [chat, responses] {
+            let parsed = parse_tools(&body(tools), "tools").unwrap();
+            assert_eq!(parsed.len(), 1);
+            assert_eq!(parsed[0].name, "get_weather");
+        }
+    }
+
+    #[test]
+    fn bad_tools_are_refused_naming_the_field() {
+        let cases = [
+            (json!("get_weather"), "tools"),
+            (json!([{"type": "code_interpreter"}]), "tools[0].type"),
+            (
+                json!([{"type": "function", "function": {"name": "has space"}}]),
+                "tools[0].function.name",
+            ),
+            (
+                json!([{"type": "function", "function": {"name": "a"}}, {"type": "function", "function": {"name": "a"}}]),
+                "tools[1].function.name",
+            ),
+            (
+                json!([{"type": "function", "function": {"name": "a", "parameters": "x"}}]),
+                "tools[0].function.parameters",
+            ),
+        ];
+        for (tools, param) in cases {
+            let error = parse_tools(&body(tools.clone()), "tools").unwrap_err();
+            assert_eq!(error.status, axum::http::StatusCode::BAD_REQUEST, "{tools}");
+            assert_eq!(
+                error.param.as_deref(),
+                Some(param),
+                "{tools}: {}",
+                error.message
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_held_call_returns_the_result_the_client_sends() {
+        let base = Registry::new().view_all();
+        let hub = ClientTools::new(
+            &base,
+            &[ClientTool {
+                name: "get_weather".into(),
+                description: None,
+                parameters: json!({"type": "object"}),
+            }],
+        )
+        .unwrap();
+        let view = hub.view();
+        let def = view.get("get_weather").cloned().unwrap();
+        let mut made = hub.calls_made();
+        let handler = def.handler.clone().unwrap();
+        let ctx = troupe_tools::CallContext::detached("c1");
+        let call = tokio::spawn(handler.call(Map::new(), ctx));
+        made.changed().await.unwrap();
+        let reported = hub.take_unreported();
+        assert_eq!(reported.len(), 1);
+        assert_eq!(reported[0].id, "c1");
+        assert!(hub.take_unreported().is_empty(), "reported once");
+        assert_eq!(hub.awaiting(), vec!["c1".to_string()]);
+        assert!(!hub.deliver("c2", "nope".into()));
+        assert!(hub.deliver("c1", "sunny".into()));
+        let result = call.await.unwrap();
+        assert_eq!(result.to_model_text(), "sunny");
+        assert!(hub.awaiting().is_empty());
+    }
+}

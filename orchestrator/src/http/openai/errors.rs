@@ -287,3 +287,39 @@ fn type_name(value: &Value) -> &'static str {
         Value::Object(_) => "an object",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_have_openai_shape() {
+        let error = OpenAiError::invalid_param("messages", "invalid_type", "wrong");
+        assert_eq!(
+            error.body(),
+            json!({"error": {"message": "wrong", "type": "invalid_request_error",
+                             "param": "messages", "code": "invalid_type"}})
+        );
+        let from_api: OpenAiError = ApiError::too_many("too_many_sessions", "full").into();
+        assert_eq!(from_api.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(from_api.kind, "rate_limit_error");
+        assert_eq!(from_api.code, "too_many_sessions");
+    }
+
+    #[test]
+    fn fields_of_the_wrong_type_are_named() {
+        let body = json!({"stream": "yes", "model": "troupe"});
+        let body = body.as_object().cloned().unwrap_or_default();
+        let error = field(&body, "stream", "stream", Kind::Bool).unwrap_err();
+        assert_eq!(error.param.as_deref(), Some("stream"));
+        assert!(error.message.contains("true or false"), "{}", error.message);
+        assert!(field(&body, "model", "model", Kind::Str).unwrap().is_some());
+        assert!(
+            field(&body, "tools", "tools", Kind::Array)
+                .unwrap()
+                .is_none()
+        );
+        let missing = required(&body, "messages", "messages", Kind::Array).unwrap_err();
+        assert_eq!(missing.code, "missing_required_parameter");
+    }
+}

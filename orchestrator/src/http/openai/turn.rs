@@ -310,6 +310,19 @@ fn begin(
 ) -> Result<Started, OpenAiError> {
     let id = session.handle().id().to_string();
     let Some(token) = session.begin_turn() else {
+        let awaiting = v1
+            .tools
+            .as_ref()
+            .map(|hub| hub.awaiting())
+            .unwrap_or_default();
+        if !awaiting.is_empty() {
+            return Err(OpenAiError::busy(format!(
+                "session {id} waits for the results of your tool calls {}; send them as `tool` \
+                 messages after the answer that asked for them (or stop the session with \
+                 POST /api/sessions/{id}/stop)",
+                awaiting.join(", ")
+            )));
+        }
         return Err(OpenAiError::busy(format!(
             "session {id} is still working on an earlier request; wait for its answer (or stop it \
              with POST /api/sessions/{id}/stop)"
