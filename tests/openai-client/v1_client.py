@@ -242,6 +242,25 @@ def responses():
     check("".join(deltas) == "Streamed response.", f"{deltas}")
     check(completed.output_text == "Streamed response.", f"{completed}")
     check(completed.model_extra["troupe"]["session_id"] == session, "the stream went on too")
+    # A client tool through the responses API: a function_call item, then its output.
+    weather = {"type": "function", **WEATHER["function"]}
+    asked = client.responses.create(
+        model="troupe/helper", input="what is the weather in Paris?", tools=[weather]
+    )
+    calls = [item for item in asked.output if item.type == "function_call"]
+    check(len(calls) == 1 and calls[0].name == "get_weather", f"{asked.output}")
+    check(json.loads(calls[0].arguments) == {"city": "Paris"}, f"{calls[0]}")
+    answered = client.responses.create(
+        model="troupe/helper",
+        previous_response_id=asked.id,
+        input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": "sunny-21C"}],
+        tools=[weather],
+    )
+    check(answered.output_text == "Paris is sunny at 21C.", f"{answered}")
+    check(
+        answered.model_extra["troupe"]["session_id"] == asked.model_extra["troupe"]["session_id"],
+        "the output went on in the same session",
+    )
     try:
         client.responses.create(model="troupe/helper", input="x", previous_response_id="resp_nope")
         raise AssertionError("an unknown previous_response_id was accepted")

@@ -215,7 +215,7 @@ async fn a_client_tool_call_ends_the_answer_and_its_result_continues_the_turn() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn responses_continue_a_session_with_previous_response_id() {
+async fn responses_continue_a_session_with_previous_response_id_and_take_function_outputs() {
     let (fx, served) = serve("").await;
     let out = client(&served, "responses").await;
     let session = out["session"].as_str().unwrap();
@@ -228,10 +228,22 @@ async fn responses_continue_a_session_with_previous_response_id() {
         .await;
     assert_eq!(status, 200, "{shown}");
     assert_eq!(shown["last_outcome"]["text"], "Streamed response.");
-    let last = fx.requests().last().cloned().unwrap();
+    // The third response's request held the first two turns: one session all along.
+    let requests = fx.requests();
+    let third = requests
+        .iter()
+        .find(|r| r.contains("responses stream"))
+        .unwrap();
     assert!(
-        last.contains("responses hi") && last.contains("Second response."),
-        "{last}"
+        third.contains("responses hi") && third.contains("Second response."),
+        "{third}"
+    );
+    // The client tool's output reached the model as the call's result.
+    assert!(
+        requests.iter().any(|r| r.contains(
+            r#""role":"tool","tool_call_id":"call_6_0","name":"get_weather","content":"sunny-21C""#
+        )),
+        "{requests:?}"
     );
 }
 
