@@ -329,6 +329,8 @@ def errors():
     )
     check(status == 413 and body["error"]["code"] == "request_too_large", f"{status} {body}")
     seen["too_large"] = status
+    status, body = raw("GET", "/no-such-route")
+    check(status == 404 and body["error"]["type"] == "invalid_request_error", f"{status} {body}")
     try:
         OpenAI(api_key="not-the-token-0123456789", max_retries=0).models.list()
         raise AssertionError("a wrong key was accepted")
