@@ -317,3 +317,70 @@ async fn a_streaming_client_that_goes_away_stops_its_turn() {
         served.log()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_waiting_for_approval_names_the_request_and_keeps_alive() {
+    use futures::StreamExt;
+    let (_fx, served) = serve("").await;
+    let response = served
+        .request(reqwest::Method::POST, "/v1/chat/completions")
+        .json(&serde_json::json!({
+            "model": "troupe/helper",
+            "stream": true,
+            "messages": [{"role": "user", "content": "print the line"}],
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.bytes_stream();
+    let mut text = String::new();
+    // Read until the request is named and a keep-alive comment followed it.
+    let request_id = loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), body.next())
+            .await
+            .unwrap_or_else(|_| panic!("no approval comment: {text}"))
+            .unwrap()
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        if let Some(at) = text.find("(request ") {
+            let after_comment = &text[at..];
+            if let Some(end) = after_comment.find(';')
+                && after_comment.contains("\n\n:")
+            {
+                break after_comment["(request ".len()..end].to_string();
+            }
+        }
+    };
+    assert!(
+        text.starts_with("data: {"),
+        "the stream opened with a chunk: {text}"
+    );
+    let (status, answered) = served
+        .call(
+            reqwest::Method::POST,
+            &format!("/api/approvals/{request_id}"),
+            Some(serde_json::json!({"choice": "once"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{answered}");
+    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(30), body.next())
+        .await
+        .unwrap()
+    {
+        text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+    }
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+    let content: String = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(content, "It printed the line.", "{text}");
+}
