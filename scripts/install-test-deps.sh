@@ -2,7 +2,8 @@
 # Installs the MCP servers troupe's tests run against, at pinned versions, so that no test
 # downloads anything: npm packages from tests/mcp-servers/package-lock.json into
 # tests/mcp-servers/node_modules, and PyPI packages from tests/mcp-servers/requirements.txt into
-# the virtual environment tests/.venv-mcp. Safe to run again: it skips what is already in place.
+# the virtual environment tests/.venv-mcp (with the `openai` package the /v1 tests drive troupe
+# serve with). Safe to run again: it skips what is already in place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -70,4 +71,8 @@ for bin in "$servers/node_modules/.bin/mcp-server-everything" \
     exit 1
   fi
 done
+if ! "$venv/bin/python" -c "import openai" 2>/dev/null; then
+  echo "install-test-deps: the openai package is missing from $venv after the install" >&2
+  exit 1
+fi
 echo "install-test-deps: MCP test servers are ready"

@@ -273,6 +273,19 @@ pub async fn require_token(
     if request.method() == Method::OPTIONS && allowed_origin(&state, request.headers()).is_some() {
         return next.run(request).await;
     }
+    // OpenAI's clients read their own error shape.
+    if request.uri().path().starts_with("/v1/") {
+        return match presented_token(&request) {
+            Some(token) if constant_time_eq(token.as_bytes(), state.token.as_bytes()) => {
+                next.run(request).await
+            }
+            _ => super::openai::errors::OpenAiError::unauthorized(
+                "send the server's token as the API key (`Authorization: Bearer <token>`; troupe \
+                 serve prints where the token is kept)",
+            )
+            .into_response(),
+        };
+    }
     match presented_token(&request) {
         None => ApiError::unauthorized(
             "this API needs a token: send `Authorization: Bearer <token>` (troupe serve prints \

@@ -268,26 +268,36 @@ fn path_rejection(rejection: &PathRejection) -> ApiError {
 }
 
 /// The answer for a path no route serves.
-pub async fn route_not_found(uri: axum::http::Uri) -> ApiError {
-    ApiError::not_found(
+pub async fn route_not_found(uri: axum::http::Uri) -> Response {
+    let error = ApiError::not_found(
         "route_not_found",
         format!(
             "nothing is served at {}; GET /openapi.json lists every route",
             uri.path()
         ),
-    )
+    );
+    in_shape_of(&uri, error)
 }
 
 /// The answer for a known path asked with a method it does not take.
-pub async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
-    ApiError::new(
+pub async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    let error = ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
         format!(
             "{} does not take {method}; GET /openapi.json lists the methods of each route",
             uri.path()
         ),
-    )
+    );
+    in_shape_of(&uri, error)
+}
+
+/// `error` in the shape the path's clients read: OpenAI's under `/v1/`, troupe's elsewhere.
+fn in_shape_of(uri: &axum::http::Uri, error: ApiError) -> Response {
+    if uri.path().starts_with("/v1/") {
+        return super::openai::errors::OpenAiError::from(error).into_response();
+    }
+    error.into_response()
 }
 
 #[cfg(test)]

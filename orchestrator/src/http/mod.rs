@@ -15,6 +15,7 @@
 //! - [`boards`]: the dashboard routes (board, tasks, comments, links, dispatch, runs).
 //! - [`feed`]: the WebSocket feed of a board's events from a cursor.
 //! - [`board_directory`]: the list of boards and creating one.
+//! - [`openai`]: the OpenAI-compatible routes under `/v1` (models, chat completions, responses).
 //! - [`openapi`]: the OpenAPI 3.1 document, kept beside the route table it describes.
 //! - [`dashboard`]: the page at `/` and its built-in assets.
 //! - [`listener`]: the accept loop (timeouts, connection and request caps); `gate.rs`: its
@@ -28,6 +29,7 @@ pub mod errors;
 pub mod feed;
 mod gate;
 pub mod listener;
+pub mod openai;
 pub mod openapi;
 pub mod sessions;
 
@@ -75,6 +77,8 @@ pub struct HttpState {
     pub default_board: BoardSlug,
     /// Plugins' slash commands: a message starting with `/<command>` goes to them.
     pub commands: crate::plugins::slash::SlashCommands,
+    /// What the OpenAI-compatible `/v1` routes keep between requests.
+    pub openai: Arc<openai::OpenAiState>,
     /// Flips to true when the server shuts down, so streams end and shutdown completes.
     pub closing: tokio::sync::watch::Receiver<bool>,
     closing_tx: Arc<tokio::sync::watch::Sender<bool>>,
@@ -121,6 +125,7 @@ impl HttpState {
             provider: None,
             default_board: BoardSlug::default_board(),
             commands: crate::plugins::slash::SlashCommands::default(),
+            openai: Arc::default(),
             closing,
             closing_tx: Arc::new(closing_tx),
         })
@@ -296,6 +301,16 @@ fn table() -> RouteTable {
             post(boards::terminate_run),
         )
         .at("get", FEED_PATH, get(feed::upgrade))
+        // The OpenAI-compatible API.
+        .at("get", "/v1/models", get(openai::models::list))
+        .at("get", "/v1/models/{*model}", get(openai::models::show))
+        .at(
+            "post",
+            "/v1/chat/completions",
+            post(openai::chat::completions),
+        )
+        .at("post", "/v1/responses", post(openai::responses::create))
+        .at("get", "/v1/responses/{id}", get(openai::responses::show))
 }
 
 /// Every `(method, path)` the router serves.

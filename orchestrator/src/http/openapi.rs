@@ -64,13 +64,40 @@ fn board_param() -> Value {
     )
 }
 
+/// The OpenAI-compatible routes (see `http/openai`); their errors are OpenAI's shape,
+/// `{"error": {"message", "type", "param", "code"}}`.
+fn v1_paths() -> serde_json::Map<String, Value> {
+    let openai = |summary: &str, params: Value, request: Option<Value>, errors: &[u16]| {
+        op(summary, params, request, 200, errors)
+    };
+    let chat = json!({"type": "object", "required": ["model", "messages"], "properties": {
+        "model": {"type": "string", "description": "`troupe` or `troupe/<profile>`."},
+        "messages": {"type": "array", "items": {"type": "object"}},
+        "stream": {"type": "boolean"},
+        "tools": {"type": "array", "items": {"type": "object"}}
+    }});
+    let response = json!({"type": "object", "required": ["model", "input"], "properties": {
+        "model": {"type": "string"},
+        "input": {"description": "A string or an array of input items."},
+        "previous_response_id": {"type": "string"},
+        "stream": {"type": "boolean"}
+    }});
+    let mut paths = serde_json::Map::new();
+    paths.insert("/v1/models".into(), json!({"get": openai("OpenAI-compatible: one model per profile (`troupe/<profile>`) and `troupe`, with context lengths.", json!([]), None, &[401])}));
+    paths.insert("/v1/models/{*model}".into(), json!({"get": openai("OpenAI-compatible: one model.", json!([path_param("model", "string", "The model id (it may hold a slash).")]), None, &[401, 404])}));
+    paths.insert("/v1/chat/completions".into(), json!({"post": openai("OpenAI-compatible: a turn of a troupe session (SSE chunks ending with `data: [DONE]` when `stream`). The answer's `X-Troupe-Session` header names the session; sending it back continues that session.", json!([]), Some(body(chat)), &[400, 401, 404, 413, 429, 503])}));
+    paths.insert("/v1/responses".into(), json!({"post": openai("OpenAI-compatible responses API; `previous_response_id` continues a session.", json!([]), Some(body(response)), &[400, 401, 404, 413, 429, 503])}));
+    paths.insert("/v1/responses/{id}".into(), json!({"get": openai("OpenAI-compatible: a response given earlier.", json!([path_param("id", "string", "The response id.")]), None, &[401, 404])}));
+    paths
+}
+
 /// The whole document.
 pub fn document() -> Value {
     let session_id = path_param("id", "string", "Session id.");
     let task_id = path_param("id", "string", "Task id (t_ and 8 hex digits).");
     let run_id = path_param("id", "integer", "Run id.");
     let patch_schema = json!({"$ref": "#/components/schemas/TaskPatch"});
-    json!({
+    let mut document = json!({
         "openapi": "3.1.0",
         "info": {
             "title": "troupe HTTP API",
@@ -218,7 +245,11 @@ pub fn document() -> Value {
                 }
             }
         }
-    })
+    });
+    if let Some(paths) = document["paths"].as_object_mut() {
+        paths.extend(v1_paths());
+    }
+    document
 }
 
 /// Every `(method, path)` the document lists, methods in lower case.

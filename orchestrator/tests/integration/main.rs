@@ -39,6 +39,7 @@ mod kanban_cli;
 mod kanban_multihost;
 mod kanban_reclaim;
 mod mcp_serve;
+mod openai_api;
 mod plugins;
 mod secrets_cli;
 mod tools_search_cli;

@@ -305,3 +305,61 @@ impl TurnState {
         self.busy.load(Ordering::SeqCst) != 0
     }
 }
+
+/// A session of the table as the OpenAI-compatible routes ([`super::openai`]) drive it: the
+/// same entry, turn state and event log as a session opened with `POST /api/sessions`.
+#[derive(Debug, Clone)]
+pub(crate) struct TableSession(Arc<SessionEntry>);
+
+impl TableSession {
+    /// The session.
+    pub(crate) fn handle(&self) -> &SessionHandle {
+        &self.0.handle
+    }
+
+    /// Marks a turn as begun; `None` when the session works on one already.
+    pub(crate) fn begin_turn(&self) -> Option<u64> {
+        self.0.turns.begin()
+    }
+
+    /// The turn `token` ended (with its outcome when it had one).
+    pub(crate) fn finish_turn(
+        &self,
+        token: u64,
+        outcome: Option<&troupe_actors::session::TurnOutcome>,
+    ) {
+        self.0
+            .turns
+            .finish(token, outcome.map(routes::outcome_json));
+    }
+}
+
+impl SessionTable {
+    /// The open session `id`, marked as used now.
+    pub(crate) fn session(&self, id: &str) -> Option<TableSession> {
+        self.get(id).ok().map(TableSession)
+    }
+
+    /// The cap on open sessions, when it is reached.
+    pub(crate) fn full(&self) -> Option<usize> {
+        let max = lock(&self.limits).0;
+        (self.len() >= max).then_some(max)
+    }
+}
+
+/// What a session opened with `request` is given (as `POST /api/sessions` builds it).
+pub(crate) fn options_for(
+    state: &HttpState,
+    request: &CreateSession,
+    trace_parent: Option<String>,
+) -> Result<crate::api::SessionOptions, ApiError> {
+    routes::session_options(state, request, trace_parent)
+}
+
+/// Opens a session with `options` and adds it to the table, with its event log.
+pub(crate) async fn open_in_table(
+    state: &HttpState,
+    options: crate::api::SessionOptions,
+) -> Result<TableSession, ApiError> {
+    routes::open_entry(state, options).await.map(TableSession)
+}

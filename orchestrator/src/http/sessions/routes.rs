@@ -72,7 +72,7 @@ pub async fn create(
 }
 
 /// What a session is opened with, from the request that creates it.
-fn session_options(
+pub(super) fn session_options(
     state: &HttpState,
     request: &CreateSession,
     trace_parent: Option<String>,
@@ -187,7 +187,7 @@ fn session_options(
 /// to the troupe-wide stream before the first session opens and keeps events of sessions it
 /// does not know yet, so the session's opening events are logged too. A reopened session's log
 /// goes on from its stored events.
-async fn open_entry(
+pub(super) async fn open_entry(
     state: &HttpState,
     options: SessionOptions,
 ) -> Result<Arc<SessionEntry>, ApiError> {
@@ -471,7 +471,7 @@ fn record_failure(entry: &SessionEntry, error: &str) {
     });
 }
 
-fn outcome_json(outcome: &TurnOutcome) -> Value {
+pub(super) fn outcome_json(outcome: &TurnOutcome) -> Value {
     json!({
         "turn_id": outcome.turn_id,
         "text": outcome.text,
