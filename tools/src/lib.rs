@@ -19,7 +19,7 @@
 //! - [`bridge`]: `tool_search`, `tool_describe`, `tool_call`.
 //! - [`connectors`]: hosted connector tools behind a tool gateway.
 //! - [`builtin`]: terminal, background processes, file tools, execute_code.
-//! - [`memory`]: the `memory` tool's stores; [`todo`]: the `todo` tool's list;
+//! - [`memory`]: the `memory` tool's stores; [`todo`](mod@todo): the `todo` tool's list;
 //!   [`clarify`]: the `clarify` tool's question.
 //! - [`catalog_file`]: catalogs of tool definitions read from JSON.
 //! - [`home`]: troupe's home directory ([`TroupeHome`]), resolved once and passed down.

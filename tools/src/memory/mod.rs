@@ -5,7 +5,7 @@
 //!
 //! [`MemoryStore`] adds, replaces and removes entries (by a unique piece of their text) under
 //! an exclusive file lock, so several processes writing at once lose nothing, and writes each
-//! file atomically. Every entry is checked first ([`scan`]): secrets and instructions aimed at
+//! file atomically. Every entry is checked first (`scan.rs`): secrets and instructions aimed at
 //! a future model are refused with the reason. A session reads [`MemoryStore::snapshot`] once
 //! when it opens and keeps it in its system prompt; what it writes later takes effect at the
 //! next session. The `memory` tool's schema and arguments are read by [`MemoryChange::parse`];
