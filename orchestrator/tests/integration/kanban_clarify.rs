@@ -1,0 +1,218 @@
+//! A board worker's `clarify` (issue 40), as a user runs it: `troupe kanban worker` on a
+//! SQLite board with a model server over HTTP. The model asks with choices; the task is
+//! `blocked` with the question as a comment; `troupe kanban comment` answers; the next
+//! `troupe kanban worker` reopens the same stored session (same id, earlier messages sent
+//! again), which reads the answer and completes the task. A profile without `clarify` is not
+//! offered the tool at all.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+use troupe_actors::model::mock_server::MockServer;
+use troupe_actors::model::{CursorMode, Script, ScriptTurn};
+
+/// `troupe <args>` in `dir`, with the board store and home inside it and no model or board
+/// from the environment.
+fn troupe(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(args)
+        .current_dir(dir)
+        .env("TROUPE_HOME", dir.join("home"))
+        .env("OPENAI_API_KEY", "sk-test")
+        .env_remove("TROUPE_BASE_URL")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("TROUPE_KANBAN_STORE")
+        .env_remove("TROUPE_KANBAN_BOARD")
+        .output()
+        .unwrap()
+}
+
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let out = troupe(dir, args);
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn json_of(dir: &Path, args: &[&str]) -> Value {
+    let text = ok(dir, args);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}: {text}"))
+}
+
+/// Drains the board once with one worker process.
+fn work(dir: &Path) -> String {
+    let out = troupe(
+        dir,
+        &["kanban", "--store", "store", "worker", "--until-idle"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "the worker failed: {err}");
+    err
+}
+
+fn write_config(dir: &Path, url: &str, toolsets: &str) {
+    std::fs::write(
+        dir.join("troupe.yaml"),
+        format!(
+            "kanban:\n  default_assignee: coder\nprofiles:\n  coder:\n    model: mock\n    base_url: {url}\n    toolsets: {toolsets}\n"
+        ),
+    )
+    .unwrap();
+}
+
+fn tool_names(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workers_question_blocks_its_task_and_a_comment_resumes_the_same_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let question = "Which database should the service use?";
+    let script = Script::new()
+        .with_cursor(CursorMode::Sequential)
+        .turn(ScriptTurn::text("I need a decision.").with_tool_call(
+            "clarify",
+            json!({"question": question, "choices": ["SQLite", "PostgreSQL"]}),
+        ))
+        .turn(ScriptTurn::text("Waiting for the answer."))
+        .turn(ScriptTurn::tool_call(
+            "kanban_complete",
+            json!({"summary": "set up with PostgreSQL", "result": "PostgreSQL it is"}),
+        ))
+        .when_exhausted("Finished.");
+    let server = MockServer::start(script).await.unwrap();
+    write_config(dir, &server.url(), "[core]");
+    let created = json_of(
+        dir,
+        &[
+            "kanban",
+            "--store",
+            "store",
+            "create",
+            "set up the service",
+            "--json",
+        ],
+    );
+    let id = created["task"]["id"].as_str().unwrap().to_string();
+
+    // The first run asks and parks the task; the worker is free again (it exits when idle).
+    let log = work(dir);
+    let shown = json_of(dir, &["kanban", "--store", "store", "show", &id, "--json"]);
+    assert_eq!(shown["task"]["status"], "blocked", "{shown}\n{log}");
+    assert_eq!(shown["task"]["block_kind"], "question", "{shown}");
+    let comments = shown["comments"].as_array().cloned().unwrap_or_default();
+    let asked = comments
+        .iter()
+        .filter_map(|c| c["body"].as_str())
+        .find(|b| b.contains(question))
+        .unwrap_or_else(|| panic!("the question is a comment: {shown}"));
+    assert!(
+        asked.contains("1. SQLite") && asked.contains("2. PostgreSQL"),
+        "the choices are listed: {asked}"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "ask, then end the turn");
+    let first_tools = tool_names(&requests[0].body);
+    assert!(
+        first_tools.contains(&"clarify".to_string()),
+        "{first_tools:?}"
+    );
+
+    let sessions = json_of(dir, &["sessions", "list", "--json"]);
+    let worker_sessions: Vec<&Value> = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["origin"] == "worker")
+        .collect();
+    assert_eq!(worker_sessions.len(), 1, "{sessions}");
+    let session_id = worker_sessions[0]["id"].as_str().unwrap().to_string();
+
+    // The answer, as a comment: the task goes back to the queue at once.
+    ok(
+        dir,
+        &[
+            "kanban",
+            "--store",
+            "store",
+            "comment",
+            &id,
+            "PostgreSQL, please",
+            "--author",
+            "ada",
+        ],
+    );
+    let shown = json_of(dir, &["kanban", "--store", "store", "show", &id, "--json"]);
+    assert_eq!(shown["task"]["status"], "ready", "{shown}");
+
+    let log = work(dir);
+    let shown = json_of(dir, &["kanban", "--store", "store", "show", &id, "--json"]);
+    assert_eq!(shown["task"]["status"], "done", "{shown}\n{log}");
+    assert_eq!(shown["task"]["result"], "PostgreSQL it is", "{shown}");
+
+    // The resumed run sent the first run's conversation again, then the answer naming the
+    // question.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "two requests per run");
+    let resumed = requests[2].messages();
+    let text = |m: &Value| m["content"].as_str().unwrap_or_default().to_string();
+    let users: Vec<String> = resumed
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(text)
+        .collect();
+    assert_eq!(users.len(), 2, "the task, then the answer: {users:?}");
+    assert!(users[0].contains("set up the service"), "{}", users[0]);
+    assert!(
+        users[1].contains(question)
+            && users[1].contains("PostgreSQL, please")
+            && users[1].contains("ada"),
+        "the answer names the question: {}",
+        users[1]
+    );
+    assert!(
+        resumed
+            .iter()
+            .any(|m| m["role"] == "tool" && text(m).contains("parked")),
+        "the clarify call and its result are in the resumed conversation: {resumed:?}"
+    );
+
+    // One worker session, the same one, now holding both runs.
+    let sessions = json_of(dir, &["sessions", "list", "--json"]);
+    let worker_sessions: Vec<&Value> = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["origin"] == "worker")
+        .collect();
+    assert_eq!(worker_sessions.len(), 1, "{sessions}");
+    assert_eq!(worker_sessions[0]["id"], session_id.as_str());
+    let stored = json_of(dir, &["sessions", "show", &session_id, "--json"]);
+    let stored_text = stored.to_string();
+    assert!(
+        stored_text.contains("PostgreSQL, please") && stored_text.contains("kanban_complete"),
+        "{stored}"
+    );
+    let runs = json_of(dir, &["kanban", "--store", "store", "runs", &id, "--json"]);
+    let outcomes: Vec<&str> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["outcome"].as_str())
+        .collect();
+    assert_eq!(outcomes, ["blocked", "completed"], "{runs}");
+}
