@@ -1,6 +1,7 @@
 //! The board's view of workers' stored sessions: which calls an earlier run of a task left cut
-//! off ([`troupe_kanban::run_history::RunHistory`]), read from the session store the worker's
-//! session was written to. A worker killed mid-call leaves its session open with the model's
+//! off ([`troupe_kanban::run_history::RunHistory`]), the session to resume once a worker's
+//! question is answered, and a task's plan (its worker's `todo` list), read from the session
+//! store the worker's session was written to. A worker killed mid-call leaves its session open with the model's
 //! last calls and no results; the next run of the task is told about them.
 
 use std::future::Future;
@@ -10,7 +11,11 @@ use troupe_actors::journal::Restore;
 use troupe_kanban::domain::{BoardSlug, RunId, TaskId};
 use troupe_kanban::run_history::{CutOffCall, RunHistory, options_name_run, options_name_task};
 
-use super::{ListQuery, SessionStore};
+use serde_json::Value;
+use troupe_actors::model::ChatMessage;
+use troupe_tools::todo::{TODO_TOOL, TodoList};
+
+use super::{ListQuery, SessionStore, StoredSession};
 
 /// Open worker sessions looked through for a run's session, newest first. A worker that died
 /// left its session open; finished ones are closed and have nothing cut off.
@@ -75,6 +80,30 @@ impl StoredRunHistory {
     /// The newest session a worker kept for `task` (the one that asked, when its question
     /// parked the task: a resumed run reopens the same session, so no newer one exists).
     async fn latest(&self, board: &BoardSlug, task: &TaskId) -> Option<Restore> {
+        self.latest_stored(board, task)
+            .await
+            .map(|stored| stored.restore(false))
+    }
+
+    /// The plan (the `todo` list) of the newest session a worker kept for `task`, as the
+    /// `todo` tool states it (`{todos, summary}`); `None` when no worker session of the task
+    /// is kept or it never wrote a plan.
+    pub async fn task_todos(&self, board: &BoardSlug, task: &TaskId) -> Option<Value> {
+        let stored = self.latest_stored(board, task).await?;
+        stored
+            .messages
+            .iter()
+            .rev()
+            .find_map(|message| match message {
+                ChatMessage::Tool { name, content, .. } if name == TODO_TOOL => {
+                    TodoList::from_result(content)
+                }
+                _ => None,
+            })
+            .map(|list| list.to_result())
+    }
+
+    async fn latest_stored(&self, board: &BoardSlug, task: &TaskId) -> Option<StoredSession> {
         let query = ListQuery {
             all: false,
             origin: Some("worker".into()),
@@ -91,7 +120,7 @@ impl StoredRunHistory {
         for summary in listed {
             match self.store.load(&summary.id).await {
                 Ok(stored) if options_name_task(&stored.options, board, task) => {
-                    return Some(stored.restore(false));
+                    return Some(stored);
                 }
                 Ok(_) => {}
                 Err(error) => {

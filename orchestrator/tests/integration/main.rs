@@ -32,7 +32,7 @@ mod hardening_http;
 mod hostile_input_cli;
 mod http_api;
 mod kanban_api;
-mod kanban_clarify;
+mod kanban_agent_tools;
 mod kanban_cli;
 mod kanban_multihost;
 mod kanban_reclaim;

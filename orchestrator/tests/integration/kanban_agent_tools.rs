@@ -1,9 +1,11 @@
-//! A board worker's `clarify` (issue 40), as a user runs it: `troupe kanban worker` on a
-//! SQLite board with a model server over HTTP. The model asks with choices; the task is
-//! `blocked` with the question as a comment; `troupe kanban comment` answers; the next
-//! `troupe kanban worker` reopens the same stored session (same id, earlier messages sent
-//! again), which reads the answer and completes the task. A profile without `clarify` is not
-//! offered the tool at all.
+//! The agent's own tools on a board (issue 40), as a user runs them: `troupe kanban worker` on
+//! a SQLite board with a model server over HTTP.
+//! - `clarify`: the model asks with choices; the task is `blocked` with the question as a
+//!   comment; `troupe kanban comment` answers; the next `troupe kanban worker` reopens the same
+//!   stored session (same id, earlier messages sent again), which reads the answer and completes
+//!   the task.
+//! - `todo`: a worker's plan is part of the task in `troupe kanban show --json` and in
+//!   `GET /api/plugins/kanban/tasks/{id}` of `troupe serve`.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -11,6 +13,8 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 use troupe_actors::model::mock_server::MockServer;
 use troupe_actors::model::{CursorMode, Script, ScriptTurn};
+
+use crate::support::serve::{Served, TroupeDir};
 
 /// `troupe <args>` in `dir`, with the board store and home inside it and no model or board
 /// from the environment.
@@ -215,4 +219,99 @@ async fn a_workers_question_blocks_its_task_and_a_comment_resumes_the_same_sessi
         .filter_map(|r| r["outcome"].as_str())
         .collect();
     assert_eq!(outcomes, ["blocked", "completed"], "{runs}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workers_plan_is_shown_with_its_task_on_the_cli_and_the_http_api() {
+    let plan = json!({"todos": [
+        {"id": "1", "content": "read the spec", "status": "completed"},
+        {"id": "2", "content": "write the migration", "status": "in_progress"},
+        {"id": "3", "content": "run the tests", "status": "pending"}
+    ]});
+    let script = Script::new()
+        .with_cursor(CursorMode::Sequential)
+        .turn(ScriptTurn::text("Planning.").with_tool_call("todo", plan))
+        .turn(ScriptTurn::tool_call(
+            "kanban_complete",
+            json!({"summary": "migrated"}),
+        ))
+        .when_exhausted("Finished.");
+    let dir = TroupeDir::with_script(
+        tempfile::tempdir().unwrap(),
+        "kanban:\n  store: \"{{STORE}}\"\n  default_assignee: coder\nprofiles:\n  coder:\n    model: mock\n    base_url: \"{{MODEL_URL}}\"\n    toolsets: [core]\n",
+        script,
+    )
+    .await;
+    let created = dir
+        .run_json(&["kanban", "create", "migrate the database"])
+        .await;
+    let id = created["task"]["id"].as_str().unwrap().to_string();
+    let (code, _, err) = dir.run(&["kanban", "worker", "--until-idle"]).await;
+    assert_eq!(code, 0, "{err}");
+
+    let check = |shown: &Value, from: &str| {
+        assert_eq!(shown["task"]["status"], "done", "{from}: {shown}");
+        let items = shown["todos"]["todos"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{from} has the plan: {shown}"));
+        let lines: Vec<(String, String)> = items
+            .iter()
+            .map(|t| {
+                (
+                    t["content"].as_str().unwrap_or_default().to_string(),
+                    t["status"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                ("read the spec".to_string(), "completed".to_string()),
+                ("write the migration".to_string(), "in_progress".to_string()),
+                ("run the tests".to_string(), "pending".to_string()),
+            ],
+            "{from}"
+        );
+        assert_eq!(shown["todos"]["summary"]["total"], 3, "{from}: {shown}");
+    };
+    let shown = dir.run_json(&["kanban", "show", &id]).await;
+    check(&shown, "kanban show --json");
+    let (code, text, err) = dir.run(&["kanban", "show", &id]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains("Plan:") && text.contains("write the migration"),
+        "{text}"
+    );
+
+    let served = Served::start(&dir, &[]).await;
+    let (status, shown) = served
+        .call(
+            reqwest::Method::GET,
+            &format!("/api/plugins/kanban/tasks/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{shown}");
+    check(&shown, "GET /api/plugins/kanban/tasks/{id}");
+
+    // A task no worker ran has no plan: null, not an error.
+    let (status, other) = served
+        .call(
+            reqwest::Method::POST,
+            "/api/plugins/kanban/tasks",
+            Some(json!({"title": "unassigned work", "assignee": "nobody-runs-this"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{other}");
+    let other_id = other["task"]["id"].as_str().unwrap().to_string();
+    let (status, shown) = served
+        .call(
+            reqwest::Method::GET,
+            &format!("/api/plugins/kanban/tasks/{other_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{shown}");
+    assert!(shown["todos"].is_null(), "{shown}");
+    served.stop().await;
 }
