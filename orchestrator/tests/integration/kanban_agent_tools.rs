@@ -315,3 +315,45 @@ async fn a_workers_plan_is_shown_with_its_task_on_the_cli_and_the_http_api() {
     assert!(shown["todos"].is_null(), "{shown}");
     served.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_can_leave_out_clarify_and_keep_the_rest_of_core() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let script = Script::new()
+        .with_cursor(CursorMode::Sequential)
+        .turn(ScriptTurn::tool_call(
+            "kanban_complete",
+            json!({"summary": "nothing to ask"}),
+        ))
+        .when_exhausted("Finished.");
+    let server = MockServer::start(script).await.unwrap();
+    std::fs::write(
+        dir.join("troupe.yaml"),
+        format!(
+            "kanban:\n  default_assignee: coder\nprofiles:\n  coder:\n    model: mock\n    base_url: {}\n    toolsets: [core]\n    blocked_tools: [clarify]\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    let created = json_of(
+        dir,
+        &["kanban", "--store", "store", "create", "tidy up", "--json"],
+    );
+    let id = created["task"]["id"].as_str().unwrap().to_string();
+    work(dir);
+    let shown = json_of(dir, &["kanban", "--store", "store", "show", &id, "--json"]);
+    assert_eq!(shown["task"]["status"], "done", "{shown}");
+    let requests = server.requests();
+    let offered = tool_names(&requests[0].body);
+    assert!(
+        !offered.contains(&"clarify".to_string()),
+        "clarify was left out: {offered:?}"
+    );
+    for kept in ["todo", "memory", "kanban_complete"] {
+        assert!(
+            offered.contains(&kept.to_string()),
+            "{kept} is kept: {offered:?}"
+        );
+    }
+}
