@@ -511,6 +511,21 @@ mod tests {
     }
 
     #[test]
+    fn a_profile_blocks_single_tools() {
+        let s = settings(
+            "profiles:\n  coder:\n    toolsets: [core]\n    blocked_tools: [clarify, memory]\n",
+        )
+        .unwrap();
+        assert_eq!(s.profiles["coder"].blocked_tools, vec!["clarify", "memory"]);
+        let err =
+            settings("profiles:\n  coder:\n    blocked_tools: {clarify: true}\n").unwrap_err();
+        assert!(
+            err.to_string().contains("profiles.coder.blocked_tools"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn defaults_apply() {
         let s = settings("").unwrap();
         assert_eq!(s.failure_limit, DEFAULT_FAILURE_LIMIT);
