@@ -357,3 +357,53 @@ async fn a_profile_can_leave_out_clarify_and_keep_the_rest_of_core() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unblock_with_an_answer_resumes_the_session_that_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let question = "Which port should it listen on?";
+    let script = Script::new()
+        .with_cursor(CursorMode::Sequential)
+        .turn(ScriptTurn::tool_call(
+            "clarify",
+            json!({"question": question}),
+        ))
+        .turn(ScriptTurn::text("Waiting."))
+        .turn(ScriptTurn::tool_call(
+            "kanban_complete",
+            json!({"summary": "listens on 8080"}),
+        ))
+        .when_exhausted("Finished.");
+    let server = MockServer::start(script).await.unwrap();
+    write_config(dir, &server.url(), "[core]");
+    let created = json_of(
+        dir,
+        &["kanban", "--store", "store", "create", "serve it", "--json"],
+    );
+    let id = created["task"]["id"].as_str().unwrap().to_string();
+    work(dir);
+    let shown = json_of(dir, &["kanban", "--store", "store", "show", &id, "--json"]);
+    assert_eq!(shown["task"]["status"], "blocked", "{shown}");
+    let out = ok(
+        dir,
+        &[
+            "kanban", "--store", "store", "unblock", &id, "--answer", "8080", "--author", "bo",
+        ],
+    );
+    assert!(out.contains("ready"), "{out}");
+    work(dir);
+    let shown = json_of(dir, &["kanban", "--store", "store", "show", &id, "--json"]);
+    assert_eq!(shown["task"]["status"], "done", "{shown}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "two requests per run");
+    let resumed = Value::Array(requests[2].messages()).to_string();
+    assert!(
+        resumed.contains("Answer from bo: 8080") && resumed.contains(question),
+        "{resumed}"
+    );
+    assert!(
+        resumed.contains("serve it"),
+        "the first run's messages: {resumed}"
+    );
+}
