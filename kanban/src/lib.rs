@@ -17,7 +17,8 @@
 //!   [`reports`]: what they report to hooks and subscribers (a worker's end, a round).
 //! - [`worker`]: the [`Worker`](worker::Worker) actor running one claimed task as a session.
 //! - [`worker_tools`]: the `kanban` toolset bound to one task; [`worker_context`]: the
-//!   worker's prompt and first message.
+//!   worker's prompt and first message; [`worker_question`]: a worker's `clarify`, which
+//!   parks its task until a comment answers and then resumes the session that asked.
 //! - [`profiles`]: the named agent configurations tasks are assigned to; [`hooks`]: observers.
 //! - [`workspace`]: where a worker does a task's work ([`workspace::Workspaces`]).
 //! - [`run_history`]: the calls an earlier run left cut off, read back for the next run.
@@ -59,6 +60,7 @@ pub mod run_history;
 pub mod store;
 pub mod worker;
 pub mod worker_context;
+pub mod worker_question;
 pub mod worker_tools;
 pub mod workspace;
 

@@ -36,6 +36,24 @@ pub trait RunHistory: Send + Sync + 'static {
         task: &'a TaskId,
         run: RunId,
     ) -> Pin<Box<dyn Future<Output = Vec<CutOffCall>> + Send + 'a>>;
+
+    /// The newest stored session of a worker on `task` (any run), to reopen when the task's
+    /// last run parked it with a question that has been answered since; `None` when none is
+    /// kept (the run then starts a new session).
+    fn latest_session<'a>(
+        &'a self,
+        board: &'a BoardSlug,
+        task: &'a TaskId,
+    ) -> Pin<Box<dyn Future<Output = Option<troupe_actors::journal::Restore>> + Send + 'a>> {
+        let _ = (board, task);
+        Box::pin(async { None })
+    }
+}
+
+/// Whether a worker session's origin `options` name `task` on `board` (any run).
+pub fn options_name_task(options: &Value, board: &BoardSlug, task: &TaskId) -> bool {
+    options.get("board").and_then(Value::as_str) == Some(board.to_string().as_str())
+        && options.get("task").and_then(Value::as_str) == Some(task.to_string().as_str())
 }
 
 /// The origin options of a worker session for `run` of `task` on `board`, added to what the

@@ -609,7 +609,8 @@ async fn drive_session(
             }
         }
     }
-    let opened = SessionHandle::open(SessionParams {
+    let resumed = answered_question(params).await;
+    let session_params = SessionParams {
         provider: Arc::clone(&params.profile.provider),
         view,
         config,
@@ -617,8 +618,17 @@ async fn drive_session(
         supervisor: params.supervisor.clone(),
         parent: None,
         upstream_events: None,
-    })
-    .await;
+    };
+    let (opened, first) = match resumed {
+        Some((restore, message)) => {
+            tracing::info!(task = %params.claim.task.id, session = %restore.id, "resuming the session that asked the question");
+            (
+                SessionHandle::reopen(session_params, restore).await,
+                Some(message),
+            )
+        }
+        None => (SessionHandle::open(session_params).await, None),
+    };
     let session = match opened {
         Ok(session) => session,
         Err(error) => {
@@ -629,7 +639,7 @@ async fn drive_session(
     if let Ok(mut slot) = shared.session.lock() {
         *slot = Some(session.clone());
     }
-    let ending = converse(params, shared, &session).await;
+    let ending = converse(params, shared, &session, first).await;
     let _ = session.close().await;
     (ending, Some(session.spent()))
 }
@@ -672,10 +682,43 @@ async fn cut_off_in_last_run(params: &WorkerParams) -> String {
 /// The block kind of a task whose run spent its budget.
 pub const BUDGET_BLOCK_KIND: &str = "budget";
 
-async fn converse(params: &WorkerParams, shared: &Shared, session: &SessionHandle) -> Ending {
+/// When the task's last run parked it with a question that has been answered since: the
+/// session that asked, to reopen, and the message telling it the answer.
+async fn answered_question(
+    params: &WorkerParams,
+) -> Option<(troupe_actors::journal::Restore, String)> {
+    let history = params.hooks.history.as_ref()?;
+    let task = &params.claim.task;
+    let runs = params.store.runs(&params.board, &task.id).await.ok()?;
+    if !crate::worker_question::answered_question(task, &runs, params.claim.run.id) {
+        return None;
+    }
+    let comments = match params.store.comments(&params.board, &task.id).await {
+        Ok(comments) => comments,
+        Err(error) => {
+            tracing::warn!(task = %task.id, %error, "could not read the answer to the worker's question; starting afresh");
+            return None;
+        }
+    };
+    let message = crate::worker_question::resume_message(task, &comments)?;
+    let restore = history.latest_session(&params.board, &task.id).await?;
+    Some((restore, message))
+}
+
+/// Talks to the session until the run ends. `first`: the message to start with instead of the
+/// task's context (a resumed session's answer).
+async fn converse(
+    params: &WorkerParams,
+    shared: &Shared,
+    session: &SessionHandle,
+    first: Option<String>,
+) -> Ending {
     let task = &params.claim.task;
     if let Some(cause) = shared.cause() {
         return Ending::Cause(cause);
+    }
+    if let Some(first) = first {
+        return talk(params, shared, session, first).await;
     }
     let mut message = match build_worker_context(params.store.as_ref(), &params.board, task).await {
         Ok(text) => text,
@@ -690,6 +733,17 @@ async fn converse(params: &WorkerParams, shared: &Shared, session: &SessionHandl
         }
     };
     message.push_str(&cut_off_in_last_run(params).await);
+    talk(params, shared, session, message).await
+}
+
+/// Sends `message`, then reminders, until a terminal call, a stop or a failure ends the run.
+async fn talk(
+    params: &WorkerParams,
+    shared: &Shared,
+    session: &SessionHandle,
+    mut message: String,
+) -> Ending {
+    let task = &params.claim.task;
     let mut nudges_left = params.config.stop_nudges;
     loop {
         let result = session.send(message).await;

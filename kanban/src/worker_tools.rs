@@ -15,6 +15,7 @@ use std::time::Duration;
 use actix::{Message, Recipient};
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
+use troupe_tools::clarify::CLARIFY_TOOL;
 use troupe_tools::{
     CallContext, Registry, ToolDef, ToolHandler, ToolHints, ToolKind, ToolResult, ToolsetView,
 };
@@ -81,11 +82,11 @@ pub enum TerminalNote {
 
 /// What the tools of one worker are bound to: one task, one lease holder.
 pub struct TaskBinding {
-    store: Arc<dyn Store>,
-    board: BoardSlug,
-    task: TaskId,
-    worker: WorkerId,
-    author: String,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) board: BoardSlug,
+    pub(crate) task: TaskId,
+    pub(crate) worker: WorkerId,
+    pub(crate) author: String,
     lease_ttl: Duration,
     /// Profiles children may be assigned to; always holds `author` (the worker's own).
     assignable: Vec<String>,
@@ -144,7 +145,7 @@ impl TaskBinding {
 
     /// Confirms this worker still holds the task's lease (renewing it) before a write, so a
     /// worker whose lease was taken back cannot change the board under the new run.
-    async fn holds_lease(&self) -> Result<(), ToolResult> {
+    pub(crate) async fn holds_lease(&self) -> Result<(), ToolResult> {
         match self
             .store
             .heartbeat(&self.board, &self.task, &self.worker, self.lease_ttl)
@@ -173,7 +174,7 @@ impl TaskBinding {
 
     /// Tells the worker how its terminal call is going. A worker that has ended no longer
     /// listens, and then there is no one left to tell.
-    fn tell(&self, note: TerminalNote) {
+    pub(crate) fn tell(&self, note: TerminalNote) {
         self.report_to.do_send(note);
     }
 
@@ -207,7 +208,7 @@ fn display(v: &Value) -> String {
     }
 }
 
-fn store_error(error: StoreError) -> ToolResult {
+pub(crate) fn store_error(error: StoreError) -> ToolResult {
     ToolResult::error(format!("The board refused: {error}"))
 }
 
@@ -581,9 +582,11 @@ fn own_task_param() -> Value {
     })
 }
 
-/// The seven worker tools, bound to `binding`'s task.
+/// The worker tools bound to `binding`'s task: the seven `kanban_*` tools, and the board's
+/// `clarify`, which [`task_view`] keeps only when the profile offers `clarify`.
 pub fn task_tools(binding: &Arc<TaskBinding>) -> Vec<ToolDef> {
     vec![
+        crate::worker_question::clarify_tool(binding),
         def(
             "kanban_show",
             "Read your task: title, body, status, parents, children and recent comments.",
@@ -665,16 +668,26 @@ pub fn task_tools(binding: &Arc<TaskBinding>) -> Vec<ToolDef> {
 /// A view holding the tools of `profile_view` (minus any other `kanban` tools) and the
 /// task-bound `tools`: a small registry of its own per worker, so no other session can see
 /// these handlers. The connector gateway follows when the profile's view grants connectors.
+/// When the profile offers troupe's `clarify`, the worker gets the board's `clarify` in its
+/// place ([`crate::worker_question`]): a worker's question parks its task.
 pub fn task_view(profile_view: &ToolsetView, tools: Vec<ToolDef>) -> ToolsetView {
     let registry = Registry::new();
+    let mut asks = false;
     for def in profile_view.tools() {
         let is_kanban =
             def.toolset.as_deref() == Some(KANBAN_TOOLSET) || def.name.starts_with("kanban_");
+        if def.name == CLARIFY_TOOL && def.toolset.as_deref() == Some("core") {
+            asks = true;
+            continue;
+        }
         if !is_kanban {
             registry.register(def.as_ref().clone());
         }
     }
     for def in tools {
+        if def.name == CLARIFY_TOOL && !asks {
+            continue;
+        }
         registry.register(def);
     }
     // Hosted connectors go with the copy when the profile's view grants them.

@@ -335,6 +335,25 @@ impl Kanban {
         self.store.unblock(board, id).await
     }
 
+    /// Unblocks a task with an answer, kept as a comment by `author`: a task parked by a
+    /// worker's question goes back to the queue with that comment (the asking session resumes
+    /// with it), and any other blocked task is unblocked after it.
+    pub async fn unblock_with_answer(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        author: &str,
+        answer: &str,
+    ) -> Result<Task, StoreError> {
+        self.store.add_comment(board, id, author, answer).await?;
+        let task = self.store.task(board, id).await?;
+        match task.status {
+            troupe_kanban::domain::TaskStatus::Blocked
+            | troupe_kanban::domain::TaskStatus::Scheduled => self.store.unblock(board, id).await,
+            _ => Ok(task),
+        }
+    }
+
     /// Archives a task; a running worker's lease ends.
     pub async fn archive(
         &self,

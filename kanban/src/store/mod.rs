@@ -145,6 +145,9 @@ pub struct BlockRequest {
 impl BlockRequest {
     /// The kind that waits for other tasks instead of a human.
     pub const DEPENDENCY: &'static str = "dependency";
+    /// The kind a worker's `clarify` parks its task with: the next comment on the task is the
+    /// answer and puts it back in the queue, where the asking session resumes.
+    pub const QUESTION: &'static str = "question";
 
     /// A block of `kind` for `reason`, made by an operator.
     pub fn new(kind: impl Into<String>, reason: impl Into<String>) -> BlockRequest {

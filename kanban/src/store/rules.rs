@@ -143,7 +143,11 @@ pub(crate) fn decide_block(task: &Task, req: &BlockRequest) -> Result<BlockDecis
         }
         .into());
     }
-    let recurrences = if task.block_kind.as_deref() == Some(kind.as_str()) {
+    // A worker's question is answered by a person before the task runs again, so a second
+    // question after an answer is no loop: questions never count toward triage.
+    let recurrences = if kind == BlockRequest::QUESTION {
+        1
+    } else if task.block_kind.as_deref() == Some(kind.as_str()) {
         task.block_recurrences.saturating_add(1)
     } else {
         1
@@ -306,6 +310,15 @@ mod tests {
         assert_eq!((other.target, other.recurrences), (Todo, 1));
         assert!(decide_block(&t, &BlockRequest::new("bad kind!", "x")).is_err());
         assert!(decide_block(&t, &BlockRequest::new("ok", "  ")).is_err());
+    }
+
+    #[test]
+    fn answered_questions_never_go_to_triage() {
+        let mut t = task(Running);
+        t.block_kind = Some(BlockRequest::QUESTION.to_string());
+        t.block_recurrences = 1;
+        let again = decide_block(&t, &BlockRequest::new("question", "and the port?")).unwrap();
+        assert_eq!((again.target, again.recurrences), (Blocked, 1));
     }
 
     #[test]

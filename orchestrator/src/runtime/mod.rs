@@ -865,7 +865,8 @@ fn check_toolsets(
     ))
 }
 
-/// The view of a profile's toolsets; no tools at all when it names none.
+/// The view of a profile's toolsets without its blocked tools; no tools at all when it names
+/// no toolset.
 fn profile_view(
     registry: &Arc<Registry>,
     p: &ProfileSettings,
@@ -874,6 +875,9 @@ fn profile_view(
         return Ok(Registry::new().view_all());
     }
     registry
-        .view(ViewSpec::toolsets(p.toolsets.iter().cloned()))
+        .view(
+            ViewSpec::toolsets(p.toolsets.iter().cloned())
+                .blocking(p.blocked_tools.iter().cloned()),
+        )
         .map_err(|e| invalid(&format!("profiles.{}.toolsets", p.name), e.to_string()))
 }

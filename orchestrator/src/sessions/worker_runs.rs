@@ -1,19 +1,28 @@
 //! The board's view of workers' stored sessions: which calls an earlier run of a task left cut
-//! off ([`troupe_kanban::run_history::RunHistory`]), read from the session store the worker's
-//! session was written to. A worker killed mid-call leaves its session open with the model's
+//! off ([`troupe_kanban::run_history::RunHistory`]), the session to resume once a worker's
+//! question is answered, and a task's plan (its worker's `todo` list), read from the session
+//! store the worker's session was written to. A worker killed mid-call leaves its session open with the model's
 //! last calls and no results; the next run of the task is told about them.
 
 use std::future::Future;
 use std::pin::Pin;
 
+use troupe_actors::journal::Restore;
 use troupe_kanban::domain::{BoardSlug, RunId, TaskId};
-use troupe_kanban::run_history::{CutOffCall, RunHistory, options_name_run};
+use troupe_kanban::run_history::{CutOffCall, RunHistory, options_name_run, options_name_task};
 
-use super::{ListQuery, SessionStore};
+use serde_json::Value;
+use troupe_actors::model::ChatMessage;
+use troupe_tools::todo::{TODO_TOOL, TodoList};
+
+use super::{ListQuery, SessionStore, StoredSession};
 
 /// Open worker sessions looked through for a run's session, newest first. A worker that died
 /// left its session open; finished ones are closed and have nothing cut off.
 const OPEN_SESSIONS_SEARCHED: usize = 200;
+
+/// Workers' sessions, open or closed, looked through for a task's newest one, newest first.
+const SESSIONS_SEARCHED: usize = 500;
 
 /// Cut-off calls read from a [`SessionStore`].
 #[derive(Debug, Clone)]
@@ -67,7 +76,71 @@ impl StoredRunHistory {
     }
 }
 
+impl StoredRunHistory {
+    /// The newest session a worker kept for `task` (the one that asked, when its question
+    /// parked the task: a resumed run reopens the same session, so no newer one exists).
+    async fn latest(&self, board: &BoardSlug, task: &TaskId) -> Option<Restore> {
+        self.latest_stored(board, task)
+            .await
+            .map(|stored| stored.restore(false))
+    }
+
+    /// The plan (the `todo` list) of the newest session a worker kept for `task`, as the
+    /// `todo` tool states it (`{todos, summary}`); `None` when no worker session of the task
+    /// is kept or it never wrote a plan.
+    pub async fn task_todos(&self, board: &BoardSlug, task: &TaskId) -> Option<Value> {
+        let stored = self.latest_stored(board, task).await?;
+        stored
+            .messages
+            .iter()
+            .rev()
+            .find_map(|message| match message {
+                ChatMessage::Tool { name, content, .. } if name == TODO_TOOL => {
+                    TodoList::from_result(content)
+                }
+                _ => None,
+            })
+            .map(|list| list.to_result())
+    }
+
+    async fn latest_stored(&self, board: &BoardSlug, task: &TaskId) -> Option<StoredSession> {
+        let query = ListQuery {
+            all: false,
+            origin: Some("worker".into()),
+            open_only: false,
+            limit: Some(SESSIONS_SEARCHED),
+        };
+        let listed = match self.store.list(query).await {
+            Ok(listed) => listed,
+            Err(error) => {
+                tracing::warn!(%error, task = %task, "could not list workers' sessions to resume the one that asked");
+                return None;
+            }
+        };
+        for summary in listed {
+            match self.store.load(&summary.id).await {
+                Ok(stored) if options_name_task(&stored.options, board, task) => {
+                    return Some(stored);
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::debug!(%error, session = %summary.id, "could not read a worker's session")
+                }
+            }
+        }
+        None
+    }
+}
+
 impl RunHistory for StoredRunHistory {
+    fn latest_session<'a>(
+        &'a self,
+        board: &'a BoardSlug,
+        task: &'a TaskId,
+    ) -> Pin<Box<dyn Future<Output = Option<Restore>> + Send + 'a>> {
+        Box::pin(self.latest(board, task))
+    }
+
     fn cut_off_calls<'a>(
         &'a self,
         board: &'a BoardSlug,

@@ -112,6 +112,9 @@ pub struct ProfileSettings {
     pub api_key_env: Option<String>,
     /// Toolsets its workers get, besides the kanban tools (none when empty).
     pub toolsets: Vec<String>,
+    /// Single tools taken away from those toolsets (`blocked_tools: [clarify]`): a profile
+    /// keeps `core` but leaves out `todo`, `clarify` or `memory`, say.
+    pub blocked_tools: Vec<String>,
     /// Text added to its workers' system prompt.
     pub system_prompt: Option<String>,
     /// A scripted model file to answer instead of a server (offline runs and tests).
@@ -394,6 +397,10 @@ fn profiles_section(value: &Value) -> Result<BTreeMap<String, ProfileSettings>, 
             None | Some(Value::Null) => Vec::new(),
             Some(v) => names(&format!("{prefix}.toolsets"), v)?,
         };
+        let blocked_tools = match fields.get("blocked_tools") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(v) => names(&format!("{prefix}.blocked_tools"), v)?,
+        };
         let max_iterations =
             count(fields, &prefix, "max_iterations")?.map(|n| n.min(u64::from(u32::MAX)) as u32);
         out.insert(
@@ -405,6 +412,7 @@ fn profiles_section(value: &Value) -> Result<BTreeMap<String, ProfileSettings>, 
                 api_key: field("api_key")?,
                 api_key_env: field("api_key_env")?,
                 toolsets,
+                blocked_tools,
                 system_prompt: field("system_prompt")?,
                 script: field("script")?.map(PathBuf::from),
                 max_iterations,
@@ -500,6 +508,21 @@ mod tests {
         assert_eq!(coder.model.as_deref(), Some("qwen"));
         assert_eq!(coder.toolsets, vec!["terminal", "file"]);
         assert_eq!(coder.system_prompt.as_deref(), Some("You write code."));
+    }
+
+    #[test]
+    fn a_profile_blocks_single_tools() {
+        let s = settings(
+            "profiles:\n  coder:\n    toolsets: [core]\n    blocked_tools: [clarify, memory]\n",
+        )
+        .unwrap();
+        assert_eq!(s.profiles["coder"].blocked_tools, vec!["clarify", "memory"]);
+        let err =
+            settings("profiles:\n  coder:\n    blocked_tools: {clarify: true}\n").unwrap_err();
+        assert!(
+            err.to_string().contains("profiles.coder.blocked_tools"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -34,6 +34,7 @@ mod hardening_cli;
 mod hardening_http;
 mod hostile_input_cli;
 mod http_api;
+mod kanban_agent_tools;
 mod kanban_api;
 mod kanban_cli;
 mod kanban_multihost;

@@ -414,7 +414,7 @@ pub(crate) async fn add_comment<B: Backend>(
     author: &str,
     body: &str,
 ) -> Result<Comment, B::Error> {
-    task(b, id).await?;
+    let current = task(b, id).await?;
     non_empty("author", author, "who is writing (a profile or user name)")?;
     non_empty("body", body, "the comment's text")?;
     let cid = b.insert_comment(id, author, body).await?;
@@ -425,6 +425,13 @@ pub(crate) async fn add_comment<B: Backend>(
         EventKind::Commented,
         json!({"comment_id": cid, "author": author}),
     )?;
+    // A comment on a task parked by a worker's question is the answer: the task goes back to
+    // the queue in the same transaction, from whichever door the comment came in by.
+    if current.status == TaskStatus::Blocked
+        && current.block_kind.as_deref() == Some(crate::store::BlockRequest::QUESTION)
+    {
+        super::lifecycle::unblock(b, id).await?;
+    }
     Ok(Comment {
         id: cid,
         task_id: id.clone(),

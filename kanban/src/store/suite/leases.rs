@@ -300,6 +300,41 @@ pub async fn heartbeats_extend_only_the_holders_lease(b: &dyn SuiteBackend) {
     assert!(matches!(err, StoreError::InvalidTransition { .. }), "{err}");
 }
 
+/// A comment on a task blocked by a worker's question puts it back in `ready` (in the same
+/// write), and a later question is no block loop; a comment on a task blocked otherwise
+/// leaves it blocked.
+pub async fn a_comment_answers_a_question_block(b: &dyn SuiteBackend) {
+    let s = b.open().await.unwrap();
+    let board = default_board();
+    let id = new_task(&*s, "asks").await;
+    let spec = long_ttl();
+    for round in 0..3 {
+        s.claim_task(&board, &id, &spec).await.unwrap();
+        let question =
+            BlockRequest::new(BlockRequest::QUESTION, "which port?").by_worker(spec.worker.clone());
+        let blocked = s.block(&board, &id, &question).await.unwrap();
+        assert_eq!(blocked.task.status, TaskStatus::Blocked, "round {round}");
+        s.add_comment(&board, &id, "ada", "8080").await.unwrap();
+        assert_eq!(
+            s.task(&board, &id).await.unwrap().status,
+            TaskStatus::Ready,
+            "round {round}"
+        );
+    }
+    assert!(kinds(&*s, &id).await.contains(&EventKind::Unblocked));
+    let other = new_task(&*s, "waits for a human").await;
+    s.block(&board, &other, &BlockRequest::new("needs_input", "access"))
+        .await
+        .unwrap();
+    s.add_comment(&board, &other, "ada", "looking")
+        .await
+        .unwrap();
+    assert_eq!(
+        s.task(&board, &other).await.unwrap().status,
+        TaskStatus::Blocked
+    );
+}
+
 /// `dependency` waits in `todo`, other kinds stop in `blocked`, and the same kind twice in a
 /// row goes to `triage`; blocking a running task ends its run and hands back the lease.
 pub async fn blocks_go_to_blocked_todo_or_triage(b: &dyn SuiteBackend) {

@@ -33,11 +33,12 @@ pub use integrity::{
     reopening_sees_every_commit,
 };
 pub use leases::{
-    a_worker_releases_only_its_own_lease, archiving_ends_the_run_and_frees_children,
-    batched_claims_take_the_best_tasks_in_order, blocks_go_to_blocked_todo_or_triage,
-    claims_open_a_lease_and_a_run, failures_count_to_the_effective_limit,
-    heartbeats_extend_only_the_holders_lease, lapsed_leases_are_reclaimed,
-    rate_limits_requeue_without_counting, review_round_trip, scheduled_tasks_wait_for_their_time,
+    a_comment_answers_a_question_block, a_worker_releases_only_its_own_lease,
+    archiving_ends_the_run_and_frees_children, batched_claims_take_the_best_tasks_in_order,
+    blocks_go_to_blocked_todo_or_triage, claims_open_a_lease_and_a_run,
+    failures_count_to_the_effective_limit, heartbeats_extend_only_the_holders_lease,
+    lapsed_leases_are_reclaimed, rate_limits_requeue_without_counting, review_round_trip,
+    scheduled_tasks_wait_for_their_time,
 };
 pub use tasks::{
     boards_follow_slug_rules_and_archive, comments_and_attachments,
@@ -76,6 +77,7 @@ macro_rules! store_suite {
             task_context_is_what_its_parts_say,
             heartbeats_extend_only_the_holders_lease,
             blocks_go_to_blocked_todo_or_triage,
+            a_comment_answers_a_question_block,
             archiving_ends_the_run_and_frees_children,
             scheduled_tasks_wait_for_their_time,
             review_round_trip,

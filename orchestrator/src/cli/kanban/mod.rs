@@ -115,6 +115,13 @@ pub(crate) enum KanbanCommand {
         /// Task ids.
         #[arg(required = true)]
         ids: Vec<String>,
+        /// An answer to the worker's question, kept as a comment: the session that asked
+        /// resumes with it.
+        #[arg(long)]
+        answer: Option<String>,
+        /// Who answers (with --answer).
+        #[arg(long, default_value = "operator")]
+        author: String,
     },
     /// Archive tasks (a running worker is stopped).
     Archive {
@@ -430,9 +437,26 @@ async fn run_inner(args: KanbanArgs) -> Outcome {
             println!("{} is now {}{stopped}", t.task.id, t.task.status);
             Ok(())
         }
-        KanbanCommand::Unblock { ids } => {
+        KanbanCommand::Unblock {
+            ids,
+            answer,
+            author,
+        } => {
+            let answer = answer.filter(|a| !a.trim().is_empty());
+            if answer.is_some() && author.trim().is_empty() {
+                return Err(Failure::usage(
+                    "--author is empty; give a name, or leave the flag out to answer as operator",
+                ));
+            }
             for id in task_ids(&ids)? {
-                let task = ctx.kanban.unblock(&ctx.board, &id).await?;
+                let task = match &answer {
+                    Some(answer) => {
+                        ctx.kanban
+                            .unblock_with_answer(&ctx.board, &id, author.trim(), answer)
+                            .await?
+                    }
+                    None => ctx.kanban.unblock(&ctx.board, &id).await?,
+                };
                 println!("{} is now {}", task.id, task.status);
             }
             Ok(())

@@ -225,12 +225,39 @@ pub(super) async fn list(ctx: &Ctx, a: ListArgs) -> Outcome {
 pub(super) async fn show(ctx: &Ctx, id: &str, json: bool) -> Outcome {
     let id = task_id(id)?;
     let detail = ctx.kanban.detail(&ctx.board, &id).await?;
+    let todos = task_todos(ctx, &id).await;
     if json {
-        println!("{}", to_json(&detail));
+        let mut out = serde_json::to_value(&detail).unwrap_or_default();
+        if let Some(map) = out.as_object_mut() {
+            map.insert("todos".into(), todos.unwrap_or(serde_json::Value::Null));
+        }
+        println!("{}", to_json(&out));
     } else {
         print!("{}", render::task_detail(&detail));
+        if let Some(list) = todos
+            .as_ref()
+            .and_then(|t| troupe_tools::todo::TodoList::from_result(&t.to_string()))
+            .filter(|list| !list.render().is_empty())
+        {
+            println!("\nPlan:\n{}", list.render());
+        }
     }
     Ok(())
+}
+
+/// The plan the task's worker keeps (`todo`), read from the session store troupe.yaml names;
+/// `None` when sessions are not kept, the store cannot be opened or no worker wrote one.
+async fn task_todos(ctx: &Ctx, id: &troupe_kanban::domain::TaskId) -> Option<serde_json::Value> {
+    let store = match crate::sessions::open_configured(&ctx.config.sessions).await {
+        Ok(store) => store?,
+        Err(error) => {
+            tracing::debug!(%error, "could not open the session store to read the task's plan");
+            return None;
+        }
+    };
+    crate::sessions::StoredRunHistory::new(store)
+        .task_todos(&ctx.board, id)
+        .await
 }
 
 pub(super) async fn complete(ctx: &Ctx, a: CompleteArgs) -> Outcome {

@@ -136,7 +136,8 @@ pub async fn create_task(
         .into_response())
 }
 
-/// Handler of `GET /tasks/{id}`: the task with its comments, events, links and runs.
+/// Handler of `GET /tasks/{id}`: the task with its comments, events, links and runs, and its
+/// worker's plan (`todos`: `{todos, summary}`, or null).
 pub async fn show_task(
     State(state): State<HttpState>,
     ApiPath(raw): ApiPath<String>,
@@ -149,12 +150,22 @@ pub async fn show_task(
     let events = state.store.task_events(&slug, &id).await?;
     let links = state.store.links(&slug, &id).await?;
     let runs = state.store.runs(&slug, &id).await?;
+    // The plan its worker keeps with `todo`, read from the worker's stored session.
+    let todos = match state.troupe.session_store() {
+        Some(sessions) => {
+            crate::sessions::StoredRunHistory::new(sessions.clone())
+                .task_todos(&slug, &id)
+                .await
+        }
+        None => None,
+    };
     Ok(Json(json!({
         "task": task,
         "comments": comments,
         "events": events,
         "links": links,
         "runs": runs,
+        "todos": todos,
     })))
 }
 

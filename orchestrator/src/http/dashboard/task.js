@@ -1,5 +1,5 @@
-// The task panel: one task's body, its parents and children (a small tree you can click
-// through), comments, runs and events, and the actions on it. Sections are refreshed in place
+// The task panel: one task's body, its worker's plan (its todo list), its parents and children
+// (a small tree you can click through), comments, runs and events, and the actions on it. Sections are refreshed in place
 // when the task changes, so a comment being typed is never lost to a live update.
 
 import * as api from "./api.js";
@@ -63,6 +63,7 @@ export class TaskPanel {
     this.metaEl = el("div", "task-meta");
     this.actionsEl = el("div", "actions");
     this.bodyEl = el("pre", "task-body");
+    this.planEl = el("div", "todo-list task-plan");
     this.treeEl = el("div", "tree");
     this.commentsEl = el("div", "comments");
     this.runsEl = el("div", "runs");
@@ -111,11 +112,30 @@ export class TaskPanel {
     });
 
     r.append(
-      head, this.metaEl, this.actionsEl, section("Body", this.bodyEl),
+      head, this.metaEl, this.actionsEl, section("Body", this.bodyEl), section("Plan", this.planEl),
       section("Parents and children", this.treeEl, linkForm),
       section("Comments", this.commentsEl, commentForm),
       section("Runs", this.runsEl), section("Events", this.eventsEl),
     );
+  }
+
+  // The plan the task's worker keeps with its todo tool, one line per item with its mark.
+  fillPlan(plan) {
+    this.planEl.textContent = "";
+    const items = (plan && Array.isArray(plan.todos)) ? plan.todos : [];
+    if (items.length === 0) {
+      this.planEl.append(el("p", "muted", "No plan yet."));
+      return;
+    }
+    const s = plan.summary;
+    if (s) this.planEl.append(el("div", "muted", `${s.completed + s.cancelled}/${s.total} done`));
+    const marks = { pending: "[ ]", in_progress: "[>]", completed: "[x]", cancelled: "[-]" };
+    for (const t of items) {
+      const row = el("div", `todo ${t.status}`, `${marks[t.status] || "[ ]"} ${t.content}`);
+      row.dataset.todoId = t.id;
+      row.dataset.status = t.status;
+      this.planEl.append(row);
+    }
   }
 
   fill() {
@@ -132,6 +152,7 @@ export class TaskPanel {
     }
     this.bodyEl.textContent = task.body || "(no body)";
     if (task.result) this.bodyEl.textContent += `\n\nResult: ${task.result}`;
+    this.fillPlan(this.detail.todos);
     this.fillActions(task, runs);
     this.fillTree(links);
     this.commentsEl.textContent = "";
