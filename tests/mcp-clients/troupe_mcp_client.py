@@ -43,7 +43,7 @@ def text_of(result):
 
 
 def result_json(result):
-    return {"is_error": bool(result.is_error), "text": text_of(result)}
+    return {"is_error": bool(result.is_error), "text": text_of(result), "structured": result.structured_content}
 
 
 @asynccontextmanager
