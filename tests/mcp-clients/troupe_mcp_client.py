@@ -9,16 +9,21 @@ Scenarios:
   bridge       list tools, tool_search QUERY, tool_call TOOL with ARGS (JSON), as given by env
                TROUPE_QUERY, TROUPE_TOOL, TROUPE_ARGS
   call         tool_call TOOL with ARGS (a call a hook may deny, one needing approval, a slow
-               one), with progress; answers elicitations with TROUPE_ELICIT (once|deny) when set
+               one), with progress; answers elicitations with TROUPE_ELICIT (once|always|deny)
+               when set, noting the decisions the form offered
   direct       call the direct tool TROUPE_TOOL with TROUPE_ARGS (--toolsets), with progress
   cancel       start the direct tool TROUPE_TOOL with TROUPE_ARGS, collect progress, cancel it
                after TROUPE_CANCEL_AFTER seconds, then check the connection still answers
+  hang_up      start the direct tool TROUPE_TOOL, then end the process after TROUPE_CANCEL_AFTER
+               seconds without cancelling (a client that went away)
   list_changed list tools, wait up to TROUPE_WAIT seconds for notifications/tools/list_changed,
                list again
   kanban       (--toolsets kanban) create a task titled TROUPE_TITLE for `coder`, follow it to
                its end with progress, show it, list the done tasks
   agent        (--agent P) ask TROUPE_TOOL (run_P) TROUPE_PROMPT with progress, then continue
                the session with TROUPE_PROMPT2
+  agent_hold   (--agent P) open a session, hand its id over in a file, wait, continue it
+  agent_continue  try to continue another client's session TROUPE_SESSION
   timing       TROUPE_ROUNDS rounds of TROUPE_TOOL(TROUPE_ARGS) called directly (a plain MCP
                server) or through tool_call (troupe), and of tool_search TROUPE_QUERY; medians
 """
@@ -101,10 +106,14 @@ async def call(target):
     asked = []
     answer = os.environ.get("TROUPE_ELICIT")
 
+    offered = []
+
     async def on_elicit(ctx, params):
         asked.append(params.message)
-        if answer == "once":
-            return types.ElicitResult(action="accept", content={"decision": "once"})
+        schema = getattr(params, "requested_schema", None) or getattr(params, "requestedSchema", None) or {}
+        offered.extend(schema.get("properties", {}).get("decision", {}).get("enum", []))
+        if answer in ("once", "always", "session"):
+            return types.ElicitResult(action="accept", content={"decision": answer})
         return types.ElicitResult(action="accept", content={"decision": "deny", "reason": "not today"})
 
     progress = []
@@ -121,6 +130,7 @@ async def call(target):
         )
         out = result_json(called)
         out["asked"] = asked
+        out["offered"] = offered
         out["progress"] = progress
         return out
 
@@ -199,6 +209,23 @@ async def cancel(target):
             "gone_after_seconds": gone_after,
             "still_answers": len(listed.tools) > 0,
         }
+
+
+async def hang_up(target):
+    """Starts the direct tool TROUPE_TOOL (TROUPE_ARGS), and after TROUPE_CANCEL_AFTER seconds
+    goes away without cancelling or closing anything (the process ends), as a crashed client."""
+    after = float(os.environ.get("TROUPE_CANCEL_AFTER", "3"))
+    marker = os.environ["TROUPE_MARKER"]
+    async with connect(target) as session:
+        async def hang_up_later():
+            await anyio.sleep(after)
+            print(json.dumps({"running_before": processes_with(marker)}), flush=True)
+            os._exit(0)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(hang_up_later)
+            await session.call_tool(os.environ["TROUPE_TOOL"], env_json("TROUPE_ARGS", {}))
+    return {"running_before": [], "finished_first": True}
 
 
 async def list_changed(target):
@@ -334,7 +361,50 @@ async def agent(target):
         }
 
 
+async def wait_for_file(path, seconds):
+    for _ in range(int(seconds * 10)):
+        if os.path.exists(path):
+            return True
+        await anyio.sleep(0.1)
+    return False
+
+
+async def agent_hold(target):
+    """Opens a session with TROUPE_TOOL, writes its id to TROUPE_SESSION_FILE, keeps the
+    connection open until TROUPE_DONE_FILE exists, then continues it (TROUPE_PROMPT2) and tries
+    it with TROUPE_OTHER_TOOL (another profile)."""
+    tool = os.environ["TROUPE_TOOL"]
+    async with connect(target) as session:
+        first = await session.call_tool(tool, {"prompt": os.environ["TROUPE_PROMPT"]})
+        sid = (first.structured_content or {}).get("session")
+        with open(os.environ["TROUPE_SESSION_FILE"] + ".part", "w") as f:
+            f.write(sid or "")
+        os.rename(os.environ["TROUPE_SESSION_FILE"] + ".part", os.environ["TROUPE_SESSION_FILE"])
+        waited = await wait_for_file(os.environ["TROUPE_DONE_FILE"], 90)
+        second = await session.call_tool(tool, {"prompt": os.environ["TROUPE_PROMPT2"], "session": sid})
+        other = await session.call_tool(os.environ["TROUPE_OTHER_TOOL"], {"prompt": "hello", "session": sid})
+        return {
+            "session": sid,
+            "first": result_json(first),
+            "waited": waited,
+            "second": result_json(second),
+            "other_profile": result_json(other),
+        }
+
+
+async def agent_continue(target):
+    """Continues TROUPE_SESSION (opened by another client) with TROUPE_TOOL."""
+    async with connect(target) as session:
+        called = await session.call_tool(
+            os.environ["TROUPE_TOOL"], {"prompt": "let me in", "session": os.environ["TROUPE_SESSION"]}
+        )
+        return result_json(called)
+
+
 SCENARIOS = {
+    "hang_up": hang_up,
+    "agent_hold": agent_hold,
+    "agent_continue": agent_continue,
     "agent": agent,
     "kanban": kanban,
     "bridge": bridge,

@@ -84,7 +84,7 @@ struct Shared {
     /// Profiles offered as agents.
     agent_names: Vec<String>,
     /// The sessions agent tools opened.
-    agents: agents::AgentSessions,
+    agents: Arc<agents::AgentSessions>,
 }
 
 impl McpServer {
@@ -114,6 +114,7 @@ impl McpServer {
             troupe.clone(),
             Arc::clone(&askers),
             runtime.config().approvals.unattended,
+            runtime.config().approvals.timeout,
         ));
         let shared = Shared {
             supervisor,
@@ -124,7 +125,7 @@ impl McpServer {
             direct: Mutex::new(direct),
             askers,
             agent_names: options.agents,
-            agents: agents::AgentSessions::default(),
+            agents: Arc::default(),
             runtime,
         };
         Ok(McpServer {
@@ -140,6 +141,8 @@ impl McpServer {
                 session_id: format!("mcp-{}", uuid::Uuid::now_v7().simple()),
                 closed: CancellationToken::new(),
                 askers: Arc::clone(&self.shared.askers),
+                agents: Arc::clone(&self.shared.agents),
+                troupe: self.shared.runtime.troupe().clone(),
             }),
         }
     }
@@ -151,12 +154,16 @@ struct Connection {
     /// Fires when the connection's handler is dropped: its watchers stop.
     closed: CancellationToken,
     askers: Arc<approvals::Askers>,
+    /// The agent sessions of the server, of which this connection's close with it.
+    agents: Arc<agents::AgentSessions>,
+    troupe: crate::api::Troupe,
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
         self.closed.cancel();
         self.askers.remove(&self.session_id);
+        agents::close_sessions(&self.troupe, self.agents.take_of(&self.session_id));
     }
 }
 

@@ -213,6 +213,21 @@ async fn approvals_are_asked_through_elicitation_and_refused_when_nobody_can_ans
     assert!(yes["text"].as_str().unwrap().contains("approved"), "{yes}");
     let asked = yes["asked"][0].as_str().unwrap_or_default();
     assert!(asked.contains("mcp_everything_echo"), "{yes}");
+    // The form decides this call only: nothing that would outlive it is offered ...
+    assert_eq!(yes["offered"], json!(["once", "deny"]), "{yes}");
+    // ... and an answer outside it is a no, not a standing allow for every connection.
+    let always = world
+        .stdio(
+            "call",
+            &[],
+            &[echo[0], echo[1], ("TROUPE_ELICIT", "always")],
+        )
+        .await;
+    assert_eq!(always["is_error"], json!(true), "{always}");
+    assert!(
+        always["text"].as_str().unwrap().contains("\"always\""),
+        "{always}"
+    );
 
     let no = world
         .stdio("call", &[], &[echo[0], echo[1], ("TROUPE_ELICIT", "deny")])
@@ -230,18 +245,17 @@ async fn approvals_are_asked_through_elicitation_and_refused_when_nobody_can_ans
     );
     assert!(!text.contains("Echo: approved"), "{text}");
 
-    // Over HTTP each request is asked of the connection that made it: one client answers,
-    // another (without elicitation) on the same server is refused.
+    // Over HTTP each request is asked of the connection that made it: of two clients calling
+    // at the same time, one answers and is served, the other (without elicitation) is refused.
     let server = world.http(&[]).await;
-    let yes = world
-        .client(
-            "call",
-            &server.target(TOKEN),
-            &[echo[0], echo[1], ("TROUPE_ELICIT", "once")],
-        )
-        .await;
+    let target = server.target(TOKEN);
+    let answering = [echo[0], echo[1], ("TROUPE_ELICIT", "once")];
+    let (yes, nobody) = tokio::join!(
+        world.client("call", &target, &answering),
+        world.client("call", &target, &echo),
+    );
     assert_eq!(yes["is_error"], json!(false), "{yes}");
-    let nobody = world.client("call", &server.target(TOKEN), &echo).await;
+    assert_eq!(yes["asked"].as_array().map(Vec::len), Some(1), "{yes}");
     assert_eq!(nobody["is_error"], json!(true), "{nobody}");
     assert!(
         nobody["text"].as_str().unwrap().contains("elicitation"),
