@@ -42,7 +42,9 @@ use troupe_actors::events::EventSink;
 use troupe_actors::supervisor::Supervisor;
 use troupe_actors::tool_runner::{RunnerLimits, ToolRunner};
 use troupe_tools::sync::lock;
-use troupe_tools::{ToolResult, ToolSearchConfig, ToolsetView, bridge};
+use troupe_tools::{
+    ToolDef, ToolKind, ToolResult, ToolSearchConfig, ToolsetView, ViewSpec, bridge,
+};
 
 use crate::runtime::Runtime;
 
@@ -93,7 +95,7 @@ impl McpServer {
         runtime: Runtime,
         options: ServeOptions,
     ) -> Result<McpServer, String> {
-        let bridge = runtime.view(None).map_err(|e| e.to_string())?;
+        let bridge = bridged_only(runtime.view(None).map_err(|e| e.to_string())?)?;
         let direct = if options.toolsets.is_empty() {
             None
         } else {
@@ -198,6 +200,33 @@ impl Shared {
             self.runtime.wait_mcp_ready(STARTING_SOURCES_WAIT).await;
         }
     }
+}
+
+/// Whether the bridge reaches `def`: MCP servers', plugins' and connectors' tools only. The
+/// built-in tools (and `session_search`) are offered only when `--toolsets` names them.
+fn bridged(def: &ToolDef) -> bool {
+    // Tools troupe adds in code are plugin-kind too; those of its own toolsets are not bridged.
+    let own = matches!(
+        def.toolset.as_deref(),
+        Some(crate::sessions::SESSION_SEARCH | board_tools::TOOLSET)
+    );
+    match def.kind {
+        ToolKind::Mcp | ToolKind::Connector => true,
+        ToolKind::Plugin => !own,
+        ToolKind::Core => false,
+    }
+}
+
+/// `view` without the tools the bridge does not reach (see [`bridged`]).
+fn bridged_only(view: ToolsetView) -> Result<ToolsetView, String> {
+    let others: Vec<String> = view
+        .tools()
+        .iter()
+        .filter(|def| !bridged(def))
+        .map(|def| def.name.clone())
+        .collect();
+    view.narrow(ViewSpec::all().blocking(others))
+        .map_err(|e| format!("cannot set up the bridge's tools: {e}"))
 }
 
 /// `tool_search` or `tool_describe` answered from `view`, as a session's lookup is.
@@ -324,9 +353,22 @@ impl ServerHandler for Front {
                 let view = shared.bridge_view();
                 let target = match bridge::resolve(&view, &shared.search, &Value::Object(arguments))
                 {
-                    Ok(resolved) => CallTarget::Tool {
-                        name: resolved.name,
-                        arguments: resolved.arguments,
+                    // Checked again against what the bridge offers, whatever resolved it.
+                    Ok(resolved) if view.get(&resolved.name).is_some_and(|d| bridged(d)) => {
+                        CallTarget::Tool {
+                            name: resolved.name,
+                            arguments: resolved.arguments,
+                        }
+                    }
+                    Ok(resolved) => CallTarget::Invalid {
+                        name: "tool_call".to_string(),
+                        result: ToolResult::error_json(serde_json::json!({"error": format!(
+                            "{:?} is not offered through tool_call, which reaches the tools of \
+                             MCP servers, plugins and connectors; find those with tool_search. \
+                             Built-in tools are offered directly when the server runs with \
+                             --toolsets",
+                            resolved.name
+                        )})),
                     },
                     // Still a call with its slot, hooks and events, as a session's is.
                     Err(error) => CallTarget::Invalid {

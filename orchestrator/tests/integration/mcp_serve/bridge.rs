@@ -327,3 +327,45 @@ async fn list_changed_arrives_when_a_server_that_started_late_brings_its_tools()
     assert!(!before.contains("mcp_late_get_current_time"), "{before}");
     assert!(after.contains("mcp_late_get_current_time"), "{after}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_call_reaches_no_built_in_tool_even_when_search_defers_it() {
+    let Some(world) = World::new(
+        "mcp_serve bridge scope",
+        "tool_search:\n  defer: [terminal, session_search]\ntoolsets:\n  enabled: [core, session_search, mcp-everything, mcp-time]\n",
+    ) else {
+        return;
+    };
+    let touched = world.path().join("touched-by-the-bridge");
+    let args = json!({"command": format!("touch '{}'", touched.display())}).to_string();
+    for (tool, args) in [
+        ("terminal", args.as_str()),
+        ("session_search", r#"{"query": "anything"}"#),
+    ] {
+        let seen = world
+            .stdio("call", &[], &[("TROUPE_TOOL", tool), ("TROUPE_ARGS", args)])
+            .await;
+        assert_eq!(seen["is_error"], json!(true), "{tool}: {seen}");
+        let text = seen["text"].as_str().unwrap();
+        assert!(
+            text.contains(tool) && text.contains("tool_search"),
+            "{tool}: {text}"
+        );
+    }
+    assert!(
+        !touched.exists(),
+        "the terminal command ran through the bridge"
+    );
+    // The servers' tools are still reached.
+    let echoed = world
+        .stdio(
+            "call",
+            &[],
+            &[
+                ("TROUPE_TOOL", "mcp_everything_echo"),
+                ("TROUPE_ARGS", r#"{"message": "still here"}"#),
+            ],
+        )
+        .await;
+    assert_eq!(echoed["is_error"], json!(false), "{echoed}");
+}
