@@ -6,6 +6,7 @@ editor or agent would, for troupe's integration tests (orchestrator/tests/integr
 
 It prints one JSON object on its last line: what it saw. The Rust test decides what is right.
 Scenarios:
+  list         the names of the tools offered
   bridge       list tools, tool_search QUERY, tool_call TOOL with ARGS (JSON), as given by env
                TROUPE_QUERY, TROUPE_TOOL, TROUPE_ARGS
   call         tool_call TOOL with ARGS (a call a hook may deny, one needing approval, a slow
@@ -361,6 +362,13 @@ async def agent(target):
         }
 
 
+async def list_only(target):
+    """The names of the tools offered."""
+    async with connect(target) as session:
+        listed = await session.list_tools()
+        return {"tools": [t.name for t in listed.tools]}
+
+
 async def wait_for_file(path, seconds):
     for _ in range(int(seconds * 10)):
         if os.path.exists(path):
@@ -402,6 +410,7 @@ async def agent_continue(target):
 
 
 SCENARIOS = {
+    "list": list_only,
     "hang_up": hang_up,
     "agent_hold": agent_hold,
     "agent_continue": agent_continue,

@@ -99,10 +99,17 @@ impl McpServer {
         let direct = if options.toolsets.is_empty() {
             None
         } else {
+            // The config's `toolsets.disabled` and `toolsets.blocked_tools` hold here too.
+            let settings = &runtime.config().toolsets;
+            let spec = ViewSpec::all()
+                .without_toolsets(settings.disabled.iter().cloned())
+                .blocking(settings.blocked_tools.iter().cloned());
+            let view = runtime
+                .view(Some(&options.toolsets))
+                .map_err(|e| format!("--toolsets: {e}"))?;
             Some(
-                runtime
-                    .view(Some(&options.toolsets))
-                    .map_err(|e| format!("--toolsets: {e}"))?,
+                view.narrow(spec)
+                    .map_err(|e| format!("--toolsets with the config's toolsets settings: {e}"))?,
             )
         };
         let troupe = runtime.troupe().clone();
@@ -142,6 +149,7 @@ impl McpServer {
             connection: Arc::new(Connection {
                 session_id: format!("mcp-{}", uuid::Uuid::now_v7().simple()),
                 closed: CancellationToken::new(),
+                watching: std::sync::atomic::AtomicBool::new(false),
                 askers: Arc::clone(&self.shared.askers),
                 agents: Arc::clone(&self.shared.agents),
                 troupe: self.shared.runtime.troupe().clone(),
@@ -155,6 +163,8 @@ struct Connection {
     session_id: String,
     /// Fires when the connection's handler is dropped: its watchers stop.
     closed: CancellationToken,
+    /// `notifications/initialized` was handled (a client that sends it twice gets one watcher).
+    watching: std::sync::atomic::AtomicBool,
     askers: Arc<approvals::Askers>,
     /// The agent sessions of the server, of which this connection's close with it.
     agents: Arc<agents::AgentSessions>,
@@ -289,6 +299,10 @@ impl ServerHandler for Front {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        use std::sync::atomic::Ordering;
+        if self.connection.watching.swap(true, Ordering::SeqCst) {
+            return;
+        }
         let peer = context.peer;
         let elicits = peer
             .peer_info()

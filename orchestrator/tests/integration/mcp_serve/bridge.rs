@@ -369,3 +369,20 @@ async fn tool_call_reaches_no_built_in_tool_even_when_search_defers_it() {
         .await;
     assert_eq!(echoed["is_error"], json!(false), "{echoed}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn toolsets_on_request_keep_the_configs_blocked_tools_out() {
+    let Some(world) = World::new(
+        "mcp_serve toolsets blocked",
+        "toolsets:\n  blocked_tools: [terminal]\n",
+    ) else {
+        return;
+    };
+    let seen = world.stdio("list", &["--toolsets", "core"], &[]).await;
+    let tools = seen["tools"].as_array().unwrap();
+    assert!(tools.contains(&json!("read_file")), "{seen}");
+    assert!(
+        !tools.contains(&json!("terminal")),
+        "toolsets.blocked_tools names terminal: {seen}"
+    );
+}
