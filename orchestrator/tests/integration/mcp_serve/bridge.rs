@@ -386,3 +386,38 @@ async fn toolsets_on_request_keep_the_configs_blocked_tools_out() {
         "toolsets.blocked_tools names terminal: {seen}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_host_lets_a_server_answer_the_name_clients_use() {
+    let Some(world) = World::new("mcp_serve allowed host", "") else {
+        return;
+    };
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"}}});
+    let client = reqwest::Client::new();
+    let status_for = |url: String| {
+        let client = client.clone();
+        let initialize = initialize.clone();
+        async move {
+            client
+                .post(&url)
+                .header("Host", "troupe.example.org")
+                .header("Accept", "application/json, text/event-stream")
+                .bearer_auth(TOKEN)
+                .json(&initialize)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    // By default a foreign Host is refused (it may be a DNS-rebinding page) ...
+    let plain = world.http(&[]).await;
+    let refused = status_for(plain.url.clone()).await;
+    assert!(refused.is_client_error(), "{refused}");
+    // ... and answered once named.
+    let named = world.http(&["--allowed-host", "troupe.example.org"]).await;
+    let answered = status_for(named.url.clone()).await;
+    assert!(answered.is_success(), "{answered}");
+}
