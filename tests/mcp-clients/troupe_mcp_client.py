@@ -15,8 +15,6 @@ Scenarios:
   direct       call the direct tool TROUPE_TOOL with TROUPE_ARGS (--toolsets), with progress
   cancel       start the direct tool TROUPE_TOOL with TROUPE_ARGS, collect progress, cancel it
                after TROUPE_CANCEL_AFTER seconds, then check the connection still answers
-  hang_up      start the direct tool TROUPE_TOOL, then end the process after TROUPE_CANCEL_AFTER
-               seconds without cancelling (a client that went away)
   list_changed list tools, wait up to TROUPE_WAIT seconds for notifications/tools/list_changed,
                list again
   kanban       (--toolsets kanban) create a task titled TROUPE_TITLE for `coder`, follow it to
@@ -212,23 +210,6 @@ async def cancel(target):
         }
 
 
-async def hang_up(target):
-    """Starts the direct tool TROUPE_TOOL (TROUPE_ARGS), and after TROUPE_CANCEL_AFTER seconds
-    goes away without cancelling or closing anything (the process ends), as a crashed client."""
-    after = float(os.environ.get("TROUPE_CANCEL_AFTER", "3"))
-    marker = os.environ["TROUPE_MARKER"]
-    async with connect(target) as session:
-        async def hang_up_later():
-            await anyio.sleep(after)
-            print(json.dumps({"running_before": processes_with(marker)}), flush=True)
-            os._exit(0)
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(hang_up_later)
-            await session.call_tool(os.environ["TROUPE_TOOL"], env_json("TROUPE_ARGS", {}))
-    return {"running_before": [], "finished_first": True}
-
-
 async def list_changed(target):
     changed = anyio.Event()
     seen = []
@@ -411,7 +392,6 @@ async def agent_continue(target):
 
 SCENARIOS = {
     "list": list_only,
-    "hang_up": hang_up,
     "agent_hold": agent_hold,
     "agent_continue": agent_continue,
     "agent": agent,

@@ -149,7 +149,7 @@ echo "{\"decision\": \"deny\", \"reason\": \"the guard refuses $tool (called as 
     let config = world.path().join("troupe.yaml");
     let mut yaml = std::fs::read_to_string(&config).unwrap();
     yaml.push_str(&format!(
-        "hooks:\n  pre_tool_call: {{command: \"{}\", timeout: 5s, tools: [mcp_everything_get-sum]}}\n",
+        "hooks:\n  pre_tool_call: {{command: \"{}\", timeout: 5s, tools: [mcp_everything_get-sum, terminal]}}\n",
         hook.display()
     ));
     std::fs::write(&config, yaml).unwrap();
@@ -171,6 +171,26 @@ echo "{\"decision\": \"deny\", \"reason\": \"the guard refuses $tool (called as 
         "{text}"
     );
     assert!(!text.contains("42"), "the sum ran: {text}");
+
+    // A denied call with a side effect leaves none: the command was never started.
+    let touched = world.path().join("touched-despite-the-hook");
+    let args = json!({"command": format!("touch '{}'", touched.display())}).to_string();
+    let denied = world
+        .stdio(
+            "direct",
+            &["--toolsets", "core"],
+            &[("TROUPE_TOOL", "terminal"), ("TROUPE_ARGS", args.as_str())],
+        )
+        .await;
+    assert_eq!(denied["is_error"], json!(true), "{denied}");
+    assert!(
+        denied["text"]
+            .as_str()
+            .unwrap()
+            .contains("the guard refuses terminal"),
+        "{denied}"
+    );
+    assert!(!touched.exists(), "the denied command ran");
 
     // Another tool of the same server passes the hook untouched.
     let echoed = world
