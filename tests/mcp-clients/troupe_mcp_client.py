@@ -6,10 +6,12 @@ editor or agent would, for troupe's integration tests (orchestrator/tests/integr
 
 It prints one JSON object on its last line: what it saw. The Rust test decides what is right.
 Scenarios:
+  list         the names of the tools offered
   bridge       list tools, tool_search QUERY, tool_call TOOL with ARGS (JSON), as given by env
                TROUPE_QUERY, TROUPE_TOOL, TROUPE_ARGS
   call         tool_call TOOL with ARGS (a call a hook may deny, one needing approval, a slow
-               one), with progress; answers elicitations with TROUPE_ELICIT (once|deny) when set
+               one), with progress; answers elicitations with TROUPE_ELICIT (once|always|deny)
+               when set, noting the decisions the form offered
   direct       call the direct tool TROUPE_TOOL with TROUPE_ARGS (--toolsets), with progress
   cancel       start the direct tool TROUPE_TOOL with TROUPE_ARGS, collect progress, cancel it
                after TROUPE_CANCEL_AFTER seconds, then check the connection still answers
@@ -19,6 +21,8 @@ Scenarios:
                its end with progress, show it, list the done tasks
   agent        (--agent P) ask TROUPE_TOOL (run_P) TROUPE_PROMPT with progress, then continue
                the session with TROUPE_PROMPT2
+  agent_hold   (--agent P) open a session, hand its id over in a file, wait, continue it
+  agent_continue  try to continue another client's session TROUPE_SESSION
   timing       TROUPE_ROUNDS rounds of TROUPE_TOOL(TROUPE_ARGS) called directly (a plain MCP
                server) or through tool_call (troupe), and of tool_search TROUPE_QUERY; medians
 """
@@ -43,7 +47,7 @@ def text_of(result):
 
 
 def result_json(result):
-    return {"is_error": bool(result.is_error), "text": text_of(result)}
+    return {"is_error": bool(result.is_error), "text": text_of(result), "structured": result.structured_content}
 
 
 @asynccontextmanager
@@ -101,10 +105,14 @@ async def call(target):
     asked = []
     answer = os.environ.get("TROUPE_ELICIT")
 
+    offered = []
+
     async def on_elicit(ctx, params):
         asked.append(params.message)
-        if answer == "once":
-            return types.ElicitResult(action="accept", content={"decision": "once"})
+        schema = getattr(params, "requested_schema", None) or getattr(params, "requestedSchema", None) or {}
+        offered.extend(schema.get("properties", {}).get("decision", {}).get("enum", []))
+        if answer in ("once", "always", "session"):
+            return types.ElicitResult(action="accept", content={"decision": answer})
         return types.ElicitResult(action="accept", content={"decision": "deny", "reason": "not today"})
 
     progress = []
@@ -121,6 +129,7 @@ async def call(target):
         )
         out = result_json(called)
         out["asked"] = asked
+        out["offered"] = offered
         out["progress"] = progress
         return out
 
@@ -334,7 +343,57 @@ async def agent(target):
         }
 
 
+async def list_only(target):
+    """The names of the tools offered."""
+    async with connect(target) as session:
+        listed = await session.list_tools()
+        return {"tools": [t.name for t in listed.tools]}
+
+
+async def wait_for_file(path, seconds):
+    for _ in range(int(seconds * 10)):
+        if os.path.exists(path):
+            return True
+        await anyio.sleep(0.1)
+    return False
+
+
+async def agent_hold(target):
+    """Opens a session with TROUPE_TOOL, writes its id to TROUPE_SESSION_FILE, keeps the
+    connection open until TROUPE_DONE_FILE exists, then continues it (TROUPE_PROMPT2) and tries
+    it with TROUPE_OTHER_TOOL (another profile)."""
+    tool = os.environ["TROUPE_TOOL"]
+    async with connect(target) as session:
+        first = await session.call_tool(tool, {"prompt": os.environ["TROUPE_PROMPT"]})
+        sid = (first.structured_content or {}).get("session")
+        with open(os.environ["TROUPE_SESSION_FILE"] + ".part", "w") as f:
+            f.write(sid or "")
+        os.rename(os.environ["TROUPE_SESSION_FILE"] + ".part", os.environ["TROUPE_SESSION_FILE"])
+        waited = await wait_for_file(os.environ["TROUPE_DONE_FILE"], 90)
+        second = await session.call_tool(tool, {"prompt": os.environ["TROUPE_PROMPT2"], "session": sid})
+        other = await session.call_tool(os.environ["TROUPE_OTHER_TOOL"], {"prompt": "hello", "session": sid})
+        return {
+            "session": sid,
+            "first": result_json(first),
+            "waited": waited,
+            "second": result_json(second),
+            "other_profile": result_json(other),
+        }
+
+
+async def agent_continue(target):
+    """Continues TROUPE_SESSION (opened by another client) with TROUPE_TOOL."""
+    async with connect(target) as session:
+        called = await session.call_tool(
+            os.environ["TROUPE_TOOL"], {"prompt": "let me in", "session": os.environ["TROUPE_SESSION"]}
+        )
+        return result_json(called)
+
+
 SCENARIOS = {
+    "list": list_only,
+    "agent_hold": agent_hold,
+    "agent_continue": agent_continue,
     "agent": agent,
     "kanban": kanban,
     "bridge": bridge,

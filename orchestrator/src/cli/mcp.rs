@@ -46,6 +46,11 @@ pub(crate) struct ServeArgs {
     /// request needs the server's token (serve.token or TROUPE_SERVE_TOKEN).
     #[arg(long, value_name = "ADDR")]
     pub(crate) http: Option<std::net::SocketAddr>,
+    /// With --http: also answer requests whose Host header names HOST (repeatable). Needed when
+    /// listening on anything but loopback, where clients reach the server by a name or address
+    /// other than the bound one (0.0.0.0 is never a client's Host).
+    #[arg(long = "allowed-host", value_name = "HOST", requires = "http")]
+    pub(crate) allowed_host: Vec<String>,
     /// Toolsets offered directly besides the bridge, comma-separated (e.g. core,kanban;
     /// `kanban` adds tools over the board of troupe.yaml, run by its profiles).
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
@@ -108,6 +113,12 @@ async fn serve(args: ServeArgs) -> Result<i32, CliError> {
     use crate::http::auth::{TOKEN_ENV, TokenSource, resolve_token};
     use crate::mcp_server::{McpServer, ServeOptions, board_tools, transport};
 
+    let allowed_hosts = args
+        .allowed_host
+        .iter()
+        .map(|h| transport::check_allowed_host(h))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(CliError::usage)?;
     let config = Settings::load_or_default(args.config.as_deref())?;
     // The HTTP door is refused before anything starts when no token can be had.
     let http = match args.http {
@@ -226,7 +237,17 @@ async fn serve(args: ServeArgs) -> Result<i32, CliError> {
                 "troupe mcp serve: listening on http://{at}{}",
                 transport::HTTP_PATH
             );
-            transport::serve_http(server, listener, token, stop).await
+            if let Ok(at) = listener.local_addr()
+                && !at.ip().is_loopback()
+                && allowed_hosts.is_empty()
+            {
+                eprintln!(
+                    "troupe mcp serve: listening on {at}, but only requests whose Host is {} are \
+                     answered; add --allowed-host NAME for the name clients use",
+                    at.ip()
+                );
+            }
+            transport::serve_http(server, listener, token, allowed_hosts, stop).await
         }
     };
     if let Some(dispatcher) = dispatcher {

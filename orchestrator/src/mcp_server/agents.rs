@@ -1,12 +1,20 @@
 //! Agents on request (`troupe mcp serve --agent PROFILE`): a tool `run_<profile>(prompt,
 //! session?)` per profile, running one whole troupe turn of a session of that profile (its
 //! model, tools, subagents and budgets) and answering with the turn's text. While the turn runs
-//! the client gets progress (each tool call and subagent as it starts); a cancelled request
-//! stops the turn hard. `session` continues a conversation this server opened for the same
-//! profile; its flagged calls are asked of the client's person as the bridge's are.
+//! the client gets progress (each tool call and subagent as it starts); a cancelled request, a
+//! client that can no longer be sent progress, or a turn past [`TURN_CAP`] stops the turn hard.
+//! `session` continues a conversation opened by the same client connection for the same
+//! profile; another connection cannot continue it. Sessions close when their connection ends
+//! or after [`IDLE_TTL`] unused. A turn's flagged calls are asked of the person at the
+//! connection running it, as the bridge's are. The agent's own tool calls pass hooks,
+//! approvals and traces inside its session; the `run_<profile>` call itself is not a runner
+//! call (no pre_tool_call hook sees it).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam, Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
@@ -22,10 +30,81 @@ use crate::api::{SessionOptions, Troupe};
 /// The prefix of an agent tool's name.
 pub(super) const PREFIX: &str = "run_";
 
-/// The sessions this server opened for agent tools, by id, with their profile.
+/// How long an agent session may sit unused before the server closes it.
+const IDLE_TTL: Duration = Duration::from_secs(30 * 60);
+
+/// The longest one `run_<profile>` turn may run; past it the turn is stopped hard.
+const TURN_CAP: Duration = Duration::from_secs(30 * 60);
+
+/// One session an agent tool opened: whose it is and when it was last used.
+struct Opened {
+    profile: String,
+    /// The client connection that opened it; only that one may continue it.
+    connection: String,
+    /// A turn of it is running (it is never closed as idle then).
+    busy: bool,
+    used: Instant,
+}
+
+/// The sessions this server opened for agent tools, by id.
 #[derive(Default)]
 pub(super) struct AgentSessions {
-    open: Mutex<HashMap<String, String>>,
+    open: Mutex<HashMap<String, Opened>>,
+}
+
+impl AgentSessions {
+    /// Forgets the sessions idle past [`IDLE_TTL`]; returns their ids, to be closed.
+    fn take_idle(&self) -> Vec<String> {
+        let mut open = lock(&self.open);
+        let idle: Vec<String> = open
+            .iter()
+            .filter(|(_, o)| !o.busy && o.used.elapsed() > IDLE_TTL)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &idle {
+            open.remove(id);
+        }
+        idle
+    }
+
+    /// Forgets the sessions `connection` opened (it is gone); returns their ids, to be closed.
+    pub(super) fn take_of(&self, connection: &str) -> Vec<String> {
+        let mut open = lock(&self.open);
+        let mine: Vec<String> = open
+            .iter()
+            .filter(|(_, o)| o.connection == connection)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &mine {
+            open.remove(id);
+        }
+        mine
+    }
+
+    fn set_busy(&self, id: &str, busy: bool) {
+        if let Some(opened) = lock(&self.open).get_mut(id) {
+            opened.busy = busy;
+            opened.used = Instant::now();
+        }
+    }
+}
+
+/// Closes the sessions `ids` of `troupe` in the background.
+pub(super) fn close_sessions(troupe: &Troupe, ids: Vec<String>) {
+    if ids.is_empty() {
+        return;
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let troupe = troupe.clone();
+    runtime.spawn(async move {
+        for id in ids {
+            if let Err(error) = troupe.close_session(&id).await {
+                tracing::debug!(%error, session = %id, "mcp serve: an agent session could not be closed");
+            }
+        }
+    });
 }
 
 /// Checks that every name in `agents` is a profile of `troupe`.
@@ -113,13 +192,35 @@ impl Shared {
                 return fail("`session` must be the session id an earlier answer gave".into());
             }
         };
+        close_sessions(troupe, self.agents.take_idle());
         let handle = match session {
             Some(id) => {
-                let opened_for = lock(&self.agents.open).get(&id).cloned();
-                if opened_for.as_deref() != Some(profile) {
-                    return fail(format!(
-                        "there is no open {profile} session {id:?} here; leave `session` out to start one"
-                    ));
+                let refusal = match lock(&self.agents.open).get_mut(&id) {
+                    None => Some(format!(
+                        "there is no open {profile} session {id:?} here (sessions idle for {} \
+                         minutes are closed); leave `session` out to start one",
+                        IDLE_TTL.as_secs() / 60
+                    )),
+                    Some(o) if o.connection != connection => Some(format!(
+                        "session {id:?} belongs to another client connection and only that one \
+                         may continue it; leave `session` out to start one of your own"
+                    )),
+                    Some(o) if o.profile != profile => Some(format!(
+                        "session {id:?} is a {} session, not a {profile} one; call run_{} to \
+                         continue it, or leave `session` out to start a {profile} one",
+                        o.profile, o.profile
+                    )),
+                    Some(o) if o.busy => Some(format!(
+                        "session {id:?} is still answering an earlier call; wait for that answer, \
+                         then continue it"
+                    )),
+                    Some(o) => {
+                        o.busy = true;
+                        None
+                    }
+                };
+                if let Some(refusal) = refusal {
+                    return fail(refusal);
                 }
                 match troupe.session(&id) {
                     Ok(handle) => handle,
@@ -134,17 +235,28 @@ impl Shared {
                 .await
             {
                 Ok(handle) => {
-                    lock(&self.agents.open).insert(handle.id().to_string(), profile.to_string());
+                    lock(&self.agents.open).insert(
+                        handle.id().to_string(),
+                        Opened {
+                            profile: profile.to_string(),
+                            connection: connection.to_string(),
+                            busy: true,
+                            used: Instant::now(),
+                        },
+                    );
                     handle
                 }
                 Err(e) => return fail(format!("the {profile} agent could not start: {e}")),
             },
         };
-        // Its flagged calls go to the same person as the connection's own.
+        // Its flagged calls go to the person of the connection running this turn, for this
+        // turn only.
         if let Some(peer) = self.askers.peer(connection) {
             self.askers.add(handle.id(), peer);
         }
         let outcome = run_turn(&handle, prompt, cancel, progress).await;
+        self.askers.remove(handle.id());
+        self.agents.set_busy(handle.id(), false);
         match outcome {
             Err(e) => fail(format!("the {profile} agent's turn failed: {e}")),
             Ok(outcome) => {
@@ -195,9 +307,16 @@ async fn run_turn(
     let mut step = 0.0_f64;
     let mut stopped = false;
     let mut listening = true;
+    let cap = tokio::time::sleep(TURN_CAP);
+    tokio::pin!(cap);
     loop {
         let note = tokio::select! {
             outcome = &mut turn => return outcome,
+            _ = &mut cap, if !stopped => {
+                tracing::warn!("mcp serve: an agent's turn ran past {} s; stopping it", TURN_CAP.as_secs());
+                cancel.cancel();
+                continue;
+            }
             _ = cancel.cancelled(), if !stopped => {
                 stopped = true;
                 if let Err(error) = handle.stop(true).await {
@@ -227,8 +346,10 @@ async fn run_turn(
             step += 1.0;
             let param =
                 ProgressNotificationParam::new(progress.token.clone(), step).with_message(note);
+            // The client is gone: nobody will read the answer, so the turn stops.
             if let Err(error) = progress.peer.notify_progress(param).await {
-                tracing::debug!(%error, "mcp serve: could not send progress; the turn goes on");
+                tracing::debug!(%error, "mcp serve: could not send progress; stopping the turn");
+                cancel.cancel();
             }
         }
     }

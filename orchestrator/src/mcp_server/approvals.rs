@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rmcp::service::ElicitationError;
 use rmcp::{Peer, RoleServer, schemars};
@@ -41,11 +42,12 @@ impl Askers {
 }
 
 /// The form a client shows its person: flat, of primitive fields, as elicitation requires.
+/// Only this call is decided: a standing "allow" would reach past this connection (the
+/// supervisor's allow list is the whole troupe's), so the form offers none.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct Answer {
-    /// once: run this call; session: allow this tool for this connection; always: allow it
-    /// from now on; deny: refuse the call.
-    #[schemars(extend("enum" = ["once", "session", "always", "deny"]))]
+    /// once: run this call; deny: refuse it.
+    #[schemars(extend("enum" = ["once", "deny"]))]
     decision: String,
     /// Why, when denying (the caller reads it).
     #[serde(default)]
@@ -55,7 +57,12 @@ struct Answer {
 rmcp::elicit_safe!(Answer);
 
 /// Answers every approval request of the troupe until it closes (see the module doc).
-pub(super) async fn answer_all(troupe: Troupe, askers: Arc<Askers>, unattended: UnattendedPolicy) {
+pub(super) async fn answer_all(
+    troupe: Troupe,
+    askers: Arc<Askers>,
+    unattended: UnattendedPolicy,
+    timeout: Duration,
+) {
     let mut requests = match troupe.approvals().await {
         Ok(requests) => requests,
         Err(error) => {
@@ -73,7 +80,7 @@ pub(super) async fn answer_all(troupe: Troupe, askers: Arc<Askers>, unattended: 
                 .cloned()
                 .unwrap_or_else(|| pending.session_id.clone());
             let choice = match askers.peer(&root) {
-                Some(peer) => ask(&peer, &pending).await,
+                Some(peer) => ask(&peer, &pending, timeout).await,
                 None => nobody_to_ask(&pending, unattended),
             };
             if let Err(error) = troupe.answer(&pending.request_id, choice).await {
@@ -102,24 +109,38 @@ fn nobody_to_ask(pending: &PendingApproval, unattended: UnattendedPolicy) -> App
 }
 
 /// Asks the client's person about `pending`; anything but a clear yes is a no.
-async fn ask(peer: &Peer<RoleServer>, pending: &PendingApproval) -> ApprovalChoice {
+/// A question left unanswered for `timeout` (approvals.timeout) is a no.
+async fn ask(
+    peer: &Peer<RoleServer>,
+    pending: &PendingApproval,
+    timeout: Duration,
+) -> ApprovalChoice {
     let arguments = serde_json::Value::Object(pending.arguments.clone()).to_string();
     let shown: String = arguments.chars().take(1000).collect();
     let message = format!(
-        "troupe asks before running {tool}: {reason}.\nArguments: {shown}\nChoose once, session, \
-         always or deny.",
+        "troupe asks before running {tool}: {reason}.\nArguments: {shown}\nChoose once (run \
+         this call) or deny; you will be asked again next time.",
         tool = pending.tool,
         reason = pending.reason
     );
-    match peer.elicit::<Answer>(message).await {
+    let Ok(answer) = tokio::time::timeout(timeout, peer.elicit::<Answer>(message)).await else {
+        return deny(
+            pending,
+            &format!("did not answer within {} s", timeout.as_secs()),
+        );
+    };
+    match answer {
         Ok(Some(Answer { decision, reason })) => match decision.trim() {
             "once" => ApprovalChoice::Once,
-            "session" => ApprovalChoice::Session,
-            "always" => ApprovalChoice::Always,
-            _ if reason.trim().is_empty() => deny(pending, "denied the call"),
-            _ => ApprovalChoice::Deny {
+            "deny" if !reason.trim().is_empty() => ApprovalChoice::Deny {
                 reason: Some(reason),
             },
+            "deny" => deny(pending, "denied the call"),
+            // Anything the form does not offer ("always", say) is not a yes.
+            other => deny(
+                pending,
+                &format!("answered {:?}, which is not once", visible(other)),
+            ),
         },
         Ok(None) | Err(ElicitationError::NoContent) => deny(pending, "gave no answer"),
         Err(ElicitationError::UserDeclined) => deny(pending, "declined"),
@@ -129,6 +150,15 @@ async fn ask(peer: &Peer<RoleServer>, pending: &PendingApproval) -> ApprovalChoi
             deny(pending, "could not be reached")
         }
     }
+}
+
+/// At most 40 characters of a client's answer, for a message.
+fn visible(answer: &str) -> String {
+    answer
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(40)
+        .collect()
 }
 
 fn deny(pending: &PendingApproval, what: &str) -> ApprovalChoice {
@@ -156,6 +186,11 @@ mod tests {
         let text = serde_json::to_string(&schema).unwrap();
         assert!(
             text.contains("\"deny\"") && text.contains("\"once\""),
+            "{text}"
+        );
+        // Nothing the server would not honour for this connection alone.
+        assert!(
+            !text.contains("\"always\"") && !text.contains("\"session\""),
             "{text}"
         );
     }

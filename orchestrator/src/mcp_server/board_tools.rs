@@ -17,9 +17,11 @@ use crate::kanban_api::Kanban;
 /// The toolset name a client asks for.
 pub(crate) const TOOLSET: &str = "kanban";
 /// How long `kanban_follow` waits when not told.
-const FOLLOW_DEFAULT: Duration = Duration::from_secs(600);
-/// The longest `kanban_follow` waits.
-const FOLLOW_MAX: Duration = Duration::from_secs(3600);
+const FOLLOW_DEFAULT: Duration = Duration::from_secs(300);
+/// The longest `kanban_follow` waits: under the runner's deadline for one call
+/// ([`troupe_actors::tool_runner::DEFAULT_BATCH_DEADLINE`], 420 s), so the follow answers with
+/// the task as it stands instead of being cut off.
+const FOLLOW_MAX: Duration = Duration::from_secs(400);
 /// How often `kanban_follow` looks at the task.
 const FOLLOW_POLL: Duration = Duration::from_millis(250);
 /// Most tasks `kanban_list` returns.
@@ -117,8 +119,8 @@ pub(crate) fn board_tools(kanban: Kanban, slug: BoardSlug) -> Vec<ToolDef> {
         tool(
             &board,
             "kanban_follow",
-            "Wait until a task is done, blocked or archived (or timeout_seconds pass, 600 by \
-             default, at most 3600) and return it with its result. Reports progress while it \
+            "Wait until a task is done, blocked or archived (or timeout_seconds pass, 300 by \
+             default, at most 400; call again to wait longer) and return it with its result. Reports progress while it \
              waits; cancel the call to stop waiting (the task goes on).",
             json!({"type": "object", "properties": {
                 "id": {"type": "string"},
@@ -297,6 +299,24 @@ fn comment(
     })
 }
 
+/// How long `kanban_follow` waits for `timeout_seconds` (absent: the default; at most
+/// [`FOLLOW_MAX`]).
+fn follow_limit(timeout_seconds: Option<&Value>) -> Result<Duration, String> {
+    match timeout_seconds.filter(|v| !v.is_null()) {
+        None => Ok(FOLLOW_DEFAULT),
+        Some(v) => match v.as_f64() {
+            // Clamped before the conversion, which panics on huge values.
+            Some(s) if s > 0.0 && s.is_finite() => {
+                Ok(Duration::from_secs_f64(s.min(FOLLOW_MAX.as_secs_f64())))
+            }
+            _ => Err(format!(
+                "`timeout_seconds` must be a positive number of seconds, at most {}, e.g. 300",
+                FOLLOW_MAX.as_secs()
+            )),
+        },
+    }
+}
+
 fn follow(
     board: Arc<Board>,
     arguments: Map<String, Value>,
@@ -304,13 +324,7 @@ fn follow(
 ) -> futures::future::BoxFuture<'static, Result<Value, String>> {
     Box::pin(async move {
         let id = task_id(&arguments)?;
-        let limit = match arguments.get("timeout_seconds").filter(|v| !v.is_null()) {
-            None => FOLLOW_DEFAULT,
-            Some(v) => match v.as_f64() {
-                Some(s) if s > 0.0 && s.is_finite() => Duration::from_secs_f64(s).min(FOLLOW_MAX),
-                _ => return Err("`timeout_seconds` must be a positive number, e.g. 300".into()),
-            },
-        };
+        let limit = follow_limit(arguments.get("timeout_seconds"))?;
         let started = tokio::time::Instant::now();
         let mut seen = Vec::new();
         loop {
@@ -416,5 +430,23 @@ mod tests {
         let value = followed.structured.unwrap();
         assert_eq!(value["settled"], json!(false), "{value}");
         assert_eq!(value["task"]["status"], json!("ready"), "{value}");
+    }
+
+    #[test]
+    fn a_follow_waits_within_the_runners_deadline_whatever_it_is_asked() {
+        let deadline = troupe_actors::tool_runner::DEFAULT_BATCH_DEADLINE;
+        assert!(follow_limit(None).unwrap() < deadline);
+        for huge in [json!(1e30), json!(f64::MAX), json!(u64::MAX)] {
+            let limit = follow_limit(Some(&huge)).unwrap();
+            assert_eq!(limit, FOLLOW_MAX, "{huge}");
+            assert!(limit < deadline);
+        }
+        assert_eq!(
+            follow_limit(Some(&json!(2.5))).unwrap(),
+            Duration::from_millis(2500)
+        );
+        for bad in [json!(0), json!(-3), json!("soon")] {
+            assert!(follow_limit(Some(&bad)).is_err(), "{bad}");
+        }
     }
 }

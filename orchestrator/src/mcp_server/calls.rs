@@ -3,7 +3,7 @@
 //! session), the approval rules and their supervisor, the built-in tools' danger checks and
 //! confinement, events and traces all apply. The client's cancellation
 //! token is the call's token (a cancelled call stops its process); a call that outlasts
-//! [`PROGRESS_EVERY`] reports MCP progress while it runs.
+//! [`PROGRESS_EVERY`] reports MCP progress while it runs, and stops when that cannot be sent.
 
 use std::time::Duration;
 
@@ -68,7 +68,7 @@ impl Shared {
             hooks: self.runtime.troupe().hooks().clone(),
             supervisor: self.supervisor.clone(),
             events: self.events.clone(),
-            token: cancel,
+            token: cancel.clone(),
             drain: CancellationToken::new(),
             trace: trace.clone(),
             journal: None,
@@ -93,7 +93,7 @@ impl Shared {
         });
         let result = match progress {
             None => running.await,
-            Some(progress) => with_progress(running, &underlying, progress).await,
+            Some(progress) => with_progress(running, &underlying, progress, &cancel).await,
         };
         if result.is_error {
             trace.fail("the call ended with an error");
@@ -103,11 +103,14 @@ impl Shared {
     }
 }
 
-/// Awaits `running`, telling the client every [`PROGRESS_EVERY`] that `tool` still runs.
+/// Awaits `running`, telling the client every [`PROGRESS_EVERY`] that `tool` still runs. When
+/// progress can no longer be sent the client is gone (an HTTP client that hung up without
+/// cancelling), so `cancel` fires and the call stops rather than run on for nobody.
 async fn with_progress(
     running: futures::future::BoxFuture<'static, ToolResult>,
     tool: &str,
     progress: Progress,
+    cancel: &CancellationToken,
 ) -> ToolResult {
     let started = tokio::time::Instant::now();
     let mut ticks = tokio::time::interval_at(started + PROGRESS_EVERY, PROGRESS_EVERY);
@@ -120,7 +123,8 @@ async fn with_progress(
                 let param = ProgressNotificationParam::new(progress.token.clone(), seconds)
                     .with_message(format!("{tool} has run for {seconds:.0} s"));
                 if let Err(error) = progress.peer.notify_progress(param).await {
-                    tracing::debug!(%error, "could not send progress; the call goes on");
+                    tracing::debug!(%error, "could not send progress; stopping the call");
+                    cancel.cancel();
                 }
             }
         }

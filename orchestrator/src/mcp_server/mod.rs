@@ -42,7 +42,9 @@ use troupe_actors::events::EventSink;
 use troupe_actors::supervisor::Supervisor;
 use troupe_actors::tool_runner::{RunnerLimits, ToolRunner};
 use troupe_tools::sync::lock;
-use troupe_tools::{ToolResult, ToolSearchConfig, ToolsetView, bridge};
+use troupe_tools::{
+    ToolDef, ToolKind, ToolResult, ToolSearchConfig, ToolsetView, ViewSpec, bridge,
+};
 
 use crate::runtime::Runtime;
 
@@ -84,7 +86,7 @@ struct Shared {
     /// Profiles offered as agents.
     agent_names: Vec<String>,
     /// The sessions agent tools opened.
-    agents: agents::AgentSessions,
+    agents: Arc<agents::AgentSessions>,
 }
 
 impl McpServer {
@@ -93,14 +95,21 @@ impl McpServer {
         runtime: Runtime,
         options: ServeOptions,
     ) -> Result<McpServer, String> {
-        let bridge = runtime.view(None).map_err(|e| e.to_string())?;
+        let bridge = bridged_only(runtime.view(None).map_err(|e| e.to_string())?)?;
         let direct = if options.toolsets.is_empty() {
             None
         } else {
+            // The config's `toolsets.disabled` and `toolsets.blocked_tools` hold here too.
+            let settings = &runtime.config().toolsets;
+            let spec = ViewSpec::all()
+                .without_toolsets(settings.disabled.iter().cloned())
+                .blocking(settings.blocked_tools.iter().cloned());
+            let view = runtime
+                .view(Some(&options.toolsets))
+                .map_err(|e| format!("--toolsets: {e}"))?;
             Some(
-                runtime
-                    .view(Some(&options.toolsets))
-                    .map_err(|e| format!("--toolsets: {e}"))?,
+                view.narrow(spec)
+                    .map_err(|e| format!("--toolsets with the config's toolsets settings: {e}"))?,
             )
         };
         let troupe = runtime.troupe().clone();
@@ -114,6 +123,7 @@ impl McpServer {
             troupe.clone(),
             Arc::clone(&askers),
             runtime.config().approvals.unattended,
+            runtime.config().approvals.timeout,
         ));
         let shared = Shared {
             supervisor,
@@ -124,7 +134,7 @@ impl McpServer {
             direct: Mutex::new(direct),
             askers,
             agent_names: options.agents,
-            agents: agents::AgentSessions::default(),
+            agents: Arc::default(),
             runtime,
         };
         Ok(McpServer {
@@ -139,7 +149,10 @@ impl McpServer {
             connection: Arc::new(Connection {
                 session_id: format!("mcp-{}", uuid::Uuid::now_v7().simple()),
                 closed: CancellationToken::new(),
+                watching: std::sync::atomic::AtomicBool::new(false),
                 askers: Arc::clone(&self.shared.askers),
+                agents: Arc::clone(&self.shared.agents),
+                troupe: self.shared.runtime.troupe().clone(),
             }),
         }
     }
@@ -150,13 +163,19 @@ struct Connection {
     session_id: String,
     /// Fires when the connection's handler is dropped: its watchers stop.
     closed: CancellationToken,
+    /// `notifications/initialized` was handled (a client that sends it twice gets one watcher).
+    watching: std::sync::atomic::AtomicBool,
     askers: Arc<approvals::Askers>,
+    /// The agent sessions of the server, of which this connection's close with it.
+    agents: Arc<agents::AgentSessions>,
+    troupe: crate::api::Troupe,
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
         self.closed.cancel();
         self.askers.remove(&self.session_id);
+        agents::close_sessions(&self.troupe, self.agents.take_of(&self.session_id));
     }
 }
 
@@ -191,6 +210,33 @@ impl Shared {
             self.runtime.wait_mcp_ready(STARTING_SOURCES_WAIT).await;
         }
     }
+}
+
+/// Whether the bridge reaches `def`: MCP servers', plugins' and connectors' tools only. The
+/// built-in tools (and `session_search`) are offered only when `--toolsets` names them.
+fn bridged(def: &ToolDef) -> bool {
+    // Tools troupe adds in code are plugin-kind too; those of its own toolsets are not bridged.
+    let own = matches!(
+        def.toolset.as_deref(),
+        Some(crate::sessions::SESSION_SEARCH | board_tools::TOOLSET)
+    );
+    match def.kind {
+        ToolKind::Mcp | ToolKind::Connector => true,
+        ToolKind::Plugin => !own,
+        ToolKind::Core => false,
+    }
+}
+
+/// `view` without the tools the bridge does not reach (see [`bridged`]).
+fn bridged_only(view: ToolsetView) -> Result<ToolsetView, String> {
+    let others: Vec<String> = view
+        .tools()
+        .iter()
+        .filter(|def| !bridged(def))
+        .map(|def| def.name.clone())
+        .collect();
+    view.narrow(ViewSpec::all().blocking(others))
+        .map_err(|e| format!("cannot set up the bridge's tools: {e}"))
 }
 
 /// `tool_search` or `tool_describe` answered from `view`, as a session's lookup is.
@@ -257,6 +303,10 @@ impl ServerHandler for Front {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        use std::sync::atomic::Ordering;
+        if self.connection.watching.swap(true, Ordering::SeqCst) {
+            return;
+        }
         let peer = context.peer;
         let elicits = peer
             .peer_info()
@@ -321,9 +371,22 @@ impl ServerHandler for Front {
                 let view = shared.bridge_view();
                 let target = match bridge::resolve(&view, &shared.search, &Value::Object(arguments))
                 {
-                    Ok(resolved) => CallTarget::Tool {
-                        name: resolved.name,
-                        arguments: resolved.arguments,
+                    // Checked again against what the bridge offers, whatever resolved it.
+                    Ok(resolved) if view.get(&resolved.name).is_some_and(|d| bridged(d)) => {
+                        CallTarget::Tool {
+                            name: resolved.name,
+                            arguments: resolved.arguments,
+                        }
+                    }
+                    Ok(resolved) => CallTarget::Invalid {
+                        name: "tool_call".to_string(),
+                        result: ToolResult::error_json(serde_json::json!({"error": format!(
+                            "{:?} is not offered through tool_call, which reaches the tools of \
+                             MCP servers, plugins and connectors; find those with tool_search. \
+                             Built-in tools are offered directly when the server runs with \
+                             --toolsets",
+                            resolved.name
+                        )})),
                     },
                     // Still a call with its slot, hooks and events, as a session's is.
                     Err(error) => CallTarget::Invalid {

@@ -46,6 +46,7 @@ pub(crate) async fn serve_http(
     server: McpServer,
     listener: tokio::net::TcpListener,
     token: String,
+    extra_hosts: Vec<String>,
     stop: CancellationToken,
 ) -> Result<(), String> {
     let local = listener
@@ -53,7 +54,9 @@ pub(crate) async fn serve_http(
         .map_err(|e| format!("cannot read the listening address: {e}"))?;
     let mut config = StreamableHttpServerConfig::default();
     config.cancellation_token = stop.child_token();
-    config.allowed_hosts = allowed_hosts(local);
+    let mut hosts = allowed_hosts(local);
+    hosts.extend(extra_hosts);
+    config.allowed_hosts = hosts;
     let server = Arc::new(server);
     let service = StreamableHttpService::new(
         move || Ok(server.connection()),
@@ -70,13 +73,31 @@ pub(crate) async fn serve_http(
 }
 
 /// Host headers the endpoint answers: the listening address, and `localhost` on loopback
-/// (anything else may be a DNS-rebinding page).
+/// (anything else may be a DNS-rebinding page); `--allowed-host` adds the names a server bound
+/// elsewhere is reached by.
 fn allowed_hosts(local: SocketAddr) -> Vec<String> {
     let mut hosts = vec![local.ip().to_string()];
     if local.ip().is_loopback() {
         hosts.extend(["localhost", "127.0.0.1", "::1"].map(String::from));
     }
     hosts
+}
+
+/// Checks an `--allowed-host` value: a host name or address, optionally with `:port`.
+pub(crate) fn check_allowed_host(host: &str) -> Result<String, String> {
+    let host = host.trim();
+    let fine = !host.is_empty()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'));
+    if fine {
+        Ok(host.to_ascii_lowercase())
+    } else {
+        Err(format!(
+            "--allowed-host {host:?}: give the host name (or address) clients put in the URL, \
+             optionally with :PORT, e.g. --allowed-host troupe.example.org"
+        ))
+    }
 }
 
 /// Refuses every request without the server's token.

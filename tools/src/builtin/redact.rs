@@ -213,13 +213,17 @@ pub fn mask_own_secrets(text: &str) -> std::borrow::Cow<'_, str> {
     OwnSecrets::current().redact(text)
 }
 
-/// Masks troupe's own secrets in every text part of `result` (see [`mask_own_secrets`]): the
-/// tool runner does this for every tool, so no tool (a file read, an MCP server's answer) hands
-/// one of troupe's keys to the model, a hook, a trace or the session store.
+/// Masks troupe's own secrets in every text part of `result` and in every string (value or key)
+/// of its structured output (see [`mask_own_secrets`]): the tool runner does this for every
+/// tool, so no tool (a file read, an MCP server's answer) hands one of troupe's keys to the
+/// model, a hook, a trace, the session store or an MCP client reading `structuredContent`.
 pub fn mask_own_secrets_in(result: &mut crate::tool::ToolResult) {
     let own = OwnSecrets::current();
     if own.pattern.is_none() {
         return;
+    }
+    if let Some(structured) = result.structured.as_mut() {
+        mask_own_secrets_in_json(&own, structured);
     }
     for part in &mut result.content {
         let text = match part {
@@ -232,6 +236,39 @@ pub fn mask_own_secrets_in(result: &mut crate::tool::ToolResult) {
         if let std::borrow::Cow::Owned(masked) = own.redact(text) {
             *text = masked;
         }
+    }
+}
+
+/// Masks `own` in every string of `value`, object keys included (a secret may be a key).
+fn mask_own_secrets_in_json(own: &OwnSecrets, value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::String(text) => {
+            if let std::borrow::Cow::Owned(masked) = own.redact(text) {
+                *text = masked;
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                mask_own_secrets_in_json(own, item);
+            }
+        }
+        Value::Object(map) => {
+            let needs_new_keys = map
+                .keys()
+                .any(|key| matches!(own.redact(key), std::borrow::Cow::Owned(_)));
+            if needs_new_keys {
+                let old = std::mem::take(map);
+                for (key, item) in old {
+                    let key = own.redact(&key).into_owned();
+                    map.insert(key, item);
+                }
+            }
+            for item in map.values_mut() {
+                mask_own_secrets_in_json(own, item);
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
 }
 
@@ -450,6 +487,28 @@ mod tests {
             format!("x {OWN_SECRET_MASK} y {OWN_SECRET_MASK}")
         );
         assert!(!format!("{own:?}").contains(secret));
+    }
+
+    #[test]
+    fn own_secrets_are_masked_in_structured_output_too() {
+        let secret = "own-secret-for-the-structured-test-5151";
+        remember_secret(secret);
+        let value = serde_json::json!({
+            "content": format!("line {secret} end"),
+            "nested": [{"deep": secret}, 7, null],
+            secret: "a key that is a secret",
+        });
+        let mut result = crate::tool::ToolResult::json(value);
+        mask_own_secrets_in(&mut result);
+        let structured = result.structured.clone().unwrap().to_string();
+        assert!(!structured.contains(secret), "{structured}");
+        assert!(structured.contains(OWN_SECRET_MASK), "{structured}");
+        assert!(
+            structured.contains("a key that is a secret"),
+            "{structured}"
+        );
+        assert!(structured.contains('7'), "{structured}");
+        assert!(!result.to_model_text().contains(secret));
     }
 
     #[test]

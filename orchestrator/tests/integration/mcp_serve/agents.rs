@@ -185,3 +185,93 @@ async fn a_cancelled_run_stops_the_agents_turn_and_its_command() {
         "{progress:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_session_is_its_connections_alone() {
+    if !servers_available("mcp_serve agent sessions per connection") {
+        return;
+    }
+    let fx = TroupeDir::new(YAML, SCRIPT).await;
+    let home = fx.home().to_path_buf();
+    let TroupeDir { dir, model, .. } = fx;
+    let world = World::in_dir(dir, &home);
+    let server = world.http(&["--agent", "helper", "--agent", "other"]).await;
+    let target = server.target(super::TOKEN);
+    let session_file = world.path().join("session-id");
+    let done_file = world.path().join("done");
+    let (session_file_s, done_file_s) = (
+        session_file.display().to_string(),
+        done_file.display().to_string(),
+    );
+    let holder_env = [
+        ("TROUPE_TOOL", "run_helper"),
+        ("TROUPE_OTHER_TOOL", "run_other"),
+        ("TROUPE_PROMPT", "FIRST-QUESTION: what does the tool say?"),
+        ("TROUPE_PROMPT2", "SECOND-QUESTION: and now?"),
+        ("TROUPE_SESSION_FILE", session_file_s.as_str()),
+        ("TROUPE_DONE_FILE", done_file_s.as_str()),
+    ];
+    // While the first client holds its connection open, a second one tries its session.
+    let intruder = async {
+        let mut id = String::new();
+        for _ in 0..900 {
+            if let Ok(read) = std::fs::read_to_string(&session_file) {
+                id = read;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert!(!id.is_empty(), "the first client never opened a session");
+        let seen = world
+            .client(
+                "agent_continue",
+                &target,
+                &[
+                    ("TROUPE_TOOL", "run_helper"),
+                    ("TROUPE_SESSION", id.as_str()),
+                ],
+            )
+            .await;
+        std::fs::write(&done_file, "").unwrap();
+        seen
+    };
+    let (holder, intruder) =
+        tokio::join!(world.client("agent_hold", &target, &holder_env), intruder);
+
+    assert_eq!(holder["first"]["is_error"], json!(false), "{holder}");
+    assert_eq!(holder["waited"], json!(true), "{holder}");
+    assert_eq!(intruder["is_error"], json!(true), "{intruder}");
+    assert!(
+        intruder["text"]
+            .as_str()
+            .unwrap()
+            .contains("belongs to another client connection"),
+        "{intruder}"
+    );
+    // Its own connection still continues it, and another profile's tool cannot take it over.
+    assert_eq!(holder["second"]["is_error"], json!(false), "{holder}");
+    assert!(
+        holder["second"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("ANSWER-TWO"),
+        "{holder}"
+    );
+    let other = &holder["other_profile"];
+    assert_eq!(other["is_error"], json!(true), "{other}");
+    assert!(
+        other["text"]
+            .as_str()
+            .unwrap()
+            .contains("is a helper session"),
+        "{other}"
+    );
+    // The intruder's prompt never reached the model.
+    assert!(
+        !model
+            .requests()
+            .iter()
+            .any(|r| r.body.to_string().contains("let me in")),
+        "the second client's prompt ran in the first one's session"
+    );
+}

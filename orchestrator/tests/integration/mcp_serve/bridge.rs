@@ -149,7 +149,7 @@ echo "{\"decision\": \"deny\", \"reason\": \"the guard refuses $tool (called as 
     let config = world.path().join("troupe.yaml");
     let mut yaml = std::fs::read_to_string(&config).unwrap();
     yaml.push_str(&format!(
-        "hooks:\n  pre_tool_call: {{command: \"{}\", timeout: 5s, tools: [mcp_everything_get-sum]}}\n",
+        "hooks:\n  pre_tool_call: {{command: \"{}\", timeout: 5s, tools: [mcp_everything_get-sum, terminal]}}\n",
         hook.display()
     ));
     std::fs::write(&config, yaml).unwrap();
@@ -171,6 +171,26 @@ echo "{\"decision\": \"deny\", \"reason\": \"the guard refuses $tool (called as 
         "{text}"
     );
     assert!(!text.contains("42"), "the sum ran: {text}");
+
+    // A denied call with a side effect leaves none: the command was never started.
+    let touched = world.path().join("touched-despite-the-hook");
+    let args = json!({"command": format!("touch '{}'", touched.display())}).to_string();
+    let denied = world
+        .stdio(
+            "direct",
+            &["--toolsets", "core"],
+            &[("TROUPE_TOOL", "terminal"), ("TROUPE_ARGS", args.as_str())],
+        )
+        .await;
+    assert_eq!(denied["is_error"], json!(true), "{denied}");
+    assert!(
+        denied["text"]
+            .as_str()
+            .unwrap()
+            .contains("the guard refuses terminal"),
+        "{denied}"
+    );
+    assert!(!touched.exists(), "the denied command ran");
 
     // Another tool of the same server passes the hook untouched.
     let echoed = world
@@ -213,6 +233,21 @@ async fn approvals_are_asked_through_elicitation_and_refused_when_nobody_can_ans
     assert!(yes["text"].as_str().unwrap().contains("approved"), "{yes}");
     let asked = yes["asked"][0].as_str().unwrap_or_default();
     assert!(asked.contains("mcp_everything_echo"), "{yes}");
+    // The form decides this call only: nothing that would outlive it is offered ...
+    assert_eq!(yes["offered"], json!(["once", "deny"]), "{yes}");
+    // ... and an answer outside it is a no, not a standing allow for every connection.
+    let always = world
+        .stdio(
+            "call",
+            &[],
+            &[echo[0], echo[1], ("TROUPE_ELICIT", "always")],
+        )
+        .await;
+    assert_eq!(always["is_error"], json!(true), "{always}");
+    assert!(
+        always["text"].as_str().unwrap().contains("\"always\""),
+        "{always}"
+    );
 
     let no = world
         .stdio("call", &[], &[echo[0], echo[1], ("TROUPE_ELICIT", "deny")])
@@ -230,18 +265,17 @@ async fn approvals_are_asked_through_elicitation_and_refused_when_nobody_can_ans
     );
     assert!(!text.contains("Echo: approved"), "{text}");
 
-    // Over HTTP each request is asked of the connection that made it: one client answers,
-    // another (without elicitation) on the same server is refused.
+    // Over HTTP each request is asked of the connection that made it: of two clients calling
+    // at the same time, one answers and is served, the other (without elicitation) is refused.
     let server = world.http(&[]).await;
-    let yes = world
-        .client(
-            "call",
-            &server.target(TOKEN),
-            &[echo[0], echo[1], ("TROUPE_ELICIT", "once")],
-        )
-        .await;
+    let target = server.target(TOKEN);
+    let answering = [echo[0], echo[1], ("TROUPE_ELICIT", "once")];
+    let (yes, nobody) = tokio::join!(
+        world.client("call", &target, &answering),
+        world.client("call", &target, &echo),
+    );
     assert_eq!(yes["is_error"], json!(false), "{yes}");
-    let nobody = world.client("call", &server.target(TOKEN), &echo).await;
+    assert_eq!(yes["asked"].as_array().map(Vec::len), Some(1), "{yes}");
     assert_eq!(nobody["is_error"], json!(true), "{nobody}");
     assert!(
         nobody["text"].as_str().unwrap().contains("elicitation"),
@@ -312,4 +346,98 @@ async fn list_changed_arrives_when_a_server_that_started_late_brings_its_tools()
     let after = seen["search_after"].as_str().unwrap();
     assert!(!before.contains("mcp_late_get_current_time"), "{before}");
     assert!(after.contains("mcp_late_get_current_time"), "{after}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_call_reaches_no_built_in_tool_even_when_search_defers_it() {
+    let Some(world) = World::new(
+        "mcp_serve bridge scope",
+        "tool_search:\n  defer: [terminal, session_search]\ntoolsets:\n  enabled: [core, session_search, mcp-everything, mcp-time]\n",
+    ) else {
+        return;
+    };
+    let touched = world.path().join("touched-by-the-bridge");
+    let args = json!({"command": format!("touch '{}'", touched.display())}).to_string();
+    for (tool, args) in [
+        ("terminal", args.as_str()),
+        ("session_search", r#"{"query": "anything"}"#),
+    ] {
+        let seen = world
+            .stdio("call", &[], &[("TROUPE_TOOL", tool), ("TROUPE_ARGS", args)])
+            .await;
+        assert_eq!(seen["is_error"], json!(true), "{tool}: {seen}");
+        let text = seen["text"].as_str().unwrap();
+        assert!(
+            text.contains(tool) && text.contains("tool_search"),
+            "{tool}: {text}"
+        );
+    }
+    assert!(
+        !touched.exists(),
+        "the terminal command ran through the bridge"
+    );
+    // The servers' tools are still reached.
+    let echoed = world
+        .stdio(
+            "call",
+            &[],
+            &[
+                ("TROUPE_TOOL", "mcp_everything_echo"),
+                ("TROUPE_ARGS", r#"{"message": "still here"}"#),
+            ],
+        )
+        .await;
+    assert_eq!(echoed["is_error"], json!(false), "{echoed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn toolsets_on_request_keep_the_configs_blocked_tools_out() {
+    let Some(world) = World::new(
+        "mcp_serve toolsets blocked",
+        "toolsets:\n  blocked_tools: [terminal]\n",
+    ) else {
+        return;
+    };
+    let seen = world.stdio("list", &["--toolsets", "core"], &[]).await;
+    let tools = seen["tools"].as_array().unwrap();
+    assert!(tools.contains(&json!("read_file")), "{seen}");
+    assert!(
+        !tools.contains(&json!("terminal")),
+        "toolsets.blocked_tools names terminal: {seen}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_host_lets_a_server_answer_the_name_clients_use() {
+    let Some(world) = World::new("mcp_serve allowed host", "") else {
+        return;
+    };
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"}}});
+    let client = reqwest::Client::new();
+    let status_for = |url: String| {
+        let client = client.clone();
+        let initialize = initialize.clone();
+        async move {
+            client
+                .post(&url)
+                .header("Host", "troupe.example.org")
+                .header("Accept", "application/json, text/event-stream")
+                .bearer_auth(TOKEN)
+                .json(&initialize)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    // By default a foreign Host is refused (it may be a DNS-rebinding page) ...
+    let plain = world.http(&[]).await;
+    let refused = status_for(plain.url.clone()).await;
+    assert!(refused.is_client_error(), "{refused}");
+    // ... and answered once named.
+    let named = world.http(&["--allowed-host", "troupe.example.org"]).await;
+    let answered = status_for(named.url.clone()).await;
+    assert!(answered.is_success(), "{answered}");
 }

@@ -21,6 +21,7 @@
 mod agents;
 mod board;
 mod bridge;
+mod secrets;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
