@@ -285,7 +285,7 @@ impl Session {
                         Err(error) => return ToolResult::error(error),
                     };
                     let verdict =
-                        match ask_person(&supervisor, session_id, &question, &cancel).await {
+                        match ask_person(&supervisor, session_id, CLARIFY_TOOL, &question, &cancel).await {
                             Ok(verdict) => verdict,
                             Err(error) => {
                                 return ToolResult::error(format!(
@@ -334,7 +334,13 @@ impl Session {
                         return started;
                     };
                     let verdict =
-                        match ask_person(&supervisor, session_id.clone(), &question, &cancel).await
+                        match ask_person(
+                        &supervisor,
+                        session_id.clone(),
+                        MANAGE_CONNECTIONS,
+                        &question,
+                        &cancel,
+                    ).await
                         {
                             Ok(verdict) => verdict,
                             // The link still works: the model passes it on.
@@ -467,12 +473,14 @@ fn is_connect(arguments: &Map<String, Value>) -> bool {
 async fn ask_person(
     supervisor: &Addr<Supervisor>,
     session_id: String,
+    tool: &str,
     question: &Question,
     cancel: &CancellationToken,
 ) -> Result<Verdict, MailboxError> {
     let ticket = supervisor
         .send(AskQuestion {
             session_id,
+            tool: tool.to_string(),
             call_id: new_id(),
             question: question.clone(),
         })
