@@ -10,10 +10,10 @@ use std::sync::Arc;
 use actix::WeakAddr;
 use actix::prelude::*;
 use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
 use troupe_tools::bridge::ResolvedCall;
 use troupe_tools::bridge::tool_call::Resolution;
 use troupe_tools::text::json_kind;
-use tokio_util::sync::CancellationToken;
 use troupe_tools::{CallContext, ToolKind, ToolResult, ToolSearchConfig, ToolsetView, bridge};
 
 use super::Session;
@@ -284,15 +284,22 @@ impl Session {
                         Ok(question) => question,
                         Err(error) => return ToolResult::error(error),
                     };
-                    let verdict =
-                        match ask_person(&supervisor, session_id, CLARIFY_TOOL, &question, &cancel).await {
-                            Ok(verdict) => verdict,
-                            Err(error) => {
-                                return ToolResult::error(format!(
-                                    "The question could not be asked ({error}). Decide for yourself and say what you assumed."
-                                ));
-                            }
-                        };
+                    let verdict = match ask_person(
+                        &supervisor,
+                        session_id,
+                        CLARIFY_TOOL,
+                        &question,
+                        &cancel,
+                    )
+                    .await
+                    {
+                        Ok(verdict) => verdict,
+                        Err(error) => {
+                            return ToolResult::error(format!(
+                                "The question could not be asked ({error}). Decide for yourself and say what you assumed."
+                            ));
+                        }
+                    };
                     match verdict {
                         Verdict::Answered(answer) => question.answered(&answer),
                         Verdict::Denied(text) | Verdict::TimedOut(text) => ToolResult::text(text),
@@ -333,19 +340,19 @@ impl Session {
                     let Some((connector, question)) = connect_question(&started) else {
                         return started;
                     };
-                    let verdict =
-                        match ask_person(
+                    let verdict = match ask_person(
                         &supervisor,
                         session_id.clone(),
                         MANAGE_CONNECTIONS,
                         &question,
                         &cancel,
-                    ).await
-                        {
-                            Ok(verdict) => verdict,
-                            // The link still works: the model passes it on.
-                            Err(_) => return started,
-                        };
+                    )
+                    .await
+                    {
+                        Ok(verdict) => verdict,
+                        // The link still works: the model passes it on.
+                        Err(_) => return started,
+                    };
                     match verdict {
                         Verdict::Answered(answer) if answer == CONNECTED_CHOICE => {
                             let mut list = Map::new();
