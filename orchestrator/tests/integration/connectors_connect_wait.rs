@@ -51,10 +51,9 @@ fn tool_result(request: &troupe_actors::model::mock_server::RecordedRequest) -> 
         .unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_asks_with_the_link_and_a_connected_answer_returns_the_new_state() {
-    let connected = Arc::new(AtomicBool::new(false));
-    let gateway = gateway(Arc::clone(&connected));
+/// `troupe serve` with the gateway, a session whose scripted model connects gmail, and the
+/// question that call put in the queue.
+async fn serve_until_the_question(gateway: &MockGateway) -> (TroupeDir, Served, String, Value) {
     let yaml = format!(
         "model:\n  base_url: {{{{MODEL_URL}}}}\n  model: local-model\nkanban:\n  store: {{{{STORE}}}}\ntools:\n  connectors:\n    url: {}\n    token_env: {TOKEN_ENV}\n    timeout_s: 5\n",
         gateway.url
@@ -90,8 +89,24 @@ async fn serve_asks_with_the_link_and_a_connected_answer_returns_the_new_state()
         )
         .await;
     assert_eq!(status, 202);
-
     let question = served.pending_approval().await;
+    (dir, served, id, question)
+}
+
+async fn wait_for_second_request(dir: &TroupeDir) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while dir.model.requests().len() < 2 {
+        assert!(Instant::now() < deadline, "the turn did not go on");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    serde_json::from_str(&tool_result(&dir.model.requests()[1])).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_asks_with_the_link_and_a_connected_answer_returns_the_new_state() {
+    let connected = Arc::new(AtomicBool::new(false));
+    let gateway = gateway(Arc::clone(&connected));
+    let (dir, served, id, question) = serve_until_the_question(&gateway).await;
     assert_eq!(question["kind"], "question", "{question}");
     assert_eq!(question["tool"], "manage_connections");
     assert_eq!(question["session_id"], id.as_str());
@@ -117,17 +132,32 @@ async fn serve_asks_with_the_link_and_a_connected_answer_returns_the_new_state()
         .await;
     assert_eq!(status, 200, "{answered}");
 
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while dir.model.requests().len() < 2 {
-        assert!(Instant::now() < deadline, "the turn did not go on");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let result: Value = serde_json::from_str(&tool_result(&dir.model.requests()[1])).unwrap();
+    let result = wait_for_second_request(&dir).await;
     assert_eq!(result["connector"], "gmail", "{result}");
     assert_eq!(result["connected"], true, "{result}");
     // The state came from the gateway, read after the answer.
     assert_eq!(gateway.seen_at("connections").len(), 1);
     assert_eq!(gateway.seen_at("connections/gmail").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_a_skip_answer_returns_that_the_person_skipped() {
+    let gateway = gateway(Arc::new(AtomicBool::new(false)));
+    let (dir, served, _id, question) = serve_until_the_question(&gateway).await;
+    let request_id = question["request_id"].as_str().unwrap();
+    let (status, answered) = served
+        .call(
+            Method::POST,
+            &format!("/api/approvals/{request_id}"),
+            Some(json!({"choice": "answer", "answer": "2"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{answered}");
+    let result = wait_for_second_request(&dir).await;
+    assert_eq!(result["skipped"], true, "{result}");
+    assert_eq!(result["connected"], false, "{result}");
+    // A skip reads nothing more from the gateway.
+    assert_eq!(gateway.seen_at("connections").len(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

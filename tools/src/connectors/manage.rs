@@ -238,3 +238,45 @@ async fn list(connections: &Connections) -> ToolResult {
     }
     ToolResult::json(Value::Object(out))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_becomes_a_question_and_the_answer_is_checked_against_the_gateway() {
+        let started = ToolResult::json(
+            json!({"connector": "gmail", "connect_url": "https://c.example/g", "next": "…"}),
+        );
+        let (connector, question) = connect_question(&started).unwrap();
+        assert_eq!(connector, "gmail");
+        assert!(question.question.contains("https://c.example/g"));
+        assert_eq!(question.choices, [CONNECTED_CHOICE, SKIP_CHOICE]);
+        assert_eq!(question.read_answer("1").as_deref(), Some(CONNECTED_CHOICE));
+        assert_eq!(question.read_answer("later"), None);
+        // Errors and other actions ask nothing.
+        assert!(connect_question(&ToolResult::error("no gateway")).is_none());
+        assert!(connect_question(&ToolResult::json(json!({"connectors": []}))).is_none());
+
+        let listed = |connected: bool| {
+            ToolResult::json(json!({"connectors": [
+                {"name": "notion", "connected": true},
+                {"name": "gmail", "connected": connected, "connect_url": "https://c.example/g"},
+            ]}))
+        };
+        let done = connect_checked("gmail", &listed(true));
+        assert_eq!(done.structured.as_ref().unwrap()["connected"], true);
+        // Said connected too soon: the gateway's word wins, and the link comes back.
+        let early = connect_checked("gmail", &listed(false)).structured.unwrap();
+        assert_eq!(early["connected"], false);
+        assert_eq!(early["connect_url"], "https://c.example/g");
+        let unreadable = connect_checked(
+            "gmail",
+            &ToolResult::json(json!({"connectors_error": {"code": "unreachable"}})),
+        );
+        assert!(unreadable.is_error);
+        assert!(unreadable.to_model_text().contains("unreachable"));
+        let skipped = connect_skipped("gmail").structured.unwrap();
+        assert_eq!(skipped["skipped"], true);
+    }
+}
