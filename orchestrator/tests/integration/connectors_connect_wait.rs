@@ -1,7 +1,8 @@
 //! `manage_connections` connect waits on the person: over `troupe serve` the connect link goes
 //! into the approval queue as a question (connected / skip); answered "connected", the call
 //! reads the gateway's `/connections` again and the model gets the app's new state. Headless
-//! (`troupe chat -q`), with nobody to ask, the link comes back at once.
+//! (`troupe chat -q`), with nobody to ask, the link comes back at once. A skip is reported as
+//! one, and a stop withdraws the question.
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -211,4 +212,33 @@ async fn headless_chat_returns_the_link_at_once() {
     // Nothing was re-checked: nobody said it was connected.
     assert_eq!(gateway.seen_at("connections").len(), 0);
     assert_eq!(gateway.seen_at("connections/gmail").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_withdraws_the_connect_question() {
+    let gateway = gateway(Arc::new(AtomicBool::new(false)));
+    let (_dir, served, id, question) = serve_until_the_question(&gateway).await;
+    let (status, _) = served
+        .call(Method::POST, &format!("/api/sessions/{id}/stop"), None)
+        .await;
+    assert_eq!(status, 200);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, all) = served.call(Method::GET, "/api/approvals", None).await;
+        if all["approvals"].as_array().is_some_and(Vec::is_empty) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the question stayed: {all}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let request_id = question["request_id"].as_str().unwrap();
+    let (status, _) = served
+        .call(
+            Method::POST,
+            &format!("/api/approvals/{request_id}"),
+            Some(json!({"choice": "answer", "answer": "connected"})),
+        )
+        .await;
+    assert_eq!(status, 404);
+    assert_eq!(gateway.seen_at("connections").len(), 0);
 }
