@@ -10,16 +10,21 @@ use std::sync::Arc;
 use actix::WeakAddr;
 use actix::prelude::*;
 use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
 use troupe_tools::bridge::ResolvedCall;
 use troupe_tools::bridge::tool_call::Resolution;
 use troupe_tools::text::json_kind;
-use troupe_tools::{ToolResult, ToolSearchConfig, ToolsetView, bridge};
+use troupe_tools::{CallContext, ToolKind, ToolResult, ToolSearchConfig, ToolsetView, bridge};
 
 use super::Session;
 use crate::call::{CallEntry, CallTarget, new_id};
 use crate::events::EventKind;
-use crate::supervisor::{AskQuestion, Ticket, Verdict, WithdrawApproval};
+use crate::supervisor::{AskQuestion, Supervisor, Ticket, Verdict, WithdrawApproval};
 use troupe_tools::clarify::{CLARIFY_TOOL, Question};
+use troupe_tools::connectors::manage::{
+    CONNECTED_CHOICE, SKIP_CHOICE, connect_checked, connect_question, connect_skipped,
+};
+use troupe_tools::deferral::MANAGE_CONNECTIONS;
 use troupe_tools::memory::MEMORY_TOOL;
 use troupe_tools::todo::TODO_TOOL;
 
@@ -239,6 +244,11 @@ impl Session {
                 self.clarify_target(name, arguments)
             }
             Route::Tool(ResolvedCall { name, arguments })
+                if name == MANAGE_CONNECTIONS && is_connect(&arguments) =>
+            {
+                self.connect_target(name, arguments)
+            }
+            Route::Tool(ResolvedCall { name, arguments })
                 if name == TODO_TOOL && self.owns_core_tool(&name) =>
             {
                 self.todo_target(name, arguments)
@@ -274,31 +284,21 @@ impl Session {
                         Ok(question) => question,
                         Err(error) => return ToolResult::error(error),
                     };
-                    let asked = supervisor.send(AskQuestion {
+                    let verdict = match ask_person(
+                        &supervisor,
                         session_id,
-                        call_id: crate::call::new_id(),
-                        question: question.clone(),
-                    });
-                    let ticket = match asked.await {
-                        Ok(ticket) => ticket,
+                        CLARIFY_TOOL,
+                        &question,
+                        &cancel,
+                    )
+                    .await
+                    {
+                        Ok(verdict) => verdict,
                         Err(error) => {
                             return ToolResult::error(format!(
                                 "The question could not be asked ({error}). Decide for yourself and say what you assumed."
                             ));
                         }
-                    };
-                    let verdict = match ticket {
-                        Ticket::Settled(verdict) => verdict,
-                        Ticket::Pending {
-                            request_id,
-                            verdict,
-                        } => tokio::select! {
-                            answer = verdict => answer.unwrap_or(Verdict::Interrupted),
-                            _ = cancel.cancelled() => {
-                                supervisor.do_send(WithdrawApproval { request_id });
-                                Verdict::Interrupted
-                            }
-                        },
                     };
                     match verdict {
                         Verdict::Answered(answer) => question.answered(&answer),
@@ -309,6 +309,66 @@ impl Session {
                         Verdict::Allowed | Verdict::Approved => {
                             ToolResult::text(troupe_tools::clarify::NO_ONE_TO_ASK)
                         }
+                    }
+                })
+            }),
+        }
+    }
+
+    /// `manage_connections` with action `connect`: the registered tool starts the authorization;
+    /// when someone can answer, the call shows them the link and waits until they say the app
+    /// is connected (then reads its state from the gateway) or skip it. With nobody to ask, or
+    /// no link to show, the tool's own result goes back at once. A stop withdraws the question.
+    fn connect_target(&self, name: String, arguments: Map<String, Value>) -> CallTarget {
+        let Some(handler) = self
+            .view
+            .get(&name)
+            .filter(|def| def.kind == ToolKind::Core)
+            .and_then(|def| def.handler.clone())
+        else {
+            return CallTarget::Tool { name, arguments };
+        };
+        let supervisor = self.supervisor.clone();
+        let session_id = self.id.clone();
+        CallTarget::Task {
+            name,
+            arguments,
+            run: Box::new(move |arguments, cancel| {
+                Box::pin(async move {
+                    let context = || CallContext::new(&session_id, new_id(), cancel.clone());
+                    let started = handler.call(arguments, context()).await;
+                    let Some((connector, question)) = connect_question(&started) else {
+                        return started;
+                    };
+                    let verdict = match ask_person(
+                        &supervisor,
+                        session_id.clone(),
+                        MANAGE_CONNECTIONS,
+                        &question,
+                        &cancel,
+                    )
+                    .await
+                    {
+                        Ok(verdict) => verdict,
+                        // The link still works: the model passes it on.
+                        Err(_) => return started,
+                    };
+                    match verdict {
+                        Verdict::Answered(answer) if answer == CONNECTED_CHOICE => {
+                            let mut list = Map::new();
+                            list.insert("action".into(), json!("list"));
+                            let listed = handler.call(list, context()).await;
+                            connect_checked(&connector, &listed)
+                        }
+                        Verdict::Answered(answer) if answer == SKIP_CHOICE => {
+                            connect_skipped(&connector)
+                        }
+                        Verdict::Interrupted => ToolResult::error(
+                            "[The connect question was withdrawn: the turn was stopped before anyone answered.]",
+                        ),
+                        // Nobody to ask, no answer in time, or no choice made: the link as the
+                        // tool gave it.
+                        _ => started,
                     }
                 })
             }),
@@ -405,6 +465,46 @@ impl Session {
             }),
         }
     }
+}
+
+/// Whether a `manage_connections` call starts an authorization.
+fn is_connect(arguments: &Map<String, Value>) -> bool {
+    arguments
+        .get("action")
+        .and_then(Value::as_str)
+        .is_some_and(|action| action.trim() == "connect")
+}
+
+/// Asks the session's person `question` through the supervisor and waits for the verdict; a
+/// stop withdraws the question. `Err`: the supervisor could not be reached.
+async fn ask_person(
+    supervisor: &Addr<Supervisor>,
+    session_id: String,
+    tool: &str,
+    question: &Question,
+    cancel: &CancellationToken,
+) -> Result<Verdict, MailboxError> {
+    let ticket = supervisor
+        .send(AskQuestion {
+            session_id,
+            tool: tool.to_string(),
+            call_id: new_id(),
+            question: question.clone(),
+        })
+        .await?;
+    Ok(match ticket {
+        Ticket::Settled(verdict) => verdict,
+        Ticket::Pending {
+            request_id,
+            verdict,
+        } => tokio::select! {
+            answer = verdict => answer.unwrap_or(Verdict::Interrupted),
+            _ = cancel.cancelled() => {
+                supervisor.do_send(WithdrawApproval { request_id });
+                Verdict::Interrupted
+            }
+        },
+    })
 }
 
 /// Parses a model's raw argument text: empty means `{}`; anything but a JSON object is refused.

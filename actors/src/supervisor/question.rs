@@ -5,12 +5,13 @@
 
 use actix::prelude::*;
 use tokio::sync::oneshot;
-use troupe_tools::clarify::{CLARIFY_TOOL, NO_ONE_TO_ASK, Question};
+use troupe_tools::clarify::{NO_ONE_TO_ASK, Question};
 
 use super::{ApprovalChoice, ApprovalKind, Outcome, PendingApproval, Supervisor, Ticket, Verdict};
 use crate::call::new_id;
 
-/// Asks the session's person a question. Sent by the session's `clarify` call; the reply is a
+/// Asks the session's person a question. Sent by the session's `clarify` call (and by a
+/// `manage_connections` connect that waits on the person); the reply is a
 /// [`Ticket`] whose verdict is [`Verdict::Answered`] with the person's words, or a text the
 /// model reads when nobody answered ([`Verdict::TimedOut`], [`Verdict::Denied`]).
 #[derive(Debug, Message)]
@@ -22,6 +23,8 @@ pub struct AskQuestion {
     pub call_id: String,
     /// The question.
     pub question: Question,
+    /// The tool whose call asks (`clarify`, or `manage_connections` waiting on a connect).
+    pub tool: String,
 }
 
 impl Handler<AskQuestion> for Supervisor {
@@ -42,7 +45,7 @@ impl Handler<AskQuestion> for Supervisor {
             session_id: msg.session_id,
             agent_path,
             call_id: msg.call_id,
-            tool: CLARIFY_TOOL.to_string(),
+            tool: msg.tool,
             arguments: msg.question.to_arguments(),
             reason: msg.question.question.clone(),
             key: String::new(),

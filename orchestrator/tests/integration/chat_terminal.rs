@@ -743,3 +743,53 @@ async fn a_question_is_answered_by_number_and_the_plan_shows_as_a_block() {
         .unwrap();
     assert!(answer.contains("\"answer\":\"PostgreSQL\""), "{answer}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_shows_the_link_and_waits_until_the_app_is_connected() {
+    use crate::support::gateway::{MockGateway, Reply};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let connected = Arc::new(AtomicBool::new(false));
+    let state = Arc::clone(&connected);
+    let gateway = MockGateway::start(move |path, _| match path {
+        "connections/gmail" => Reply::Json(json!({"connect_url": "https://connect.example/g/7"})),
+        "connections" => Reply::Json(
+            json!({"connectors": [{"name": "gmail", "connected": state.load(Ordering::SeqCst)}]}),
+        ),
+        _ => Reply::Status(404, "{}".into()),
+    });
+    let server = MockServer::start(
+        Script::new()
+            .turn(ScriptTurn::text("Connecting.").with_tool_call(
+                "manage_connections",
+                json!({"action": "connect", "connector": "gmail"}),
+            ))
+            .turn(ScriptTurn::text("Gmail is ready.")),
+    )
+    .await
+    .unwrap();
+    let project = Project::new(
+        &server,
+        &format!("tools:\n  connectors:\n    url: {}\n", gateway.url),
+    );
+    let pane = project.chat(&[]);
+    pane.wait_for("Ctrl-D to leave");
+    pane.line("connect my gmail");
+    let asked = pane.wait_for("2. skip");
+    assert!(asked.contains("https://connect.example/g/7"), "{asked}");
+    assert!(asked.contains("1. connected"), "{asked}");
+    // The turn waits: the model has not been called again.
+    assert_eq!(server.requests().len(), 1);
+    connected.store(true, Ordering::SeqCst);
+    pane.line("1");
+    pane.wait_for("Gmail is ready.");
+    let result = server.requests()[1]
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["content"].as_str().map(str::to_string))
+        .next_back()
+        .unwrap();
+    assert!(result.contains("\"connected\":true"), "{result}");
+    assert_eq!(gateway.seen_at("connections").len(), 1);
+}

@@ -25,6 +25,7 @@ mod confine_cli;
 mod connectors_api;
 mod connectors_chat;
 mod connectors_cli;
+mod connectors_connect_wait;
 mod danger_cli;
 mod dashboard;
 mod dashboard_agent_tools;

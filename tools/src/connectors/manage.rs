@@ -37,8 +37,9 @@ pub fn manage_connections_def(connections: Connections) -> ToolDef {
     ToolDef::new(
         MANAGE_CONNECTIONS,
         "Lists the hosted apps (mail, calendars, documents, trackers, …) and local MCP servers that can be connected, and connects them. \
-action \"list\" shows each app and whether it is connected; \"connect\" with a connector returns the link the person must open to authorize it \
-(give it to them, wait until they say it is done, then search again); \"enable\" with a server switches on a local MCP server that is \
+action \"list\" shows each app and whether it is connected; \"connect\" with a connector starts its authorization: when someone is \
+watching, the call shows them the link and waits until they say it is connected (the answer is then the app's new state) or skipped; \
+otherwise it returns the link the person must open (give it to them, wait until they say it is done, then search again); \"enable\" with a server switches on a local MCP server that is \
 declared but off, so its tools can be searched on the next call.",
         json!({
             "type": "object",
@@ -119,6 +120,85 @@ async fn run(connections: &Connections, arguments: &Map<String, Value>) -> ToolR
     }
 }
 
+/// The choice a person makes once the app is authorized.
+pub const CONNECTED_CHOICE: &str = "connected";
+/// The choice a person makes to go on without the app.
+pub const SKIP_CHOICE: &str = "skip";
+
+/// The question that waits on the person for a `connect` whose result carries a link: the
+/// connector's name and the question. `None` for any other result (an error, another action).
+pub fn connect_question(result: &ToolResult) -> Option<(String, crate::clarify::Question)> {
+    if result.is_error {
+        return None;
+    }
+    let structured = result.structured.as_ref()?;
+    let connector = structured.get("connector")?.as_str()?;
+    let url = structured.get("connect_url")?.as_str()?;
+    Some((
+        connector.to_string(),
+        crate::clarify::Question {
+            question: format!("Open {url} to connect {connector}, then choose."),
+            choices: vec![CONNECTED_CHOICE.to_string(), SKIP_CHOICE.to_string()],
+            allow_other: false,
+        },
+    ))
+}
+
+/// What the model reads when the person went on without connecting `connector`.
+pub fn connect_skipped(connector: &str) -> ToolResult {
+    ToolResult::json(json!({
+        "connector": connector,
+        "connected": false,
+        "skipped": true,
+        "next": format!("The person skipped connecting {connector}. Go on without it, and do not ask again unless they bring it up."),
+    }))
+}
+
+/// What the model reads after the person said `connector` is connected: its state as `listed`
+/// (a `list` action's result) reports it, so a person who clicked too soon is not believed.
+pub fn connect_checked(connector: &str, listed: &ToolResult) -> ToolResult {
+    let state = listed
+        .structured
+        .as_ref()
+        .and_then(|v| v.get("connectors"))
+        .and_then(Value::as_array)
+        .and_then(|apps| {
+            apps.iter()
+                .find(|app| app.get("name").and_then(Value::as_str) == Some(connector))
+        });
+    match state {
+        Some(app) if app.get("connected").and_then(Value::as_bool) == Some(true) => {
+            ToolResult::json(json!({
+                "connector": connector,
+                "connected": true,
+                "next": format!("{connector} is connected: search for its tools (tool_search) and go on."),
+            }))
+        }
+        Some(app) => {
+            let mut out = json!({
+                "connector": connector,
+                "connected": false,
+                "next": format!("The person said {connector} is connected, but the gateway does not report it yet. Tell them, and check again with action \"list\" once they have finished authorizing."),
+            });
+            if let Some(url) = app.get("connect_url") {
+                out["connect_url"] = url.clone();
+            }
+            ToolResult::json(out)
+        }
+        None => {
+            let why = listed
+                .structured
+                .as_ref()
+                .and_then(|v| v.get("connectors_error"))
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default();
+            ToolResult::error(format!(
+                "The person said {connector} is connected, but its state could not be read from the gateway{why}. Check again with action \"list\"."
+            ))
+        }
+    }
+}
+
 async fn list(connections: &Connections) -> ToolResult {
     let mut out = Map::new();
     if let Some(gateway) = &connections.gateway {
@@ -157,4 +237,46 @@ async fn list(connections: &Connections) -> ToolResult {
         out.insert("local_servers".into(), Value::Array(servers));
     }
     ToolResult::json(Value::Object(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_becomes_a_question_and_the_answer_is_checked_against_the_gateway() {
+        let started = ToolResult::json(
+            json!({"connector": "gmail", "connect_url": "https://c.example/g", "next": "…"}),
+        );
+        let (connector, question) = connect_question(&started).unwrap();
+        assert_eq!(connector, "gmail");
+        assert!(question.question.contains("https://c.example/g"));
+        assert_eq!(question.choices, [CONNECTED_CHOICE, SKIP_CHOICE]);
+        assert_eq!(question.read_answer("1").as_deref(), Some(CONNECTED_CHOICE));
+        assert_eq!(question.read_answer("later"), None);
+        // Errors and other actions ask nothing.
+        assert!(connect_question(&ToolResult::error("no gateway")).is_none());
+        assert!(connect_question(&ToolResult::json(json!({"connectors": []}))).is_none());
+
+        let listed = |connected: bool| {
+            ToolResult::json(json!({"connectors": [
+                {"name": "notion", "connected": true},
+                {"name": "gmail", "connected": connected, "connect_url": "https://c.example/g"},
+            ]}))
+        };
+        let done = connect_checked("gmail", &listed(true));
+        assert_eq!(done.structured.as_ref().unwrap()["connected"], true);
+        // Said connected too soon: the gateway's word wins, and the link comes back.
+        let early = connect_checked("gmail", &listed(false)).structured.unwrap();
+        assert_eq!(early["connected"], false);
+        assert_eq!(early["connect_url"], "https://c.example/g");
+        let unreadable = connect_checked(
+            "gmail",
+            &ToolResult::json(json!({"connectors_error": {"code": "unreachable"}})),
+        );
+        assert!(unreadable.is_error);
+        assert!(unreadable.to_model_text().contains("unreachable"));
+        let skipped = connect_skipped("gmail").structured.unwrap();
+        assert_eq!(skipped["skipped"], true);
+    }
 }
