@@ -72,18 +72,6 @@ async fn headless_chat_returns_at_once_telling_the_model_to_decide() {
     );
 }
 
-async fn wait_for_question(served: &Served) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (_, all) = served.call(Method::GET, "/api/approvals", None).await;
-        if let Some(first) = all["approvals"].as_array().and_then(|a| a.first()) {
-            return first.clone();
-        }
-        assert!(Instant::now() < deadline, "no question came: {all}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_queues_the_question_and_takes_the_answer_through_the_api() {
     let workspace = tempfile::tempdir().unwrap();
@@ -114,7 +102,7 @@ async fn serve_queues_the_question_and_takes_the_answer_through_the_api() {
         )
         .await;
     assert_eq!(status, 202);
-    let question = wait_for_question(&served).await;
+    let question = served.pending_approval().await;
     assert_eq!(question["kind"], "question");
     assert_eq!(question["tool"], "clarify");
     assert_eq!(question["session_id"], id.as_str());
@@ -203,21 +191,13 @@ async fn a_stop_withdraws_a_pending_question() {
             Some(json!({"text": "name it"})),
         )
         .await;
-    let question = wait_for_question(&served).await;
+    let question = served.pending_approval().await;
     assert_eq!(question["arguments"]["allow_other"], true);
     let (status, _) = served
         .call(Method::POST, &format!("/api/sessions/{id}/stop"), None)
         .await;
     assert_eq!(status, 200);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (_, all) = served.call(Method::GET, "/api/approvals", None).await;
-        if all["approvals"].as_array().is_some_and(Vec::is_empty) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the question stayed: {all}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    served.no_approval_pending().await;
     let request_id = question["request_id"].as_str().unwrap();
     let (status, _) = served
         .call(

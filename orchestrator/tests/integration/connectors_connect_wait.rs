@@ -222,15 +222,7 @@ async fn a_stop_withdraws_the_connect_question() {
         .call(Method::POST, &format!("/api/sessions/{id}/stop"), None)
         .await;
     assert_eq!(status, 200);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (_, all) = served.call(Method::GET, "/api/approvals", None).await;
-        if all["approvals"].as_array().is_some_and(Vec::is_empty) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the question stayed: {all}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    served.no_approval_pending().await;
     let request_id = question["request_id"].as_str().unwrap();
     let (status, _) = served
         .call(

@@ -306,6 +306,23 @@ impl Served {
         panic!("no approval was ever pending");
     }
 
+    /// Polls `GET /api/approvals` until nothing is pending (a stop withdrew it).
+    pub(crate) async fn no_approval_pending(&self) {
+        let mut all = Value::Null;
+        for _ in 0..400 {
+            let (status, answer) = self
+                .call(reqwest::Method::GET, "/api/approvals", None)
+                .await;
+            assert_eq!(status, 200, "{answer}");
+            if answer["approvals"].as_array().is_some_and(Vec::is_empty) {
+                return;
+            }
+            all = answer;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("a request stayed pending: {all}");
+    }
+
     /// SIGKILL: nothing is flushed, nothing is closed.
     pub(crate) async fn kill(mut self) {
         self.child.start_kill().unwrap();
