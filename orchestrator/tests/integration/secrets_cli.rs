@@ -249,7 +249,9 @@ fn run_chat(dir: &Path, user: Option<&str>, keys: &Keys) -> (u32, std::process::
             ] {
                 c.arg(format!("{name}={value}"));
             }
-            c.arg(troupe);
+            // A copy inside the user's own folder: the build's may sit under a folder only
+            // root can enter (a checkout in a `mktemp -d` directory).
+            c.arg(dir.join("troupe"));
             c
         }
         None => {
@@ -482,6 +484,7 @@ async fn chat_as_a_user_without_privileges_keeps_every_key_too() {
         chat_yaml(dir.path(), &server.url(), python, &keys),
     )
     .unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_troupe"), dir.path().join("troupe")).unwrap();
     let chown = std::process::Command::new("chown")
         .args(["-R", &format!("{user}:{user}")])
         .arg(dir.path())
