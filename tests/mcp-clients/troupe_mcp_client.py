@@ -15,8 +15,9 @@ Scenarios:
   direct       call the direct tool TROUPE_TOOL with TROUPE_ARGS (--toolsets), with progress
   cancel       start the direct tool TROUPE_TOOL with TROUPE_ARGS, collect progress, cancel it
                after TROUPE_CANCEL_AFTER seconds, then check the connection still answers
-  list_changed list tools, wait up to TROUPE_WAIT seconds for notifications/tools/list_changed,
-               list again
+  list_changed list tools (then write the file TROUPE_LISTED when set), call the direct tool TROUPE_TOOL with TROUPE_ARGS when set, wait up
+               to TROUPE_WAIT seconds for notifications/tools/list_changed and list again (on each
+               notice until TROUPE_EXPECT is listed, when set), and tool_search TROUPE_QUERY
   kanban       (--toolsets kanban) create a task titled TROUPE_TITLE for `coder`, follow it to
                its end with progress, show it, list the done tasks
   agent        (--agent P) ask TROUPE_TOOL (run_P) TROUPE_PROMPT with progress, then continue
@@ -226,16 +227,41 @@ async def list_changed(target):
         before = await session.list_tools()
         search_before = next(t.description for t in before.tools if t.name == "tool_search")
         started = time.monotonic()
+        # With TROUPE_LISTED, a file that says the first listing is done (a test's late server
+        # waits for it).
+        if os.environ.get("TROUPE_LISTED"):
+            with open(os.environ["TROUPE_LISTED"], "w") as listed:
+                listed.write("listed\n")
+        # With TROUPE_TOOL, a direct call that changes the catalog (switching a server on).
+        called = None
+        if os.environ.get("TROUPE_TOOL"):
+            called = result_json(await session.call_tool(os.environ["TROUPE_TOOL"], env_json("TROUPE_ARGS", {})))
+        # Each notice makes the client list again; with TROUPE_EXPECT it keeps listing on each
+        # notice until that tool shows (other changes may come first on a busy machine).
+        expect = os.environ.get("TROUPE_EXPECT")
+        notices = 0
+        search_after = search_before
         with anyio.move_on_after(wait):
-            await changed.wait()
-        after = await session.list_tools()
-        search_after = next(t.description for t in after.tools if t.name == "tool_search")
+            while True:
+                await changed.wait()
+                changed = anyio.Event()
+                notices += 1
+                after = await session.list_tools()
+                search_after = next(t.description for t in after.tools if t.name == "tool_search")
+                if not expect or expect in search_after:
+                    break
+        found = None
+        if os.environ.get("TROUPE_QUERY"):
+            found = result_json(await session.call_tool("tool_search", {"queries": [os.environ["TROUPE_QUERY"]]}))
         return {
-            "changed": changed.is_set(),
+            "changed": notices > 0,
+            "notices": notices,
             "after_seconds": time.monotonic() - started,
             "seen": seen,
             "search_before": search_before,
             "search_after": search_after,
+            "called": called,
+            "found": found,
         }
 
 

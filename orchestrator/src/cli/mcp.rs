@@ -51,6 +51,12 @@ pub(crate) struct ServeArgs {
     /// other than the bound one (0.0.0.0 is never a client's Host).
     #[arg(long = "allowed-host", value_name = "HOST", requires = "http")]
     pub(crate) allowed_host: Vec<String>,
+    /// With stdio: also serve the approval queue on this address (e.g. 127.0.0.1:8766), behind
+    /// the server's token: a call whose client cannot ask its person (no elicitation) waits
+    /// there for `GET /api/approvals` and `POST /api/approvals/ID` instead of being refused.
+    /// `--http` serves the queue on its own listener.
+    #[arg(long, value_name = "ADDR", conflicts_with = "http")]
+    pub(crate) queue: Option<std::net::SocketAddr>,
     /// Toolsets offered directly besides the bridge, comma-separated (e.g. core,kanban;
     /// `kanban` adds tools over the board of troupe.yaml, run by its profiles).
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
@@ -120,10 +126,16 @@ async fn serve(args: ServeArgs) -> Result<i32, CliError> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(CliError::usage)?;
     let config = Settings::load_or_default(args.config.as_deref())?;
-    // The HTTP door is refused before anything starts when no token can be had.
-    let http = match args.http {
+    // An HTTP door (the MCP endpoint, or the queue alone) is refused before anything starts
+    // when no token can be had.
+    let door = match (args.http, args.queue) {
+        (Some(addr), _) => Some((addr, "--http")),
+        (None, Some(addr)) => Some((addr, "--queue")),
+        (None, None) => None,
+    };
+    let http = match door {
         None => None,
-        Some(addr) => {
+        Some((addr, flag)) => {
             let home = config.home.path().to_path_buf();
             let cannot_read_home =
                 crate::runtime::backends::boundary(&config.builtins, &home, config.path.as_deref())
@@ -134,7 +146,7 @@ async fn serve(args: ServeArgs) -> Result<i32, CliError> {
                 &home,
                 cannot_read_home,
             )
-            .map_err(|e| CliError::usage(format!("--http needs the server's token: {e}")))?;
+            .map_err(|e| CliError::usage(format!("{flag} needs the server's token: {e}")))?;
             troupe_tools::builtin::redact::remember_secret(&token);
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
@@ -171,6 +183,7 @@ async fn serve(args: ServeArgs) -> Result<i32, CliError> {
         ServeOptions {
             toolsets: args.toolsets.clone(),
             agents: args.agent.clone(),
+            queue: door.is_some(),
         },
     )
     .await
@@ -234,20 +247,38 @@ async fn serve(args: ServeArgs) -> Result<i32, CliError> {
                 }
             }
             eprintln!(
-                "troupe mcp serve: listening on http://{at}{}",
-                transport::HTTP_PATH
+                "troupe mcp serve: approvals of clients without elicitation wait at http://{at}{}",
+                crate::mcp_server::QUEUE_PATH
             );
-            if let Ok(at) = listener.local_addr()
-                && !at.ip().is_loopback()
-                && allowed_hosts.is_empty()
-            {
-                eprintln!(
-                    "troupe mcp serve: listening on {at}, but only requests whose Host is {} are \
-                     answered; add --allowed-host NAME for the name clients use",
-                    at.ip()
+            if args.http.is_none() {
+                // stdio, with the queue on its own listener beside it.
+                let queue = transport::serve_queue(&server, listener, token, stop.clone());
+                let (served, queued) = tokio::join!(
+                    async {
+                        let served = transport::serve_stdio(&server, stop.clone()).await;
+                        stop.cancel();
+                        served
+                    },
+                    queue
                 );
+                served.and(queued)
+            } else {
+                eprintln!(
+                    "troupe mcp serve: listening on http://{at}{}",
+                    transport::HTTP_PATH
+                );
+                if let Ok(at) = listener.local_addr()
+                    && !at.ip().is_loopback()
+                    && allowed_hosts.is_empty()
+                {
+                    eprintln!(
+                        "troupe mcp serve: listening on {at}, but only requests whose Host is {} \
+                         are answered; add --allowed-host NAME for the name clients use",
+                        at.ip()
+                    );
+                }
+                transport::serve_http(server, listener, token, allowed_hosts, stop).await
             }
-            transport::serve_http(server, listener, token, allowed_hosts, stop).await
         }
     };
     if let Some(dispatcher) = dispatcher {

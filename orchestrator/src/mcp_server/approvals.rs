@@ -2,9 +2,11 @@
 //! subscription, so a flagged call waits for an answer, and answers each request itself:
 //! - the client connection that made the call declared elicitation: the person at that client
 //!   is asked (MCP `elicitation/create`) and their answer is the verdict;
-//! - otherwise nobody can be asked (a standalone `mcp serve` has no dashboard queue; that is
-//!   `troupe serve`'s): the call follows `approvals.unattended`, so with the default `deny` it
-//!   fails closed with a message saying why and what to do instead.
+//! - otherwise, when the server keeps a queue (`--http`, or `--queue` with stdio), the request
+//!   waits there for a person (`GET /api/approvals`, `POST /api/approvals/{id}`) until
+//!   `approvals.timeout`, after which the supervisor applies `approvals.unattended`;
+//! - without a queue nobody can be asked: the call follows `approvals.unattended`, so with the
+//!   default `deny` it fails closed with a message saying why and what to do instead.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -62,6 +64,7 @@ pub(super) async fn answer_all(
     askers: Arc<Askers>,
     unattended: UnattendedPolicy,
     timeout: Duration,
+    queued: bool,
 ) {
     let mut requests = match troupe.approvals().await {
         Ok(requests) => requests,
@@ -81,6 +84,15 @@ pub(super) async fn answer_all(
                 .unwrap_or_else(|| pending.session_id.clone());
             let choice = match askers.peer(&root) {
                 Some(peer) => ask(&peer, &pending, timeout).await,
+                None if queued => {
+                    // Left for a person at the queue; the supervisor's timer ends it otherwise.
+                    tracing::info!(
+                        request = %pending.request_id,
+                        tool = %pending.tool,
+                        "mcp serve: an approval waits in the queue (GET /api/approvals)"
+                    );
+                    return;
+                }
                 None => nobody_to_ask(&pending, unattended),
             };
             if let Err(error) = troupe.answer(&pending.request_id, choice).await {
@@ -97,10 +109,11 @@ fn nobody_to_ask(pending: &PendingApproval, unattended: UnattendedPolicy) -> App
         UnattendedPolicy::Deny => ApprovalChoice::Deny {
             reason: Some(format!(
                 "nobody could be asked: {tool} needs approval ({reason}), this MCP client did \
-                 not declare elicitation support, and `troupe mcp serve` keeps no approval \
-                 queue. Use a client that supports elicitation, list the tool under \
-                 approvals.allowlist in troupe.yaml, or run the work through `troupe serve`, \
-                 whose dashboard answers approvals",
+                 not declare elicitation support, and this `troupe mcp serve` keeps no approval \
+                 queue. Use a client that supports elicitation, start the server with `--queue \
+                 127.0.0.1:PORT` (or `--http`) so a person answers at /api/approvals, list the \
+                 tool under approvals.allowlist in troupe.yaml, or run the work through `troupe \
+                 serve`, whose dashboard answers approvals",
                 tool = pending.tool,
                 reason = pending.reason
             )),

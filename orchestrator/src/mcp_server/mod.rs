@@ -12,7 +12,9 @@
 //! - [`board_tools`]: the `kanban` toolset (`--toolsets kanban`): create, list, show, comment
 //!   on and follow a board's tasks.
 //! - [`agents`]: `run_<profile>` tools (`--agent PROFILE`), a whole troupe turn each.
-//! - [`approvals`]: flagged calls asked of the client's person (elicitation) or refused.
+//! - [`approvals`]: flagged calls asked of the client's person (elicitation), left in the
+//!   [`queue`] when the server has one, or refused.
+//! - [`queue`]: the approval queue's routes (`--http`, or `--queue` with stdio).
 //! - [`changes`]: `notifications/tools/list_changed` when the catalog changes.
 //! - [`transport`]: stdio and streamable HTTP (behind the server's bearer token).
 
@@ -22,7 +24,10 @@ pub(crate) mod board_tools;
 mod calls;
 mod catalog;
 mod changes;
+mod queue;
 pub(crate) mod transport;
+
+pub(crate) use queue::QUEUE_PATH;
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -58,6 +63,9 @@ pub(crate) struct ServeOptions {
     pub(crate) toolsets: Vec<String>,
     /// Profiles offered as `run_<profile>` tools (`--agent`).
     pub(crate) agents: Vec<String>,
+    /// An approval queue is served (`--http` or `--queue`): a call whose client cannot ask its
+    /// person waits there instead of being refused at once.
+    pub(crate) queue: bool,
 }
 
 /// A running MCP server over one runtime; each client connection gets a [`Front`] on it.
@@ -124,6 +132,7 @@ impl McpServer {
             Arc::clone(&askers),
             runtime.config().approvals.unattended,
             runtime.config().approvals.timeout,
+            options.queue,
         ));
         let shared = Shared {
             supervisor,
@@ -140,6 +149,11 @@ impl McpServer {
         Ok(McpServer {
             shared: Arc::new(shared),
         })
+    }
+
+    /// The troupe every call runs in (the queue answers its requests).
+    pub(crate) fn troupe(&self) -> &crate::api::Troupe {
+        self.shared.runtime.troupe()
     }
 
     /// The handler of a new client connection.

@@ -1,7 +1,8 @@
 //! The two ways a client reaches `troupe mcp serve`: stdio (the client started us; one
 //! connection, until it hangs up or a signal) and streamable HTTP (`--http ADDR`, every request
 //! behind the server's bearer token, resolved as `troupe serve` resolves it; one connection per
-//! MCP session). Both end on Ctrl-C or SIGTERM; the caller closes the runtime.
+//! MCP session), which also serves the approval queue. With stdio, `--queue ADDR` serves the
+//! queue alone. All end on Ctrl-C or SIGTERM; the caller closes the runtime.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -57,15 +58,41 @@ pub(crate) async fn serve_http(
     let mut hosts = allowed_hosts(local);
     hosts.extend(extra_hosts);
     config.allowed_hosts = hosts;
+    let queue = super::queue::router(server.troupe().clone());
     let server = Arc::new(server);
     let service = StreamableHttpService::new(
         move || Ok(server.connection()),
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let router = axum::Router::new().nest_service(HTTP_PATH, service).layer(
-        axum::middleware::from_fn_with_state(Arc::new(token), require_bearer),
-    );
+    let router = axum::Router::new()
+        .nest_service(HTTP_PATH, service)
+        .merge(queue);
+    serve_guarded(listener, router, token, stop).await
+}
+
+/// Serves the approval queue alone on `listener` (stdio's `--queue`) until `stop` fires.
+pub(crate) async fn serve_queue(
+    server: &McpServer,
+    listener: tokio::net::TcpListener,
+    token: String,
+    stop: CancellationToken,
+) -> Result<(), String> {
+    let queue = super::queue::router(server.troupe().clone());
+    serve_guarded(listener, queue, token, stop).await
+}
+
+/// Serves `router` with every request behind the token.
+async fn serve_guarded(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    token: String,
+    stop: CancellationToken,
+) -> Result<(), String> {
+    let router = router.layer(axum::middleware::from_fn_with_state(
+        Arc::new(token),
+        require_bearer,
+    ));
     axum::serve(listener, router)
         .with_graceful_shutdown(async move { stop.cancelled().await })
         .await
@@ -110,12 +137,10 @@ async fn require_bearer(
         Some(presented) if constant_time_eq(presented.as_bytes(), token.as_bytes()) => {
             next.run(request).await
         }
-        Some(_) => {
-            refuse("the token is wrong; use the one `troupe mcp serve --http` was started with")
-        }
+        Some(_) => refuse("the token is wrong; use the one `troupe mcp serve` was started with"),
         None => refuse(
-            "this MCP endpoint needs the server's token: send `Authorization: Bearer <token>` \
-             (serve.token, TROUPE_SERVE_TOKEN, or the token `troupe mcp serve --http` printed)",
+            "this endpoint needs the server's token: send `Authorization: Bearer <token>` \
+             (serve.token, TROUPE_SERVE_TOKEN, or the token `troupe mcp serve` printed)",
         ),
     }
 }

@@ -9,12 +9,18 @@ use troupe_actors::supervisor::{ApprovalChoice, ApprovalKind, PendingApproval};
 use troupe_tools::clarify::Question;
 
 use super::super::HttpState;
+use crate::api::Troupe;
 
 use super::super::errors::{ApiError, ApiJson, ApiPath};
 
 /// Handler of `GET /api/approvals`: every pending request, oldest first.
 pub async fn all_approvals(State(state): State<HttpState>) -> Result<Json<Value>, ApiError> {
-    let pending = state.troupe.pending_approvals().await?;
+    list_pending(&state.troupe).await
+}
+
+/// Every pending request of `troupe`, oldest first, as `GET /api/approvals` answers.
+pub(crate) async fn list_pending(troupe: &Troupe) -> Result<Json<Value>, ApiError> {
+    let pending = troupe.pending_approvals().await?;
     Ok(Json(json!({ "approvals": pending })))
 }
 
@@ -56,6 +62,16 @@ pub async fn answer(
     ApiPath(request_id): ApiPath<String>,
     ApiJson(body): ApiJson<AnswerRequest>,
 ) -> Result<Json<Value>, ApiError> {
+    answer_pending(&state.troupe, &request_id, body).await
+}
+
+/// Answers `troupe`'s pending request `request_id` with `body`, as
+/// `POST /api/approvals/{request_id}` does.
+pub(crate) async fn answer_pending(
+    troupe: &Troupe,
+    request_id: &str,
+    body: AnswerRequest,
+) -> Result<Json<Value>, ApiError> {
     let choice = match body.choice.trim().to_ascii_lowercase().as_str() {
         "once" => ApprovalChoice::Once,
         "session" => ApprovalChoice::Session,
@@ -63,7 +79,7 @@ pub async fn answer(
         "deny" => ApprovalChoice::Deny {
             reason: body.reason.clone(),
         },
-        "answer" => question_answer(&state, &request_id, body.answer.as_deref()).await?,
+        "answer" => question_answer(troupe, request_id, body.answer.as_deref()).await?,
         other => {
             return Err(ApiError::bad_request(
                 "bad_choice",
@@ -83,7 +99,7 @@ pub async fn answer(
             "`reason` goes only with choice `deny`",
         ));
     }
-    if !state.troupe.answer(&request_id, choice).await? {
+    if !troupe.answer(request_id, choice).await? {
         return Err(ApiError::not_found(
             "approval_not_pending",
             format!(
@@ -100,11 +116,11 @@ pub async fn answer(
 /// The answer to a pending question, read against its choices: a choice's number or text, or
 /// other words when the question allows them.
 async fn question_answer(
-    state: &HttpState,
+    troupe: &Troupe,
     request_id: &str,
     answer: Option<&str>,
 ) -> Result<ApprovalChoice, ApiError> {
-    let pending = state.troupe.pending_approvals().await?;
+    let pending = troupe.pending_approvals().await?;
     let Some(request) = pending.iter().find(|p| p.request_id == request_id) else {
         return Err(ApiError::not_found(
             "approval_not_pending",

@@ -31,6 +31,7 @@ mod tests;
 
 pub use crate::settings::serve::{DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE};
 pub use approvals::{AnswerRequest, StopRequest, all_approvals, answer, session_approvals, stop};
+pub(crate) use approvals::{answer_pending, list_pending};
 pub use events::{EventLog, EventsQuery, Logged, TranscriptQuery, events, transcript};
 pub use routes::{
     CreateSession, SendMessage, close, create, list, reopen_stored, send_message, show,

@@ -266,21 +266,126 @@ async fn approvals_are_asked_through_elicitation_and_refused_when_nobody_can_ans
     assert!(!text.contains("Echo: approved"), "{text}");
 
     // Over HTTP each request is asked of the connection that made it: of two clients calling
-    // at the same time, one answers and is served, the other (without elicitation) is refused.
+    // at the same time, one answers through elicitation; the other (without it) waits in the
+    // server's queue until a person answers there.
     let server = world.http(&[]).await;
     let target = server.target(TOKEN);
+    let queue = server.url.replace("/mcp", "/api/approvals");
     let answering = [echo[0], echo[1], ("TROUPE_ELICIT", "once")];
-    let (yes, nobody) = tokio::join!(
+    let queued = [echo[0], ("TROUPE_ARGS", r#"{"message": "from the queue"}"#)];
+    let (yes, from_queue, answered) = tokio::join!(
         world.client("call", &target, &answering),
-        world.client("call", &target, &echo),
+        world.client("call", &target, &queued),
+        answer_from_queue(&queue, "from the queue", json!({"choice": "once"})),
     );
     assert_eq!(yes["is_error"], json!(false), "{yes}");
     assert_eq!(yes["asked"].as_array().map(Vec::len), Some(1), "{yes}");
-    assert_eq!(nobody["is_error"], json!(true), "{nobody}");
+    assert_eq!(answered["answered"], json!("once"), "{answered}");
+    assert_eq!(from_queue["is_error"], json!(false), "{from_queue}");
     assert!(
-        nobody["text"].as_str().unwrap().contains("elicitation"),
-        "{nobody}"
+        from_queue["text"]
+            .as_str()
+            .unwrap()
+            .contains("from the queue"),
+        "{from_queue}"
     );
+}
+
+/// Waits until `queue` lists a request whose `message` argument is `message`, checking the
+/// queue refuses a caller without the token, then answers it with `body`; returns the reply.
+async fn answer_from_queue(queue: &str, message: &str, body: Value) -> Value {
+    let client = reqwest::Client::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    // A server started by the client listens a moment later.
+    let anonymous = loop {
+        match client.get(queue).send().await {
+            Ok(reply) => break reply,
+            Err(e) if std::time::Instant::now() < deadline => {
+                assert!(e.is_connect(), "{e}");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("the queue never listened: {e}"),
+        }
+    };
+    assert_eq!(
+        anonymous.status(),
+        401,
+        "the queue answered without the token"
+    );
+    let request_id = loop {
+        let listed: Value = client
+            .get(queue)
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let waiting = listed["approvals"].as_array().and_then(|all| {
+            all.iter()
+                .find(|p| p["arguments"]["message"] == json!(message))
+                .cloned()
+        });
+        if let Some(waiting) = waiting {
+            assert_eq!(waiting["tool"], json!("mcp_everything_echo"), "{waiting}");
+            break waiting["request_id"].as_str().unwrap().to_string();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing waited in the queue: {listed}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    client
+        .post(format!("{queue}/{request_id}"))
+        .bearer_auth(TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_with_queue_lets_a_person_answer_over_http() {
+    let Some(world) = World::new("mcp_serve queue", "") else {
+        return;
+    };
+    let config = world.path().join("troupe.yaml");
+    let yaml = std::fs::read_to_string(&config).unwrap().replace(
+        "  unattended: deny\n",
+        "  unattended: deny\n  require_approval: [mcp_everything_echo]\n",
+    );
+    std::fs::write(&config, yaml).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let at = format!("127.0.0.1:{port}");
+    let queue = format!("http://{at}/api/approvals");
+    let env = [
+        ("TROUPE_TOOL", "mcp_everything_echo"),
+        ("TROUPE_ARGS", r#"{"message": "ask the queue"}"#),
+        ("TROUPE_SERVE_TOKEN", TOKEN),
+    ];
+    let serve = ["--queue", at.as_str()];
+    let (refused, answered) = tokio::join!(
+        world.stdio("call", &serve, &env),
+        answer_from_queue(
+            &queue,
+            "ask the queue",
+            json!({"choice": "deny", "reason": "not on a Friday"}),
+        ),
+    );
+    assert_eq!(answered["answered"], json!("deny"), "{answered}");
+    assert_eq!(refused["is_error"], json!(true), "{refused}");
+    let text = refused["text"].as_str().unwrap();
+    assert!(text.contains("not on a Friday"), "{text}");
+    assert!(!text.contains("Echo: ask the queue"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -331,21 +436,72 @@ async fn list_changed_arrives_when_a_server_that_started_late_brings_its_tools()
     let Some(time) = time_server() else {
         return;
     };
-    // Only server-everything is ready at once; the time server joins four seconds later.
+    // Only server-everything is ready at once; the time server starts once the client has
+    // listed the tools (the client writes `listed` then), however slow the machine is.
+    let listed = world.path().join("listed");
     let yaml = format!(
-        "mcp_servers:\n  everything:\n    command: \"{}\"\n    args: [stdio]\n  late:\n    command: sh\n    args: [-c, \"sleep 4; exec '{}' --local-timezone UTC\"]\n",
+        "mcp_servers:\n  everything:\n    command: \"{}\"\n    args: [stdio]\n  late:\n    command: sh\n    args: [-c, \"while [ ! -e '{}' ]; do sleep 0.1; done; exec '{}' --local-timezone UTC\"]\n    connect_timeout: 60\n",
         everything_bin().display(),
+        listed.display(),
         time.display()
     );
     std::fs::write(world.path().join("troupe.yaml"), yaml).unwrap();
+    let listed = listed.display().to_string();
     let seen = world
-        .stdio("list_changed", &[], &[("TROUPE_WAIT", "40")])
+        .stdio(
+            "list_changed",
+            &[],
+            &[
+                ("TROUPE_WAIT", "40"),
+                ("TROUPE_LISTED", listed.as_str()),
+                ("TROUPE_EXPECT", "mcp_late_get_current_time"),
+            ],
+        )
         .await;
     assert_eq!(seen["changed"], json!(true), "{seen}");
     let before = seen["search_before"].as_str().unwrap();
     let after = seen["search_after"].as_str().unwrap();
     assert!(!before.contains("mcp_late_get_current_time"), "{before}");
     assert!(after.contains("mcp_late_get_current_time"), "{after}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_changed_arrives_when_a_server_is_switched_on() {
+    use crate::support::gateway::{MockGateway, Reply};
+    let Some(world) = World::new("mcp_serve list_changed on enable", "") else {
+        return;
+    };
+    // server-everything is declared but off; `manage_connections` (offered directly with the
+    // connectors toolset) switches it on, as a person's client would.
+    let gateway = MockGateway::start(|_, _| Reply::Json(json!({})));
+    let yaml = format!(
+        "tools:\n  connectors:\n    url: {}\nmcp_servers:\n  everything:\n    command: \"{}\"\n    args: [stdio]\n    enabled: false\n",
+        gateway.url,
+        everything_bin().display()
+    );
+    std::fs::write(world.path().join("troupe.yaml"), yaml).unwrap();
+    let seen = world
+        .stdio(
+            "list_changed",
+            &["--toolsets", "connectors"],
+            &[
+                ("TROUPE_WAIT", "40"),
+                ("TROUPE_TOOL", "manage_connections"),
+                (
+                    "TROUPE_ARGS",
+                    r#"{"action": "enable", "server": "everything"}"#,
+                ),
+                ("TROUPE_QUERY", "echo back a message"),
+                ("TROUPE_EXPECT", "mcp_everything_echo"),
+            ],
+        )
+        .await;
+    assert_eq!(seen["called"]["is_error"], json!(false), "{seen}");
+    assert_eq!(seen["changed"], json!(true), "{seen}");
+    let found = seen["found"]["text"].as_str().unwrap_or_default();
+    assert!(found.contains("mcp_everything_echo"), "{seen}");
+    let yaml = std::fs::read_to_string(world.path().join("troupe.yaml")).unwrap();
+    assert!(yaml.contains("enabled: true"), "{yaml}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

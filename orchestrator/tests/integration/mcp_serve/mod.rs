@@ -5,8 +5,9 @@
 //! - a server's tool is found with `tool_search` and run with `tool_call`; read-only bridge
 //!   tools say so;
 //! - a hook's denial is a tool error (isError), and the call never reaches the server;
-//! - a call needing approval is asked of the client's person through elicitation, and refused
-//!   with the reason when the client cannot be asked;
+//! - a call needing approval is asked of the client's person through elicitation; when the
+//!   client cannot be asked it waits in the approval queue (`--http`, or `--queue` with stdio)
+//!   for a person's answer over HTTP, and without a queue it is refused with the reason;
 //! - a slow call reports progress; one cancelled by the client ends, its process gone;
 //! - `list_changed` arrives when a server that started late brings its tools;
 //! - with `--toolsets kanban`, a client creates a board task that a profile's worker (a
