@@ -1,12 +1,14 @@
 //! Finding plugins: bundled (compiled into troupe, plus folders under
 //! `$TROUPE_BUNDLED_PLUGINS` for packagers), user (`$TROUPE_HOME/plugins/<name>/`), project
-//! (`./.troupe/plugins/<name>/`, only with `TROUPE_ENABLE_PROJECT_PLUGINS=1`). A later source
+//! (`./.troupe/plugins/<name>/`, only with `TROUPE_ENABLE_PROJECT_PLUGINS=1`). A folder is a
+//! plugin when it holds a `plugin.yaml` or a dashboard part (`dashboard/manifest.json`). A later source
 //! wins a name clash, and the winner records what it hides. A broken manifest is kept as that
 //! plugin's problem; it never stops the others.
 
 use std::path::{Path, PathBuf};
 
 use super::bundled::{self, Builtin};
+use super::dashboard::{self, DashboardPart};
 use super::manifest::{self, Manifest, ManifestError};
 
 /// The environment switch that lets project plugins load.
@@ -61,6 +63,8 @@ pub struct Discovered {
     pub builtin: Option<Builtin>,
     /// Plugins of the same name it overrides.
     pub hides: Vec<Hidden>,
+    /// Its dashboard tab (`dashboard/manifest.json`), or why the tab cannot be shown.
+    pub dashboard: Option<Result<DashboardPart, String>>,
 }
 
 /// The folders discovery looks in.
@@ -112,6 +116,7 @@ pub fn discover(roots: &Roots) -> Vec<Discovered> {
             manifest: Ok(b.manifest()),
             builtin: Some(b),
             hides: Vec::new(),
+            dashboard: b.dashboard().map(Ok),
         })
         .collect();
     let folders = [
@@ -122,10 +127,19 @@ pub fn discover(roots: &Roots) -> Vec<Discovered> {
     for (source, root) in folders {
         let Some(root) = root else { continue };
         for (name, dir) in plugin_folders(root) {
-            let manifest = manifest::load(&dir, &name);
+            // A folder with only a dashboard part is a plugin too, with nothing else to read.
+            let manifest = if manifest::manifest_file(&dir).is_some() {
+                manifest::load(&dir, &name)
+            } else {
+                Ok(Manifest {
+                    name: name.clone(),
+                    ..Manifest::default()
+                })
+            };
             let plugin = Discovered {
                 name: name.clone(),
                 source,
+                dashboard: dashboard::load(&dir),
                 dir: Some(dir),
                 manifest,
                 builtin: None,
@@ -149,7 +163,8 @@ pub fn discover(roots: &Roots) -> Vec<Discovered> {
     found
 }
 
-/// The plugin folders directly under `root` that hold a manifest, by name. Hidden folders,
+/// The plugin folders directly under `root` that hold a manifest (`plugin.yaml` or
+/// `dashboard/manifest.json`), by name. Hidden folders,
 /// `__x__` folders and unreadable ones are skipped.
 fn plugin_folders(root: &Path) -> Vec<(String, PathBuf)> {
     let Ok(entries) = std::fs::read_dir(root) else {
@@ -168,8 +183,8 @@ fn plugin_folders(root: &Path) -> Vec<(String, PathBuf)> {
         if !dir.is_dir() {
             continue;
         }
-        if manifest::manifest_file(&dir).is_none() {
-            tracing::debug!(dir = %dir.display(), "no plugin.yaml; not a plugin");
+        if manifest::manifest_file(&dir).is_none() && !dashboard::has_part(&dir) {
+            tracing::debug!(dir = %dir.display(), "no plugin.yaml nor dashboard/manifest.json; not a plugin");
             continue;
         }
         out.push((name, dir));
