@@ -94,8 +94,16 @@ fn v1_paths() -> serde_json::Map<String, Value> {
 /// Dashboard tabs from plugins (see `http/plugin_tabs.rs`).
 fn plugin_tab_paths() -> serde_json::Map<String, Value> {
     let params = json!([
-        path_param("plugin", "string", "The plugin's name (`achievements` for the bundled tab)."),
-        path_param("path", "string", "The route below the plugin's prefix, as its dashboard manifest declares it.")
+        path_param(
+            "plugin",
+            "string",
+            "The plugin's name (`achievements` for the bundled tab)."
+        ),
+        path_param(
+            "path",
+            "string",
+            "The route below the plugin's prefix, as its dashboard manifest declares it."
+        )
     ]);
     let summary = "A plugin tab's route. A plugin folder's route runs its program with {method, path, params, query, body} as JSON on stdin and answers what it prints. The bundled achievements plugin serves GET achievements, GET scan-status, GET recent-unlocks?limit=N, GET sessions/{id}/badges, POST rescan (202) and POST reset-state.";
     let route = op(summary, params, None, 200, &[400, 401, 404]);

@@ -75,8 +75,11 @@ impl PluginTabs {
             let part = found.clone().map(|mut part| {
                 for route in &mut part.routes {
                     if let Some(spec) = route.command.take() {
-                        route.command =
-                            Some(crate::plugins::spec_withholding(spec, &passthrough, secrets));
+                        route.command = Some(crate::plugins::spec_withholding(
+                            spec,
+                            &passthrough,
+                            secrets,
+                        ));
                     }
                 }
                 part
@@ -192,7 +195,11 @@ async fn answer(
             "plugin_route_not_found",
             format!(
                 "the '{plugin}' plugin has no route {method} {path}; it serves: {}",
-                if known.is_empty() { "nothing".to_string() } else { known.join(", ") }
+                if known.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    known.join(", ")
+                }
             ),
         ));
     };
@@ -238,9 +245,7 @@ fn parse_query(query: Option<&str>) -> Map<String, Value> {
     let mut out = Map::new();
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let decode = |s: &str| {
-            percent_decode(&s.replace('+', " "))
-        };
+        let decode = |s: &str| percent_decode(&s.replace('+', " "));
         out.insert(decode(key), Value::String(decode(value)));
     }
     out
@@ -276,14 +281,16 @@ async fn run_route(
         run_raw(
             &spec,
             &format!("{payload}\n"),
-            &[("TROUPE_PLUGIN", owner.as_str()), ("TROUPE_PLUGIN_DIR", dir.as_str())],
+            &[
+                ("TROUPE_PLUGIN", owner.as_str()),
+                ("TROUPE_PLUGIN_DIR", dir.as_str()),
+            ],
         )
     })
     .await
     .map_err(|e| ApiError::internal(format!("the route's runner failed: {e}")))?;
-    let failed = |message: String| {
-        ApiError::new(StatusCode::BAD_GATEWAY, "plugin_route_failed", message)
-    };
+    let failed =
+        |message: String| ApiError::new(StatusCode::BAD_GATEWAY, "plugin_route_failed", message);
     let stdout = output.map_err(|e| failed(format!("the '{plugin}' route's program {e}")))?;
     let text = stdout.trim();
     if text.is_empty() {
@@ -309,9 +316,16 @@ async fn achievements_route(
         "recent-unlocks" => {
             let limit = match query.get("limit").and_then(Value::as_str) {
                 None => 20,
-                Some(text) => text.parse::<usize>().ok().filter(|n| (1..=500).contains(n)).ok_or_else(|| {
-                    ApiError::bad_request("invalid_limit", format!("limit must be a whole number from 1 to 500, got {text:?}"))
-                })?,
+                Some(text) => text
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=500).contains(n))
+                    .ok_or_else(|| {
+                        ApiError::bad_request(
+                            "invalid_limit",
+                            format!("limit must be a whole number from 1 to 500, got {text:?}"),
+                        )
+                    })?,
             };
             service.recent_unlocks(limit)
         }
@@ -322,7 +336,9 @@ async fn achievements_route(
                 Err(SessionStoreError::NotFound(_)) => {
                     return Err(ApiError::not_found(
                         "session_not_found",
-                        format!("no stored session has the id {id:?}; GET /api/sessions lists them"),
+                        format!(
+                            "no stored session has the id {id:?}; GET /api/sessions lists them"
+                        ),
                     ));
                 }
                 Err(error) => return Err(ApiError::internal(error.to_string())),
@@ -377,7 +393,10 @@ pub async fn asset(
             _ => missing(),
         },
         Assets::Folder(dir) => {
-            let Ok(name) = crate::plugins::dashboard::asset_name(&file, &["js", "mjs", "css", "svg", "png", "json", "woff2"]) else {
+            let Ok(name) = crate::plugins::dashboard::asset_name(
+                &file,
+                &["js", "mjs", "css", "svg", "png", "json", "woff2"],
+            ) else {
                 return missing();
             };
             let Some(media) = media_type(&name) else {

@@ -17,7 +17,11 @@ pub enum Builtin {
 
 /// Every compiled-in plugin.
 pub fn all() -> Vec<Builtin> {
-    vec![Builtin::DiskCleanup, Builtin::Langfuse, Builtin::Achievements]
+    vec![
+        Builtin::DiskCleanup,
+        Builtin::Langfuse,
+        Builtin::Achievements,
+    ]
 }
 
 impl Builtin {

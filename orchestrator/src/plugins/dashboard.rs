@@ -164,11 +164,14 @@ pub fn parse(text: &str, dir: &Path, plugin_dir: &Path) -> Result<DashboardPart,
                 yaml_kind(other)
             ));
         }
-        None => return Err("field `label` is missing; name the tab, like \"label\": \"Hello\"".into()),
+        None => {
+            return Err("field `label` is missing; name the tab, like \"label\": \"Hello\"".into());
+        }
     };
     let entry = match root.get("entry") {
-        Some(Value::String(e)) => asset_name(e, &["js", "mjs"])
-            .map_err(|p| format!("field `entry`: {p}"))?,
+        Some(Value::String(e)) => {
+            asset_name(e, &["js", "mjs"]).map_err(|p| format!("field `entry`: {p}"))?
+        }
         Some(other) => {
             return Err(format!(
                 "field `entry` must be the file name of a JavaScript module, found {}",
@@ -223,7 +226,8 @@ pub fn parse(text: &str, dir: &Path, plugin_dir: &Path) -> Result<DashboardPart,
         Some(Value::Array(items)) if items.len() <= MAX_ROUTES => {
             let mut out: Vec<Route> = Vec::new();
             for (i, item) in items.iter().enumerate() {
-                let route = route(item, plugin_dir).map_err(|p| format!("field `routes[{i}]`{p}"))?;
+                let route =
+                    route(item, plugin_dir).map_err(|p| format!("field `routes[{i}]`{p}"))?;
                 if out
                     .iter()
                     .any(|r| r.method == route.method && r.path == route.path)
@@ -238,7 +242,9 @@ pub fn parse(text: &str, dir: &Path, plugin_dir: &Path) -> Result<DashboardPart,
             out
         }
         Some(Value::Array(_)) => {
-            return Err(format!("field `routes` lists more than {MAX_ROUTES} routes"));
+            return Err(format!(
+                "field `routes` lists more than {MAX_ROUTES} routes"
+            ));
         }
         Some(other) => {
             return Err(format!(
@@ -341,10 +347,7 @@ pub fn asset_name(raw: &str, extensions: &[&str]) -> Result<String, String> {
     }
     let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     if !extensions.contains(&extension) {
-        return Err(format!(
-            "{raw:?} must end in .{}",
-            extensions.join(" or .")
-        ));
+        return Err(format!("{raw:?} must end in .{}", extensions.join(" or .")));
     }
     Ok(name.to_string())
 }

@@ -170,7 +170,9 @@ impl SqliteSessions {
     ) -> Result<Vec<(String, super::Fingerprint)>, SessionStoreError> {
         let conn = lock(&self.reader);
         let mut statement = conn
-            .prepare_cached("SELECT id, created_at, updated_at FROM sessions ORDER BY created_at, id")
+            .prepare_cached(
+                "SELECT id, created_at, updated_at FROM sessions ORDER BY created_at, id",
+            )
             .map_err(|e| self.error(e))?;
         let rows = statement
             .query_map([], |r| {
@@ -223,7 +225,10 @@ impl SqliteSessions {
             )
             .and_then(|mut s| {
                 s.query_map(params![&list, super::activity::APPROVAL_EVENT], |r| {
-                    Ok((r.get::<_, String>(0)?, u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0)))
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
+                    ))
                 })?
                 .collect::<Result<Vec<_>, _>>()
             })

@@ -87,7 +87,11 @@ async fn generate(store: &SessionStore, prefix: &str, count: usize) -> Expected 
                 vec!["terminal", "read_file", "delegate_task"],
             ),
             1 => (vec![id(0), id(1)], "subagent", vec!["kanban_complete"]),
-            2 => (vec![id(0), id(2)], "subagent", vec!["write_file", "terminal"]),
+            2 => (
+                vec![id(0), id(2)],
+                "subagent",
+                vec!["write_file", "terminal"],
+            ),
             _ => (vec![id(0), id(1), id(3)], "subagent", vec![]),
         };
         let own = id(n);
@@ -124,8 +128,7 @@ async fn generate(store: &SessionStore, prefix: &str, count: usize) -> Expected 
             tools.iter().filter(|t| **t == "kanban_complete").count() as u64;
         // Every fifth top session asked for an approval over HTTP.
         if n == 0 && tree % 5 == 0 {
-            let body =
-                json!({"type": "approval_requested", "session_id": own, "tool": "terminal"});
+            let body = json!({"type": "approval_requested", "session_id": own, "tool": "terminal"});
             store.log_event(&own, 0, body.to_string(), || {});
             expected.approvals += 1;
         }
@@ -156,7 +159,11 @@ async fn serve(dir: &TroupeDir, pause_ms: u64) -> Served {
 
 async fn get(served: &Served, route: &str) -> Value {
     let (status, body) = served
-        .call(Method::GET, &format!("/api/plugins/achievements/{route}"), None)
+        .call(
+            Method::GET,
+            &format!("/api/plugins/achievements/{route}"),
+            None,
+        )
         .await;
     assert_eq!(status, 200, "{route}: {body}");
     body
@@ -186,7 +193,11 @@ fn card<'a>(achievements: &'a Value, id: &str) -> &'a Value {
 
 /// The full set matches what was written.
 fn check_full(achievements: &Value, expected: &Expected) {
-    assert_eq!(achievements["scan"]["partial"], false, "{}", achievements["scan"]);
+    assert_eq!(
+        achievements["scan"]["partial"], false,
+        "{}",
+        achievements["scan"]
+    );
     assert_eq!(achievements["scan"]["sessions_counted"], expected.sessions);
     assert!(achievements["counts"]["total"].as_u64().unwrap() >= 40);
     let value = |id: &str| card(achievements, id)["value"].as_u64().unwrap();
@@ -203,7 +214,10 @@ fn check_full(achievements: &Value, expected: &Expected) {
     assert_eq!(card(achievements, "hydra")["state"], "unlocked");
     assert_eq!(card(achievements, "hydra")["name"], "Hydra");
     for badge in achievements["badges"].as_array().unwrap() {
-        assert!(badge["how"].as_str().is_some_and(|h| !h.is_empty()), "{badge}");
+        assert!(
+            badge["how"].as_str().is_some_and(|h| !h.is_empty()),
+            "{badge}"
+        );
     }
 }
 
@@ -282,7 +296,9 @@ async fn the_first_scan_shows_partial_results_then_the_full_set_and_rescans_only
             .eval("document.querySelector('[data-badge=team-lead] .ach-how').textContent")
             .await
             .unwrap();
-        page.screenshot(&shots().join("achievements.png")).await.unwrap();
+        page.screenshot(&shots().join("achievements.png"))
+            .await
+            .unwrap();
         Some((partial, progress, unlocked, how))
     };
     let ((partial_counts, full), seen) = tokio::join!(api, in_page);
@@ -296,9 +312,15 @@ async fn the_first_scan_shows_partial_results_then_the_full_set_and_rescans_only
     assert_eq!(status["last_scan"]["publications"], 8);
     if let Some((partial, progress, unlocked, how)) = seen {
         let partial: u64 = partial.as_str().unwrap().parse().unwrap();
-        assert!(partial < 2_000, "the page showed {partial} sessions as partial");
         assert!(
-            progress.as_str().unwrap().starts_with("Scanning… partial results from"),
+            partial < 2_000,
+            "the page showed {partial} sessions as partial"
+        );
+        assert!(
+            progress
+                .as_str()
+                .unwrap()
+                .starts_with("Scanning… partial results from"),
             "{progress}"
         );
         assert_eq!(unlocked, full["counts"]["unlocked"], "cards drawn");
@@ -322,9 +344,16 @@ async fn the_first_scan_shows_partial_results_then_the_full_set_and_rescans_only
         .iter()
         .map(|b| b["id"].as_str().unwrap())
         .collect();
-    assert!(ids.contains(&"tool-time") && ids.contains(&"first-steps"), "{one}");
+    assert!(
+        ids.contains(&"tool-time") && ids.contains(&"first-steps"),
+        "{one}"
+    );
     let (status, _) = served
-        .call(Method::GET, "/api/plugins/achievements/sessions/no-such/badges", None)
+        .call(
+            Method::GET,
+            "/api/plugins/achievements/sessions/no-such/badges",
+            None,
+        )
         .await;
     assert_eq!(status, 404);
 
@@ -348,7 +377,11 @@ async fn the_first_scan_shows_partial_results_then_the_full_set_and_rescans_only
     assert_eq!(get(&served, "recent-unlocks").await["total"], 0);
     assert!(!dir.home().join("achievements/unlocks.json").exists());
     let (status, _) = served
-        .call(Method::GET, "/api/plugins/achievements/recent-unlocks?limit=zero", None)
+        .call(
+            Method::GET,
+            "/api/plugins/achievements/recent-unlocks?limit=zero",
+            None,
+        )
         .await;
     assert_eq!(status, 400);
     served.stop().await;
@@ -406,13 +439,17 @@ async fn achievements_figures() {
     let warm_wall = asked.elapsed();
     assert_eq!(warm["last_scan"]["sessions_read"], 10);
     println!(
-        "achievements figures: wrote 10,000 sessions in {:.1} s; first GET achievements answered in {:.1} ms (counted {} so far); cold scan {} ms ({} publications); warm rescan {} ms reading {} and reusing {} ({:.0} ms from POST to idle, polling every 20 ms)",
+        "achievements figures: wrote 10,000 sessions in {:.1} s; first GET achievements answered in {:.1} ms (counted {} so far); cold scan {} ms (store {} ms, saving stats {} ms, {} publications); warm rescan {} ms (store {} ms, saving stats {} ms) reading {} and reusing {} ({:.0} ms from POST to idle, polling every 20 ms)",
         written.as_secs_f64(),
         first_answer.as_secs_f64() * 1000.0,
         first["scan"]["sessions_counted"],
         cold["last_scan"]["took_ms"],
+        cold["last_scan"]["store_ms"],
+        cold["last_scan"]["save_ms"],
         cold["last_scan"]["publications"],
         warm["last_scan"]["took_ms"],
+        warm["last_scan"]["store_ms"],
+        warm["last_scan"]["save_ms"],
         warm["last_scan"]["sessions_read"],
         warm["last_scan"]["sessions_reused"],
         warm_wall.as_secs_f64() * 1000.0,

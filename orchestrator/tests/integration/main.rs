@@ -12,10 +12,10 @@
 
 mod support;
 
+mod achievements;
 mod agent_clarify;
 mod agent_memory;
 mod agent_subagents;
-mod achievements;
 mod agent_todo;
 mod backends;
 mod chat_cli;

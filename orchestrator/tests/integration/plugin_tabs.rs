@@ -16,7 +16,8 @@ use serde_json::Value;
 use crate::support::browser::{Browser, browser_available};
 use crate::support::serve::{Served, TOKEN, TroupeDir};
 
-const YAML: &str = "model:\n  base_url: \"{{MODEL_URL}}\"\n  model: mock-model\nkanban:\n  store: \"{{STORE}}\"\n";
+const YAML: &str =
+    "model:\n  base_url: \"{{MODEL_URL}}\"\n  model: mock-model\nkanban:\n  store: \"{{STORE}}\"\n";
 
 const STEP: Duration = Duration::from_secs(60);
 
@@ -150,9 +151,7 @@ async fn a_user_plugin_adds_a_tab_and_a_route_and_a_broken_one_stays_off_alone()
     );
 
     // The tab list: hello and the user's achievements work, broken says why it is off.
-    let (status, tabs) = served
-        .call(Method::GET, "/api/dashboard/tabs", None)
-        .await;
+    let (status, tabs) = served.call(Method::GET, "/api/dashboard/tabs", None).await;
     assert_eq!(status, 200, "{tabs}");
     let tab = |name: &str| {
         tabs["tabs"]
@@ -173,13 +172,19 @@ async fn a_user_plugin_adds_a_tab_and_a_route_and_a_broken_one_stays_off_alone()
     let route = format!("{}/api/plugins/hello/greeting/ada?mood=calm", served.base);
     for request in [
         reqwest::Client::new().get(&route),
-        reqwest::Client::new().get(&route).bearer_auth("wrong-token-0123456789abcdef"),
+        reqwest::Client::new()
+            .get(&route)
+            .bearer_auth("wrong-token-0123456789abcdef"),
     ] {
         let response = request.send().await.unwrap();
         assert_eq!(response.status(), 401);
     }
     let (status, greeting) = served
-        .call(Method::GET, "/api/plugins/hello/greeting/ada?mood=calm", None)
+        .call(
+            Method::GET,
+            "/api/plugins/hello/greeting/ada?mood=calm",
+            None,
+        )
         .await;
     assert_eq!(status, 200, "{greeting}");
     assert_eq!(greeting["greeting"], "hello from the hello plugin");
@@ -191,7 +196,12 @@ async fn a_user_plugin_adds_a_tab_and_a_route_and_a_broken_one_stays_off_alone()
         .call(Method::POST, "/api/plugins/hello/greeting/ada", None)
         .await;
     assert_eq!(status, 404, "{body}");
-    assert!(body["error"]["message"].as_str().unwrap().contains("GET greeting/{who}"));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("GET greeting/{who}")
+    );
     let (status, body) = served
         .call(Method::GET, "/api/plugins/broken/anything", None)
         .await;
@@ -239,10 +249,13 @@ async fn a_user_plugin_adds_a_tab_and_a_route_and_a_broken_one_stays_off_alone()
     assert_eq!(asset.text().await.unwrap(), MAIN_JS);
     // The client resolves a plain `..` itself: the request leaves the tab's folder and lands
     // on the API, which wants the token.
-    let status = reqwest::get(format!("{}/dashboard/plugins/hello/../secret.txt", served.base))
-        .await
-        .unwrap()
-        .status();
+    let status = reqwest::get(format!(
+        "{}/dashboard/plugins/hello/../secret.txt",
+        served.base
+    ))
+    .await
+    .unwrap()
+    .status();
     assert!(!status.is_success(), "{status}");
     for path in [
         "/dashboard/plugins/hello/x%2F..%2F..%2Fgreet.sh",
@@ -287,11 +300,15 @@ async fn a_user_plugin_adds_a_tab_and_a_route_and_a_broken_one_stays_off_alone()
         .unwrap();
     assert_eq!(color, "rgb(0, 128, 0)");
     assert_eq!(
-        page.eval("document.getElementById('view-board').hidden").await.unwrap(),
+        page.eval("document.getElementById('view-board').hidden")
+            .await
+            .unwrap(),
         true
     );
     std::fs::create_dir_all(shots()).unwrap();
-    page.screenshot(&shots().join("plugin-tab.png")).await.unwrap();
+    page.screenshot(&shots().join("plugin-tab.png"))
+        .await
+        .unwrap();
 
     // The broken tab shows why; the board comes back with its own tab.
     page.click("#tab-plugin-broken").await.unwrap();
@@ -302,7 +319,10 @@ async fn a_user_plugin_adds_a_tab_and_a_route_and_a_broken_one_stays_off_alone()
         )
         .await
         .unwrap();
-    assert!(note.as_str().unwrap().contains("This tab is disabled"), "{note}");
+    assert!(
+        note.as_str().unwrap().contains("This tab is disabled"),
+        "{note}"
+    );
     assert!(note.as_str().unwrap().contains("entry"), "{note}");
     page.click("#tab-board").await.unwrap();
     page.wait_for(
@@ -323,7 +343,9 @@ async fn a_user_plugin_adds_a_tab_and_a_route_and_a_broken_one_stays_off_alone()
     }
     let console = page.console();
     assert!(
-        !console.iter().any(|l| l.contains("Content Security Policy")),
+        !console
+            .iter()
+            .any(|l| l.contains("Content Security Policy")),
         "{console:?}"
     );
     served.stop().await;

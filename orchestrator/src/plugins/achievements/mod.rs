@@ -71,6 +71,10 @@ pub fn asset(name: &str) -> Option<(&'static str, &'static [u8])> {
     }
 }
 
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -106,6 +110,10 @@ pub struct Report {
     pub finished_at: i64,
     /// How long it took.
     pub took_ms: u64,
+    /// Of that, waiting on the session store (fingerprints and activity).
+    pub store_ms: u64,
+    /// Of that, writing the kept stats.
+    pub save_ms: u64,
 }
 
 #[derive(Debug, Default)]
@@ -178,7 +186,12 @@ impl Achievements {
             inner.current = None;
             match result {
                 Ok(Some(report)) => {
-                    tracing::info!(read = report.progress.sessions_read, reused = report.progress.sessions_reused, took_ms = report.took_ms, "achievements: scan done");
+                    tracing::info!(
+                        read = report.progress.sessions_read,
+                        reused = report.progress.sessions_reused,
+                        took_ms = report.took_ms,
+                        "achievements: scan done"
+                    );
                     inner.last = Some(report);
                     inner.scans += 1;
                     inner.last_error = None;
@@ -203,7 +216,9 @@ impl Achievements {
     /// One scan; `None` when a reset cut it short.
     async fn scan(&self, generation: u64) -> Result<Option<Report>, SessionStoreError> {
         let clock = Instant::now();
+        let mut in_store = Duration::ZERO;
         let fingerprints = self.store.fingerprints().await?;
+        in_store += clock.elapsed();
         let (to_read, removed) = {
             let mut inner = lock(&self.inner);
             let present: std::collections::HashSet<&str> =
@@ -229,7 +244,9 @@ impl Achievements {
         };
         let batches = to_read.len().div_ceil(PUBLISH_EVERY);
         for (n, batch) in to_read.chunks(PUBLISH_EVERY).enumerate() {
+            let asked = Instant::now();
             let read = self.store.activity(batch).await?;
+            in_store += asked.elapsed();
             {
                 let mut inner = lock(&self.inner);
                 if self.generation.load(Ordering::SeqCst) != generation {
@@ -259,17 +276,21 @@ impl Achievements {
         if to_read.is_empty() {
             self.publish(&mut inner);
         }
+        let saving = Instant::now();
         if (!to_read.is_empty() || removed > 0)
             && let Err(error) = self.state.save_stats(&inner.stats)
         {
             tracing::warn!(%error, dir = %self.state.path().display(), "achievements: cannot keep the per-session stats");
         }
+        let saved = saving.elapsed();
         let progress = inner.current.clone().unwrap_or_default();
         Ok(Some(Report {
             progress,
             sessions_removed: removed,
             finished_at: now_ms(),
-            took_ms: u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX),
+            took_ms: millis(clock.elapsed()),
+            store_ms: millis(in_store),
+            save_ms: millis(saved),
         }))
     }
 

@@ -83,7 +83,11 @@ pub fn provider_of(model: &str) -> String {
             return provider.to_string();
         }
     }
-    model.split(['-', '.', '_']).next().unwrap_or("").to_string()
+    model
+        .split(['-', '.', '_'])
+        .next()
+        .unwrap_or("")
+        .to_string()
 }
 
 /// Figures summed over a set of sessions: what every badge's metric reads.
@@ -154,6 +158,10 @@ impl Totals {
         let mut trees: HashMap<&str, (u64, u64)> = HashMap::new();
         let mut hours = [false; 24];
         let mut days: BTreeMap<i64, u64> = BTreeMap::new();
+        // Counted under borrowed names first: a scan sums thousands of sessions many times.
+        let mut tools: HashMap<&str, u64> = HashMap::new();
+        let mut origins: HashMap<&str, u64> = HashMap::new();
+        let mut models: HashMap<&str, u64> = HashMap::new();
         for s in sessions {
             t.sessions += 1;
             if s.depth == 0 {
@@ -174,19 +182,15 @@ impl Totals {
                 t.toolless_sessions += 1;
             }
             for (tool, n) in &s.tools {
-                *t.tools.entry(tool.clone()).or_default() += n;
+                *tools.entry(tool.as_str()).or_default() += n;
             }
             t.approvals += s.approvals;
             if s.approvals > 0 {
                 t.sessions_with_approvals += 1;
             }
-            *t.origins.entry(s.origin.clone()).or_default() += 1;
+            *origins.entry(s.origin.as_str()).or_default() += 1;
             if !s.model.trim().is_empty() {
-                *t.models.entry(s.model.clone()).or_default() += 1;
-                let provider = provider_of(&s.model);
-                if !provider.is_empty() {
-                    t.providers.insert(provider);
-                }
+                *models.entry(s.model.as_str()).or_default() += 1;
             }
             t.tokens += s.tokens;
             let started = s.fingerprint.started;
@@ -211,6 +215,14 @@ impl Totals {
             let minutes = (s.fingerprint.last_active - started).max(0) / 60_000;
             t.longest_minutes = t.longest_minutes.max(u64::try_from(minutes).unwrap_or(0));
         }
+        t.tools = tools.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        t.origins = origins.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        t.providers = models
+            .keys()
+            .map(|m| provider_of(m))
+            .filter(|p| !p.is_empty())
+            .collect();
+        t.models = models.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
         for (size, depth) in trees.values() {
             t.largest_tree = t.largest_tree.max(*size);
             if *size > 1 {
@@ -289,7 +301,10 @@ mod tests {
         assert_eq!((t.max_depth, t.largest_tree, t.deep_trees), (2, 3, 1));
         assert_eq!(t.tool_calls, 5);
         assert_eq!(t.toolless_sessions, 2);
-        assert_eq!((t.night_sessions, t.early_sessions, t.three_am_sessions), (3, 1, 3));
+        assert_eq!(
+            (t.night_sessions, t.early_sessions, t.three_am_sessions),
+            (3, 1, 3)
+        );
         assert_eq!((t.active_days, t.longest_streak, t.busiest_day), (3, 2, 3));
         assert_eq!(t.hours, 3);
         assert_eq!(t.longest_minutes, 30);
