@@ -42,6 +42,9 @@ export async function loadPluginTabs(toast) {
   const nav = document.querySelector("nav.tabs");
   const app = document.getElementById("app");
   const panel = document.getElementById("task-panel");
+  // Signed in again: the tabs are drawn afresh.
+  for (const handle of loaded.values()) if (handle.stop) handle.stop();
+  loaded.clear();
   for (const old of document.querySelectorAll("[data-plugin-tab]")) old.remove();
   // Whenever one of the page's own views is shown again (a tab, a key), the plugin views and
   // buttons step back, whichever code showed it.

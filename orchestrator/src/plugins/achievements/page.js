@@ -42,6 +42,11 @@ export function mount(root, ctx) {
   let stopped = false;
 
   async function refresh() {
+    // Nothing to draw while the tab is out of sight (another tab, or signed out).
+    if (!root.isConnected || root.offsetParent === null) {
+      schedule(1000);
+      return;
+    }
     let data;
     try {
       data = await ctx.get("achievements");
