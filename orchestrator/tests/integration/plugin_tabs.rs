@@ -54,7 +54,9 @@ fn user_plugins(home: &Path) {
     write(
         &hello.join("dashboard/manifest.json"),
         r#"{"label": "Hello", "entry": "main.js", "styles": ["hello.css"],
-            "routes": [{"method": "GET", "path": "greeting/{who}", "command": "./greet.sh", "timeout": "10s"}]}"#,
+            "routes": [{"method": "GET", "path": "greeting/{who}", "command": "./greet.sh", "timeout": "10s"},
+                       {"method": "POST", "path": "fail", "command": "echo it went wrong >&2; exit 3"},
+                       {"method": "GET", "path": "garbage", "command": "echo this is not json"}]}"#,
     );
     write(&hello.join("dashboard/main.js"), MAIN_JS);
     write(
@@ -116,6 +118,23 @@ async fn a_user_plugin_adds_a_tab_and_a_route_and_a_broken_one_stays_off_alone()
     assert_eq!(hello["source"], "user");
     assert_eq!(hello["dashboard"]["label"], "Hello");
     assert_eq!(hello["dashboard"]["routes"][0], "GET greeting/{who}");
+    // `plugins.disabled` turns a tab off.
+    std::fs::write(
+        dir.path().join("off.yaml"),
+        "plugins:\n  disabled: [hello]\n",
+    )
+    .unwrap();
+    let off = dir
+        .run_json(&["plugins", "list", "--config", "off.yaml"])
+        .await;
+    let off_hello = off["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "hello")
+        .unwrap()
+        .clone();
+    assert_eq!(off_hello["dashboard"]["shown"], false, "{off_hello}");
     assert_eq!(hello["dashboard"]["shown"], true);
     let broken = find("broken");
     assert_eq!(broken["dashboard"]["shown"], false);
@@ -135,7 +154,7 @@ async fn a_user_plugin_adds_a_tab_and_a_route_and_a_broken_one_stays_off_alone()
     let (code, table, err) = dir.run(&["plugins", "list"]).await;
     assert_eq!(code, 0, "{err}");
     assert!(
-        table.contains("dashboard tab: Hello (routes: GET greeting/{who})"),
+        table.contains("dashboard tab: Hello (routes: GET greeting/{who}, POST fail, GET garbage)"),
         "{table}"
     );
     assert!(table.contains("dashboard tab: disabled:"), "{table}");
@@ -191,6 +210,34 @@ async fn a_user_plugin_adds_a_tab_and_a_route_and_a_broken_one_stays_off_alone()
     assert_eq!(greeting["request"]["params"]["who"], "ada");
     assert_eq!(greeting["request"]["query"]["mood"], "calm");
     assert_eq!(greeting["request"]["method"], "GET");
+    // A program that fails, or prints something that is not JSON, answers 502 saying so.
+    let (status, body) = served
+        .call(
+            Method::POST,
+            "/api/plugins/hello/fail",
+            Some(serde_json::json!({"x": 1})),
+        )
+        .await;
+    assert_eq!(status, 502, "{body}");
+    assert_eq!(body["error"]["code"], "plugin_route_failed");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("it went wrong"),
+        "{body}"
+    );
+    let (status, body) = served
+        .call(Method::GET, "/api/plugins/hello/garbage", None)
+        .await;
+    assert_eq!(status, 502, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not JSON"),
+        "{body}"
+    );
     // Unknown routes and plugins, and the broken tab, answer with what is there instead.
     let (status, body) = served
         .call(Method::POST, "/api/plugins/hello/greeting/ada", None)

@@ -216,13 +216,19 @@ impl Totals {
             t.longest_minutes = t.longest_minutes.max(u64::try_from(minutes).unwrap_or(0));
         }
         t.tools = tools.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-        t.origins = origins.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        t.origins = origins
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
         t.providers = models
             .keys()
             .map(|m| provider_of(m))
             .filter(|p| !p.is_empty())
             .collect();
-        t.models = models.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        t.models = models
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
         for (size, depth) in trees.values() {
             t.largest_tree = t.largest_tree.max(*size);
             if *size > 1 {
