@@ -192,3 +192,60 @@ fn plugin_folders(root: &Path) -> Vec<(String, PathBuf)> {
     out.sort();
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn a_dashboard_part_alone_makes_a_plugin_and_a_project_one_overrides() {
+        let user = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        // Only a dashboard part, no plugin.yaml.
+        write(
+            &user.path().join("tab/dashboard/manifest.json"),
+            r#"{"label": "Tab", "entry": "a.js"}"#,
+        );
+        write(
+            &user.path().join("tab/dashboard/a.js"),
+            "export function mount() {}",
+        );
+        // A project plugin of the same name, its manifest broken.
+        write(&project.path().join("tab/dashboard/manifest.json"), "[1]");
+        // Neither: not a plugin.
+        std::fs::create_dir_all(user.path().join("empty")).unwrap();
+        let roots = Roots {
+            bundled: None,
+            user: user.path().to_path_buf(),
+            project: None,
+            project_skipped: None,
+        };
+        let found = discover(&roots);
+        let tab = found.iter().find(|p| p.name == "tab").unwrap();
+        assert_eq!(tab.source, Source::User);
+        assert!(tab.manifest.is_ok());
+        assert_eq!(
+            tab.dashboard.as_ref().unwrap().as_ref().unwrap().label,
+            "Tab"
+        );
+        assert!(found.iter().all(|p| p.name != "empty"));
+        let bundled = found.iter().find(|p| p.name == "achievements").unwrap();
+        assert!(matches!(bundled.dashboard, Some(Ok(_))));
+
+        let roots = Roots {
+            project: Some(project.path().to_path_buf()),
+            ..roots
+        };
+        let found = discover(&roots);
+        let tab = found.iter().find(|p| p.name == "tab").unwrap();
+        assert_eq!(tab.source, Source::Project);
+        assert_eq!(tab.hides[0].source, Source::User);
+        let problem = tab.dashboard.as_ref().unwrap().as_ref().unwrap_err();
+        assert!(problem.contains("must be a JSON object"), "{problem}");
+    }
+}
