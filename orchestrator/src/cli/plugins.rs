@@ -83,6 +83,17 @@ fn row(plugin: &PluginInfo) -> Value {
         "description": plugin.found.manifest.as_ref().ok().and_then(|m| m.description.clone()),
         "provides": plugin.provides(),
         "problems": plugin.problems,
+        "dashboard": match &plugin.found.dashboard {
+            None => Value::Null,
+            Some(Ok(part)) => json!({
+                "label": part.label,
+                "entry": part.entry,
+                "styles": part.styles,
+                "routes": part.routes.iter().map(|r| format!("{} {}", r.method, r.path)).collect::<Vec<_>>(),
+                "shown": plugin.tab().is_some(),
+            }),
+            Some(Err(problem)) => json!({"shown": false, "problem": problem}),
+        },
         "hides": plugin.found.hides.iter().map(|h| json!({
             "source": h.source.as_str(),
             "dir": h.dir.as_ref().map(|d| d.display().to_string()),
@@ -252,6 +263,13 @@ fn info(args: NameArgs) -> Result<i32, CliError> {
         }
         if !manifest.requires_env.is_empty() {
             println!("needs env:   {}", manifest.requires_env.join(", "));
+        }
+    }
+    if plugin.found.builtin.is_none() {
+        match &plugin.found.dashboard {
+            Some(Ok(part)) => println!("dashboard:   {}", part.describe()),
+            Some(Err(problem)) => println!("dashboard:   disabled: {problem}"),
+            None => {}
         }
     }
     if plugin.found.builtin.is_some() {

@@ -202,6 +202,21 @@ async fn serve_with(
         .with_allowed_hosts(serve.allowed_hosts.clone())
         .with_default_board(board.clone())
         .with_commands(runtime.plugins().commands().clone());
+    // Dashboard tabs from plugins; the achievements tab counts the stored sessions.
+    let plugin_tabs = Arc::new(crate::http::plugin_tabs::PluginTabs::from_catalog(
+        runtime.plugins().catalog(),
+        runtime.plugins().secrets(),
+        troupe.session_store().cloned(),
+    ));
+    for tab in plugin_tabs.tabs() {
+        if let Err(problem) = &tab.part {
+            eprintln!(
+                "troupe serve: the dashboard tab of plugin '{}' is disabled: {problem}",
+                tab.name
+            );
+        }
+    }
+    state = state.with_plugin_tabs(Arc::clone(&plugin_tabs));
     match &dispatcher {
         Some((handle, _)) => {
             state = state.with_dispatcher(Arc::new(DispatcherPass::new(
@@ -236,6 +251,8 @@ async fn serve_with(
         .await
         .map_err(|e| failed(format!("cannot listen on {}: {e}", serve.addr())))?;
     let addr = server.local_addr();
+    // The first scan runs in the background: the page shows what it has so far.
+    plugin_tabs.start();
     eprintln!(
         "troupe serve: listening on http://{addr} ({})",
         settings.store.describe()

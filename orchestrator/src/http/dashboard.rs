@@ -81,17 +81,32 @@ const ASSETS: &[Asset] = &[
         body: include_str!("dashboard/sessions.js"),
     },
     Asset {
+        name: "plugins.js",
+        media_type: "text/javascript; charset=utf-8",
+        body: include_str!("dashboard/plugins.js"),
+    },
+    Asset {
+        name: "plugins.css",
+        media_type: "text/css; charset=utf-8",
+        body: include_str!("dashboard/plugins.css"),
+    },
+    Asset {
         name: "icon.svg",
         media_type: "image/svg+xml",
         body: include_str!("dashboard/icon.svg"),
     },
 ];
 
-/// The dashboard's routes: the page at `/` and its assets under [`ASSET_PREFIX`].
+/// The dashboard's routes: the page at `/`, its assets under [`ASSET_PREFIX`] and the plugin
+/// tabs' assets under [`super::plugin_tabs::ASSET_PREFIX`].
 pub fn router() -> Router<HttpState> {
     Router::new()
         .route("/", get(page))
         .route("/dashboard/{file}", get(asset))
+        .route(
+            "/dashboard/plugins/{plugin}/{*file}",
+            get(super::plugin_tabs::asset),
+        )
 }
 
 /// The names of the built-in assets, for tests and docs.
@@ -116,6 +131,20 @@ async fn asset(Path(file): Path<String>, headers: HeaderMap) -> Response {
 }
 
 fn respond(media_type: &'static str, body: &'static str, request: &HeaderMap) -> Response {
+    respond_bytes(
+        media_type,
+        axum::body::Bytes::from_static(body.as_bytes()),
+        request,
+    )
+}
+
+/// A dashboard file (the page's own or a plugin tab's) with the dashboard's headers: its
+/// media type, the Content-Security-Policy, no sniffing, no referrer, no caching.
+pub(crate) fn respond_bytes(
+    media_type: &'static str,
+    body: axum::body::Bytes,
+    request: &HeaderMap,
+) -> Response {
     let host = request.get(header::HOST).and_then(|h| h.to_str().ok());
     let policy = HeaderValue::from_str(&content_security_policy(host))
         .unwrap_or_else(|_| HeaderValue::from_static("default-src 'none'"));

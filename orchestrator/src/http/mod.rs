@@ -18,6 +18,8 @@
 //! - [`openai`]: the OpenAI-compatible routes under `/v1` (models, chat completions, responses).
 //! - [`openapi`]: the OpenAPI 3.1 document, kept beside the route table it describes.
 //! - [`dashboard`]: the page at `/` and its built-in assets.
+//! - [`plugin_tabs`]: dashboard tabs from plugins: their list, their routes under
+//!   `/api/plugins/<name>/` and their assets.
 //! - [`listener`]: the accept loop (timeouts, connection and request caps); `gate.rs`: its
 //!   `Host` check (421) and whether a request carries the token.
 
@@ -31,13 +33,14 @@ mod gate;
 pub mod listener;
 pub mod openai;
 pub mod openapi;
+pub mod plugin_tabs;
 pub mod sessions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::{MethodRouter, delete, get, patch, post};
+use axum::routing::{MethodRouter, delete, get, patch, post, put};
 use troupe_actors::model::ModelProvider;
 use troupe_kanban::{BoardSlug, Store};
 
@@ -46,6 +49,9 @@ use crate::api::{Troupe, TroupeError};
 pub use crate::settings::serve::{DEFAULT_FEED_POLL, DEFAULT_PORT, ServeConfig, ServerLimits};
 pub use boards::{DispatchPass, DispatcherPass, PromotePass, WorkerStop};
 pub use feed::FeedWake;
+
+/// Path of the plugin tabs' routes.
+pub const PLUGIN_ROUTES: &str = "/api/plugins/{plugin}/{*path}";
 
 /// Path of the WebSocket event feed.
 pub const FEED_PATH: &str = "/api/plugins/kanban/events";
@@ -79,6 +85,8 @@ pub struct HttpState {
     pub commands: crate::plugins::slash::SlashCommands,
     /// What the OpenAI-compatible `/v1` routes keep between requests.
     pub openai: Arc<openai::OpenAiState>,
+    /// Dashboard tabs from plugins, with their routes.
+    pub plugin_tabs: Arc<plugin_tabs::PluginTabs>,
     /// Flips to true when the server shuts down, so streams end and shutdown completes.
     pub closing: tokio::sync::watch::Receiver<bool>,
     closing_tx: Arc<tokio::sync::watch::Sender<bool>>,
@@ -126,6 +134,7 @@ impl HttpState {
             default_board: BoardSlug::default_board(),
             commands: crate::plugins::slash::SlashCommands::default(),
             openai: Arc::default(),
+            plugin_tabs: Arc::default(),
             closing,
             closing_tx: Arc::new(closing_tx),
         })
@@ -165,6 +174,12 @@ impl HttpState {
     /// Sets the slash commands messages may start with.
     pub fn with_commands(mut self, commands: crate::plugins::slash::SlashCommands) -> Self {
         self.commands = commands;
+        self
+    }
+
+    /// Sets the plugin tabs the dashboard shows and whose routes it serves.
+    pub fn with_plugin_tabs(mut self, tabs: Arc<plugin_tabs::PluginTabs>) -> Self {
+        self.plugin_tabs = tabs;
         self
     }
 
@@ -301,6 +316,13 @@ fn table() -> RouteTable {
             post(boards::terminate_run),
         )
         .at("get", FEED_PATH, get(feed::upgrade))
+        // Dashboard tabs from plugins, and their routes.
+        .at("get", "/api/dashboard/tabs", get(plugin_tabs::list))
+        .at("get", PLUGIN_ROUTES, get(plugin_tabs::call))
+        .at("post", PLUGIN_ROUTES, post(plugin_tabs::call))
+        .at("put", PLUGIN_ROUTES, put(plugin_tabs::call))
+        .at("patch", PLUGIN_ROUTES, patch(plugin_tabs::call))
+        .at("delete", PLUGIN_ROUTES, delete(plugin_tabs::call))
         // The OpenAI-compatible API.
         .at("get", "/v1/models", get(openai::models::list))
         .at("get", "/v1/models/{*model}", get(openai::models::show))

@@ -91,6 +91,31 @@ fn v1_paths() -> serde_json::Map<String, Value> {
     paths
 }
 
+/// Dashboard tabs from plugins (see `http/plugin_tabs.rs`).
+fn plugin_tab_paths() -> serde_json::Map<String, Value> {
+    let params = json!([
+        path_param(
+            "plugin",
+            "string",
+            "The plugin's name (`achievements` for the bundled tab)."
+        ),
+        path_param(
+            "path",
+            "string",
+            "The route below the plugin's prefix, as its dashboard manifest declares it."
+        )
+    ]);
+    let summary = "A plugin tab's route. A plugin folder's route runs its program with {method, path, params, query, body} as JSON on stdin and answers what it prints. The bundled achievements plugin serves GET achievements, GET scan-status, GET recent-unlocks?limit=N, GET sessions/{id}/badges, POST rescan (202) and POST reset-state.";
+    let route = op(summary, params, None, 200, &[400, 401, 404]);
+    let mut paths = serde_json::Map::new();
+    paths.insert("/api/dashboard/tabs".into(), json!({"get": op("The dashboard tabs plugins add: label, entry module, style sheets, routes; a tab whose manifest is broken comes with `problem` saying why.", json!([]), None, 200, &[401])}));
+    paths.insert(
+        "/api/plugins/{plugin}/{*path}".into(),
+        json!({"get": route, "post": route, "put": route, "patch": route, "delete": route}),
+    );
+    paths
+}
+
 /// The whole document.
 pub fn document() -> Value {
     let session_id = path_param("id", "string", "Session id.");
@@ -248,6 +273,7 @@ pub fn document() -> Value {
     });
     if let Some(paths) = document["paths"].as_object_mut() {
         paths.extend(v1_paths());
+        paths.extend(plugin_tab_paths());
     }
     document
 }

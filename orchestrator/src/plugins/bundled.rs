@@ -1,6 +1,7 @@
 //! The plugins compiled into troupe. Like every plugin they are off until enabled; a user or
 //! project folder of the same name replaces one.
 
+use super::dashboard::DashboardPart;
 use super::manifest::Manifest;
 
 /// A plugin compiled into troupe.
@@ -10,11 +11,17 @@ pub enum Builtin {
     DiskCleanup,
     /// Sends troupe's traces to Langfuse ([`crate::observability::langfuse`]).
     Langfuse,
+    /// The achievements tab of the dashboard ([`super::achievements`]).
+    Achievements,
 }
 
 /// Every compiled-in plugin.
 pub fn all() -> Vec<Builtin> {
-    vec![Builtin::DiskCleanup, Builtin::Langfuse]
+    vec![
+        Builtin::DiskCleanup,
+        Builtin::Langfuse,
+        Builtin::Achievements,
+    ]
 }
 
 impl Builtin {
@@ -23,6 +30,7 @@ impl Builtin {
         match self {
             Builtin::DiskCleanup => super::disk_cleanup::NAME,
             Builtin::Langfuse => crate::observability::langfuse::NAME,
+            Builtin::Achievements => super::achievements::NAME,
         }
     }
 
@@ -45,13 +53,29 @@ impl Builtin {
                 ),
                 ..Manifest::default()
             },
+            Builtin::Achievements => Manifest {
+                name: self.name().to_string(),
+                version: Some("1.0.0".into()),
+                description: Some(
+                    "A dashboard tab of tiered badges earned from the stored sessions: tools, subagent trees, board work, approvals, models, hours and streaks".into(),
+                ),
+                ..Manifest::default()
+            },
+        }
+    }
+
+    /// Its dashboard tab, for a plugin that has one.
+    pub fn dashboard(self) -> Option<DashboardPart> {
+        match self {
+            Builtin::Achievements => Some(super::achievements::dashboard_part()),
+            Builtin::DiskCleanup | Builtin::Langfuse => None,
         }
     }
 
     /// What keeps it from loading in this environment (missing keys), if anything.
     pub fn problems(self) -> Vec<String> {
         match self {
-            Builtin::DiskCleanup => Vec::new(),
+            Builtin::DiskCleanup | Builtin::Achievements => Vec::new(),
             Builtin::Langfuse => crate::observability::langfuse::target()
                 .err()
                 .into_iter()
@@ -67,6 +91,8 @@ impl Builtin {
                 "commands: /disk-cleanup".into(),
             ],
             Builtin::Langfuse => vec!["traces: OTLP to Langfuse".into()],
+            // Its tab is listed from its dashboard part.
+            Builtin::Achievements => Vec::new(),
         }
     }
 }

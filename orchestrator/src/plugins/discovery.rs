@@ -1,12 +1,14 @@
 //! Finding plugins: bundled (compiled into troupe, plus folders under
 //! `$TROUPE_BUNDLED_PLUGINS` for packagers), user (`$TROUPE_HOME/plugins/<name>/`), project
-//! (`./.troupe/plugins/<name>/`, only with `TROUPE_ENABLE_PROJECT_PLUGINS=1`). A later source
+//! (`./.troupe/plugins/<name>/`, only with `TROUPE_ENABLE_PROJECT_PLUGINS=1`). A folder is a
+//! plugin when it holds a `plugin.yaml` or a dashboard part (`dashboard/manifest.json`). A later source
 //! wins a name clash, and the winner records what it hides. A broken manifest is kept as that
 //! plugin's problem; it never stops the others.
 
 use std::path::{Path, PathBuf};
 
 use super::bundled::{self, Builtin};
+use super::dashboard::{self, DashboardPart};
 use super::manifest::{self, Manifest, ManifestError};
 
 /// The environment switch that lets project plugins load.
@@ -61,6 +63,8 @@ pub struct Discovered {
     pub builtin: Option<Builtin>,
     /// Plugins of the same name it overrides.
     pub hides: Vec<Hidden>,
+    /// Its dashboard tab (`dashboard/manifest.json`), or why the tab cannot be shown.
+    pub dashboard: Option<Result<DashboardPart, String>>,
 }
 
 /// The folders discovery looks in.
@@ -112,6 +116,7 @@ pub fn discover(roots: &Roots) -> Vec<Discovered> {
             manifest: Ok(b.manifest()),
             builtin: Some(b),
             hides: Vec::new(),
+            dashboard: b.dashboard().map(Ok),
         })
         .collect();
     let folders = [
@@ -122,10 +127,19 @@ pub fn discover(roots: &Roots) -> Vec<Discovered> {
     for (source, root) in folders {
         let Some(root) = root else { continue };
         for (name, dir) in plugin_folders(root) {
-            let manifest = manifest::load(&dir, &name);
+            // A folder with only a dashboard part is a plugin too, with nothing else to read.
+            let manifest = if manifest::manifest_file(&dir).is_some() {
+                manifest::load(&dir, &name)
+            } else {
+                Ok(Manifest {
+                    name: name.clone(),
+                    ..Manifest::default()
+                })
+            };
             let plugin = Discovered {
                 name: name.clone(),
                 source,
+                dashboard: dashboard::load(&dir),
                 dir: Some(dir),
                 manifest,
                 builtin: None,
@@ -149,7 +163,8 @@ pub fn discover(roots: &Roots) -> Vec<Discovered> {
     found
 }
 
-/// The plugin folders directly under `root` that hold a manifest, by name. Hidden folders,
+/// The plugin folders directly under `root` that hold a manifest (`plugin.yaml` or
+/// `dashboard/manifest.json`), by name. Hidden folders,
 /// `__x__` folders and unreadable ones are skipped.
 fn plugin_folders(root: &Path) -> Vec<(String, PathBuf)> {
     let Ok(entries) = std::fs::read_dir(root) else {
@@ -168,12 +183,69 @@ fn plugin_folders(root: &Path) -> Vec<(String, PathBuf)> {
         if !dir.is_dir() {
             continue;
         }
-        if manifest::manifest_file(&dir).is_none() {
-            tracing::debug!(dir = %dir.display(), "no plugin.yaml; not a plugin");
+        if manifest::manifest_file(&dir).is_none() && !dashboard::has_part(&dir) {
+            tracing::debug!(dir = %dir.display(), "no plugin.yaml nor dashboard/manifest.json; not a plugin");
             continue;
         }
         out.push((name, dir));
     }
     out.sort();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn a_dashboard_part_alone_makes_a_plugin_and_a_project_one_overrides() {
+        let user = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        // Only a dashboard part, no plugin.yaml.
+        write(
+            &user.path().join("tab/dashboard/manifest.json"),
+            r#"{"label": "Tab", "entry": "a.js"}"#,
+        );
+        write(
+            &user.path().join("tab/dashboard/a.js"),
+            "export function mount() {}",
+        );
+        // A project plugin of the same name, its manifest broken.
+        write(&project.path().join("tab/dashboard/manifest.json"), "[1]");
+        // Neither: not a plugin.
+        std::fs::create_dir_all(user.path().join("empty")).unwrap();
+        let roots = Roots {
+            bundled: None,
+            user: user.path().to_path_buf(),
+            project: None,
+            project_skipped: None,
+        };
+        let found = discover(&roots);
+        let tab = found.iter().find(|p| p.name == "tab").unwrap();
+        assert_eq!(tab.source, Source::User);
+        assert!(tab.manifest.is_ok());
+        assert_eq!(
+            tab.dashboard.as_ref().unwrap().as_ref().unwrap().label,
+            "Tab"
+        );
+        assert!(found.iter().all(|p| p.name != "empty"));
+        let bundled = found.iter().find(|p| p.name == "achievements").unwrap();
+        assert!(matches!(bundled.dashboard, Some(Ok(_))));
+
+        let roots = Roots {
+            project: Some(project.path().to_path_buf()),
+            ..roots
+        };
+        let found = discover(&roots);
+        let tab = found.iter().find(|p| p.name == "tab").unwrap();
+        assert_eq!(tab.source, Source::Project);
+        assert_eq!(tab.hides[0].source, Source::User);
+        let problem = tab.dashboard.as_ref().unwrap().as_ref().unwrap_err();
+        assert!(problem.contains("must be a JSON object"), "{problem}");
+    }
 }

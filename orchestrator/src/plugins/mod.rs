@@ -17,8 +17,10 @@
 //! hooks and toolsets for every session and worker ([`Plugins::contribution`]), and the chat
 //! and HTTP doors ask it for slash commands.
 
+pub mod achievements;
 pub mod bundled;
 pub mod command_hook;
+pub mod dashboard;
 pub mod discovery;
 pub mod disk_cleanup;
 pub mod enabled;
@@ -56,6 +58,8 @@ pub struct PluginInfo {
     pub enabled: bool,
     /// What keeps it from loading (a broken manifest, a missing variable).
     pub problems: Vec<String>,
+    /// Listed in `plugins.disabled`: its dashboard tab is off too.
+    pub disabled: bool,
 }
 
 impl PluginInfo {
@@ -71,10 +75,29 @@ impl PluginInfo {
 
     /// What it provides, in words.
     pub fn provides(&self) -> Vec<String> {
-        match (&self.found.builtin, &self.found.manifest) {
+        let mut out = match (&self.found.builtin, &self.found.manifest) {
             (Some(builtin), _) => builtin.provides(),
             (None, Ok(manifest)) => manifest.provides(),
             (None, Err(_)) => Vec::new(),
+        };
+        match &self.found.dashboard {
+            Some(Ok(part)) if self.disabled => {
+                out.push(format!("{} (off: in plugins.disabled)", part.describe()));
+            }
+            Some(Ok(part)) => out.push(part.describe()),
+            Some(Err(problem)) => out.push(format!("dashboard tab: disabled: {problem}")),
+            None => {}
+        }
+        out
+    }
+
+    /// Its dashboard tab when it is shown: the plugin has a sound dashboard part and is not in
+    /// `plugins.disabled`. Tabs need no `plugins.enabled` entry (they run nothing until asked,
+    /// and only behind the server's credential).
+    pub fn tab(&self) -> Option<&dashboard::DashboardPart> {
+        match &self.found.dashboard {
+            Some(Ok(part)) if !self.disabled => Some(part),
+            _ => None,
         }
     }
 }
@@ -132,6 +155,7 @@ impl PluginCatalog {
                 }
                 PluginInfo {
                     enabled: enablement.is_enabled(&found.name),
+                    disabled: enablement.disabled.iter().any(|n| n == &found.name),
                     found,
                     problems,
                 }
@@ -196,7 +220,7 @@ pub struct Plugins {
 }
 
 /// `spec` as it runs: with `passthrough` added to its own list, and `secrets` withheld.
-fn spec_withholding(
+pub(crate) fn spec_withholding(
     mut spec: manifest::CommandSpec,
     passthrough: &[String],
     secrets: &ChildSecrets,
@@ -313,6 +337,8 @@ impl Plugins {
                         ));
                     }
                     Builtin::Langfuse => traces = crate::observability::langfuse::target().ok(),
+                    // Its tab is served by the HTTP server ([`crate::http::plugin_tabs`]).
+                    Builtin::Achievements => {}
                 }
                 continue;
             }
@@ -369,6 +395,11 @@ impl Plugins {
             traces,
             secrets: secrets.clone(),
         }
+    }
+
+    /// troupe's keys, which no plugin program gets.
+    pub fn secrets(&self) -> &ChildSecrets {
+        &self.secrets
     }
 
     /// What was found and what is on.

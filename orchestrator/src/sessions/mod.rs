@@ -9,6 +9,7 @@
 //! backend is SQLite under the troupe home by default ([`SqliteSessions`]), PostgreSQL
 //! ([`PostgresSessions`]) when `sessions.store` (else `kanban.store`) names a database.
 
+mod activity;
 mod postgres;
 mod search_tool;
 mod sqlite;
@@ -28,6 +29,7 @@ use troupe_actors::journal::{
 use troupe_actors::model::ChatMessage;
 use troupe_actors::usage::Spend;
 
+pub use activity::{ACTIVITY_SLICE, Fingerprint, SessionActivity};
 pub use postgres::PostgresSessions;
 pub use search_tool::{SESSION_SEARCH, session_search_tool};
 pub use sqlite::SqliteSessions;

@@ -196,6 +196,86 @@ impl PostgresSessions {
             .collect()
     }
 
+    pub(super) async fn fingerprints(
+        &self,
+    ) -> Result<Vec<(String, super::Fingerprint)>, SessionStoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT id, created_at, updated_at FROM troupe_sessions ORDER BY created_at, id",
+                &[],
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get::<_, String>(0)?,
+                    super::Fingerprint {
+                        started: r.try_get(1)?,
+                        last_active: r.try_get(2)?,
+                    },
+                ))
+            })
+            .collect::<Result<Vec<_>, tokio_postgres::Error>>()
+            .map_err(|e| self.error(e))
+    }
+
+    pub(super) async fn activity(
+        &self,
+        ids: &[String],
+    ) -> Result<Vec<super::SessionActivity>, SessionStoreError> {
+        let client = self.client().await?;
+        let ids = ids.to_vec();
+        let summaries = client
+            .query(
+                &format!("SELECT {SUMMARY} FROM troupe_sessions WHERE id = ANY($1)"),
+                &[&ids],
+            )
+            .await
+            .map_err(|e| self.error(e))?
+            .iter()
+            .map(summary_row)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.error(e))?;
+        let tools = client
+            .query(
+                "SELECT session_id, COALESCE(body::jsonb ->> 'name', ''), COUNT(*) FROM troupe_session_messages
+                 WHERE role = 'tool' AND session_id = ANY($1) GROUP BY 1, 2",
+                &[&ids],
+            )
+            .await
+            .map_err(|e| self.error(e))?
+            .iter()
+            .map(|r| {
+                Ok((
+                    r.try_get::<_, String>(0)?,
+                    r.try_get::<_, String>(1)?,
+                    u64::try_from(r.try_get::<_, i64>(2)?).unwrap_or(0),
+                ))
+            })
+            .collect::<Result<Vec<_>, tokio_postgres::Error>>()
+            .map_err(|e| self.error(e))?;
+        let approvals = client
+            .query(
+                "SELECT log_id, COUNT(*) FROM troupe_session_events
+                 WHERE log_id = ANY($1) AND body LIKE $2 GROUP BY 1",
+                &[&ids, &super::activity::APPROVAL_EVENT],
+            )
+            .await
+            .map_err(|e| self.error(e))?
+            .iter()
+            .map(|r| {
+                Ok((
+                    r.try_get::<_, String>(0)?,
+                    u64::try_from(r.try_get::<_, i64>(1)?).unwrap_or(0),
+                ))
+            })
+            .collect::<Result<Vec<_>, tokio_postgres::Error>>()
+            .map_err(|e| self.error(e))?;
+        Ok(super::activity::assemble(summaries, tools, approvals))
+    }
+
     async fn resolve(
         &self,
         client: &deadpool_postgres::Object,

@@ -164,6 +164,78 @@ impl SqliteSessions {
             .map_err(|e| self.error(e))
     }
 
+    /// Every session's id and fingerprint, oldest first.
+    pub(super) fn fingerprints(
+        &self,
+    ) -> Result<Vec<(String, super::Fingerprint)>, SessionStoreError> {
+        let conn = lock(&self.reader);
+        let mut statement = conn
+            .prepare_cached(
+                "SELECT id, created_at, updated_at FROM sessions ORDER BY created_at, id",
+            )
+            .map_err(|e| self.error(e))?;
+        let rows = statement
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    super::Fingerprint {
+                        started: r.get(1)?,
+                        last_active: r.get(2)?,
+                    },
+                ))
+            })
+            .map_err(|e| self.error(e))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.error(e))
+    }
+
+    /// The activity of the sessions `ids`: rows, tool counts and approvals, each one query
+    /// over the id list (passed as one JSON array).
+    pub(super) fn activity(
+        &self,
+        ids: &[String],
+    ) -> Result<Vec<super::SessionActivity>, SessionStoreError> {
+        let list = serde_json::to_string(ids).map_err(|e| self.error(e))?;
+        let conn = lock(&self.reader);
+        let summaries = conn
+            .prepare_cached(&format!(
+                "SELECT {SUMMARY} FROM sessions WHERE id IN (SELECT value FROM json_each(?1))"
+            ))
+            .and_then(|mut s| {
+                s.query_map([&list], summary_row)?
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(|e| self.error(e))?;
+        let tools = conn
+            .prepare_cached(
+                "SELECT session_id, COALESCE(json_extract(body, '$.name'), ''), COUNT(*) FROM session_messages
+                 WHERE role = 'tool' AND session_id IN (SELECT value FROM json_each(?1)) GROUP BY 1, 2",
+            )
+            .and_then(|mut s| {
+                s.query_map([&list], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0)))
+                })?
+                .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(|e| self.error(e))?;
+        let approvals = conn
+            .prepare_cached(
+                "SELECT log_id, COUNT(*) FROM session_events
+                 WHERE log_id IN (SELECT value FROM json_each(?1)) AND body LIKE ?2 GROUP BY 1",
+            )
+            .and_then(|mut s| {
+                s.query_map(params![&list, super::activity::APPROVAL_EVENT], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
+                    ))
+                })?
+                .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(|e| self.error(e))?;
+        Ok(super::activity::assemble(summaries, tools, approvals))
+    }
+
     /// The id `given` names: itself, or the one stored id it begins.
     fn resolve(&self, conn: &Connection, given: &str) -> Result<String, SessionStoreError> {
         let pattern = super::prefix_pattern(given)?;

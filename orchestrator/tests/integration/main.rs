@@ -12,6 +12,7 @@
 
 mod support;
 
+mod achievements;
 mod agent_clarify;
 mod agent_memory;
 mod agent_subagents;
@@ -42,6 +43,7 @@ mod kanban_multihost;
 mod kanban_reclaim;
 mod mcp_serve;
 mod openai_api;
+mod plugin_tabs;
 mod plugins;
 mod secrets_cli;
 mod tools_search_cli;

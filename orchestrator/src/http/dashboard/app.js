@@ -6,6 +6,7 @@ import * as api from "./api.js";
 import { Board, STATUSES } from "./board.js";
 import { TaskPanel } from "./task.js";
 import { SessionsView } from "./sessions.js";
+import { loadPluginTabs } from "./plugins.js";
 
 const $ = (id) => document.getElementById(id);
 const PAGE = 1000;
@@ -86,6 +87,7 @@ async function start() {
   $("app").hidden = false;
   document.body.dataset.signedIn = "true";
   sessions.start();
+  loadPluginTabs(toast);
   await loadBoard();
 }
 
