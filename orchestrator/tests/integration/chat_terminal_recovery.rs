@@ -1,13 +1,14 @@
 //! The interactive `troupe chat` in a real terminal (tmux) where `-q` and `troupe sessions`
 //! already behave: a model server whose tool-call parser fails (a 500 with llama.cpp's message)
-//! is asked again and the conversation switches to text tool calls, as `-q` does, remembered
+//! is asked again (also when prose was already streamed and shown) and the conversation
+//! switches to text tool calls, as `-q` does, remembered
 //! under the model the server lists (so a later chat that names the model otherwise starts in
 //! text too); `/resume` lists the stored conversations and goes on with the one picked.
 
 use std::process::{Command, Stdio};
 
 use serde_json::json;
-use troupe_actors::model::mock_server::{Fault, MockServer};
+use troupe_actors::model::mock_server::{Fault, MockServer, UNREADABLE_OUTPUT_MESSAGE};
 use troupe_actors::model::{Script, ScriptTurn};
 
 use crate::chat_terminal::Project;
@@ -44,7 +45,20 @@ async fn a_parse_error_of_the_server_is_recovered_from_as_with_q_and_remembered_
 {
     let server = MockServer::start(read_then_answer()).await.unwrap();
     server.serve_models(&[SERVED]);
-    server.push_fault(Fault::UnreadableOutput);
+    // What llama.cpp streams when the model writes prose, then a call its parser rejects: the
+    // prose arrives (and is shown), then an error event, and no [DONE].
+    server.push_fault(Fault::Raw {
+        status: 200,
+        content_type: "text/event-stream".into(),
+        body: format!(
+            "data: {}\n\ndata: {}\n\ndata: {}\n\n",
+            json!({"id": "x", "object": "chat.completion.chunk", "created": 0, "model": SERVED,
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": null}, "finish_reason": null}]}),
+            json!({"id": "x", "object": "chat.completion.chunk", "created": 0, "model": SERVED,
+                "choices": [{"index": 0, "delta": {"content": "Let me look at the file first."}, "finish_reason": null}]}),
+            json!({"error": {"code": 500, "message": UNREADABLE_OUTPUT_MESSAGE, "type": "server_error"}}),
+        ),
+    });
     server.push_fault(Fault::UnreadableOutput);
     let project = Project::new(&server, "");
     std::fs::write(project.work().join("notes.txt"), "hello from a file\n").unwrap();
@@ -54,6 +68,8 @@ async fn a_parse_error_of_the_server_is_recovered_from_as_with_q_and_remembered_
     pane.wait_for("The file says hello.");
     let screen = pane.wait_turns(1);
     assert!(screen.contains("model asked again"), "{screen}");
+    assert!(screen.contains("Let me look at the file first."), "{screen}");
+    assert!(screen.contains("the text above was not its answer"), "{screen}");
     assert!(screen.contains("tool calls switched to text"), "{screen}");
     assert!(!screen.contains("the turn failed"), "{screen}");
     pane.wait_prompt();
