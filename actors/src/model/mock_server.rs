@@ -122,7 +122,10 @@ pub enum CallForm {
     TrailingCommas,
 }
 
-/// `GET /models`: the ids set with [`MockServer::serve_models`], else 404.
+/// The one model `GET /models` lists unless a test sets others.
+pub const MOCK_MODEL: &str = "mock-model";
+
+/// `GET /models`: the ids set with [`MockServer::serve_models`], or 404.
 async fn list_models(State(shared): State<Arc<Shared>>) -> Response {
     match lock(&shared.models).clone() {
         Some(ids) => {
@@ -196,7 +199,8 @@ struct Shared {
     answers: AtomicUsize,
     /// How calls are written for requests without `tools`.
     text_form: Mutex<CallForm>,
-    /// What `GET /models` lists; `None` answers 404, as a server without the route does.
+    /// What `GET /models` lists (`mock-model` until a test says otherwise); `None` answers
+    /// 404, as a server without the route does.
     models: Mutex<Option<Vec<String>>>,
 }
 
@@ -231,7 +235,7 @@ impl MockServer {
             streams_cut_short: AtomicUsize::new(0),
             answers: AtomicUsize::new(0),
             text_form: Mutex::new(CallForm::Bare),
-            models: Mutex::new(None),
+            models: Mutex::new(Some(vec![MOCK_MODEL.to_string()])),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
@@ -269,9 +273,14 @@ impl MockServer {
     }
 
     /// Makes `GET /models` list these ids (as llama.cpp lists the one model it serves); by
-    /// default the route answers 404.
+    /// default it lists [`MOCK_MODEL`].
     pub fn serve_models(&self, ids: &[&str]) {
         *lock(&self.shared.models) = Some(ids.iter().map(|id| id.to_string()).collect());
+    }
+
+    /// Makes `GET /models` answer 404, as a server without a listing does.
+    pub fn no_models_route(&self) {
+        *lock(&self.shared.models) = None;
     }
 
     /// Every request received so far, in arrival order.

@@ -141,3 +141,61 @@ async fn resume_lists_the_stored_conversations_and_goes_on_with_the_one_picked()
         "{said:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_model_named_the_servers_only_model_is_used_or_troupe_says_what_to_set() {
+    let server = MockServer::start(Script::new().turn(ScriptTurn::text("Hi from the served model.")))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let write_config = |dir: &std::path::Path| {
+        std::fs::create_dir_all(dir.join("work")).unwrap();
+        std::fs::write(
+            dir.join("work/troupe.yaml"),
+            format!("model:\n  base_url: {}\n", server.url()),
+        )
+        .unwrap();
+    };
+    write_config(dir.path());
+    let run = |dir: std::path::PathBuf| {
+        Command::new(env!("CARGO_BIN_EXE_troupe"))
+            .current_dir(dir.join("work"))
+            .stdin(Stdio::null())
+            .env("TROUPE_HOME", dir.join("home"))
+            .env_remove("TROUPE_BASE_URL")
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("TROUPE_MODEL")
+            .args(["chat", "-q", "hello"])
+            .output()
+            .unwrap()
+    };
+    // One model listed: that one is asked for, not a default name.
+    server.serve_models(&[SERVED]);
+    let path = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || run(path)).await.unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Hi from the served model."));
+    assert_eq!(server.requests().last().unwrap().body["model"], SERVED);
+
+    // Several listed: the turn fails saying what to set, with the names to choose from.
+    server.serve_models(&["big-model", "small-model"]);
+    let fresh = tempfile::tempdir().unwrap();
+    write_config(fresh.path());
+    let before = server.requests().len();
+    let path = fresh.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || run(path)).await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("set model.model in troupe.yaml"), "{stderr}");
+    assert!(stderr.contains("big-model, small-model"), "{stderr}");
+    assert_eq!(server.requests().len(), before, "no chat request without a model");
+
+    // No listing at all: what to set.
+    server.no_models_route();
+    let path = fresh.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || run(path)).await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("did not list its models"), "{stderr}");
+    assert!(stderr.contains("set model.model"), "{stderr}");
+}

@@ -93,13 +93,7 @@ impl OpenAiProvider {
                  or https://api.openai.com/v1"
             )));
         }
-        if config.model.trim().is_empty() {
-            return Err(ModelError::Config(
-                "the model name is empty; set `model` (or TROUPE_MODEL) to a model the server \
-                 serves"
-                    .to_string(),
-            ));
-        }
+        // An empty model name is allowed: the first request asks the server's `/models`.
         let key = match (&config.api_key, &config.api_key_env) {
             (Some(key), _) if !key.trim().is_empty() => Some(key.trim().to_string()),
             (_, Some(variable)) => match std::env::var(variable) {

@@ -23,10 +23,10 @@ pub(crate) struct Resolved {
     pub(crate) served: String,
 }
 
-/// The listing of one server, fetched at most once.
+/// The listing of one server, fetched once it answers (an empty list: it has no listing).
 #[derive(Debug, Default)]
 pub(crate) struct ServedModels {
-    listing: OnceCell<Option<Vec<String>>>,
+    listing: OnceCell<Vec<String>>,
 }
 
 impl ServedModels {
@@ -51,11 +51,22 @@ impl ServedModels {
         }
         let listing = self
             .listing
-            .get_or_init(|| fetch(http, headers, base_url))
+            .get_or_try_init(|| fetch(http, headers, base_url))
             .await;
-        let only = listing
-            .as_deref()
-            .and_then(|ids| (ids.len() == 1).then(|| ids[0].clone()));
+        let listing = match listing {
+            Ok(ids) => ids.as_slice(),
+            // The request itself says so (and is retried) when a model is named.
+            Err(_) if !requested.is_empty() => &[],
+            Err(reason) => {
+                return Err(ModelError::Unreachable {
+                    url: base_url.to_string(),
+                    reason: format!(
+                        "{reason}; check that the server is running and that base_url is right"
+                    ),
+                });
+            }
+        };
+        let only = (listing.len() == 1).then(|| listing[0].clone());
         if !requested.is_empty() {
             return Ok(Resolved {
                 requested: requested.to_string(),
@@ -70,7 +81,7 @@ impl ServedModels {
                     served: id,
                 })
             }
-            (None, Some(ids)) if !ids.is_empty() => {
+            (None, ids) if !ids.is_empty() => {
                 let mut shown: Vec<&str> = ids.iter().take(8).map(String::as_str).collect();
                 if ids.len() > shown.len() {
                     shown.push("…");
@@ -89,8 +100,13 @@ impl ServedModels {
     }
 }
 
-/// The ids `GET {base_url}/models` lists; `None` when the server does not answer with a listing.
-async fn fetch(http: &reqwest::Client, headers: &HeaderMap, base_url: &str) -> Option<Vec<String>> {
+/// The ids `GET {base_url}/models` lists (none when the server has no listing); an error when
+/// the server cannot be reached (not remembered: it may be up at the next request).
+async fn fetch(
+    http: &reqwest::Client,
+    headers: &HeaderMap,
+    base_url: &str,
+) -> Result<Vec<String>, String> {
     let base = base_url.trim().trim_end_matches('/');
     let base = base.strip_suffix("/chat/completions").unwrap_or(base);
     let url = format!("{base}/models");
@@ -104,15 +120,18 @@ async fn fetch(http: &reqwest::Client, headers: &HeaderMap, base_url: &str) -> O
         Ok(response) if response.status().is_success() => response,
         Ok(response) => {
             tracing::debug!(%url, status = response.status().as_u16(), "the server did not list its models");
-            return None;
+            return Ok(Vec::new());
         }
         Err(error) => {
             tracing::debug!(%url, %error, "the server did not list its models");
-            return None;
+            return Err(format!("asking {url} for its models: {error}"));
         }
     };
-    let body: Value = response.json().await.ok()?;
-    Some(model_ids(&body))
+    Ok(response
+        .json::<Value>()
+        .await
+        .map(|body| model_ids(&body))
+        .unwrap_or_default())
 }
 
 /// The ids of an OpenAI-style listing (`{"data": [{"id": ...}]}`), or of a bare list of them.
