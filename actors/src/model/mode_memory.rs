@@ -12,8 +12,8 @@
 //! Deleting it, or an entry of it, forgets; `tool_calls: native` ignores it.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};

@@ -60,7 +60,11 @@ impl ApprovalMode {
             Value::Number(n) if n.as_i64() == Some(0) => return Ok(ApprovalMode::Off),
             _ => {}
         }
-        match raw.as_str().map(|s| s.trim().to_ascii_lowercase()).as_deref() {
+        match raw
+            .as_str()
+            .map(|s| s.trim().to_ascii_lowercase())
+            .as_deref()
+        {
             Some("manual") => Ok(ApprovalMode::Manual),
             Some("off" | "false" | "no" | "0") => Ok(ApprovalMode::Off),
             _ => Err(format!(
@@ -509,7 +513,10 @@ mod tests {
         assert_eq!(ApprovalMode::parse(&json!(true)), ApprovalMode::Manual);
         assert_eq!(ApprovalMode::parse(&Value::Null), ApprovalMode::Manual);
         assert_eq!(ApprovalMode::read(&json!("off")), Ok(ApprovalMode::Off));
-        assert_eq!(ApprovalMode::read(&json!("manual")), Ok(ApprovalMode::Manual));
+        assert_eq!(
+            ApprovalMode::read(&json!("manual")),
+            Ok(ApprovalMode::Manual)
+        );
         let err = ApprovalMode::read(&json!("manul")).unwrap_err();
         assert!(err.contains("expected manual or off"), "{err}");
         assert!(ApprovalConfig::from_value(&json!({"mode": "manul"})).is_err());

@@ -117,7 +117,11 @@ fn finish(checks: &[Check], json_out: bool) -> i32 {
                 Status::Warn => "warn",
                 Status::Fail => "FAIL",
             };
-            println!("{mark}  {:<14} {}", c.name, super::visible::visible_line(&c.detail));
+            println!(
+                "{mark}  {:<14} {}",
+                c.name,
+                super::visible::visible_line(&c.detail)
+            );
         }
     }
     if failed { EXIT_FAILED } else { EXIT_DONE }
@@ -159,7 +163,8 @@ async fn model(config: &Settings, ask: bool) -> Check {
         Some(key) => request.bearer_auth(key),
         None => request,
     };
-    let listed: Option<Vec<String>> = match authed(http.get(format!("{base}/models"))).send().await {
+    let listed: Option<Vec<String>> = match authed(http.get(format!("{base}/models"))).send().await
+    {
         Ok(response) if response.status().is_success() => response
             .json::<Value>()
             .await
@@ -170,7 +175,9 @@ async fn model(config: &Settings, ask: bool) -> Check {
             return check(
                 "model",
                 Status::Fail,
-                format!("cannot reach {base}: {error}; is the server running, and is model.base_url right (it usually ends in /v1)?"),
+                format!(
+                    "cannot reach {base}: {error}; is the server running, and is model.base_url right (it usually ends in /v1)?"
+                ),
             );
         }
     };
@@ -190,7 +197,10 @@ async fn model(config: &Settings, ask: bool) -> Check {
             name.clone()
         }
         (None, Some(ids)) if ids.len() == 1 => {
-            notes.push(format!("model {} (the only one it lists; none is named)", ids[0]));
+            notes.push(format!(
+                "model {} (the only one it lists; none is named)",
+                ids[0]
+            ));
             ids[0].clone()
         }
         (None, Some(ids)) if !ids.is_empty() => {
@@ -208,7 +218,9 @@ async fn model(config: &Settings, ask: bool) -> Check {
             return check(
                 "model",
                 Status::Fail,
-                format!("{base} lists no models and troupe.yaml names none; set model.model to the model it serves"),
+                format!(
+                    "{base} lists no models and troupe.yaml names none; set model.model to the model it serves"
+                ),
             );
         }
     };
@@ -296,7 +308,12 @@ async fn mcp(config: &Settings) -> Vec<Check> {
                 None => check(
                     &name,
                     Status::Ok,
-                    format!("{} ({}), {} tools", s.state.as_str(), s.transport, s.tool_count),
+                    format!(
+                        "{} ({}), {} tools",
+                        s.state.as_str(),
+                        s.transport,
+                        s.tool_count
+                    ),
                 ),
                 Some(error) => check(
                     &name,
@@ -313,10 +330,17 @@ async fn board_store(config: &Settings) -> Check {
         StoreLocation::Sqlite(dir) if !dir.exists() => check(
             "board store",
             Status::Ok,
-            format!("{} does not exist yet; troupe kanban init creates it", dir.display()),
+            format!(
+                "{} does not exist yet; troupe kanban init creates it",
+                dir.display()
+            ),
         ),
         location => match crate::kanban_api::Kanban::open(config.kanban.clone()).await {
-            Ok(_) => check("board store", Status::Ok, format!("{} opens", describe(location))),
+            Ok(_) => check(
+                "board store",
+                Status::Ok,
+                format!("{} opens", describe(location)),
+            ),
             Err(error) => check(
                 "board store",
                 Status::Fail,
@@ -337,7 +361,11 @@ async fn session_store(config: &Settings) -> Check {
             format!("{} is created by the first session", file.display()),
         ),
         location => match crate::sessions::SessionStore::open(location).await {
-            Ok(store) => check("session store", Status::Ok, format!("{} opens", store.describe())),
+            Ok(store) => check(
+                "session store",
+                Status::Ok,
+                format!("{} opens", store.describe()),
+            ),
             Err(error) => check(
                 "session store",
                 Status::Fail,
@@ -359,7 +387,12 @@ fn backend(config: &Settings) -> Check {
     let name = config.backend.name();
     match &config.backend {
         BackendChoice::Local => check("backend", Status::Ok, "local: commands run on this machine"),
-        BackendChoice::Docker(_) => program_check("backend", name, "docker", &["version", "--format", "{{.Server.Version}}"]),
+        BackendChoice::Docker(_) => program_check(
+            "backend",
+            name,
+            "docker",
+            &["version", "--format", "{{.Server.Version}}"],
+        ),
         BackendChoice::Ssh(_) => program_check("backend", name, "ssh", &["-V"]),
         BackendChoice::Sandbox { .. } => program_check("backend", name, "bwrap", &["--version"]),
     }
@@ -382,7 +415,10 @@ fn program_check(check_name: &str, backend: &str, program: &str, args: &[&str]) 
             check(
                 check_name,
                 Status::Ok,
-                format!("{backend}: {program} works ({})", said.lines().next().unwrap_or("").trim()),
+                format!(
+                    "{backend}: {program} works ({})",
+                    said.lines().next().unwrap_or("").trim()
+                ),
             )
         }
         Ok(out) => check(
@@ -390,13 +426,19 @@ fn program_check(check_name: &str, backend: &str, program: &str, args: &[&str]) 
             Status::Fail,
             format!(
                 "{backend}: {program} failed: {}",
-                String::from_utf8_lossy(&out.stderr).lines().next().unwrap_or("").trim()
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim()
             ),
         ),
         Err(error) => check(
             check_name,
             Status::Fail,
-            format!("{backend}: cannot run {program} ({error}); install it or choose another terminal.backend"),
+            format!(
+                "{backend}: cannot run {program} ({error}); install it or choose another terminal.backend"
+            ),
         ),
     }
 }
@@ -452,18 +494,22 @@ fn disk(home: &Path) -> Check {
     }
     match nix::sys::statvfs::statvfs(&at) {
         Ok(stat) => {
-            let free = stat.blocks_available() as u64 * stat.fragment_size() as u64;
-            let shown = format!(
-                "{:.1} GB free under {}",
-                free as f64 / 1e9,
-                at.display()
-            );
+            let free = stat.blocks_available().saturating_mul(stat.fragment_size());
+            let shown = format!("{:.1} GB free under {}", free as f64 / 1e9, at.display());
             if free < LOW_DISK {
-                check("disk", Status::Warn, format!("{shown}: little room for stores and logs"))
+                check(
+                    "disk",
+                    Status::Warn,
+                    format!("{shown}: little room for stores and logs"),
+                )
             } else {
                 check("disk", Status::Ok, shown)
             }
         }
-        Err(error) => check("disk", Status::Warn, format!("cannot read free space of {}: {error}", at.display())),
+        Err(error) => check(
+            "disk",
+            Status::Warn,
+            format!("cannot read free space of {}: {error}", at.display()),
+        ),
     }
 }

@@ -184,8 +184,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for (i, row) in rows.iter_mut().enumerate() {
         row[0] = i;
     }
-    for j in 0..=b.len() {
-        rows[0][j] = j;
+    for (j, cell) in rows[0].iter_mut().enumerate() {
+        *cell = j;
     }
     for i in 1..=a.len() {
         for j in 1..=b.len() {
@@ -253,6 +253,9 @@ mod tests {
     fn far_keys_have_no_suggestion() {
         assert_eq!(closest("zzzzzz", MODEL), None);
         assert_eq!(closest("modle", MODEL).as_deref(), Some("model"));
-        assert_eq!(closest("api_key_evn", MODEL).as_deref(), Some("api_key_env"));
+        assert_eq!(
+            closest("api_key_evn", MODEL).as_deref(),
+            Some("api_key_env")
+        );
     }
 }

@@ -41,8 +41,7 @@ fn one_shot(project: &Project, args: &[&str]) -> std::process::Output {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_parse_error_of_the_server_is_recovered_from_as_with_q_and_remembered_by_served_model()
-{
+async fn a_parse_error_of_the_server_is_recovered_from_as_with_q_and_remembered_by_served_model() {
     let server = MockServer::start(read_then_answer()).await.unwrap();
     server.serve_models(&[SERVED]);
     // What llama.cpp streams when the model writes prose, then a call its parser rejects: the
@@ -68,8 +67,14 @@ async fn a_parse_error_of_the_server_is_recovered_from_as_with_q_and_remembered_
     pane.wait_for("The file says hello.");
     let screen = pane.wait_turns(1);
     assert!(screen.contains("model asked again"), "{screen}");
-    assert!(screen.contains("Let me look at the file first."), "{screen}");
-    assert!(screen.contains("the text above was not its answer"), "{screen}");
+    assert!(
+        screen.contains("Let me look at the file first."),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("the text above was not its answer"),
+        "{screen}"
+    );
     assert!(screen.contains("tool calls switched to text"), "{screen}");
     assert!(!screen.contains("the turn failed"), "{screen}");
     pane.wait_prompt();
@@ -77,7 +82,12 @@ async fn a_parse_error_of_the_server_is_recovered_from_as_with_q_and_remembered_
     assert_eq!(pane.exit_code(), 0);
     // The two refused answers, then text calls: no `tools` field from the switch on.
     let sent = server.requests();
-    assert_eq!(sent.len(), 4, "{:?}", sent.iter().map(|r| &r.body).collect::<Vec<_>>());
+    assert_eq!(
+        sent.len(),
+        4,
+        "{:?}",
+        sent.iter().map(|r| &r.body).collect::<Vec<_>>()
+    );
     assert!(!sent[1].tool_names().is_empty());
     assert!(sent[2].body.get("tools").is_none());
 
@@ -90,13 +100,28 @@ async fn a_parse_error_of_the_server_is_recovered_from_as_with_q_and_remembered_
     let before = server.requests().len();
     let out = one_shot(
         &project,
-        &["-q", "what does notes.txt say?", "--model", "qwen", "--json"],
+        &[
+            "-q",
+            "what does notes.txt say?",
+            "--model",
+            "qwen",
+            "--json",
+        ],
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("remembered"), "{stdout}");
     let sent = server.requests();
-    assert!(sent[before].body.get("tools").is_none(), "{}", sent[before].body);
+    assert!(
+        sent[before].body.get("tools").is_none(),
+        "{}",
+        sent[before].body
+    );
     assert_eq!(sent[before].body["model"], "qwen");
 }
 
@@ -111,7 +136,12 @@ async fn resume_lists_the_stored_conversations_and_goes_on_with_the_one_picked()
     .unwrap();
     let project = Project::new(&server, "");
     let out = one_shot(&project, &["-q", "remember the word pelican"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let pane = project.chat(&[]);
     pane.wait_for("Ctrl-D to leave");
     pane.line("/resume");
@@ -134,7 +164,9 @@ async fn resume_lists_the_stored_conversations_and_goes_on_with_the_one_picked()
         .iter()
         .filter_map(|m| m["content"].as_str().map(str::to_string))
         .collect();
-    let pelican = said.iter().position(|c| c.contains("remember the word pelican"));
+    let pelican = said
+        .iter()
+        .position(|c| c.contains("remember the word pelican"));
     let question = said.iter().position(|c| c.contains("which word was it?"));
     assert!(
         matches!((pelican, question), (Some(p), Some(q)) if p < q),
@@ -144,9 +176,10 @@ async fn resume_lists_the_stored_conversations_and_goes_on_with_the_one_picked()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_no_model_named_the_servers_only_model_is_used_or_troupe_says_what_to_set() {
-    let server = MockServer::start(Script::new().turn(ScriptTurn::text("Hi from the served model.")))
-        .await
-        .unwrap();
+    let server =
+        MockServer::start(Script::new().turn(ScriptTurn::text("Hi from the served model.")))
+            .await
+            .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let write_config = |dir: &std::path::Path| {
         std::fs::create_dir_all(dir.join("work")).unwrap();
@@ -172,8 +205,15 @@ async fn with_no_model_named_the_servers_only_model_is_used_or_troupe_says_what_
     // One model listed: that one is asked for, not a default name.
     server.serve_models(&[SERVED]);
     let path = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || run(path)).await.unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tokio::task::spawn_blocking(move || run(path))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("Hi from the served model."));
     assert_eq!(server.requests().last().unwrap().body["model"], SERVED);
 
@@ -183,17 +223,28 @@ async fn with_no_model_named_the_servers_only_model_is_used_or_troupe_says_what_
     write_config(fresh.path());
     let before = server.requests().len();
     let path = fresh.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || run(path)).await.unwrap();
+    let out = tokio::task::spawn_blocking(move || run(path))
+        .await
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("set model.model in troupe.yaml"), "{stderr}");
+    assert!(
+        stderr.contains("set model.model in troupe.yaml"),
+        "{stderr}"
+    );
     assert!(stderr.contains("big-model, small-model"), "{stderr}");
-    assert_eq!(server.requests().len(), before, "no chat request without a model");
+    assert_eq!(
+        server.requests().len(),
+        before,
+        "no chat request without a model"
+    );
 
     // No listing at all: what to set.
     server.no_models_route();
     let path = fresh.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || run(path)).await.unwrap();
+    let out = tokio::task::spawn_blocking(move || run(path))
+        .await
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("did not list its models"), "{stderr}");

@@ -43,22 +43,41 @@ fn twenty_broken_configs_each_get_their_message_and_exit_2() {
     let cases: &[(&str, &[&str])] = &[
         (
             "model: {modle: qwen}\n",
-            &["warning: unknown key `model.modle` under model", "did you mean `model`?"],
+            &[
+                "warning: unknown key `model.modle` under model",
+                "did you mean `model`?",
+            ],
         ),
         (
             "approvals: {mode: manul}\n",
-            &["error: config key `approvals.mode`", "expected manual or off", "manul"],
+            &[
+                "error: config key `approvals.mode`",
+                "expected manual or off",
+                "manul",
+            ],
         ),
         (
             "model: {base_url: http://127.0.0.1:9/v1, api_key_env: TROUPE_TEST_UNSET_KEY_VAR}\n",
-            &["`model.api_key_env`", "TROUPE_TEST_UNSET_KEY_VAR, which is not set"],
+            &[
+                "`model.api_key_env`",
+                "TROUPE_TEST_UNSET_KEY_VAR, which is not set",
+            ],
         ),
         (
             "kanbann: {store: ./board.db}\n",
-            &["unknown key `kanbann` at the top level", "did you mean `kanban`?"],
+            &[
+                "unknown key `kanbann` at the top level",
+                "did you mean `kanban`?",
+            ],
         ),
-        ("model: {base_url: 5}\n", &["`model.base_url`", "expected a string"]),
-        ("model: {context_length: -3}\n", &["`model.context_length`", "128000"]),
+        (
+            "model: {base_url: 5}\n",
+            &["`model.base_url`", "expected a string"],
+        ),
+        (
+            "model: {context_length: -3}\n",
+            &["`model.context_length`", "128000"],
+        ),
         (
             "model: {tool_calls: json}\n",
             &["config key `model.tool_calls`", "write native", "or auto"],
@@ -67,21 +86,30 @@ fn twenty_broken_configs_each_get_their_message_and_exit_2() {
             "approvals: {unattended: maybe}\n",
             &["approvals.unattended", "expected deny or approve"],
         ),
-        ("approvals: {timeout: -1}\n", &["approvals.timeout", "positive number"]),
+        (
+            "approvals: {timeout: -1}\n",
+            &["approvals.timeout", "positive number"],
+        ),
         (
             "terminal: {timeot: 30}\n",
             &["unknown key `terminal.timeot`", "did you mean `timeout`?"],
         ),
         (
             "kanban: {lease_tll: 5m}\n",
-            &["unknown key `kanban.lease_tll`", "did you mean `lease_ttl`?"],
+            &[
+                "unknown key `kanban.lease_tll`",
+                "did you mean `lease_ttl`?",
+            ],
         ),
         ("serve: {port: 99999}\n", &["`serve.port`"]),
         (
             "serve: {prot: 8080}\n",
             &["unknown key `serve.prot`", "did you mean `port`?"],
         ),
-        ("sessions: {persist: maybe}\n", &["`sessions.persist`", "true or false"]),
+        (
+            "sessions: {persist: maybe}\n",
+            &["`sessions.persist`", "true or false"],
+        ),
         (
             "pricing: {qwen: {inptu: 1, output: 2}}\n",
             &["unknown key `pricing.qwen.inptu`", "did you mean `input`?"],
@@ -89,22 +117,34 @@ fn twenty_broken_configs_each_get_their_message_and_exit_2() {
         ("budget: {max_tokens: -5}\n", &["budget.max_tokens"]),
         (
             "tools: {connectors: {url: http://127.0.0.1:9, tokn_env: X}}\n",
-            &["unknown key `tools.connectors.tokn_env`", "did you mean `token_env`?"],
+            &[
+                "unknown key `tools.connectors.tokn_env`",
+                "did you mean `token_env`?",
+            ],
         ),
-        ("code_execution: {timeout: soon}\n", &["code_execution.timeout"]),
+        (
+            "code_execution: {timeout: soon}\n",
+            &["code_execution.timeout"],
+        ),
         ("model: {\n", &["is not valid YAML or JSON"]),
         (
             "plugins: {enabeld: [x]}\n",
             &["unknown key `plugins.enabeld`", "did you mean `enabled`?"],
         ),
-        ("observability: {endpoit: x}\n", &["endpoit", "otlp_endpoint"]),
+        (
+            "observability: {endpoit: x}\n",
+            &["endpoit", "otlp_endpoint"],
+        ),
     ];
     assert!(cases.len() >= 20);
     for (config, needles) in cases {
         let (code, out) = check(config);
         assert_eq!(code, Some(2), "{config}: {out}");
         for needle in *needles {
-            assert!(out.contains(needle), "{config}: expected {needle:?} in:\n{out}");
+            assert!(
+                out.contains(needle),
+                "{config}: expected {needle:?} in:\n{out}"
+            );
         }
         assert!(!out.contains("panicked"), "{out}");
     }
@@ -172,12 +212,26 @@ fn a_task_for_a_profile_that_does_not_exist_is_refused() {
     )
     .unwrap();
     let out = troupe(dir.path(), &["kanban", "init"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = troupe(dir.path(), &["kanban", "create", "a task", "--assignee", "nobody"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = troupe(
+        dir.path(),
+        &["kanban", "create", "a task", "--assignee", "nobody"],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("no profile \"nobody\""), "{stderr}");
     assert!(stderr.contains("coder, writer"), "{stderr}");
-    let out = troupe(dir.path(), &["kanban", "create", "a task", "--assignee", "coder"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = troupe(
+        dir.path(),
+        &["kanban", "create", "a task", "--assignee", "coder"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

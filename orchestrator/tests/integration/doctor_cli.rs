@@ -66,8 +66,18 @@ async fn a_working_setup_passes_and_names_the_served_model() {
     assert!(detail.contains("local-qwen"), "{detail}");
     assert!(detail.contains("one-token answer"), "{detail}");
     // The one-token request went to the listed model, as a session would.
-    assert_eq!(server.requests().last().unwrap().body["model"], "local-qwen");
-    for name in ["config", "board store", "session store", "backend", "disk", "mcp"] {
+    assert_eq!(
+        server.requests().last().unwrap().body["model"],
+        "local-qwen"
+    );
+    for name in [
+        "config",
+        "board store",
+        "session store",
+        "backend",
+        "disk",
+        "mcp",
+    ] {
         assert_ne!(named(&checks, name)["status"], "fail", "{checks:?}");
     }
     assert!(["ok", "warn"].contains(&named(&checks, "landlock")["status"].as_str().unwrap()));
@@ -91,7 +101,13 @@ async fn a_server_that_is_not_there_fails_the_check_with_what_to_do() {
         .lines()
         .find(|l| l.starts_with("FAIL  model"))
         .unwrap_or_else(|| panic!("{stdout}"));
-    assert!(line.contains("cannot reach http://127.0.0.1:9/v1"), "{line}");
+    assert!(
+        line.contains("cannot reach http://127.0.0.1:9/v1"),
+        "{line}"
+    );
     assert!(line.contains("model.base_url"), "{line}");
-    assert!(stdout.lines().any(|l| l.starts_with("ok    disk")), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with("ok    disk")),
+        "{stdout}"
+    );
 }

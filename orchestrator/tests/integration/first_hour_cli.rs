@@ -34,7 +34,11 @@ impl World {
         )
         .unwrap();
         // `troupe mcp list` reads a config file; this one names no server.
-        std::fs::write(dir.path().join("troupe.yaml"), "approvals: {mode: manual}\n").unwrap();
+        std::fs::write(
+            dir.path().join("troupe.yaml"),
+            "approvals: {mode: manual}\n",
+        )
+        .unwrap();
         let world = World { dir };
         world.troupe_ok(&["kanban", "init"]);
         for i in 0..30 {

@@ -307,7 +307,9 @@ impl Conversation<'_> {
                     crate::cli::sessions::one_line(&s.title, 40)
                 ));
             }
-            out.push_str("\n/resume N goes on with one (or /resume ID, an id from troupe sessions list)");
+            out.push_str(
+                "\n/resume N goes on with one (or /resume ID, an id from troupe sessions list)",
+            );
             self.listed = sessions.into_iter().map(|s| s.id).collect();
             return Ok(out);
         }

@@ -115,7 +115,9 @@ async fn run_inner(args: ChatArgs) -> Result<i32, CliError> {
             eprintln!("troupe chat: {warning}");
         }
         if args.json {
-            out(json!({"type": "command", "command": reply.command, "plugin": reply.owner, "ok": reply.ok, "text": reply.text}));
+            out(
+                json!({"type": "command", "command": reply.command, "plugin": reply.owner, "ok": reply.ok, "text": reply.text}),
+            );
         } else if reply.ok {
             out(&reply.text);
         } else {
