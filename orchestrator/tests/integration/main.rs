@@ -31,6 +31,7 @@ mod connectors_connect_wait;
 mod danger_cli;
 mod dashboard;
 mod dashboard_agent_tools;
+mod dashboard_running_card;
 mod doctor_cli;
 mod durable_sessions;
 mod entry_points;
