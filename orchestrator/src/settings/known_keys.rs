@@ -8,6 +8,7 @@
 //! whose reader refuses an unknown key itself (`sessions`, `observability`) are left to it.
 
 use serde_json::Value;
+use troupe_actors::model::SETTINGS_KEYS;
 
 /// The keys a part of the document may hold.
 #[derive(Debug, Clone, Copy)]
@@ -25,6 +26,8 @@ pub(crate) enum Keys {
     Named(&'static Keys),
 }
 
+/// The `model:` section's own keys; the provider's (`tool_calls`, ...) are
+/// [`troupe_actors::model::SETTINGS_KEYS`].
 const MODEL: &[&str] = &[
     "base_url",
     "api_key",
@@ -32,10 +35,21 @@ const MODEL: &[&str] = &[
     "model",
     "default",
     "context_length",
-    "tool_calls",
-    "retry_budget",
-    "request_fields",
-    "request_timeout",
+];
+
+/// A profile's own keys, besides the provider's; its `terminal:` checks its own keys.
+const PROFILE: &[&str] = &[
+    "base_url",
+    "model",
+    "api_key",
+    "api_key_env",
+    "toolsets",
+    "blocked_tools",
+    "max_iterations",
+    "system_prompt",
+    "script",
+    "budget",
+    "terminal",
 ];
 
 const APPROVALS: &[&str] = &[
@@ -58,7 +72,11 @@ const TOOLSETS: &[&str] = &["enabled", "disabled", "blocked_tools", "define"];
 pub(crate) const TOP: Keys = Keys::Map(
     super::KNOWN_TOP_LEVEL,
     &[
-        ("model", Keys::Names(MODEL)),
+        ("model", Keys::Union(&[MODEL, SETTINGS_KEYS])),
+        (
+            "profiles",
+            Keys::Named(&Keys::Union(&[PROFILE, SETTINGS_KEYS])),
+        ),
         ("approvals", Keys::Names(APPROVALS)),
         ("toolsets", Keys::Names(TOOLSETS)),
         ("budget", Keys::Names(BUDGET)),
@@ -202,31 +220,31 @@ fn edit_distance(a: &str, b: &str) -> usize {
     rows[a.len()][b.len()]
 }
 
-/// Every key path the tree names (`model.base_url`, `pricing.<name>.input`), for the
-/// reference in docs/config.md.
-pub(crate) fn key_paths(keys: &Keys, place: &str, out: &mut Vec<String>) {
-    let (names, shaped): (Vec<&str>, &[(&str, Keys)]) = match keys {
-        Keys::Any => return,
-        Keys::Names(names) => (names.to_vec(), &[]),
-        Keys::Union(lists) => (lists.iter().flat_map(|l| l.iter().copied()).collect(), &[]),
-        Keys::Map(names, shaped) => (names.to_vec(), shaped),
-        Keys::Named(each) => return key_paths(each, &join(place, "<name>"), out),
-    };
-    for name in names {
-        let path = join(place, name);
-        if !out.contains(&path) {
-            out.push(path.clone());
-        }
-        if let Some((_, shape)) = shaped.iter().find(|(n, _)| *n == name) {
-            key_paths(shape, &path, out);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Every key path the tree names (`model.base_url`, `pricing.<name>.input`), for the
+    /// reference in docs/config.md.
+    fn key_paths(keys: &Keys, place: &str, out: &mut Vec<String>) {
+        let (names, shaped): (Vec<&str>, &[(&str, Keys)]) = match keys {
+            Keys::Any => return,
+            Keys::Names(names) => (names.to_vec(), &[]),
+            Keys::Union(lists) => (lists.iter().flat_map(|l| l.iter().copied()).collect(), &[]),
+            Keys::Map(names, shaped) => (names.to_vec(), shaped),
+            Keys::Named(each) => return key_paths(each, &join(place, "<name>"), out),
+        };
+        for name in names {
+            let path = join(place, name);
+            if !out.contains(&path) {
+                out.push(path.clone());
+            }
+            if let Some((_, shape)) = shaped.iter().find(|(n, _)| *n == name) {
+                key_paths(shape, &path, out);
+            }
+        }
+    }
 
     #[test]
     fn the_config_reference_names_every_key() {
@@ -289,6 +307,13 @@ mod tests {
     fn far_keys_have_no_suggestion() {
         assert_eq!(closest("zzzzzz", MODEL), None);
         assert_eq!(closest("modle", MODEL).as_deref(), Some("model"));
+        let found = unknown_keys(
+            &json!({"profiles": {"coder": {"modle": "m", "tool_calls": "text", "budget": {}}}}),
+            &TOP,
+        );
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].place, "profiles.coder");
+        assert_eq!(found[0].closest.as_deref(), Some("model"));
         assert_eq!(
             closest("api_key_evn", MODEL).as_deref(),
             Some("api_key_env")
