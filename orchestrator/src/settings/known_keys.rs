@@ -3,7 +3,7 @@
 //! section is seen instead of silently doing nothing.
 //!
 //! Each section declares its keys once, beside its reader (a `&[&str]` list such as
-//! `terminal::TERMINAL_KEYS`), and [`TOP`] assembles them; a section read by another crate, or
+//! `terminal::TERMINAL_KEYS`), and `TOP` assembles them; a section read by another crate, or
 //! whose keys are names the user picks (`profiles`, `mcp_servers`), is declared here. Sections
 //! whose reader refuses an unknown key itself (`sessions`, `observability`) are left to it.
 

@@ -119,8 +119,8 @@ pub struct Settings {
     /// The whole document as written, for the sections handed on (see the module doc).
     pub raw: Value,
     /// What is likely a mistake but stops nothing: keys troupe does not read (with the
-    /// closest known one), an `api_key_env` naming an unset variable. Logged when the file is
-    /// read; `troupe config check` lists them.
+    /// closest known one), an `api_key_env` naming an unset variable. Logged when a file is
+    /// loaded; `troupe config check` lists them.
     pub warnings: Vec<String>,
 }
 
@@ -154,7 +154,12 @@ impl Settings {
             },
             other => other,
         })?;
-        Self::check(raw, Some(path))
+        let settings = Self::check(raw, Some(path))?;
+        // Said once, when a command reads its file (`troupe config check` lists them itself).
+        for warning in &settings.warnings {
+            tracing::warn!("{}: {warning}", path.display());
+        }
+        Ok(settings)
     }
 
     /// The file the user named; else `troupe.yaml` in the working directory when there is one;
@@ -224,9 +229,6 @@ impl Settings {
         let sessions = SessionSettings::from_section(section("sessions"), &kanban.store, &home)?;
         let model = model::model_section(&root)?;
         warnings.extend(unset_key_variables(&model, &kanban));
-        for warning in &warnings {
-            tracing::warn!("troupe.yaml: {warning}");
-        }
         Ok(Settings {
             path: path.map(Path::to_path_buf),
             model,
