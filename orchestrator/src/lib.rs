@@ -84,9 +84,12 @@ pub async fn run_command_line() -> i32 {
             .init(),
         None => tracing_subscriber::fmt()
             .with_env_filter(filter)
+            // Colour codes only for a person's terminal: a file or a pipe gets plain text.
+            .with_ansi(cli::colour_on_stderr())
             .with_writer(std::io::stderr)
             .init(),
     }
+    cli::quiet_on_closed_output();
     // troupe holds API keys in its environment and memory: programs it runs (and anything else
     // of the same user) must not read them through /proc or ptrace.
     if let Err(err) = troupe_tools::builtin::privileges::make_non_dumpable() {

@@ -122,6 +122,23 @@ pub enum CallForm {
     TrailingCommas,
 }
 
+/// The one model `GET /models` lists unless a test sets others.
+pub const MOCK_MODEL: &str = "mock-model";
+
+/// `GET /models`: the ids set with [`MockServer::serve_models`], or 404.
+async fn list_models(State(shared): State<Arc<Shared>>) -> Response {
+    match lock(&shared.models).clone() {
+        Some(ids) => {
+            let data: Vec<Value> = ids
+                .iter()
+                .map(|id| json!({"id": id, "object": "model", "owned_by": "mock"}))
+                .collect();
+            axum::Json(json!({"object": "list", "data": data})).into_response()
+        }
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
 /// The message llama.cpp sends when its parser rejects the model's output.
 pub const UNREADABLE_OUTPUT_MESSAGE: &str =
     "The model produced output that does not match the expected peg-native format";
@@ -182,6 +199,9 @@ struct Shared {
     answers: AtomicUsize,
     /// How calls are written for requests without `tools`.
     text_form: Mutex<CallForm>,
+    /// What `GET /models` lists (`mock-model` until a test says otherwise); `None` answers
+    /// 404, as a server without the route does.
+    models: Mutex<Option<Vec<String>>>,
 }
 
 /// A running mock server; it stops when dropped.
@@ -215,10 +235,13 @@ impl MockServer {
             streams_cut_short: AtomicUsize::new(0),
             answers: AtomicUsize::new(0),
             text_form: Mutex::new(CallForm::Bare),
+            models: Mutex::new(Some(vec![MOCK_MODEL.to_string()])),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
             .route("/chat/completions", post(chat_completions))
+            .route("/v1/models", axum::routing::get(list_models))
+            .route("/models", axum::routing::get(list_models))
             .with_state(Arc::clone(&shared));
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
@@ -247,6 +270,17 @@ impl MockServer {
     /// told about its tools in the prompt); tagged by default.
     pub fn set_text_call_form(&self, form: CallForm) {
         *lock(&self.shared.text_form) = form;
+    }
+
+    /// Makes `GET /models` list these ids (as llama.cpp lists the one model it serves); by
+    /// default it lists [`MOCK_MODEL`].
+    pub fn serve_models(&self, ids: &[&str]) {
+        *lock(&self.shared.models) = Some(ids.iter().map(|id| id.to_string()).collect());
+    }
+
+    /// Makes `GET /models` answer 404, as a server without a listing does.
+    pub fn no_models_route(&self) {
+        *lock(&self.shared.models) = None;
     }
 
     /// Every request received so far, in arrival order.

@@ -6,11 +6,15 @@
 //! `$TROUPE_HOME/state/tool_calls.json`), later processes do too.
 //!
 //! The file is a JSON object keyed by `"<endpoint> <model>"`, each value saying when and why.
+//! The model is the one the server says it serves (the only model its `/models` lists), else the
+//! name sessions ask for: a server that serves one model whatever name is sent keeps its entry
+//! when the configured name changes.
 //! Deleting it, or an entry of it, forgets; `tool_calls: native` ignores it.
 
 use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
@@ -23,42 +27,48 @@ pub(crate) struct Remembered {
     pub(crate) reason: String,
 }
 
-/// One provider's memory (one endpoint and model).
+/// One provider's memory (one endpoint, any model it serves).
 #[derive(Debug)]
 pub(crate) struct ModeMemory {
     /// The file shared by every provider, when there is one.
     path: Option<PathBuf>,
-    /// `"<endpoint> <model>"`.
-    key: String,
-    /// Whether text tool calls are known to be needed.
-    text: AtomicBool,
+    /// The endpoint, the first half of every key.
+    endpoint: String,
+    /// The models of this endpoint known to need text tool calls (read from the file at
+    /// start, added to as sessions switch).
+    text: Mutex<BTreeSet<String>>,
 }
 
 impl ModeMemory {
-    /// The memory of `endpoint` and `model`, read from `path` when given. A file that cannot be
-    /// read or parsed is treated as empty (and logged): it only saves time.
-    pub(crate) fn load(path: Option<PathBuf>, endpoint: &str, model: &str) -> Self {
-        let key = format!("{endpoint} {model}");
+    /// The memory of `endpoint`, read from `path` when given. A file that cannot be read or
+    /// parsed is treated as empty (and logged): it only saves time.
+    pub(crate) fn load(path: Option<PathBuf>, endpoint: &str) -> Self {
+        let prefix = format!("{endpoint} ");
         let text = path
             .as_deref()
-            .is_some_and(|p| read_entries(p).contains_key(&key));
+            .map(read_entries)
+            .unwrap_or_default()
+            .into_keys()
+            .filter_map(|key| key.strip_prefix(&prefix).map(str::to_string))
+            .collect();
         ModeMemory {
             path,
-            key,
-            text: AtomicBool::new(text),
+            endpoint: endpoint.to_string(),
+            text: Mutex::new(text),
         }
     }
 
-    /// Whether sessions should start with text tool calls.
-    pub(crate) fn prefers_text(&self) -> bool {
-        self.text.load(Ordering::SeqCst)
+    /// Whether sessions with `model` (the name the server reports for it) should start with
+    /// text tool calls.
+    pub(crate) fn prefers_text(&self, model: &str) -> bool {
+        troupe_tools::sync::lock(&self.text).contains(model)
     }
 
-    /// Remembers that a session had to switch to text tool calls, in this process and in the
-    /// file. The file is written whole to a temporary name and renamed, so a reader never sees
-    /// half of it.
-    pub(crate) fn remember_text(&self, reason: &str) {
-        if self.text.swap(true, Ordering::SeqCst) {
+    /// Remembers that a session with `model` had to switch to text tool calls, in this
+    /// process and in the file. The file is written whole to a temporary name and renamed, so
+    /// a reader never sees half of it.
+    pub(crate) fn remember_text(&self, model: &str, reason: &str) {
+        if !troupe_tools::sync::lock(&self.text).insert(model.to_string()) {
             return;
         }
         let Some(path) = &self.path else {
@@ -69,7 +79,7 @@ impl ModeMemory {
             .map_or(0, |d| d.as_secs());
         let mut entries = read_entries(path);
         entries.insert(
-            self.key.clone(),
+            format!("{} {model}", self.endpoint),
             Remembered {
                 since,
                 reason: reason.to_string(),
@@ -109,13 +119,15 @@ mod tests {
     fn a_switch_is_remembered_for_that_endpoint_and_model_only() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let path = dir.path().join("state/tool_calls.json");
-        let first = ModeMemory::load(Some(path.clone()), "http://h/v1", "small");
-        assert!(!first.prefers_text());
-        first.remember_text("the server could not parse the model's calls");
-        assert!(first.prefers_text());
-        assert!(ModeMemory::load(Some(path.clone()), "http://h/v1", "small").prefers_text());
-        assert!(!ModeMemory::load(Some(path.clone()), "http://h/v1", "big").prefers_text());
-        assert!(!ModeMemory::load(Some(path), "http://other/v1", "small").prefers_text());
+        let first = ModeMemory::load(Some(path.clone()), "http://h/v1");
+        assert!(!first.prefers_text("small"));
+        first.remember_text("small", "the server could not parse the model's calls");
+        assert!(first.prefers_text("small"));
+        assert!(!first.prefers_text("big"));
+        let again = ModeMemory::load(Some(path.clone()), "http://h/v1");
+        assert!(again.prefers_text("small"));
+        assert!(!again.prefers_text("big"));
+        assert!(!ModeMemory::load(Some(path), "http://other/v1").prefers_text("small"));
     }
 
     #[test]
@@ -123,16 +135,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let path = dir.path().join("tool_calls.json");
         std::fs::write(&path, "{not json").unwrap_or_else(|e| panic!("{e}"));
-        let memory = ModeMemory::load(Some(path.clone()), "http://h/v1", "m");
-        assert!(!memory.prefers_text());
-        memory.remember_text("why");
-        assert!(ModeMemory::load(Some(path), "http://h/v1", "m").prefers_text());
+        let memory = ModeMemory::load(Some(path.clone()), "http://h/v1");
+        assert!(!memory.prefers_text("m"));
+        memory.remember_text("m", "why");
+        assert!(ModeMemory::load(Some(path), "http://h/v1").prefers_text("m"));
     }
 
     #[test]
     fn without_a_file_it_lasts_for_the_process() {
-        let memory = ModeMemory::load(None, "http://h/v1", "m");
-        memory.remember_text("why");
-        assert!(memory.prefers_text());
+        let memory = ModeMemory::load(None, "http://h/v1");
+        memory.remember_text("m", "why");
+        assert!(memory.prefers_text("m"));
     }
 }

@@ -134,7 +134,16 @@ impl Session {
                 let result = loop {
                     tokio::select! {
                         result = &mut answer => break result,
-                        Some(notice) = noticed.recv() => show(notice),
+                        Some(notice) = noticed.recv() => {
+                            // Text sent before the notice is shown before it: a retry's
+                            // notice says the text before it was not the answer.
+                            if let Some(streamed) = &mut streamed {
+                                while let Ok(delta) = streamed.try_recv() {
+                                    text(delta);
+                                }
+                            }
+                            show(notice);
+                        }
                         Some(delta) = next_delta(&mut streamed) => text(delta),
                         _ = token.cancelled() => break Err(ModelError::Cancelled),
                     }

@@ -50,6 +50,30 @@ impl ApprovalMode {
     }
 }
 
+impl ApprovalMode {
+    /// Reads `approvals.mode` strictly: `manual` (or true) and `off` (or false, no, 0); any
+    /// other word is an error naming the allowed values, never a silent fallback.
+    pub fn read(raw: &Value) -> Result<ApprovalMode, String> {
+        match raw {
+            Value::Bool(false) => return Ok(ApprovalMode::Off),
+            Value::Bool(true) | Value::Null => return Ok(ApprovalMode::Manual),
+            Value::Number(n) if n.as_i64() == Some(0) => return Ok(ApprovalMode::Off),
+            _ => {}
+        }
+        match raw
+            .as_str()
+            .map(|s| s.trim().to_ascii_lowercase())
+            .as_deref()
+        {
+            Some("manual") => Ok(ApprovalMode::Manual),
+            Some("off" | "false" | "no" | "0") => Ok(ApprovalMode::Off),
+            _ => Err(format!(
+                "approvals.mode: expected manual or off, found {raw}"
+            )),
+        }
+    }
+}
+
 /// What happens to a request when nobody can answer it (no CLI prompt, no API subscriber).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -100,7 +124,7 @@ impl ApprovalConfig {
             _ => return Err("approvals: expected a mapping with mode, timeout, unattended, require_approval or allowlist".into()),
         };
         if let Some(mode) = map.get("mode") {
-            config.mode = ApprovalMode::parse(mode);
+            config.mode = ApprovalMode::read(mode)?;
         }
         if let Some(timeout) = map.get("timeout") {
             let seconds = timeout
@@ -488,6 +512,14 @@ mod tests {
         assert_eq!(ApprovalMode::parse(&json!("auto")), ApprovalMode::Manual);
         assert_eq!(ApprovalMode::parse(&json!(true)), ApprovalMode::Manual);
         assert_eq!(ApprovalMode::parse(&Value::Null), ApprovalMode::Manual);
+        assert_eq!(ApprovalMode::read(&json!("off")), Ok(ApprovalMode::Off));
+        assert_eq!(
+            ApprovalMode::read(&json!("manual")),
+            Ok(ApprovalMode::Manual)
+        );
+        let err = ApprovalMode::read(&json!("manul")).unwrap_err();
+        assert!(err.contains("expected manual or off"), "{err}");
+        assert!(ApprovalConfig::from_value(&json!({"mode": "manul"})).is_err());
     }
 
     #[test]

@@ -18,6 +18,17 @@ pub(crate) enum ConfigCommand {
         #[arg(value_name = "FILE")]
         file: Option<PathBuf>,
     },
+    /// Check a config file and list every problem: wrong values (errors, with the values
+    /// allowed), keys troupe does not read (with the closest known key), an `api_key_env` that
+    /// is not set. Exit code 0 when there is none, 2 when there are.
+    Check {
+        /// The file (default: ./troupe.yaml).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Print one JSON object: {file, ok, errors, warnings}.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Runs `troupe config`; returns the exit code.
@@ -27,6 +38,7 @@ pub(crate) fn run(command: ConfigCommand) -> i32 {
 
 fn run_inner(command: ConfigCommand) -> Result<i32, CliError> {
     match command {
+        ConfigCommand::Check { config, json } => super::config_check::run(config, json),
         ConfigCommand::Trust { file } => {
             let file = file.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_FILE));
             if !file.exists() {

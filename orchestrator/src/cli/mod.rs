@@ -3,7 +3,9 @@
 
 pub(crate) mod chat;
 pub(crate) mod config;
+mod config_check;
 pub(crate) mod demo;
+mod doctor;
 pub(crate) mod error;
 pub(crate) mod kanban;
 mod kanban_demo;
@@ -50,9 +52,13 @@ pub(crate) enum Command {
     Sessions(sessions::SessionsArgs),
     /// What the memory tool saved for a profile: show, edit, clear.
     Memory(memory::MemoryArgs),
-    /// troupe.yaml itself: accept a change a session made (`trust`).
+    /// troupe.yaml itself: list every problem of it (`check`), accept a change a session made
+    /// (`trust`).
     #[command(subcommand)]
     Config(config::ConfigCommand),
+    /// Whether what troupe.yaml names works here: the model server, MCP servers, stores,
+    /// the terminal backend, Landlock and bubblewrap, disk (`--json` for a program).
+    Doctor(doctor::DoctorArgs),
 }
 
 impl Cli {
@@ -86,5 +92,60 @@ pub(crate) async fn run(cli: Cli) -> i32 {
         Command::Sessions(args) => sessions::run(args).await,
         Command::Memory(args) => memory::run(args).await,
         Command::Config(command) => config::run(command),
+        Command::Doctor(args) => doctor::run(args).await,
+    }
+}
+
+/// Whether stderr is a person's terminal that takes colour (not a file, a pipe, `TERM=dumb`
+/// or `NO_COLOR`).
+pub(crate) fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal()
+        && std::env::var("TERM").map_or(true, |t| t != "dumb")
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// A reader that closed the output early (`troupe sessions list | head -1`) has all it wanted:
+/// the print that found the pipe closed ends the process with code 0 instead of a panic and a
+/// backtrace. Every other panic goes to the hook that was there.
+pub(crate) fn quiet_on_closed_output() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if is_closed_output(message) {
+            std::process::exit(error::EXIT_DONE);
+        }
+        previous(info);
+    }));
+}
+
+/// Whether a panic's message is the standard library's for a print to a closed pipe.
+fn is_closed_output(message: &str) -> bool {
+    (message.starts_with("failed printing to stdout")
+        || message.starts_with("failed printing to stderr"))
+        && message.contains("Broken pipe")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_closed_output;
+
+    #[test]
+    fn only_a_print_to_a_closed_pipe_is_quiet() {
+        assert!(is_closed_output(
+            "failed printing to stdout: Broken pipe (os error 32)"
+        ));
+        assert!(is_closed_output(
+            "failed printing to stderr: Broken pipe (os error 32)"
+        ));
+        assert!(!is_closed_output(
+            "failed printing to stdout: No space left on device (os error 28)"
+        ));
+        assert!(!is_closed_output("index out of bounds: Broken pipe"));
     }
 }

@@ -174,7 +174,7 @@ fn print_table(sessions: &[SessionSummary]) {
 }
 
 /// How long ago, in the largest whole unit: `40s`, `12m`, `3h`, `9d`.
-fn age(ms: i64) -> String {
+pub(crate) fn age(ms: i64) -> String {
     let seconds = ms.max(0) / 1000;
     match seconds {
         0..60 => format!("{seconds}s"),
@@ -224,7 +224,7 @@ fn print_session(summary: &SessionSummary, messages: &[ChatMessage]) {
 }
 
 /// `text` on one line, cut to `max` characters; control characters made visible.
-fn one_line(text: &str, max: usize) -> String {
+pub(crate) fn one_line(text: &str, max: usize) -> String {
     let flat: String = text
         .chars()
         .map(|c| if c == '\n' { '⏎' } else { c })

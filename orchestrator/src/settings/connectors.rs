@@ -17,14 +17,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::keys::{ConfigError, flag, invalid, mapping, string, warn_unknown};
+use super::keys::{ConfigError, flag, invalid, mapping, string};
 
 /// The variable the token is read from when `token_env` is not given.
 pub const DEFAULT_TOKEN_ENV: &str = "TROUPE_CONNECTORS_TOKEN";
 /// How long one gateway request may take when `timeout_s` is not given.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
-const KEYS: &[&str] = &["enabled", "url", "token_env", "timeout_s"];
+pub(super) const KEYS: &[&str] = &["enabled", "url", "token_env", "timeout_s"];
 
 /// `tools.connectors`, checked.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,7 +45,6 @@ impl ConnectorsSettings {
             return Ok(None);
         }
         let map = mapping(value, SECTION)?;
-        warn_unknown(&map, SECTION, KEYS);
         if !flag(&map, SECTION, "enabled")?.unwrap_or(true) {
             return Ok(None);
         }

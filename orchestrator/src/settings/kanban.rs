@@ -215,11 +215,6 @@ impl KanbanSettings {
             }
         };
         let mut settings = KanbanSettings::defaults(home);
-        for key in map.keys() {
-            if !KNOWN_KANBAN_KEYS.contains(&key.as_str()) {
-                tracing::warn!(key = %key, "troupe.yaml: troupe does not read kanban.{key}");
-            }
-        }
         if let Some(raw) = string(map, "kanban", "store")? {
             settings.store =
                 StoreLocation::parse(&raw).map_err(|problem| invalid("kanban.store", problem))?;
@@ -340,7 +335,7 @@ pub fn known(profiles: &BTreeMap<String, ProfileSettings>) -> String {
     }
 }
 
-const KNOWN_KANBAN_KEYS: &[&str] = &[
+pub(super) const KNOWN_KANBAN_KEYS: &[&str] = &[
     "store",
     "default_assignee",
     "failure_limit",

@@ -69,15 +69,6 @@ pub(crate) fn mapping(value: &Value, key: &str) -> Result<Map<String, Value>, Co
     }
 }
 
-/// Logs the keys of `section` troupe does not read (a Hermes config may carry more).
-pub(crate) fn warn_unknown(map: &Map<String, Value>, section: &str, known: &[&str]) {
-    for key in map.keys() {
-        if !known.contains(&key.as_str()) {
-            tracing::warn!("troupe.yaml: troupe does not read {section}.{key}");
-        }
-    }
-}
-
 /// `section.key` as a string; blank counts as absent.
 pub(crate) fn string(
     map: &Map<String, Value>,

@@ -18,6 +18,7 @@ pub mod connectors;
 pub mod hooks;
 pub mod kanban;
 pub(crate) mod keys;
+pub mod known_keys;
 mod model;
 pub mod observability;
 pub mod plugins;
@@ -49,7 +50,8 @@ pub use troupe_tools::home::TroupeHome;
 
 use keys::{invalid, keyed_error, mapping};
 
-/// Top-level keys troupe reads. Others are kept (a Hermes config may carry more) but logged.
+/// Top-level keys troupe reads. Others are kept (a Hermes config may carry more) but warned of
+/// (`known_keys`).
 const KNOWN_TOP_LEVEL: &[&str] = &[
     "model",
     "toolsets",
@@ -116,6 +118,10 @@ pub struct Settings {
     pub serve: serve::ServeConfig,
     /// The whole document as written, for the sections handed on (see the module doc).
     pub raw: Value,
+    /// What is likely a mistake but stops nothing: keys troupe does not read (with the
+    /// closest known one), an `api_key_env` naming an unset variable. Logged when a file is
+    /// loaded; `troupe config check` lists them.
+    pub warnings: Vec<String>,
 }
 
 impl Default for Settings {
@@ -148,7 +154,12 @@ impl Settings {
             },
             other => other,
         })?;
-        Self::check(raw, Some(path))
+        let settings = Self::check(raw, Some(path))?;
+        // Said once, when a command reads its file (`troupe config check` lists them itself).
+        for warning in &settings.warnings {
+            tracing::warn!("{}: {warning}", path.display());
+        }
+        Ok(settings)
     }
 
     /// The file the user named; else `troupe.yaml` in the working directory when there is one;
@@ -180,7 +191,7 @@ impl Settings {
 
     /// The second step: every section checked into its typed value. `path` is the file the
     /// document came from.
-    fn check(raw: Value, path: Option<&Path>) -> Result<Self, ConfigError> {
+    pub(crate) fn check(raw: Value, path: Option<&Path>) -> Result<Self, ConfigError> {
         let root = match &raw {
             Value::Object(map) => map.clone(),
             Value::Null => Map::new(),
@@ -194,11 +205,10 @@ impl Settings {
                 ));
             }
         };
-        for key in root.keys() {
-            if !KNOWN_TOP_LEVEL.contains(&key.as_str()) {
-                tracing::warn!(key = %key, "troupe.yaml: troupe does not read this top-level key");
-            }
-        }
+        let mut warnings: Vec<String> = known_keys::unknown_keys(&raw, &known_keys::TOP)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         let section = |name: &str| root.get(name).unwrap_or(&Value::Null);
         let home = TroupeHome::from_env();
         let tools = mapping(section("tools"), "tools")?;
@@ -217,9 +227,11 @@ impl Settings {
         )?;
         let kanban = KanbanSettings::from_sections(section("kanban"), section("profiles"), &home)?;
         let sessions = SessionSettings::from_section(section("sessions"), &kanban.store, &home)?;
+        let model = model::model_section(&root)?;
+        warnings.extend(unset_key_variables(&model, &kanban));
         Ok(Settings {
             path: path.map(Path::to_path_buf),
-            model: model::model_section(&root)?,
+            model,
             toolsets: toolsets::toolsets_section(&root)?,
             tool_search,
             connectors: connectors::ConnectorsSettings::from_section(
@@ -233,7 +245,7 @@ impl Settings {
                     .map_err(|m| keyed_error("pricing", m))?,
             ),
             approvals: ApprovalConfig::from_value(section("approvals"))
-                .map_err(|problem| invalid("approvals", problem))?,
+                .map_err(|problem| keyed_error("approvals", problem))?,
             // The actors crate says `delegation.key: problem`; the key is kept apart.
             delegation: DelegationConfig::from_value(section("delegation"))
                 .map_err(|message| keyed_error("delegation", message))?,
@@ -253,6 +265,7 @@ impl Settings {
             ))?,
             home,
             raw,
+            warnings,
         })
     }
 
@@ -281,6 +294,27 @@ impl Settings {
     }
 }
 
+/// Each `api_key_env` (of `model` and of the profiles) that names a variable the environment
+/// does not set: the key would silently be missing from every request.
+fn unset_key_variables(model: &ModelSection, kanban: &KanbanSettings) -> Vec<String> {
+    let unset = |name: &str| std::env::var(name).map_or(true, |v| v.trim().is_empty());
+    let mut out = Vec::new();
+    let mut check = |key: String, name: &Option<String>| {
+        if let Some(name) = name
+            && unset(name)
+        {
+            out.push(format!(
+                "`{key}` names the environment variable {name}, which is not set: requests go without an API key. Export {name}=<your key> before running troupe, or name another variable"
+            ));
+        }
+    };
+    check("model.api_key_env".into(), &model.api_key_env);
+    for (name, profile) in &kanban.profiles {
+        check(format!("profiles.{name}.api_key_env"), &profile.api_key_env);
+    }
+    out
+}
+
 /// The folder troupe.yaml's relative paths (and hook commands) follow: the file's, else the
 /// working directory.
 fn config_dir(base: Option<&Path>) -> PathBuf {
@@ -290,7 +324,7 @@ fn config_dir(base: Option<&Path>) -> PathBuf {
 }
 
 /// Parses YAML (or JSON) text into a JSON value.
-fn parse_document(text: &str) -> Result<Value, ConfigError> {
+pub(crate) fn parse_document(text: &str) -> Result<Value, ConfigError> {
     if text.trim().is_empty() {
         return Ok(Value::Null);
     }

@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use troupe_actors::model::{
-    DEFAULT_MODEL, ModelProvider, OpenAiConfig, OpenAiProvider, ProviderSettings, ScriptedProvider,
+    ModelProvider, OpenAiConfig, OpenAiProvider, ProviderSettings, ScriptedProvider,
 };
 use troupe_tools::home::TroupeHome;
 use troupe_tools::text::yaml_kind;
 
 use super::ProfileSettings;
-use super::keys::{ConfigError, mapping};
+use super::keys::{ConfigError, keyed_error, mapping};
 
 /// Where `tool_calls: auto` remembers, under troupe's home, the servers and models that
 /// needed text tool calls.
@@ -105,7 +105,9 @@ impl Endpoint {
             .and_then(|p| p.model.clone())
             .or_else(|| model.model.clone())
             .or_else(|| env("TROUPE_MODEL"))
-            .unwrap_or_else(|| DEFAULT_MODEL.to_string());
+            // None named: the provider asks the server's `/models` for the one it serves, and
+            // says what to set when it cannot tell (no silent default name).
+            .unwrap_or_default();
         let api_key = profile
             .and_then(|p| {
                 p.api_key
@@ -171,9 +173,6 @@ pub(super) fn model_section(root: &Map<String, Value>) -> Result<ModelSection, C
         context_length,
         provider: ProviderSettings::default()
             .overlay(&map, "model")
-            .map_err(|problem| ConfigError::Invalid {
-                key: "model".into(),
-                problem,
-            })?,
+            .map_err(|problem| keyed_error("model", problem))?,
     })
 }

@@ -6,6 +6,9 @@ use troupe_tools::text::yaml_kind;
 
 use super::keys::ConfigError;
 
+/// The keys of `plugins:`.
+pub(super) const KEYS: &[&str] = &["enabled", "disabled"];
+
 /// Which plugins the config switches on and off. `disabled` wins over `enabled`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Enablement {

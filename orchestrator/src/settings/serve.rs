@@ -56,6 +56,23 @@ impl Default for ServeConfig {
     }
 }
 
+/// Every key of `serve:` (the limits of [`LIMIT_KEYS`] among them); others are warned of.
+pub(super) const KEYS: &[&str] = &[
+    "bind",
+    "port",
+    "token",
+    "cors_origins",
+    "allowed_hosts",
+    "feed_poll_ms",
+    "header_read_timeout_ms",
+    "idle_timeout_ms",
+    "max_connections",
+    "max_connections_per_client",
+    "max_requests_per_client",
+    "max_sessions",
+    "session_idle_timeout_ms",
+];
+
 /// The `serve:` keys of the server's limits: name, smallest and largest value, and where the
 /// value goes (milliseconds for the timeouts, counts for the caps).
 const LIMIT_KEYS: &[(&str, u64, u64)] = &[
@@ -86,21 +103,6 @@ impl ServeConfig {
                 ));
             }
         };
-        for key in map.keys() {
-            if ![
-                "bind",
-                "port",
-                "token",
-                "cors_origins",
-                "allowed_hosts",
-                "feed_poll_ms",
-            ]
-            .contains(&key.as_str())
-                && !LIMIT_KEYS.iter().any(|(k, _, _)| k == key)
-            {
-                tracing::warn!(key = %key, "troupe.yaml: serve.{key} is not a setting troupe reads");
-            }
-        }
         if let Some(value) = map.get("bind").filter(|v| !v.is_null()) {
             let text = value.as_str().ok_or_else(|| {
                 invalid(

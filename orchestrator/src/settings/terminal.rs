@@ -14,10 +14,10 @@ use troupe_tools::text::yaml_kind;
 
 pub use super::backend::{BACKEND_KEYS, BackendChoice, backend_choice};
 use super::keys::{
-    ConfigError, absolute, invalid, mapping, names as strings, seconds, string, warn_unknown, whole,
+    ConfigError, absolute, invalid, mapping, names as strings, seconds, string, whole,
 };
 
-const TERMINAL_KEYS: &[&str] = &[
+pub(super) const TERMINAL_KEYS: &[&str] = &[
     "backend",
     "cwd",
     "allowed_roots",
@@ -31,7 +31,7 @@ const TERMINAL_KEYS: &[&str] = &[
     "writable",
 ];
 
-const CODE_KEYS: &[&str] = &[
+pub(super) const CODE_KEYS: &[&str] = &[
     "timeout",
     "max_tool_calls",
     "mode",
@@ -83,8 +83,6 @@ fn builtin_config(
     home: &TroupeHome,
 ) -> Result<BuiltinConfig, ConfigError> {
     let mut out = BuiltinConfig::in_home(home);
-    let known: Vec<&str> = TERMINAL_KEYS.iter().chain(BACKEND_KEYS).copied().collect();
-    warn_unknown(terminal, "terminal", &known);
     out.terminal.dangerous_command_approval = !matches!(
         terminal.get("dangerous_command_approval"),
         Some(Value::Bool(false))
@@ -198,7 +196,6 @@ fn builtin_config(
         }
     }
 
-    warn_unknown(code, name, CODE_KEYS);
     if let Some(secs) = seconds(code, name, "timeout")? {
         out.code.timeout = Duration::from_secs(secs);
     }

@@ -152,7 +152,8 @@ async fn a_later_chat_with_the_same_server_starts_with_text_calls() {
     assert_eq!(first.of_type("tool_calls_switched").len(), 1);
     let memory = dir.path().join(".troupe-home/state/tool_calls.json");
     let remembered = std::fs::read_to_string(&memory).unwrap();
-    assert!(remembered.contains("local-model"), "{remembered}");
+    // Keyed by the model the server lists, not the name troupe.yaml gave (`local-model`).
+    assert!(remembered.contains("mock-model"), "{remembered}");
 
     // A new process: its first request already goes in text, and the event says why.
     let before = server.requests().len();
@@ -390,7 +391,7 @@ async fn errors_that_will_not_change_fail_at_once_saying_what_to_fix() {
     assert_eq!(run.code, Some(2));
     assert!(
         run.stderr
-            .contains("model.tool_calls: `json` is not a mode"),
+            .contains("`model.tool_calls`: `json` is not a mode"),
         "{}",
         run.stderr
     );

@@ -20,7 +20,7 @@ use crate::support::mcp_servers::{everything_bin, servers_available};
 const WAIT: Duration = Duration::from_secs(60);
 
 /// A tmux server with one 80×30 pane running `troupe chat`.
-struct Pane {
+pub(crate) struct Pane {
     socket: String,
     /// The troupe home: its logs/chat.log is shown when a wait fails.
     home: PathBuf,
@@ -76,18 +76,18 @@ impl Pane {
     }
 
     /// Types `text` (literally), then Enter.
-    fn line(&self, text: &str) {
+    pub(crate) fn line(&self, text: &str) {
         self.tmux(&["send-keys", "-t", "chat", "-l", text]);
         self.key("Enter");
     }
 
     /// Presses a key (`Enter`, `C-c`, `C-d`).
-    fn key(&self, key: &str) {
+    pub(crate) fn key(&self, key: &str) {
         self.tmux(&["send-keys", "-t", "chat", key]);
     }
 
     /// The screen and its scrollback, as text.
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         self.tmux(&["capture-pane", "-p", "-J", "-S", "-500", "-t", "chat"])
     }
 
@@ -99,7 +99,7 @@ impl Pane {
     }
 
     /// Waits until `found` holds for the screen; returns it.
-    fn wait(&self, what: &str, found: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn wait(&self, what: &str, found: impl Fn(&str) -> bool) -> String {
         let start = Instant::now();
         loop {
             let screen = self.screen();
@@ -117,7 +117,7 @@ impl Pane {
 
     /// Waits for the prompt at the bottom: the line editor owns the terminal again (a key
     /// pressed before that is read by the terminal's line mode, not by troupe).
-    fn wait_prompt(&self) -> String {
+    pub(crate) fn wait_prompt(&self) -> String {
         self.wait("the prompt", |s| {
             s.lines()
                 .rev()
@@ -130,7 +130,7 @@ impl Pane {
     /// Waits for troupe to exit; its exit code. tmux does not always reap the pane's process
     /// at once, so an exited process still waiting to be reaped counts too (its code is in
     /// /proc/PID/stat while it waits).
-    fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         let start = Instant::now();
         let pid = self.tmux(&["display", "-p", "-t", "chat", "#{pane_pid}"]);
         loop {
@@ -157,12 +157,12 @@ impl Pane {
         }
     }
 
-    fn wait_for(&self, needle: &str) -> String {
+    pub(crate) fn wait_for(&self, needle: &str) -> String {
         self.wait(&format!("{needle:?}"), |s| s.contains(needle))
     }
 
     /// Waits for the prompt to come back after `count` turns (one `──` summary line each).
-    fn wait_turns(&self, count: usize) -> String {
+    pub(crate) fn wait_turns(&self, count: usize) -> String {
         self.wait(&format!("{count} turn summaries"), |s| {
             s.matches("── ").count() >= count
         })
@@ -194,12 +194,12 @@ fn quote(path: &Path) -> String {
 }
 
 /// A project folder with troupe.yaml pointing at `server` (plus `extra`), and a troupe home.
-struct Project {
+pub(crate) struct Project {
     dir: tempfile::TempDir,
 }
 
 impl Project {
-    fn new(server: &MockServer, extra: &str) -> Project {
+    pub(crate) fn new(server: &MockServer, extra: &str) -> Project {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("home")).unwrap();
         std::fs::create_dir_all(dir.path().join("work")).unwrap();
@@ -214,15 +214,15 @@ impl Project {
         Project { dir }
     }
 
-    fn work(&self) -> PathBuf {
+    pub(crate) fn work(&self) -> PathBuf {
         self.dir.path().join("work")
     }
 
-    fn home(&self) -> PathBuf {
+    pub(crate) fn home(&self) -> PathBuf {
         self.dir.path().join("home")
     }
 
-    fn chat(&self, args: &[&str]) -> Pane {
+    pub(crate) fn chat(&self, args: &[&str]) -> Pane {
         Pane::start(&self.work(), &self.home(), args)
     }
 }

@@ -383,10 +383,17 @@ fn scripted_profile(dir: &Path) {
 #[test]
 fn dispatch_runs_ready_tasks_with_a_scripted_profile() {
     let b = Board::new();
+    // A task for a profile that is not (or no longer) configured: made before troupe.yaml
+    // names profiles, since with them `create` refuses it.
+    let ghost = b.create(&["for nobody", "--assignee", "ghost"]);
     scripted_profile(b.dir.path());
+    b.fails(
+        &["create", "again for nobody", "--assignee", "ghost"],
+        2,
+        "there is no profile \"ghost\" under profiles: in troupe.yaml",
+    );
     let first = b.create(&["first", "--assignee", "coder"]);
     let second = b.create(&["second", "--parent", &first]);
-    let ghost = b.create(&["for nobody", "--assignee", "ghost"]);
 
     let dry = b.json(&["dispatch", "--dry-run", "--json"]);
     assert_eq!(dry["dry_run"], true);

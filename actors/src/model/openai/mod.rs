@@ -27,6 +27,7 @@ use super::{
 };
 
 mod config;
+mod served;
 #[cfg(test)]
 mod tests;
 
@@ -49,8 +50,10 @@ struct Inner {
     http: reqwest::Client,
     /// Authorization and extra headers, built once.
     headers: HeaderMap,
-    /// Whether this server and model are known to need text tool calls (for `auto`).
+    /// Which models of this server are known to need text tool calls (for `auto`).
     memory: ModeMemory,
+    /// What the server lists at `/models`, asked once when needed.
+    served: served::ServedModels,
 }
 
 /// How one failed attempt should be followed up.
@@ -90,13 +93,7 @@ impl OpenAiProvider {
                  or https://api.openai.com/v1"
             )));
         }
-        if config.model.trim().is_empty() {
-            return Err(ModelError::Config(
-                "the model name is empty; set `model` (or TROUPE_MODEL) to a model the server \
-                 serves"
-                    .to_string(),
-            ));
-        }
+        // An empty model name is allowed: the first request asks the server's `/models`.
         let key = match (&config.api_key, &config.api_key_env) {
             (Some(key), _) if !key.trim().is_empty() => Some(key.trim().to_string()),
             (_, Some(variable)) => match std::env::var(variable) {
@@ -137,7 +134,7 @@ impl OpenAiProvider {
             .build()
             .map_err(|e| ModelError::Config(format!("cannot build the HTTP client: {e}")))?;
         let endpoint = config.endpoint();
-        let memory = ModeMemory::load(config.mode_memory.clone(), &endpoint, &config.model);
+        let memory = ModeMemory::load(config.mode_memory.clone(), &endpoint);
         Ok(Self {
             inner: Arc::new(Inner {
                 endpoint,
@@ -145,6 +142,7 @@ impl OpenAiProvider {
                 http,
                 headers,
                 memory,
+                served: served::ServedModels::default(),
             }),
         })
     }
@@ -160,13 +158,19 @@ impl ModelProvider for OpenAiProvider {
         format!(
             "openai-compatible at {}, model {}, tool calls {}",
             self.inner.config.base_url,
-            self.inner.config.model,
+            if self.inner.config.model.trim().is_empty() {
+                "(the one the server lists)"
+            } else {
+                &self.inner.config.model
+            },
             self.inner.config.settings.tool_calls.as_str()
         )
     }
 
     fn model(&self) -> Option<String> {
-        Some(self.inner.config.model.clone())
+        // No name configured: nothing to price or show until the server is asked.
+        let model = self.inner.config.model.trim();
+        (!model.is_empty()).then(|| model.to_string())
     }
 
     fn complete(
@@ -191,7 +195,21 @@ impl Inner {
     ) -> Result<ModelResponse, ModelError> {
         let config = &self.config;
         let settings = &config.settings;
-        let model = request.model.as_deref().unwrap_or(&config.model);
+        // The memory of text tool calls is keyed by the model the server reports serving; it
+        // matters only in `auto` with tools offered, so only then is the server asked.
+        let by_listing = settings.tool_calls == ToolCallMode::Auto && !request.tools.is_empty();
+        let resolved = self
+            .served
+            .resolve(
+                &self.http,
+                &self.headers,
+                &config.base_url,
+                request.model.as_deref().unwrap_or(&config.model),
+                by_listing,
+            )
+            .await?;
+        let model = resolved.requested.as_str();
+        let served = resolved.served.as_str();
         let offered = tool_names(&request.tools);
         let local_state = SessionModelState::new();
         let state = request.state.as_deref().unwrap_or(&local_state);
@@ -201,13 +219,14 @@ impl Inner {
         if settings.tool_calls == ToolCallMode::Text {
             state.switch_to_text_tools();
         } else if settings.tool_calls == ToolCallMode::Auto
-            && self.memory.prefers_text()
+            && self.memory.prefers_text(served)
             && !request.tools.is_empty()
             && !state.uses_text_tools()
         {
             self.switch_to_text(
                 &request,
                 state,
+                served,
                 "an earlier session with this server and model had to switch (remembered)"
                     .to_string(),
             );
@@ -274,11 +293,14 @@ impl Inner {
                     self.switch_to_text(
                         &request,
                         state,
+                        served,
                         format!("the server refused the tools field: {error}"),
                     );
                     continue;
                 }
                 Ok(Err(Next::Unreadable(error))) => {
+                    // The listener drops what it was shown when it hears of the retry.
+                    forwarded = false;
                     if !text_mode && !request.tools.is_empty() {
                         let failures = state.note_native_failure();
                         if settings.tool_calls == ToolCallMode::Auto
@@ -287,6 +309,7 @@ impl Inner {
                             self.switch_to_text(
                                 &request,
                                 state,
+                                served,
                                 format!(
                                     "the server could not parse the model's tool calls {failures} times: {error}"
                                 ),
@@ -374,11 +397,17 @@ impl Inner {
     }
 
     /// Switches the session to text tool calls and says so.
-    fn switch_to_text(&self, request: &ModelRequest, state: &SessionModelState, reason: String) {
+    fn switch_to_text(
+        &self,
+        request: &ModelRequest,
+        state: &SessionModelState,
+        served: &str,
+        reason: String,
+    ) {
         if state.switch_to_text_tools() {
             tracing::warn!(%reason, "switching this session to text tool calls");
             if self.config.settings.tool_calls == ToolCallMode::Auto {
-                self.memory.remember_text(&reason);
+                self.memory.remember_text(served, &reason);
             }
             notify(
                 request,
@@ -787,7 +816,10 @@ fn stream_error(message: &str, forwarded: bool) -> Next {
     let error = ModelError::Protocol(format!(
         "the server reported an error instead of an answer: {message}"
     ));
-    if is_unreadable_output(message) && !forwarded {
+    // Unreadable output is asked again even after text was shown: the retry notice tells the
+    // listener that what it showed is not the answer (a chat on a terminal streams every
+    // answer, and must recover from a parse error as a one-shot run does).
+    if is_unreadable_output(message) {
         Next::Unreadable(error)
     } else {
         retry_unless_forwarded(error, forwarded)

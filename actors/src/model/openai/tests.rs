@@ -49,8 +49,8 @@ fn endpoint_accepts_roots_and_full_urls() {
 fn bad_configs_say_what_to_fix() {
     let err = OpenAiProvider::new(OpenAiConfig::new("localhost:8080", "m")).unwrap_err();
     assert!(err.to_string().contains("not an http(s) URL"), "{err}");
-    let err = OpenAiProvider::new(OpenAiConfig::new("http://h/v1", " ")).unwrap_err();
-    assert!(err.to_string().contains("model name is empty"), "{err}");
+    // No model name: the server is asked at the first request.
+    assert!(OpenAiProvider::new(OpenAiConfig::new("http://h/v1", " ")).is_ok());
     let err = OpenAiProvider::new(
         OpenAiConfig::new("http://h/v1", "m")
             .with_api_key_env("TROUPE_TEST_SURELY_UNSET_KEY_VARIABLE"),

@@ -16,6 +16,15 @@ use super::session_options;
 use crate::cli::error::CliError;
 use crate::cli::visible::{visible, visible_line};
 use crate::plugins::slash::parse;
+use crate::sessions::ListQuery;
+
+/// How many stored conversations `/resume` lists.
+const RESUME_LISTED: usize = 10;
+
+/// The first part of a session id, enough to tell sessions apart on screen.
+fn short_id(id: &str) -> &str {
+    id.get(..18).unwrap_or(id)
+}
 
 /// troupe's own commands and what each does.
 pub(super) const BUILT_IN: &[(&str, &str)] = &[
@@ -39,7 +48,10 @@ pub(super) const BUILT_IN: &[(&str, &str)] = &[
         "steer",
         "/steer [subagent id] TEXT: a note for a running subagent (also while a turn runs)",
     ),
-    ("resume", "go on with an earlier conversation"),
+    (
+        "resume",
+        "list the stored conversations; /resume N (or an id) goes on with one",
+    ),
     ("quit", "leave (as does Ctrl-D)"),
 ];
 
@@ -63,7 +75,7 @@ impl Conversation<'_> {
                 .map(|()| "a new conversation: the model remembers nothing from before".into()),
             "stop" => Ok(self.stop_all().await),
             "steer" => Ok(self.steer(&rest).await),
-            "resume" => Ok("conversations are not kept after troupe chat ends yet, so there is nothing to resume; this conversation goes on until you leave".into()),
+            "resume" => self.resume(&rest).await,
             "quit" | "exit" => return Flow::Leave,
             _ => self.plugin(&name, line).await,
         };
@@ -253,6 +265,76 @@ impl Conversation<'_> {
         Ok(format!(
             "model now: {} (from the next message on)",
             visible_line(rest)
+        ))
+    }
+
+    /// `/resume`: the latest stored chat sessions, numbered (the ones `troupe sessions list`
+    /// shows and `--continue` picks from); `/resume N` or `/resume ID` goes on with one.
+    async fn resume(&mut self, rest: &str) -> Result<String, CliError> {
+        let Some(store) = self.runtime.troupe().session_store() else {
+            return Err(CliError::usage(
+                "sessions are not kept (sessions.persist is false in troupe.yaml), so there is none to resume",
+            ));
+        };
+        if rest.is_empty() {
+            let query = ListQuery {
+                origin: Some("chat".into()),
+                limit: Some(RESUME_LISTED + 1),
+                ..Default::default()
+            };
+            let sessions = store
+                .list(query)
+                .await
+                .map_err(|e| CliError::failed(e.to_string()))?;
+            let sessions: Vec<_> = sessions
+                .into_iter()
+                .filter(|s| s.id != self.session.id() && s.messages > 0)
+                .take(RESUME_LISTED)
+                .collect();
+            if sessions.is_empty() {
+                return Ok("no earlier chat session is stored; this conversation is kept as you go, and /resume or troupe chat --continue finds it later".into());
+            }
+            let now = crate::sessions::now_ms();
+            let mut out = String::from("stored conversations, newest first:");
+            for (i, s) in sessions.iter().enumerate() {
+                out.push_str(&format!(
+                    "\n  {:>2}. {}  {:>4} ago  {:>3} message{}  {}",
+                    i + 1,
+                    short_id(&s.id),
+                    crate::cli::sessions::age(now - s.updated_at),
+                    s.messages,
+                    plural(s.messages),
+                    crate::cli::sessions::one_line(&s.title, 40)
+                ));
+            }
+            out.push_str(
+                "\n/resume N goes on with one (or /resume ID, an id from troupe sessions list)",
+            );
+            self.listed = sessions.into_iter().map(|s| s.id).collect();
+            return Ok(out);
+        }
+        let id = match rest.parse::<usize>() {
+            Ok(n) if (1..=self.listed.len()).contains(&n) => self.listed[n - 1].clone(),
+            Ok(n) if n <= RESUME_LISTED && rest.len() <= 2 => {
+                return Err(CliError::usage(format!(
+                    "/resume {n}: there is no conversation {n} in the last list; /resume lists them"
+                )));
+            }
+            _ => rest.to_string(),
+        };
+        if id == self.session.id() {
+            return Ok("that is this conversation; it goes on".into());
+        }
+        let stored = store.load(&id).await.map_err(|e| match e {
+            crate::sessions::SessionStoreError::Database { .. } => CliError::failed(e.to_string()),
+            other => CliError::usage(format!("/resume: {other}; /resume lists them")),
+        })?;
+        let (resumed, messages) = (stored.summary.id.clone(), stored.summary.messages);
+        self.resume_stored(stored).await?;
+        Ok(format!(
+            "going on with session {} ({messages} message{}); the model remembers it",
+            short_id(&resumed),
+            plural(messages)
         ))
     }
 

@@ -16,14 +16,14 @@ use serde_json::Value;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use troupe_actors::events::{EventKind, SessionEvent};
 use troupe_actors::model::{ChatMessage, ModelProvider};
-use troupe_actors::session::{SessionError, SessionHandle, TurnOutcome};
+use troupe_actors::session::{SessionError, SessionHandle, TurnOutcome, TurnStatus};
 use troupe_actors::supervisor::{ApprovalChoice, ApprovalKind, PendingApproval};
 
 use super::display::{Display, Style, TICK};
 use super::input::{LineEditor, Names, Read, TurnInput, read_piped_line};
 use super::{ChatArgs, SessionChoice, session_options, summarise};
 use crate::api::{ApprovalStream, EventStream};
-use crate::cli::error::{CliError, EXIT_DONE, EXIT_INTERRUPTED};
+use crate::cli::error::{CliError, EXIT_BUDGET, EXIT_DONE, EXIT_FAILED, EXIT_INTERRUPTED};
 use crate::cli::visible::{visible, visible_line};
 use crate::runtime::Runtime;
 
@@ -64,6 +64,10 @@ pub(super) struct Conversation<'a> {
     interrupts: Signal,
     /// Messages typed while a turn ran, sent after it.
     queued: VecDeque<String>,
+    /// The exit code the last turn calls for: leaving after a failed turn says so.
+    last_turn: i32,
+    /// The stored sessions `/resume` listed last, by their number in the list.
+    pub(super) listed: Vec<String>,
 }
 
 /// Runs a conversation on `runtime`; the caller closes the runtime.
@@ -114,6 +118,8 @@ pub(super) async fn run(
         editor,
         interrupts,
         queued: VecDeque::new(),
+        last_turn: EXIT_DONE,
+        listed: Vec::new(),
     };
     chat.refresh_names();
     if terminal {
@@ -144,8 +150,8 @@ impl Conversation<'_> {
                 None => self.read(PROMPT).await,
             };
             let line = match read {
-                Read::End => return Ok(EXIT_DONE),
-                Read::Interrupted if interrupted_at_prompt => return Ok(EXIT_DONE),
+                Read::End => return Ok(self.last_turn),
+                Read::Interrupted if interrupted_at_prompt => return Ok(self.last_turn),
                 Read::Interrupted => {
                     interrupted_at_prompt = true;
                     self.note("(Ctrl-C again or Ctrl-D to leave)");
@@ -166,7 +172,7 @@ impl Conversation<'_> {
             };
             match flow {
                 Flow::Continue => {}
-                Flow::Leave => return Ok(EXIT_DONE),
+                Flow::Leave => return Ok(self.last_turn),
                 Flow::LeaveInterrupted => return Ok(EXIT_INTERRUPTED),
             }
         }
@@ -271,10 +277,16 @@ impl Conversation<'_> {
         }
         match outcome {
             Some(Ok(outcome)) => {
+                self.last_turn = match outcome.status {
+                    TurnStatus::Failed => EXIT_FAILED,
+                    TurnStatus::BudgetExceeded => EXIT_BUDGET,
+                    _ => EXIT_DONE,
+                };
                 self.display
                     .finish_turn(&outcome.text, outcome.status.as_str());
             }
             Some(Err(error)) => {
+                self.last_turn = EXIT_FAILED;
                 self.display.finish_turn("", "failed");
                 self.note(&self.display.style.red(&format!("the turn failed: {error}")));
             }
@@ -599,6 +611,23 @@ impl Conversation<'_> {
         self.end_session().await;
         self.session = session;
         self.display.reset(self.session.id(), keep_messages);
+        self.provider = started(&mut self.events, &mut self.display, self.session.id()).await;
+        self.refresh_names();
+        Ok(())
+    }
+
+    /// Goes on with a stored session in place of this one: its messages come back, and the
+    /// calls that were running when its process stopped get a note (none is run again).
+    pub(super) async fn resume_stored(
+        &mut self,
+        stored: crate::sessions::StoredSession,
+    ) -> Result<(), CliError> {
+        let options = session_options(self.args, self.runtime, self.script.clone(), &self.choice)?
+            .resuming(stored.restore(false));
+        let session = self.runtime.troupe().open_session(options).await?;
+        self.end_session().await;
+        self.session = session;
+        self.display.reset(self.session.id(), true);
         self.provider = started(&mut self.events, &mut self.display, self.session.id()).await;
         self.refresh_names();
         Ok(())

@@ -299,9 +299,18 @@ impl Display {
                 }
             }
             EventKind::ModelRetry { reason, .. } if event.session_id == self.root => {
-                let line = self
-                    .style
-                    .dim(&format!("· model asked again ({})", visible_line(reason)));
+                // Text streamed before the server gave up on the answer is not the answer.
+                let dropped = !self.streamed.is_empty();
+                self.streamed.clear();
+                let line = self.style.dim(&format!(
+                    "· model asked again ({}){}",
+                    visible_line(reason),
+                    if dropped {
+                        "; the text above was not its answer"
+                    } else {
+                        ""
+                    }
+                ));
                 self.permanent(&line);
             }
             EventKind::ToolCallsSwitched { reason, .. } if event.session_id == self.root => {

@@ -115,12 +115,11 @@ async fn run_inner(args: ChatArgs) -> Result<i32, CliError> {
             eprintln!("troupe chat: {warning}");
         }
         if args.json {
-            println!(
-                "{}",
-                json!({"type": "command", "command": reply.command, "plugin": reply.owner, "ok": reply.ok, "text": reply.text})
+            out(
+                json!({"type": "command", "command": reply.command, "plugin": reply.owner, "ok": reply.ok, "text": reply.text}),
             );
         } else if reply.ok {
-            println!("{}", reply.text);
+            out(&reply.text);
         } else {
             eprintln!("{}", reply.text);
         }
@@ -343,6 +342,10 @@ async fn converse(
     {
         show_event(&event, args.json);
     }
+    // The session ends with the command: its processes stop and the store marks it closed
+    // (a one-shot session is not left "open" for ever).
+    runtime.builtins().end_session(session.id()).await;
+    let _ = troupe.close_session(session.id()).await;
     let outcome = match outcome {
         Ok(Ok(outcome)) => outcome,
         Ok(Err(error)) => return Err(CliError::failed(error.to_string())),
@@ -353,15 +356,13 @@ async fn converse(
         }
     };
     if args.json {
-        println!(
-            "{}",
-            json!({"type": "final", "text": outcome.text, "status": outcome.status.as_str(), "usage": outcome.spend, "session_usage": session.spent()})
+        out(
+            json!({"type": "final", "text": outcome.text, "status": outcome.status.as_str(), "usage": outcome.spend, "session_usage": session.spent()}),
         );
     } else if outcome.status != TurnStatus::Failed {
-        println!("{}", super::visible::visible(&outcome.text));
+        out(super::visible::visible(&outcome.text));
     }
     let _ = std::io::stdout().flush();
-    runtime.builtins().end_session(session.id()).await;
     match outcome.status {
         TurnStatus::Completed | TurnStatus::MaxIterations => Ok(EXIT_DONE),
         // The answer is what the turn had; the exit code says it is not a whole one.
@@ -391,6 +392,12 @@ fn script_provider(args: &ChatArgs) -> Result<Option<Arc<dyn ModelProvider>>, St
     Ok(None)
 }
 
+/// Prints a line of the answer on stdout. A reader that left (`| head -1`, `| true`) is not an
+/// error: the turn still ends and its session is closed and stored.
+fn out(line: impl std::fmt::Display) {
+    let _ = writeln!(std::io::stdout(), "{line}");
+}
+
 /// Prints one event: a JSON line with `--json`, a short line on stderr otherwise.
 fn show_event(event: &SessionEvent, json_mode: bool) {
     if matches!(event.kind, EventKind::Final { .. }) {
@@ -399,7 +406,7 @@ fn show_event(event: &SessionEvent, json_mode: bool) {
     }
     if json_mode {
         match serde_json::to_value(event) {
-            Ok(value) => println!("{value}"),
+            Ok(value) => out(value),
             Err(error) => tracing::warn!(%error, "could not serialise an event"),
         }
         return;

@@ -351,6 +351,20 @@ struct Ctx {
     config: Settings,
 }
 
+/// A task for a profile troupe.yaml does not define would wait for ever: refused, with the
+/// profiles that exist. Without any profile configured, assignees are free names (a worker
+/// started with `--profile` or a script may take them).
+fn known_assignee(ctx: &Ctx, flag: &str, who: &str) -> Result<(), Failure> {
+    let profiles = &ctx.config.kanban.profiles;
+    if profiles.is_empty() || profiles.contains_key(who) {
+        return Ok(());
+    }
+    Err(Failure::usage(format!(
+        "{flag} {who}: there is no profile {who:?} under profiles: in troupe.yaml, so no worker would ever take the task (profiles: {}); name one of them, or add {who} under profiles:",
+        crate::settings::kanban::known(profiles)
+    )))
+}
+
 /// Runs `troupe kanban`; returns the exit code.
 pub(crate) async fn run(args: KanbanArgs) -> i32 {
     super::error::report("kanban", run_inner(args).await.map(|()| 0))
@@ -385,6 +399,9 @@ async fn run_inner(args: KanbanArgs) -> Outcome {
                 ));
             }
             let who = (!profile.eq_ignore_ascii_case("none")).then_some(profile);
+            if let Some(who) = who {
+                known_assignee(&ctx, "assign", who)?;
+            }
             let task = ctx.kanban.assign(&ctx.board, &id, who).await?;
             println!(
                 "{} assigned to {}",

@@ -105,6 +105,7 @@ pub(super) async fn create(ctx: &Ctx, a: CreateArgs) -> Outcome {
         .with_priority(a.priority)
         .with_created_by("cli");
     if let Some(who) = a.assignee.filter(|s| !s.trim().is_empty()) {
+        super::known_assignee(ctx, "--assignee", who.trim())?;
         new = new.with_assignee(who.trim());
     }
     for raw in &a.parents {

@@ -297,9 +297,21 @@ function version(task, board) {
     p ? `${p.done}/${p.all}` : ""].join("|");
 }
 
+// A lease's worker as a person reads it: `host:pid` (the API sends {host, pid, worker}; an
+// older string form is shown as it is).
+export function workerLabel(worker) {
+  if (!worker) return "";
+  if (typeof worker === "object") {
+    const host = worker.host ? String(worker.host) : "";
+    const pid = worker.pid !== undefined && worker.pid !== null ? String(worker.pid) : "";
+    return host && pid ? `${host}:${pid}` : host || pid;
+  }
+  return String(worker);
+}
+
 export function runState(task) {
   if (task.status === "running") {
-    const worker = task.lease && task.lease.worker ? String(task.lease.worker).split(":").pop() : "";
+    const worker = task.lease ? workerLabel(task.lease.worker) : "";
     return { kind: "running", text: worker ? `running · ${worker}` : "running" };
   }
   if (task.status === "blocked") return { kind: "blocked", text: task.block_kind || "blocked" };

@@ -4,7 +4,7 @@
 // connections per host, so at most MAX_STREAMS sessions are followed at once, busy ones first.
 
 import * as api from "./api.js";
-import { el, age } from "./board.js";
+import { el, age, workerLabel } from "./board.js";
 
 const MAX_STREAMS = 3;
 const APPROVAL_POLL_MS = 1000;
@@ -303,7 +303,7 @@ export class SessionsView {
     }
     for (const t of running) {
       const row = el("div", "worker");
-      row.append(el("code", "", t.id), el("span", "", t.title), el("span", "muted", t.lease ? String(t.lease.worker) : ""));
+      row.append(el("code", "", t.id), el("span", "", t.title), el("span", "muted", t.lease ? workerLabel(t.lease.worker) : ""));
       if (t.lease) {
         const b = el("button", "danger", "Terminate run");
         b.addEventListener("click", async () => {
