@@ -14,6 +14,7 @@ mod support;
 
 mod agent_clarify;
 mod agent_memory;
+mod agent_processes;
 mod agent_subagents;
 mod agent_todo;
 mod backends;
