@@ -303,3 +303,58 @@ async fn a_subagents_process_tells_the_subagent() {
         .expect("a request carried the notice");
     assert!(user_messages_with(&child_request, "child build").len() == 1);
 }
+
+/// A test backend's setting, or `None` (with a note) when the backends were not started;
+/// `TROUPE_REQUIRE_BACKENDS=1` makes that a failure.
+fn backend_env(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => Some(v),
+        _ if std::env::var("TROUPE_REQUIRE_BACKENDS").is_ok_and(|v| v == "1") => {
+            panic!("{var} is not set: start the test backends and source target/test-backends.env")
+        }
+        _ => {
+            eprintln!("skipped: {var} is not set (scripts/start-test-backends.sh)");
+            None
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repl_on_a_pty_in_the_sandbox() {
+    if backend_env("TROUPE_TEST_BACKENDS_STATE").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start(repl_script(
+        json!({"command": "python3 -q -i", "background": true, "pty": true}),
+    ))
+    .await
+    .unwrap();
+    let config = format!(
+        "{APPROVE}terminal:\n  backend: sandbox\n  cwd: {}\n",
+        dir.path().display()
+    );
+    let (lines, _) = chat(dir.path(), &server, &config, "drive python").await;
+    assert_eq!(lines.last().unwrap()["text"], "REPL-DONE", "{lines:?}");
+    check_repl(&server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repl_on_a_pty_in_docker() {
+    let Some(image) = backend_env("TROUPE_TEST_DOCKER_IMAGE") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // Debian's python3 in the test image.
+    let server = MockServer::start(repl_script(
+        json!({"command": "/usr/bin/python3 -q -i", "background": true, "pty": true}),
+    ))
+    .await
+    .unwrap();
+    let config = format!(
+        "{APPROVE}terminal:\n  backend: docker\n  docker_image: {image}\n  dangerous_command_approval: false\n"
+    );
+    let (lines, _) = chat(dir.path(), &server, &config, "drive python").await;
+    assert_eq!(lines.last().unwrap()["text"], "REPL-DONE", "{lines:?}");
+    check_repl(&server);
+}
