@@ -358,3 +358,77 @@ async fn a_repl_on_a_pty_in_docker() {
     assert_eq!(lines.last().unwrap()["text"], "REPL-DONE", "{lines:?}");
     check_repl(&server);
 }
+
+/// Between turns, a notice starts a turn of its own: the conversation shows its line and the
+/// model's answer, and the person's next message still goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notice_between_turns_starts_a_turn_in_chat() {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start(
+        Script::new()
+            .turn(
+                ScriptTurn::tool_call(
+                    "terminal",
+                    json!({"command": "sleep 1; echo LATE-DONE", "background": true, "notify_on_complete": true}),
+                )
+                .when_input_contains("start it"),
+            )
+            .turn(ScriptTurn::text("STARTED").when_input_contains("Background process started"))
+            .turn(ScriptTurn::text("HEARD-IT").when_input_contains("LATE-DONE"))
+            .turn(ScriptTurn::text("BYE-NOW").when_input_contains("bye")),
+    )
+    .await
+    .unwrap();
+    std::fs::write(
+        dir.path().join("troupe.yaml"),
+        format!("model:\n  base_url: {}\n  model: local-model\n", server.url()),
+    )
+    .unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("TROUPE_HOME", dir.path().join(".troupe-home"))
+        .env_remove("TROUPE_BASE_URL")
+        .env_remove("OPENAI_BASE_URL")
+        .arg("chat")
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"start it\n").await.unwrap();
+    let mut heard = false;
+    for _ in 0..150 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        if server.requests().len() >= 3 {
+            heard = true;
+            break;
+        }
+    }
+    assert!(heard, "no turn for the notice: {} requests", server.requests().len());
+    // Wait for that turn's answer before the next message.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    stdin.write_all(b"bye\n").await.unwrap();
+    for _ in 0..100 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        if server.requests().len() >= 4 {
+            break;
+        }
+    }
+    drop(stdin);
+    let out = child.wait_with_output().await.unwrap();
+    let screen = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{screen}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "{screen}");
+    let carried = user_messages_with(&requests[2], "LATE-DONE");
+    assert_eq!(carried.len(), 1, "{carried:?}");
+    assert!(screen.contains("finished successfully"), "the notice's line: {screen}");
+    assert!(screen.contains("HEARD-IT") && screen.contains("BYE-NOW"), "{screen}");
+}
