@@ -106,12 +106,22 @@ pub(crate) fn repl_script(start: Value) -> Script {
 pub(crate) fn check_repl(server: &MockServer) {
     let last = server.requests().last().cloned().unwrap();
     let started = &results_of(&last, "terminal")[0];
-    assert_eq!(started["pty"], json!({"rows": 30, "cols": 120}), "{started}");
+    assert_eq!(
+        started["pty"],
+        json!({"rows": 30, "cols": 120}),
+        "{started}"
+    );
     let process = results_of(&last, "process");
     assert_eq!(process[0]["status"], "ok", "{:?}", last.messages());
     let screen = process[1]["output"].as_str().unwrap();
-    assert!(screen.contains("42 True"), "the answer and a tty: {screen:?}");
-    assert!(!screen.contains('\u{1b}'), "escapes are removed: {screen:?}");
+    assert!(
+        screen.contains("42 True"),
+        "the answer and a tty: {screen:?}"
+    );
+    assert!(
+        !screen.contains('\u{1b}'),
+        "escapes are removed: {screen:?}"
+    );
     assert!(process[1]["raw_tail"].as_str().is_some(), "{}", process[1]);
     assert_eq!(process[2]["status"], "ok", "{}", process[2]);
     assert_eq!(process[3]["status"], "exited", "{}", process[3]);
@@ -181,7 +191,12 @@ async fn pipe_mode_has_no_stdin_and_a_stop_leaves_no_process() {
         process[0]
     );
     assert_eq!(process[1]["status"], "killed", "{}", process[1]);
-    assert_eq!(starts[2]["output"].as_str().unwrap().trim(), "0", "{}", starts[2]);
+    assert_eq!(
+        starts[2]["output"].as_str().unwrap().trim(),
+        "0",
+        "{}",
+        starts[2]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,7 +228,11 @@ async fn a_finished_process_tells_the_model_once_without_a_poll() {
     assert_eq!(requests.len(), 4);
     let started = &results_of(&requests[1], "terminal")[0];
     assert_eq!(started["notify_on_complete"], true, "{started}");
-    assert!(started.get("hint").is_none_or(|h| !h.as_str().unwrap_or("").contains("silently")));
+    assert!(
+        started
+            .get("hint")
+            .is_none_or(|h| !h.as_str().unwrap_or("").contains("silently"))
+    );
     // The request right after the process ended carries the notice, once; no poll was made.
     let carried = user_messages_with(&requests[2], "background process proc_");
     assert_eq!(carried.len(), 1, "{carried:?}");
@@ -224,7 +243,10 @@ async fn a_finished_process_tells_the_model_once_without_a_poll() {
         "not repeated"
     );
     assert!(requests.iter().all(|r| results_of(r, "process").is_empty()));
-    assert!(stderr.is_empty() || !stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.is_empty() || !stderr.contains("panicked"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -254,7 +276,10 @@ async fn a_watched_line_tells_the_model_once() {
     assert_eq!(carried.len(), 1, "{:?}", requests[2].messages());
     let matched = carried[0].split("Matched output:").nth(1).unwrap();
     assert!(matched.contains("server READY on 8080"), "{matched}");
-    assert!(!matched.contains("booting") && !matched.contains("still up"), "{matched}");
+    assert!(
+        !matched.contains("booting") && !matched.contains("still up"),
+        "{matched}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -294,7 +319,10 @@ async fn a_subagents_process_tells_the_subagent() {
         .filter(|l| l["type"] == "process_notice")
         .collect();
     assert_eq!(notices.len(), 1, "{notices:?}");
-    assert_ne!(notices[0]["session_id"], root, "the subagent's own session hears it");
+    assert_ne!(
+        notices[0]["session_id"], root,
+        "the subagent's own session hears it"
+    );
     // The subagent's request after the process ended carried it.
     let child_request = server
         .requests()
@@ -382,7 +410,10 @@ async fn a_notice_between_turns_starts_a_turn_in_chat() {
     .unwrap();
     std::fs::write(
         dir.path().join("troupe.yaml"),
-        format!("model:\n  base_url: {}\n  model: local-model\n", server.url()),
+        format!(
+            "model:\n  base_url: {}\n  model: local-model\n",
+            server.url()
+        ),
     )
     .unwrap();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
@@ -407,7 +438,11 @@ async fn a_notice_between_turns_starts_a_turn_in_chat() {
             break;
         }
     }
-    assert!(heard, "no turn for the notice: {} requests", server.requests().len());
+    assert!(
+        heard,
+        "no turn for the notice: {} requests",
+        server.requests().len()
+    );
     // Wait for that turn's answer before the next message.
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     stdin.write_all(b"bye\n").await.unwrap();
@@ -429,6 +464,122 @@ async fn a_notice_between_turns_starts_a_turn_in_chat() {
     assert_eq!(requests.len(), 4, "{screen}");
     let carried = user_messages_with(&requests[2], "LATE-DONE");
     assert_eq!(carried.len(), 1, "{carried:?}");
-    assert!(screen.contains("finished successfully"), "the notice's line: {screen}");
-    assert!(screen.contains("HEARD-IT") && screen.contains("BYE-NOW"), "{screen}");
+    assert!(
+        screen.contains("finished successfully"),
+        "the notice's line: {screen}"
+    );
+    assert!(
+        screen.contains("HEARD-IT") && screen.contains("BYE-NOW"),
+        "{screen}"
+    );
+}
+
+/// A board worker's process tells the worker's own session, before its next request: the
+/// worker completes its task with what the notice said.
+#[test]
+fn a_board_workers_process_tells_the_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("worker.yaml"),
+        r#"cursor: conversation
+turns:
+  - tool_calls:
+      - name: terminal
+        arguments: {command: "sleep 1; echo BOARD-BUILT", background: true, notify_on_complete: true}
+  - tool_calls:
+      - name: terminal
+        arguments: {command: "sleep 3"}
+  - match: BOARD-BUILT
+    tool_calls:
+      - name: kanban_complete
+        arguments: {summary: "the build said BOARD-BUILT", result: ok}
+  - text: Finished.
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("troupe.yaml"),
+        "kanban:\n  default_assignee: builder\nprofiles:\n  builder:\n    script: worker.yaml\n    toolsets: [core]\n",
+    )
+    .unwrap();
+    let kanban = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
+            .current_dir(dir.path())
+            .env("TROUPE_HOME", dir.path().join("home"))
+            .env_remove("TROUPE_KANBAN_STORE")
+            .env_remove("TROUPE_KANBAN_BOARD")
+            .arg("kanban")
+            .arg("--store")
+            .arg(dir.path().join("store"))
+            .args(args)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{args:?}: {text}");
+        text
+    };
+    let created = kanban(&["create", "build it", "--assignee", "builder"]);
+    let id = created
+        .split_whitespace()
+        .find(|w| w.starts_with("t_"))
+        .unwrap_or_else(|| panic!("no task id in {created}"))
+        .trim_matches(|c: char| !c.is_alphanumeric() && c != '_')
+        .to_string();
+    kanban(&["dispatch"]);
+    let shown = kanban(&["show", &id]);
+    assert!(shown.contains("the build said BOARD-BUILT"), "{shown}");
+}
+
+/// A subagent hands its running process to its parent, which then gets the completion notice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handed_off_process_tells_the_parent() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = MockServer::start(
+        Script::new()
+            .turn(
+                ScriptTurn::tool_call("delegate_task", json!({"tasks": [{"goal": "child serve"}]}))
+                    .when_input_contains("PARENT-GO"),
+            )
+            .turn(
+                ScriptTurn::tool_call(
+                    "terminal",
+                    json!({"command": "sleep 2; echo HANDED-DONE", "background": true}),
+                )
+                .when_input_contains("child serve"),
+            )
+            .turn(
+                ScriptTurn::tool_call(
+                    "process",
+                    json!({"action": "handoff", "session_id": LAST_PROCESS_ID, "data": "Prints HANDED-DONE when it is done."}),
+                )
+                .when_input_contains("Background process started"),
+            )
+            .turn(ScriptTurn::text("CHILD-REPORT").when_input_contains("handed_off"))
+            .turn(
+                ScriptTurn::tool_call("terminal", json!({"command": "sleep 4"}))
+                    .when_input_contains("CHILD-REPORT"),
+            )
+            .turn(ScriptTurn::text("ALL-DONE").when_input_contains("HANDED-DONE")),
+    )
+    .await
+    .unwrap();
+    let (lines, _) = chat(dir.path(), &server, "", "PARENT-GO").await;
+    assert_eq!(lines.last().unwrap()["text"], "ALL-DONE", "{lines:?}");
+    let root = lines
+        .iter()
+        .find(|l| l["type"] == "session_started")
+        .unwrap()["session_id"]
+        .clone();
+    let notices: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "process_notice")
+        .collect();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(notices[0]["session_id"], root, "the parent hears it");
+    let last = server.requests().last().cloned().unwrap();
+    assert_eq!(user_messages_with(&last, "HANDED-DONE").len(), 1);
 }

@@ -187,7 +187,8 @@ pub(crate) async fn call(
                 Err(e) => return ToolResult::error_json(json!({"error": e})),
             };
             // Enter on a terminal is a carriage return; the check reads it as a line end.
-            let check = builtins.check_process_write(session, &id, &data.replace('\r', "\n"), false);
+            let check =
+                builtins.check_process_write(session, &id, &data.replace('\r', "\n"), false);
             let note = match gate(&builtins, &ctx, &check.verdict, "type this text") {
                 Ok(note) => note,
                 Err(refused) => return refused,

@@ -620,7 +620,10 @@ impl BackgroundFlags {
                 let mut patterns = vec![];
                 for item in items {
                     match item.as_str() {
-                        Some(p) if !p.trim().is_empty() && p.chars().count() <= MAX_WATCH_PATTERN_CHARS => {
+                        Some(p)
+                            if !p.trim().is_empty()
+                                && p.chars().count() <= MAX_WATCH_PATTERN_CHARS =>
+                        {
                             patterns.push(p.to_string())
                         }
                         _ => {
@@ -694,7 +697,10 @@ impl BackgroundFlags {
             hints.push("It runs on a terminal: type with process(action=\"submit\", data=...) (a line and Enter) or process(action=\"write\", keys=[\"Ctrl-C\"]); process(action=\"log\") shows the screen.".to_string());
         }
         if hints.is_empty() {
-            hints.push("Use process(action=\"poll\" or \"log\", session_id=...) to see how it is doing.".into());
+            hints.push(
+                "Use process(action=\"poll\" or \"log\", session_id=...) to see how it is doing."
+                    .into(),
+            );
         }
         result["hint"] = json!(hints.join(" "));
     }
@@ -724,7 +730,9 @@ mod tests {
     #[test]
     fn piped_token_logins_get_no_pty() {
         assert!(needs_piped_stdin("gh auth login --with-token < t"));
-        assert!(needs_piped_stdin("echo x | /usr/bin/gh auth login --hostname h --with-token"));
+        assert!(needs_piped_stdin(
+            "echo x | /usr/bin/gh auth login --hostname h --with-token"
+        ));
         assert!(!needs_piped_stdin("gh auth login"));
         assert!(!needs_piped_stdin("python3 -i"));
     }
@@ -738,9 +746,15 @@ mod tests {
         )
         .expect("valid");
         assert!(both.watch_ignored && both.options.watch_patterns.is_empty());
-        let pty = BackgroundFlags::read(&args(json!({"pty": true, "rows": 40})), "bash")
-            .expect("valid");
-        assert_eq!(pty.options.pty, Some(PtySize { rows: 40, cols: 120 }));
+        let pty =
+            BackgroundFlags::read(&args(json!({"pty": true, "rows": 40})), "bash").expect("valid");
+        assert_eq!(
+            pty.options.pty,
+            Some(PtySize {
+                rows: 40,
+                cols: 120
+            })
+        );
         assert!(BackgroundFlags::read(&args(json!({"watch_patterns": [""]})), "x").is_err());
         assert!(BackgroundFlags::read(&args(json!({"pty": true, "cols": 1})), "x").is_err());
     }

@@ -192,7 +192,11 @@ async fn stdin_can_be_written_and_closed() {
     let screen = done["output"].as_str().unwrap();
     assert!(screen.contains("got:hello\n"), "{screen:?}");
     // Typed ahead, so the order of echo and output varies; `more` is echoed and printed.
-    assert_eq!(screen.lines().filter(|l| *l == "more").count(), 2, "{screen:?}");
+    assert_eq!(
+        screen.lines().filter(|l| *l == "more").count(),
+        2,
+        "{screen:?}"
+    );
     assert!(!screen.contains('\r'), "{screen:?}");
     let late = process(
         &f,
@@ -233,15 +237,25 @@ async fn named_keys_reach_the_program() {
     for _ in 0..50 {
         tokio::time::sleep(Duration::from_millis(100)).await;
         seen = process(&f, "s1", json!({"action": "poll", "session_id": id})).await;
-        if seen["output_preview"].as_str().unwrap_or("").contains("caught-int") {
+        if seen["output_preview"]
+            .as_str()
+            .unwrap_or("")
+            .contains("caught-int")
+        {
             break;
         }
     }
     assert!(
-        seen["output_preview"].as_str().unwrap().contains("caught-int"),
+        seen["output_preview"]
+            .as_str()
+            .unwrap()
+            .contains("caught-int"),
         "{seen}"
     );
-    assert_eq!(seen["status"], "running", "the keeper passed nothing on: {seen}");
+    assert_eq!(
+        seen["status"], "running",
+        "the keeper passed nothing on: {seen}"
+    );
     let killed = process(&f, "s1", json!({"action": "kill", "session_id": id})).await;
     assert_eq!(killed["status"], "killed", "{killed}");
 }

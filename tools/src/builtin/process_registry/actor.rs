@@ -422,7 +422,10 @@ impl Actor {
                 if hits >= notices::WATCH_LIFETIME_MAX_HITS {
                     disable(
                         self,
-                        format!("it has sent the most watch notices one process may ({}). ", notices::WATCH_LIFETIME_MAX_HITS),
+                        format!(
+                            "it has sent the most watch notices one process may ({}). ",
+                            notices::WATCH_LIFETIME_MAX_HITS
+                        ),
                     );
                 }
             }

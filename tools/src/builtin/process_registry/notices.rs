@@ -106,7 +106,9 @@ impl Mailboxes {
 
     /// Whether a notice for `session` would reach a conversation now.
     pub(super) fn reachable(&self, session: &str) -> bool {
-        self.listeners.get(session).is_some_and(|tx| !tx.is_closed())
+        self.listeners
+            .get(session)
+            .is_some_and(|tx| !tx.is_closed())
     }
 
     /// The parent `session` was registered with.
@@ -495,6 +497,9 @@ mod tests {
         }));
         let (tx, mut rx) = mpsc::unbounded_channel();
         m.listen("other", None, tx);
-        assert_eq!(rx.try_recv().map(|n| n.process_id).ok().as_deref(), Some("proc_2"));
+        assert_eq!(
+            rx.try_recv().map(|n| n.process_id).ok().as_deref(),
+            Some("proc_2")
+        );
     }
 }
