@@ -583,3 +583,62 @@ async fn a_handed_off_process_tells_the_parent() {
     let last = server.requests().last().cloned().unwrap();
     assert_eq!(user_messages_with(&last, "HANDED-DONE").len(), 1);
 }
+
+/// Through `troupe serve`: the notice is on the session's event stream, and between turns it
+/// starts a turn whose answer follows it there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_streams_the_notice_and_the_turn_it_starts() {
+    use eventsource_stream::Eventsource;
+    use futures::StreamExt;
+    use reqwest::Method;
+    let dir = crate::support::serve::TroupeDir::with_script(
+        tempfile::tempdir().unwrap(),
+        "model:\n  base_url: {{MODEL_URL}}\n  model: local-model\nkanban:\n  store: {{STORE}}\n",
+        Script::new()
+            .turn(
+                ScriptTurn::tool_call(
+                    "terminal",
+                    json!({"command": "sleep 1; echo HTTP-DONE", "background": true, "notify_on_complete": true}),
+                )
+                .when_input_contains("start it"),
+            )
+            .turn(ScriptTurn::text("STARTED").when_input_contains("Background process started"))
+            .turn(ScriptTurn::text("HTTP-HEARD").when_input_contains("HTTP-DONE")),
+    )
+    .await;
+    let served = crate::support::serve::Served::start(&dir, &["--no-dispatch"]).await;
+    let (status, created) = served
+        .call(Method::POST, "/api/sessions", Some(json!({})))
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["session_id"].as_str().unwrap().to_string();
+    let (status, done) = served
+        .call(
+            Method::POST,
+            &format!("/api/sessions/{id}/messages"),
+            Some(json!({"text": "start it", "wait": true})),
+        )
+        .await;
+    assert_eq!(status, 200, "{done}");
+    let response = served.events(&id, Some(0)).send().await.unwrap();
+    let mut events = response.bytes_stream().eventsource();
+    let mut notice = None;
+    let mut answers = vec![];
+    while answers.len() < 2 {
+        let event = tokio::time::timeout(std::time::Duration::from_secs(15), events.next())
+            .await
+            .expect("the event stream went quiet before the notice's turn ended")
+            .unwrap()
+            .unwrap();
+        let data: Value = serde_json::from_str(&event.data).unwrap_or_default();
+        match event.event.as_str() {
+            "process_notice" => notice = Some(data),
+            "final" => answers.push(data["text"].as_str().unwrap_or_default().to_string()),
+            _ => {}
+        }
+    }
+    let notice = notice.expect("a process_notice event before the second answer");
+    assert_eq!(notice["kind"], "completed", "{notice}");
+    assert_eq!(notice["started_turn"], true, "{notice}");
+    assert_eq!(answers, ["STARTED", "HTTP-HEARD"]);
+}
