@@ -521,6 +521,9 @@ impl Actor {
             v["watch_patterns"] = json!(w.patterns);
             v["watch_hits"] = json!(w.hits);
         }
+        if let Some(purpose) = &p.handed_off {
+            v["handed_off"] = json!(purpose);
+        }
         v
     }
 
@@ -546,6 +549,18 @@ impl Actor {
             if let Some(e) = &p.ending {
                 v["exit_code"] = json!(e.code);
                 v["completion_reason"] = json!(e.reason);
+            }
+            if p.pty {
+                v["pty"] = json!(true);
+            }
+            if p.notify {
+                v["notify_on_complete"] = json!(true);
+            }
+            if let Some(w) = &p.watch {
+                v["watch_patterns"] = json!(w.patterns);
+            }
+            if let Some(purpose) = &p.handed_off {
+                v["handed_off"] = json!(purpose);
             }
             out.push(v);
         }

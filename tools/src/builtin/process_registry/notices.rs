@@ -95,6 +95,8 @@ impl Mailboxes {
         parent: Option<&str>,
         tx: mpsc::UnboundedSender<ProcessNotice>,
     ) {
+        // Closed sessions' senders go; their parent links stay, for notices that come later.
+        self.listeners.retain(|_, tx| !tx.is_closed());
         if let Some(parent) = parent.filter(|p| *p != session) {
             self.parents.insert(session.to_string(), parent.to_string());
         }
