@@ -516,9 +516,15 @@ impl ProcessRegistry {
                     let mut now = self.poll(session, id).await;
                     now["status"] = json!("timeout");
                     now["process_running"] = json!(true);
+                    let told = now["notify_on_complete"] == true;
                     now["timeout_note"] = json!(format!(
-                        "Waited {}s and the process is still running; that is not an error. Wait again, poll later, or kill it.",
-                        timeout.as_secs()
+                        "Waited {}s and the process is still running; that is not an error. {}",
+                        timeout.as_secs(),
+                        if told {
+                            "You will be told when it ends (notify_on_complete), so there is no need to wait again: go on with other work."
+                        } else {
+                            "Wait again, poll later, or kill it."
+                        }
                     ));
                     now
                 }
