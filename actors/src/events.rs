@@ -144,6 +144,21 @@ pub enum EventKind {
         /// How far the list has come.
         summary: troupe_tools::todo::TodoSummary,
     },
+    /// A background process of the session reported by itself: it ended
+    /// (`notify_on_complete`), printed a watched line (`watch_patterns`), or its watching was
+    /// turned off. The model reads `text` before its next request, or in a turn started for it.
+    ProcessNotice {
+        /// The process (`proc_...`).
+        process_id: String,
+        /// `completed`, `watch_match` or `watch_disabled`.
+        kind: String,
+        /// How it ended, for a completion.
+        exit_code: Option<i32>,
+        /// One line for a person's screen.
+        summary: String,
+        /// Whether the notice started a turn (the session was idle).
+        started_turn: bool,
+    },
     /// A person is asked to approve a call.
     ApprovalRequested {
         /// The request's id, to answer it by.

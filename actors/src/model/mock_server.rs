@@ -479,6 +479,32 @@ struct Answer {
     usage: Option<crate::model::Usage>,
 }
 
+/// What a script writes for "the background process the conversation last named": a tool
+/// call's argument text may hold it, and it is replaced by the last `proc_` id (12 hex
+/// digits) in the request's messages, as a model would copy it from a result.
+pub const LAST_PROCESS_ID: &str = "{{last_process_id}}";
+
+fn fill_process_id(arguments: String, messages: &[Value]) -> String {
+    if !arguments.contains(LAST_PROCESS_ID) {
+        return arguments;
+    }
+    let found = messages.iter().rev().find_map(|m| {
+        let text = m.get("content").map(Value::to_string).unwrap_or_default();
+        text.match_indices("proc_")
+            .filter_map(|(at, _)| {
+                let hex = text.get(at + 5..at + 17)?;
+                hex.chars()
+                    .all(|c| c.is_ascii_hexdigit())
+                    .then(|| text[at..at + 17].to_string())
+            })
+            .last()
+    });
+    match found {
+        Some(id) => arguments.replace(LAST_PROCESS_ID, &id),
+        None => arguments,
+    }
+}
+
 impl Shared {
     fn answer_for(&self, request: &Value) -> Option<Answer> {
         let messages = request
@@ -513,7 +539,7 @@ impl Shared {
                 .script
                 .calls_of(index)
                 .into_iter()
-                .map(|c| (c.id, c.name, c.arguments))
+                .map(|c| (c.id, c.name, fill_process_id(c.arguments, messages)))
                 .collect(),
             delay: Duration::from_millis(turn.delay_ms),
             prompt_tokens,

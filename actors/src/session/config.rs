@@ -61,6 +61,9 @@ pub struct SessionConfig {
     /// puts in its system prompt when it opens (its profile's); `None`: the session has none.
     /// Subagents share their parent's.
     pub memory: Option<Arc<MemoryStore>>,
+    /// The background process registry whose notices (a process ended, printed a watched
+    /// line) the session reads; `None`: no notices reach it. Subagents share their parent's.
+    pub processes: Option<troupe_tools::builtin::ProcessRegistry>,
 }
 
 impl Default for SessionConfig {
@@ -82,6 +85,7 @@ impl Default for SessionConfig {
             trace_parent: TraceSpan::default(),
             persist: None,
             memory: None,
+            processes: None,
         }
     }
 }

@@ -214,6 +214,78 @@ impl Handler<DelegationFinished> for Session {
     }
 }
 
+/// A notice about one of the session's background processes (see
+/// [`troupe_tools::builtin::ProcessNotice`]): read before the next model request of a running
+/// turn, or in a turn of its own when the session is idle.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct BackgroundNotice(pub troupe_tools::builtin::ProcessNotice);
+
+impl Handler<BackgroundNotice> for Session {
+    type Result = ();
+
+    fn handle(&mut self, msg: BackgroundNotice, ctx: &mut Self::Context) {
+        let notice = msg.0;
+        // After a hard stop the notice waits for the person's next message: a stopped agent
+        // must not start working again by itself.
+        let hold = self.delegations.is_cancelled();
+        let start = self.turn.is_none() && !hold;
+        self.events.send(
+            &self.id,
+            EventKind::ProcessNotice {
+                process_id: notice.process_id.clone(),
+                kind: notice.kind.as_str().to_string(),
+                exit_code: notice.exit_code,
+                summary: notice.summary.clone(),
+                started_turn: start,
+            },
+        );
+        if start {
+            self.begin_turn(ctx, notice.text, None);
+        } else if hold && self.turn.is_none() {
+            self.held.push(notice.text);
+        } else {
+            self.notices.push(notice.text);
+        }
+    }
+}
+
+/// Several notices read at once go in one message, said to be one batch.
+pub(super) fn join_notices(mut notices: Vec<String>) -> String {
+    if notices.len() == 1 {
+        return notices.pop().unwrap_or_default();
+    }
+    format!(
+        "[troupe: {} background process notices arrived together; read them as one batch and answer them together, keeping failures in view.]\n{}",
+        notices.len(),
+        notices.join("\n")
+    )
+}
+
+/// Passes the registry's notices for a session to its actor until the session closes; then
+/// the channel closes and the registry sends what follows to the session's parent.
+pub(super) fn forward_notices(
+    mut notices: tokio::sync::mpsc::UnboundedReceiver<troupe_tools::builtin::ProcessNotice>,
+    session: actix::WeakAddr<Session>,
+    lifetime: tokio_util::sync::CancellationToken,
+) {
+    tokio::spawn(async move {
+        loop {
+            let notice = tokio::select! {
+                _ = lifetime.cancelled() => return,
+                notice = notices.recv() => match notice {
+                    Some(notice) => notice,
+                    None => return,
+                },
+            };
+            match session.upgrade() {
+                Some(addr) => addr.do_send(BackgroundNotice(notice)),
+                None => return,
+            }
+        }
+    });
+}
+
 /// Reads waiting background results in a new turn, if the session is idle. Sent by the
 /// session to itself when a turn ends with results waiting.
 #[derive(Debug, Message)]

@@ -142,6 +142,7 @@ impl SessionHandle {
             Some(upstream) => EventSink::forwarding_to(upstream),
             None => EventSink::new(),
         };
+        let parent = params.parent.clone();
         let path = params
             .supervisor
             .send(RegisterSession {
@@ -219,6 +220,7 @@ impl SessionHandle {
             arbiter: None,
             me: None,
             steers: Vec::new(),
+            notices: Vec::new(),
             inbox,
             delegations,
             held,
@@ -235,7 +237,16 @@ impl SessionHandle {
             memory_snapshot,
             todos: Arc::clone(&todos),
         };
+        let processes = session.config.processes.clone();
+        let lifetime = session.lifetime.clone();
         let addr = session.start();
+        if let Some(processes) = processes {
+            super::control::forward_notices(
+                processes.listen(&id, parent.as_deref()),
+                addr.downgrade(),
+                lifetime,
+            );
+        }
         Ok(SessionHandle {
             id,
             path,

@@ -79,6 +79,11 @@ impl Session {
                 }
             }
         }
+        // Notices that came after the turn's last request are read in a turn of their own.
+        if !self.notices.is_empty() {
+            let notices = std::mem::take(&mut self.notices);
+            self.inbox.push(super::control::join_notices(notices));
+        }
         if self.delegations.is_cancelled() {
             // A hard stop ended this turn: what arrived waits for the user.
             self.held.append(&mut self.inbox);

@@ -32,7 +32,8 @@ mod turn;
 
 pub use config::{DEFAULT_MAX_ITERATIONS, DEFAULT_SYSTEM_PROMPT, SessionConfig};
 pub use control::{
-    CloseSession, Drain, GetConversation, LoadConversation, ResumeTurn, SendMessage, Steer,
+    BackgroundNotice, CloseSession, Drain, GetConversation, LoadConversation, ResumeTurn,
+    SendMessage, Steer,
 };
 pub use handle::SessionHandle;
 pub use outcome::{SessionError, TurnOutcome, TurnStatus};
@@ -93,6 +94,8 @@ pub struct Session {
     me: Option<WeakAddr<Session>>,
     /// Notes from the parent (`steer`), read before the next model request.
     steers: Vec<String>,
+    /// Background-process notices that came during a turn, read before its next request.
+    notices: Vec<String>,
     /// Background delegation results that arrived during a turn, read at the next one.
     inbox: Vec<String>,
     /// Fires on close or a hard stop; background children stop with it. Renewed at the next

@@ -22,6 +22,12 @@ impl Session {
     /// Sends the next request of the running turn to the model, on the pool.
     pub(super) fn request_model(&mut self, ctx: &mut Context<Self>, final_round: bool) {
         self.refresh_view();
+        let notices = std::mem::take(&mut self.notices);
+        if !notices.is_empty() {
+            self.conversation.push(ChatMessage::User {
+                content: super::control::join_notices(notices),
+            });
+        }
         for note in std::mem::take(&mut self.steers) {
             self.conversation.push(ChatMessage::User {
                 content: format!("[Note from the agent that gave you this task] {note}"),

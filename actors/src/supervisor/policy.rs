@@ -300,10 +300,10 @@ impl ApprovalRules for DefaultRules {
                     (_, builtins) => match process_input(input.arguments) {
                         Some((id, data, closing)) => match builtins {
                             Some(b) => {
-                                b.check_process_write(input.session_id, id, data, closing)
+                                b.check_process_write(input.session_id, &id, &data, closing)
                                     .verdict
                             }
-                            None => check_keystrokes("", data, "", None, closing).verdict,
+                            None => check_keystrokes("", &data, "", None, closing).verdict,
                         },
                         None => CommandVerdict::Allowed,
                     },
@@ -367,21 +367,8 @@ impl ApprovalRules for DefaultRules {
 
 /// The process id, the text and whether stdin closes, for a `process` call that types into a
 /// process (`write`, and `close`, which runs an unfinished line).
-fn process_input(arguments: &Map<String, Value>) -> Option<(&str, &str, bool)> {
-    let action = arguments
-        .get("action")?
-        .as_str()?
-        .trim()
-        .to_ascii_lowercase();
-    let id = arguments
-        .get("session_id")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    match action.as_str() {
-        "write" => Some((id, arguments.get("data")?.as_str()?, false)),
-        "close" => Some((id, "", true)),
-        _ => None,
-    }
+fn process_input(arguments: &Map<String, Value>) -> Option<(String, String, bool)> {
+    troupe_tools::builtin::process_keystrokes(arguments)
 }
 
 /// The paths a `terminal` call's `writable` names (sorted, comma-separated), if any; a value

@@ -429,6 +429,9 @@ impl Runtime {
             prices: Arc::clone(&config.prices),
             // Sessions of no profile share the default stores; each profile has its own.
             memory: Some(Arc::new(MemoryStore::in_home(&config.home, None))),
+            // Background processes tell the session that started them when they end or print
+            // a watched line.
+            processes: Some(builtins.processes().clone()),
             ..SessionConfig::default()
         };
         crate::delegation::enable_delegation(

@@ -4,7 +4,8 @@
 //! line and status, approvals answered with y and n, Ctrl-C during a long command (soft, then
 //! hard: no process left), `/tools` with a deferred MCP tool, a plugin's command. Piped input
 //! (one message per line) is checked without a terminal. A `clarify` question answered by a
-//! choice's number, with the `todo` plan shown as a block.
+//! choice's number, with the `todo` plan shown as a block. A background process's notice at the
+//! prompt, and the turn it starts.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -797,4 +798,38 @@ async fn a_connect_shows_the_link_and_waits_until_the_app_is_connected() {
         .unwrap();
     assert!(result.contains("\"connected\":true"), "{result}");
     assert_eq!(gateway.seen_at("connections").len(), 1);
+}
+
+/// A background process's notice at the prompt: its line shows, the turn it starts shows its
+/// answer, and the person's next message still goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_notice_at_the_prompt_shows_and_starts_a_turn() {
+    let server = MockServer::start(
+        Script::new()
+            .turn(
+                ScriptTurn::tool_call(
+                    "terminal",
+                    json!({"command": "sleep 1; echo PANE-DONE", "background": true, "notify_on_complete": true}),
+                )
+                .when_input_contains("start it"),
+            )
+            .turn(ScriptTurn::text("STARTED").when_input_contains("Background process started"))
+            .turn(ScriptTurn::text("HEARD-IN-PANE").when_input_contains("PANE-DONE"))
+            .turn(ScriptTurn::text("SECOND-ANSWER").when_input_contains("and then")),
+    )
+    .await
+    .unwrap();
+    let project = Project::new(&server, "");
+    let pane = project.chat(&[]);
+    pane.wait_for("Ctrl-D to leave");
+    pane.line("start it");
+    pane.wait_for("STARTED");
+    pane.wait_for("finished successfully");
+    pane.wait_for("HEARD-IN-PANE");
+    pane.line("and then?");
+    pane.wait_for("SECOND-ANSWER");
+    pane.wait_prompt();
+    pane.key("C-d");
+    assert_eq!(pane.exit_code(), 0);
+    assert_eq!(server.requests().len(), 4);
 }

@@ -15,6 +15,7 @@ mod support;
 mod achievements;
 mod agent_clarify;
 mod agent_memory;
+mod agent_processes;
 mod agent_subagents;
 mod agent_todo;
 mod backends;

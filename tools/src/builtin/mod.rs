@@ -45,6 +45,7 @@ pub mod privileges;
 pub mod process_group;
 pub mod process_registry;
 mod process_tool;
+pub mod pty;
 pub mod receipts;
 pub mod redact;
 pub mod sandbox_env;
@@ -74,7 +75,11 @@ pub use execute_code::{ALLOWED_IN_SCRIPTS, CodeMode};
 pub use exit_codes::exit_code_meaning;
 pub use files::Files;
 pub use paths::{PathAccess, path_needs_approval, resolve_path};
-pub use process_registry::{ProcessRegistry, RegistryConfig, StartedProcess, StdinText};
+pub use process_registry::{
+    NoticeKind, ProcessNotice, ProcessRegistry, RegistryConfig, StartOptions, StartedProcess,
+    StdinText,
+};
+pub use process_tool::process_keystrokes;
 pub use receipts::{Receipt, ReceiptStore};
 
 use crate::home::TroupeHome;

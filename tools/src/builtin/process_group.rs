@@ -286,9 +286,12 @@ impl KeptChild {
 /// Spawns `command` in a session of its own, without inspection capabilities, under a keeper
 /// (Linux) that holds on to whatever it leaves behind.
 /// With `confine`, the command (not its keeper) runs inside that Landlock ruleset.
+/// With `pty`, stdin is a pty's slave: the keeper makes it the session's controlling terminal
+/// and the command becomes its foreground group (so Ctrl-C reaches the command alone).
 pub(crate) fn spawn_kept(
     command: &mut tokio::process::Command,
     confine: Option<&super::confine::Ruleset>,
+    pty: bool,
 ) -> std::io::Result<KeptChild> {
     let (status_read, status_write) = std::io::pipe()?;
     let status_fd = status_write.as_raw_fd();
@@ -299,7 +302,13 @@ pub(crate) fn spawn_kept(
     unsafe {
         command.pre_exec(move || {
             super::privileges::child_setup()?;
+            if pty {
+                super::pty::take_controlling_terminal()?;
+            }
             split_off_keeper(status_fd, environ)?;
+            if pty {
+                super::pty::become_foreground()?;
+            }
             // Only the command's branch gets here: the keeper stays outside the boundary.
             match ruleset {
                 Some(fd) => super::confine::restrict_self(fd),

@@ -1,6 +1,7 @@
 //! The `process` tool: the model's view of its background processes (list, poll, log, wait,
-//! kill, write, close), over the [`ProcessRegistry`](super::ProcessRegistry) handle. Ids may be
-//! given in full or as a unique prefix of at least four hex characters.
+//! kill; write, submit and close for a process on a pty; handoff from a subagent to its
+//! parent), over the [`ProcessRegistry`](super::ProcessRegistry) handle. Ids may be given in
+//! full or as a unique prefix of at least four hex characters.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +14,64 @@ use super::danger::CommandVerdict;
 use crate::tool::{CallContext, ToolResult};
 
 /// The actions `process` accepts.
-pub(crate) const ACTIONS: &[&str] = &["list", "poll", "log", "wait", "kill", "write", "close"];
+pub(crate) const ACTIONS: &[&str] = &[
+    "list", "poll", "log", "wait", "kill", "write", "submit", "close", "handoff",
+];
+
+/// The keystrokes a `process` call types, as `(process id, text, closes input)`, for the
+/// dangerous-command check: `write` (its `data`, then its named `keys`), `submit` (`data`
+/// and Enter), `close` (end of input). Enter counts as a line end. `None` for other actions
+/// or arguments the tool itself refuses.
+pub fn process_keystrokes(args: &Map<String, Value>) -> Option<(String, String, bool)> {
+    let action = args.get("action")?.as_str()?.trim().to_ascii_lowercase();
+    let id = match args.get("session_id") {
+        Some(Value::String(s)) => s.trim().to_string(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => String::new(),
+    };
+    match action.as_str() {
+        "write" | "submit" => {
+            let text = typed(args, action == "submit").ok()?;
+            Some((id, text.replace('\r', "\n"), false))
+        }
+        "close" => Some((id, String::new(), true)),
+        _ => None,
+    }
+}
+
+/// What `write` or `submit` types: `data`, then each of `keys` by name, then Enter for
+/// submit. An error says what was wrong.
+fn typed(args: &Map<String, Value>, submit: bool) -> Result<String, String> {
+    let mut text = optional_str(args, "data")?.unwrap_or_default().to_string();
+    match args.get("keys") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(keys)) => {
+            for key in keys {
+                let name = key.as_str().unwrap_or_default();
+                match super::pty::key_bytes(name) {
+                    Some(bytes) => text.push_str(&String::from_utf8_lossy(bytes)),
+                    None => {
+                        return Err(format!(
+                            "'keys' holds {key}, which is not a key troupe knows. Use: {}.",
+                            super::pty::KEY_NAMES
+                        ));
+                    }
+                }
+            }
+        }
+        Some(other) => {
+            return Err(format!(
+                "'keys' must be a list of key names such as [\"Ctrl-C\"], not {other}."
+            ));
+        }
+    }
+    if submit {
+        text.push('\r');
+    } else if text.is_empty() {
+        return Err("write needs 'data' (text typed as is) or 'keys' (named keys such as [\"Enter\"] or [\"Ctrl-C\"]).".into());
+    }
+    Ok(text)
+}
 
 fn answer(value: Value) -> ToolResult {
     let failed = value.get("error").is_some_and(|e| !e.is_null())
@@ -123,31 +181,31 @@ pub(crate) async fn call(
             }
         }
         "kill" => answer(registry.kill(session, &id).await),
-        "write" => match optional_str(&args, "data") {
-            Ok(Some(data)) => {
-                let check = builtins.check_process_write(session, &id, data, false);
-                let note = match gate(&builtins, &ctx, &check.verdict, "write this text") {
-                    Ok(note) => note,
-                    Err(refused) => return refused,
-                };
-                let mut value = registry.write(session, &id, data).await;
-                if value["status"] == "ok" {
-                    registry.set_pending(&id, check.pending);
-                }
-                if let Some(note) = note {
-                    value["approval"] = json!(note);
-                }
-                answer(value)
+        "write" | "submit" => {
+            let data = match typed(&args, action == "submit") {
+                Ok(data) => data,
+                Err(e) => return ToolResult::error_json(json!({"error": e})),
+            };
+            // Enter on a terminal is a carriage return; the check reads it as a line end.
+            let check =
+                builtins.check_process_write(session, &id, &data.replace('\r', "\n"), false);
+            let note = match gate(&builtins, &ctx, &check.verdict, "type this text") {
+                Ok(note) => note,
+                Err(refused) => return refused,
+            };
+            let mut value = registry.write(session, &id, &data).await;
+            if value["status"] == "ok" {
+                registry.set_pending(&id, check.pending);
             }
-            Ok(None) => ToolResult::error_json(
-                json!({"error": "'data' is required for write: the text to send to the process's stdin (add \\n to end a line)."}),
-            ),
-            Err(e) => ToolResult::error_json(json!({"error": e})),
-        },
+            if let Some(note) = note {
+                value["approval"] = json!(note);
+            }
+            answer(value)
+        }
         "close" => {
-            // Closing stdin makes a shell run the line it was given without an end.
+            // The end of input makes a shell run the line it was given without an end.
             let check = builtins.check_process_write(session, &id, "", true);
-            let note = match gate(&builtins, &ctx, &check.verdict, "close its stdin") {
+            let note = match gate(&builtins, &ctx, &check.verdict, "end its input") {
                 Ok(note) => note,
                 Err(refused) => return refused,
             };
@@ -156,6 +214,18 @@ pub(crate) async fn call(
                 value["approval"] = json!(note);
             }
             answer(value)
+        }
+        "handoff" => {
+            let purpose = match optional_str(&args, "data") {
+                Ok(Some(p)) => p.to_string(),
+                Ok(None) => {
+                    return ToolResult::error_json(
+                        json!({"error": "'data' is required for handoff: one sentence saying what the process is for, for the agent that gave you this task."}),
+                    );
+                }
+                Err(e) => return ToolResult::error_json(json!({"error": e})),
+            };
+            answer(registry.handoff(session, &id, &purpose).await)
         }
         _ => ToolResult::error_json(json!({"error": format!("Unknown action '{action}'.")})),
     }

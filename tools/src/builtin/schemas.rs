@@ -19,7 +19,12 @@ pub(crate) fn schema(name: &str) -> (&'static str, Value) {
                     "background": {"type": "boolean", "description": "Start it and return at once with a process id (default false)."},
                     "timeout": {"type": "integer", "minimum": 1, "description": "Seconds before the command is stopped (default 180, foreground at most 600)."},
                     "workdir": {"type": "string", "description": "Run in this directory for this one command instead of the session's."},
-                    "writable": {"type": "array", "items": {"type": "string"}, "description": "Existing directories or files outside the workspace and temp that this one command must write; the user is asked to approve them."}
+                    "writable": {"type": "array", "items": {"type": "string"}, "description": "Existing directories or files outside the workspace and temp that this one command must write; the user is asked to approve them."},
+                    "pty": {"type": "boolean", "description": "With background=true: run on a terminal (for REPLs, prompts, programs that need a tty); type into it with process submit/write, read the screen with process log."},
+                    "rows": {"type": "integer", "minimum": 2, "maximum": 1000, "description": "Terminal height for pty (default 30)."},
+                    "cols": {"type": "integer", "minimum": 2, "maximum": 1000, "description": "Terminal width for pty (default 120)."},
+                    "notify_on_complete": {"type": "boolean", "description": "With background=true: you are told once, in this conversation, when the process ends (exit code and output tail); no polling needed."},
+                    "watch_patterns": {"type": "array", "items": {"type": "string"}, "description": "With background=true: you are told when an output line contains one of these strings (at most one notice per 15 s; ignored with notify_on_complete)."}
                 },
                 "required": ["command"]
             }),
@@ -27,14 +32,17 @@ pub(crate) fn schema(name: &str) -> (&'static str, Value) {
         "process" => (
             "Look after background processes started with terminal(background=true): list them, poll one for \
              its status and latest output, read its log by lines, wait for it to finish, kill it with \
-             everything it started, write to its stdin or close it. Ids may be shortened to a unique prefix of \
-             at least 4 characters. Finished processes stay readable for 7 days.",
+             everything it started. A process started with pty=true takes input: write types data and named \
+             keys, submit types a line and Enter, close sends end-of-input (Ctrl-D). A subagent can hand a \
+             running process off to its parent. Ids may be shortened to a unique prefix of at least 4 \
+             characters. Finished processes stay readable for 7 days.",
             json!({
                 "type": "object",
                 "properties": {
-                    "action": {"type": "string", "enum": ["list", "poll", "log", "wait", "kill", "write", "close"]},
+                    "action": {"type": "string", "enum": ["list", "poll", "log", "wait", "kill", "write", "submit", "close", "handoff"]},
                     "session_id": {"type": "string", "description": "The process id (proc_...); needed by every action but list."},
-                    "data": {"type": "string", "description": "Text for write, sent as is (add \\n to end a line)."},
+                    "data": {"type": "string", "description": "write: text typed as is; submit: the line to type before Enter; handoff: one sentence saying what the process is for."},
+                    "keys": {"type": "array", "items": {"type": "string"}, "description": "write: named keys typed after data, e.g. [\"Enter\"], [\"Ctrl-C\"], [\"Ctrl-D\"], [\"Up\"], [\"Tab\"], [\"Escape\"]."},
                     "timeout": {"type": "integer", "minimum": 1, "description": "Seconds wait may block (default and maximum 180)."},
                     "offset": {"type": "integer", "minimum": 0, "description": "First line for log (0 is the start); leave out for the last lines."},
                     "limit": {"type": "integer", "minimum": 1, "description": "Lines for log (default 200)."}

@@ -19,6 +19,8 @@ use super::danger::CommandVerdict;
 use super::exit_codes::{EXIT_INTERRUPTED, EXIT_TIMEOUT, exit_code_meaning};
 use super::paths::expand_home;
 use super::process_group::{KillOnDrop, terminate};
+use super::process_registry::StartOptions;
+use super::pty::PtySize;
 use super::redact::redact;
 use super::sandbox_env::{process_vars, terminal_env};
 use crate::tool::{CallContext, ToolResult};
@@ -447,15 +449,22 @@ pub(crate) async fn call(
             workspace: builtins.writable_roots(&ctx.session_id),
             extra_writable: extra_writable.clone(),
         };
+        let flags = match BackgroundFlags::read(&args, &command) {
+            Ok(flags) => flags,
+            Err(e) => {
+                return ToolResult::error_json(json!({"output": "", "exit_code": -1, "error": e}));
+            }
+        };
         return match builtins
             .processes
-            .start(
+            .start_with(
                 &ctx.session_id,
                 &command,
                 &cwd,
                 env,
                 reach,
                 backend.as_ref(),
+                flags.options.clone(),
             )
             .await
         {
@@ -470,14 +479,15 @@ pub(crate) async fn call(
                 if let Some(note) = approval_note {
                     result["approval"] = json!(note);
                 }
-                result["hint"] = json!(
-                    "It runs in the background. Use process(action=\"poll\" or \"wait\", session_id=...) to see how it is doing; process(action=\"log\") shows its output."
-                );
+                flags.annotate(&mut result, &command, started.notices_reach);
                 ToolResult::json(result)
             }
             Err(e) => ToolResult::error_json(json!({"output": "", "exit_code": -1, "error": e})),
         };
     }
+    let pty_note = flag(&args, "pty", false).then_some(
+        "pty applies to background processes only; this foreground command ran without one. Use background=true with pty=true for an interactive program.",
+    );
 
     let limits = RunLimits {
         timeout: Duration::from_secs(timeout),
@@ -551,6 +561,9 @@ pub(crate) async fn call(
     {
         result["boundary"] = json!(note);
     }
+    if let Some(note) = pty_note {
+        result["pty_note"] = json!(note);
+    }
     if outcome.stopped_leftovers {
         result["hint"] = json!(
             "The command left processes running after it finished; they were stopped. Start long-lived processes with background=true."
@@ -559,9 +572,192 @@ pub(crate) async fn call(
     ToolResult::json(result)
 }
 
+/// What `terminal(background=true)` asked for beyond the command: a pty and its size, and the
+/// notices (`notify_on_complete`, `watch_patterns`), with the notes the result carries.
+struct BackgroundFlags {
+    options: StartOptions,
+    pty_note: Option<&'static str>,
+    watch_ignored: bool,
+}
+
+/// Most patterns one process may watch for, and the longest one.
+const MAX_WATCH_PATTERNS: usize = 16;
+const MAX_WATCH_PATTERN_CHARS: usize = 200;
+
+impl BackgroundFlags {
+    fn read(args: &Map<String, Value>, command: &str) -> Result<Self, String> {
+        let mut pty_note = None;
+        let pty = if flag(args, "pty", false) {
+            if needs_piped_stdin(command) {
+                pty_note = Some(
+                    "No pty for this command: it reads a token from piped stdin until end-of-file (gh auth login --with-token). Pipe the token in the command itself, for example `gh auth login --with-token < token.txt`.",
+                );
+                None
+            } else {
+                let size = |key: &str, default: u16| -> Result<u16, String> {
+                    match optional_int(args, key)? {
+                        None => Ok(default),
+                        Some(n) if (2..=1000).contains(&n) => Ok(n as u16),
+                        Some(n) => Err(format!(
+                            "'{key}' must be between 2 and 1000 (got {n}); leave it out for {default}."
+                        )),
+                    }
+                };
+                let default = PtySize::default();
+                Some(PtySize {
+                    rows: size("rows", default.rows)?,
+                    cols: size("cols", default.cols)?,
+                })
+            }
+        } else {
+            None
+        };
+        let notify = flag(args, "notify_on_complete", false);
+        let patterns = match args.get("watch_patterns") {
+            None | Some(Value::Null) => vec![],
+            Some(Value::String(one)) => vec![one.clone()],
+            Some(Value::Array(items)) => {
+                let mut patterns = vec![];
+                for item in items {
+                    match item.as_str() {
+                        Some(p)
+                            if !p.trim().is_empty()
+                                && p.chars().count() <= MAX_WATCH_PATTERN_CHARS =>
+                        {
+                            patterns.push(p.to_string())
+                        }
+                        _ => {
+                            return Err(format!(
+                                "'watch_patterns' holds {item}; each pattern must be non-empty text of at most {MAX_WATCH_PATTERN_CHARS} characters, matched as a plain substring of an output line, like [\"READY\", \"ERROR\"]."
+                            ));
+                        }
+                    }
+                }
+                patterns
+            }
+            Some(other) => {
+                return Err(format!(
+                    "'watch_patterns' must be a list of text, like [\"READY\"], not {other}."
+                ));
+            }
+        };
+        if patterns.len() > MAX_WATCH_PATTERNS {
+            return Err(format!(
+                "'watch_patterns' has {} patterns; at most {MAX_WATCH_PATTERNS} are watched. Keep the ones that matter.",
+                patterns.len()
+            ));
+        }
+        // Both would report the same end twice: completion wins.
+        let watch_ignored = notify && !patterns.is_empty();
+        Ok(BackgroundFlags {
+            options: StartOptions {
+                pty,
+                notify_on_complete: notify,
+                watch_patterns: if notify { vec![] } else { patterns },
+            },
+            pty_note,
+            watch_ignored,
+        })
+    }
+
+    /// Adds the notes of the flags to a start result.
+    fn annotate(&self, result: &mut Value, command: &str, notices_reach: bool) {
+        let o = &self.options;
+        if let Some(note) = self.pty_note {
+            result["pty_note"] = json!(note);
+        }
+        if let Some(size) = o.pty {
+            result["pty"] = json!({"rows": size.rows, "cols": size.cols});
+        }
+        let asked = o.notify_on_complete || !o.watch_patterns.is_empty();
+        if asked && !notices_reach {
+            result["notify_unsupported"] = json!(
+                "This session cannot be told about the process by itself (nothing listens for its notices here); check on it with process(action=\"poll\") or process(action=\"wait\")."
+            );
+        }
+        if o.notify_on_complete {
+            result["notify_on_complete"] = json!(true);
+        }
+        if self.watch_ignored {
+            result["watch_patterns_ignored"] = json!(
+                "watch_patterns was left out because notify_on_complete is set: the two together would report the same end twice."
+            );
+        }
+        if !o.watch_patterns.is_empty() {
+            result["watch_patterns"] = json!(o.watch_patterns);
+        }
+        let mut hints = vec![];
+        if !asked {
+            hints.push("This process runs silently: you will not be told when it ends or what it prints. Start it with notify_on_complete=true (or watch_patterns for a line you wait for) to be told, or check it with process(action=\"poll\").".to_string());
+        }
+        if looks_like_ci_poller(command) {
+            hints.push("This looks like a loop that polls CI status. Start the check once with notify_on_complete=true instead of polling in a loop.".to_string());
+        }
+        if o.pty.is_some() {
+            hints.push("It runs on a terminal: type with process(action=\"submit\", data=...) (a line and Enter) or process(action=\"write\", keys=[\"Ctrl-C\"]); process(action=\"log\") shows the screen.".to_string());
+        }
+        if hints.is_empty() {
+            hints.push(
+                "Use process(action=\"poll\" or \"log\", session_id=...) to see how it is doing."
+                    .into(),
+            );
+        }
+        result["hint"] = json!(hints.join(" "));
+    }
+}
+
+/// Whether the command reads piped stdin to its end, which a terminal never gives
+/// (`gh auth login --with-token`).
+fn needs_piped_stdin(command: &str) -> bool {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    words
+        .windows(3)
+        .any(|w| w[0].ends_with("gh") && w[1] == "auth" && w[2] == "login")
+        && words.iter().any(|w| w.starts_with("--with-token"))
+}
+
+/// A home-made CI poller: `statusCheckRollup`, or `gh pr view`/`gh pr checks` with `jq`.
+fn looks_like_ci_poller(command: &str) -> bool {
+    command.contains("statusCheckRollup")
+        || ((command.contains("gh pr view") || command.contains("gh pr checks"))
+            && command.contains("jq"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn piped_token_logins_get_no_pty() {
+        assert!(needs_piped_stdin("gh auth login --with-token < t"));
+        assert!(needs_piped_stdin(
+            "echo x | /usr/bin/gh auth login --hostname h --with-token"
+        ));
+        assert!(!needs_piped_stdin("gh auth login"));
+        assert!(!needs_piped_stdin("python3 -i"));
+    }
+
+    #[test]
+    fn flags_are_read_with_their_rules() {
+        let args = |v: Value| v.as_object().cloned().unwrap_or_default();
+        let both = BackgroundFlags::read(
+            &args(json!({"notify_on_complete": true, "watch_patterns": ["READY"]})),
+            "serve",
+        )
+        .expect("valid");
+        assert!(both.watch_ignored && both.options.watch_patterns.is_empty());
+        let pty =
+            BackgroundFlags::read(&args(json!({"pty": true, "rows": 40})), "bash").expect("valid");
+        assert_eq!(
+            pty.options.pty,
+            Some(PtySize {
+                rows: 40,
+                cols: 120
+            })
+        );
+        assert!(BackgroundFlags::read(&args(json!({"watch_patterns": [""]})), "x").is_err());
+        assert!(BackgroundFlags::read(&args(json!({"pty": true, "cols": 1})), "x").is_err());
+    }
 
     #[test]
     fn the_directory_report_is_removed() {

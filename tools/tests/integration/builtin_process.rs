@@ -29,6 +29,21 @@ async fn start(f: &Fixture, session: &str, command: &str) -> String {
     id
 }
 
+/// Starts `command` on a pty (where stdin is open).
+async fn start_pty(f: &Fixture, session: &str, command: &str) -> String {
+    let r = f
+        .call_ctx(
+            "terminal",
+            json!({"command": command, "background": true, "pty": true}),
+            ctx(session),
+        )
+        .await;
+    let v = json_of(&r);
+    assert!(!r.is_error, "{v}");
+    assert_eq!(v["pty"], json!({"rows": 30, "cols": 120}), "{v}");
+    v["session_id"].as_str().unwrap().to_string()
+}
+
 async fn process(f: &Fixture, session: &str, args: Value) -> Value {
     json_of(&f.call_ctx("process", args, ctx(session)).await)
 }
@@ -129,7 +144,27 @@ async fn wait_times_out_without_error_and_kill_stops_the_tree() {
 #[tokio::test]
 async fn stdin_can_be_written_and_closed() {
     let f = Fixture::new();
-    let id = start(&f, "s1", "read a; echo got:$a; cat").await;
+    // Without a pty the process reads an empty input, and nothing can be typed.
+    let piped = start(&f, "s1", "read a; echo got:[$a]").await;
+    let refused = process(
+        &f,
+        "s1",
+        json!({"action": "write", "session_id": piped, "data": "hello\n"}),
+    )
+    .await;
+    assert!(
+        refused["error"].as_str().unwrap().contains("pty=true"),
+        "{refused}"
+    );
+    let done = process(
+        &f,
+        "s1",
+        json!({"action": "wait", "session_id": piped, "timeout": 30}),
+    )
+    .await;
+    assert_eq!(done["output"], "got:[]\n");
+
+    let id = start_pty(&f, "s1", "read a; echo got:$a; cat").await;
     let w = process(
         &f,
         "s1",
@@ -137,22 +172,32 @@ async fn stdin_can_be_written_and_closed() {
     )
     .await;
     assert_eq!(w, json!({"status": "ok", "bytes_written": 6}));
-    process(
+    let s = process(
         &f,
         "s1",
-        json!({"action": "write", "session_id": id, "data": "more\n"}),
+        json!({"action": "submit", "session_id": id, "data": "more"}),
     )
     .await;
+    assert_eq!(s["status"], "ok", "{s}");
     let c = process(&f, "s1", json!({"action": "close", "session_id": id})).await;
-    assert_eq!(c["status"], "ok");
+    assert_eq!(c, json!({"status": "ok", "message": "EOF sent"}));
     let done = process(
         &f,
         "s1",
         json!({"action": "wait", "session_id": id, "timeout": 30}),
     )
     .await;
-    assert_eq!(done["exit_code"], 0);
-    assert_eq!(done["output"], "got:hello\nmore\n");
+    assert_eq!(done["exit_code"], 0, "{done}");
+    // The screen: what was typed (echoed by the terminal) and what the command printed.
+    let screen = done["output"].as_str().unwrap();
+    assert!(screen.contains("got:hello\n"), "{screen:?}");
+    // Typed ahead, so the order of echo and output varies; `more` is echoed and printed.
+    assert_eq!(
+        screen.lines().filter(|l| *l == "more").count(),
+        2,
+        "{screen:?}"
+    );
+    assert!(!screen.contains('\r'), "{screen:?}");
     let late = process(
         &f,
         "s1",
@@ -160,6 +205,59 @@ async fn stdin_can_be_written_and_closed() {
     )
     .await;
     assert_eq!(late["status"], "already_exited");
+}
+
+/// Named keys: Ctrl-C interrupts what runs in the foreground of the terminal, not the
+/// keeper above it; unknown names are refused with the list.
+#[tokio::test]
+async fn named_keys_reach_the_program() {
+    let f = Fixture::new();
+    let id = start_pty(
+        &f,
+        "s1",
+        "trap 'echo caught-int' INT; while true; do sleep 0.1; done",
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let bad = process(
+        &f,
+        "s1",
+        json!({"action": "write", "session_id": id, "keys": ["Hyper-X"]}),
+    )
+    .await;
+    assert!(bad["error"].as_str().unwrap().contains("Ctrl-C"), "{bad}");
+    let sent = process(
+        &f,
+        "s1",
+        json!({"action": "write", "session_id": id, "keys": ["Ctrl-C"]}),
+    )
+    .await;
+    assert_eq!(sent["status"], "ok", "{sent}");
+    let mut seen = Value::Null;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        seen = process(&f, "s1", json!({"action": "poll", "session_id": id})).await;
+        if seen["output_preview"]
+            .as_str()
+            .unwrap_or("")
+            .contains("caught-int")
+        {
+            break;
+        }
+    }
+    assert!(
+        seen["output_preview"]
+            .as_str()
+            .unwrap()
+            .contains("caught-int"),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["status"], "running",
+        "the keeper passed nothing on: {seen}"
+    );
+    let killed = process(&f, "s1", json!({"action": "kill", "session_id": id})).await;
+    assert_eq!(killed["status"], "killed", "{killed}");
 }
 
 #[tokio::test]
@@ -331,7 +429,7 @@ async fn keystrokes_into_a_shell_need_approval() {
     let f = Fixture::new();
     let victim = f.work().join("victim");
     std::fs::create_dir_all(victim.join("inner")).unwrap();
-    let id = start(&f, "s1", "bash").await;
+    let id = start_pty(&f, "s1", "bash").await;
     let first = process(
         &f,
         "s1",

@@ -68,7 +68,15 @@ pub(super) struct Conversation<'a> {
     last_turn: i32,
     /// The stored sessions `/resume` listed last, by their number in the list.
     pub(super) listed: Vec<String>,
+    /// A read of the next message still waiting for the person, kept while a turn the
+    /// session started by itself (a background notice) is shown.
+    pending: Option<PendingRead>,
+    /// Messages come from a terminal (the line editor), not a pipe.
+    at_terminal: bool,
 }
+
+/// A read running on the blocking pool: the line editor comes back with the line.
+type PendingRead = tokio::task::JoinHandle<(Option<LineEditor>, Read)>;
 
 /// Runs a conversation on `runtime`; the caller closes the runtime.
 pub(super) async fn run(
@@ -120,6 +128,8 @@ pub(super) async fn run(
         queued: VecDeque::new(),
         last_turn: EXIT_DONE,
         listed: Vec::new(),
+        pending: None,
+        at_terminal: terminal,
     };
     chat.refresh_names();
     if terminal {
@@ -179,15 +189,80 @@ impl Conversation<'_> {
     }
 
     /// Reads a message at `prompt`: the line editor on a terminal (kept in the history), else
-    /// the next piped line (Ctrl-C leaves).
+    /// the next piped line (Ctrl-C leaves). A turn the session starts by itself meanwhile (a
+    /// background process reported) is shown as it runs; the read goes on.
     async fn read(&mut self, prompt: &str) -> Read {
-        if self.editor.is_some() {
-            return self.edit(prompt, true).await;
+        loop {
+            let piped = !self.at_terminal;
+            let mut handle = match self.pending.take() {
+                Some(handle) => handle,
+                None => match self.editor.take() {
+                    Some(mut editor) => {
+                        let prompt = prompt.to_string();
+                        tokio::task::spawn_blocking(move || {
+                            let read = editor.read(&prompt, true);
+                            (Some(editor), read)
+                        })
+                    }
+                    None => tokio::task::spawn_blocking(|| (None, read_piped_line())),
+                },
+            };
+            let woke = tokio::select! {
+                done = &mut handle => Ok(done),
+                Some(event) = self.events.next() => Err(Some(event)),
+                Some(()) = self.interrupts.recv(), if piped => Err(None),
+            };
+            match woke {
+                Ok(Ok((editor, read))) => {
+                    if editor.is_some() {
+                        self.editor = editor;
+                    }
+                    return read;
+                }
+                Ok(Err(_)) => return Read::End,
+                // Ctrl-C while reading piped input leaves.
+                Err(None) => return Read::End,
+                Err(Some(event)) => {
+                    self.pending = Some(handle);
+                    self.between_turns(event).await;
+                }
+            }
         }
-        let line = tokio::task::spawn_blocking(read_piped_line);
-        tokio::select! {
-            read = line => read.unwrap_or(Read::End),
-            _ = self.interrupts.recv() => Read::End,
+    }
+
+    /// An event while the person is at the prompt: a background notice is shown as a line,
+    /// and a turn it started is shown until its answer.
+    async fn between_turns(&mut self, event: SessionEvent) {
+        let root = self.session.id().to_string();
+        match &event.kind {
+            EventKind::ProcessNotice { .. } | EventKind::SessionStarted { .. } => {
+                self.display.event(&event);
+            }
+            EventKind::TurnStarted { .. } if event.session_id == root => {
+                self.display.start_turn();
+                self.display.event(&event);
+                let mut ticker = tokio::time::interval(TICK);
+                ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+                loop {
+                    tokio::select! {
+                        Some(event) = self.events.next() => {
+                            self.display.event(&event);
+                            if let EventKind::Final { text, status, .. } = &event.kind
+                                && event.session_id == root
+                            {
+                                self.display.finish_turn(text, status);
+                                return;
+                            }
+                        }
+                        Some(()) = self.interrupts.recv() => {
+                            let _ = self.runtime.troupe().stop(&root, true).await;
+                            self.note_live("stopping the turn a background notice started");
+                        }
+                        _ = ticker.tick(), if self.display.style.live => self.display.tick(),
+                    }
+                }
+            }
+            _ => {}
         }
     }
 

@@ -270,6 +270,15 @@ impl Display {
                 );
                 self.permanent(&line);
             }
+            EventKind::ProcessNotice { summary, .. } => {
+                let line = format!(
+                    "{}{} {}",
+                    indent(depth),
+                    self.style.yellow("⚑"),
+                    visible_line(summary)
+                );
+                self.permanent(&line);
+            }
             EventKind::TodoUpdated { todos, summary } => {
                 let done = summary.completed + summary.cancelled;
                 let head = format!(

@@ -434,6 +434,7 @@ fn show_event(event: &SessionEvent, json_mode: bool) {
             visible_line(underlying_tool)
         ),
         EventKind::Stop { kind, .. } => eprintln!("· stop ({kind})"),
+        EventKind::ProcessNotice { summary, .. } => eprintln!("· {}", visible_line(summary)),
         EventKind::TodoUpdated { todos, summary } => {
             eprintln!(
                 "· plan: {}/{} done",

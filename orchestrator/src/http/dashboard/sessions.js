@@ -117,6 +117,9 @@ export class SessionsView {
       case "approval_answered":
         n.state = "working";
         break;
+      case "process_notice":
+        n.notices = (n.notices || []).concat([{ summary: event.summary, at: Date.now() }]).slice(-5);
+        break;
       case "todo_updated":
         n.todos = event.todos;
         n.todoSummary = event.summary;
@@ -278,6 +281,9 @@ export class SessionsView {
     if (n.goal) line.append(el("span", "goal", ` — ${n.goal}`));
     li.append(line);
     if (n.todos && n.todos.length) li.append(todoList(n.todos, n.todoSummary));
+    for (const notice of n.notices || []) {
+      li.append(el("div", "process-notice muted", `⚑ ${notice.summary} · ${age(notice.at)}`));
+    }
     for (const [callId, c] of n.running) {
       const call = el("div", "running-call");
       call.dataset.callId = callId;

@@ -304,11 +304,38 @@ impl RemoteShell for Docker {
         env: &[(String, String)],
         stdin: bool,
     ) -> io::Result<std::process::Command> {
+        self.exec(script, args, env, stdin, false)
+    }
+
+    fn tty_command(
+        &self,
+        script: &str,
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> io::Result<std::process::Command> {
+        self.exec(script, args, env, true, true)
+    }
+}
+
+impl Docker {
+    /// `docker exec` of `sh -c script sh args...` with `env`, stdin passed on when `stdin`,
+    /// on a terminal of the container's when `tty`.
+    fn exec(
+        &self,
+        script: &str,
+        args: &[&str],
+        env: &[(String, String)],
+        stdin: bool,
+        tty: bool,
+    ) -> io::Result<std::process::Command> {
         let container = self.container()?;
         let mut command = self.docker();
         command.arg("exec");
         if stdin {
             command.arg("--interactive");
+        }
+        if tty {
+            command.arg("--tty");
         }
         // Values travel in the docker client's environment, not on its command line.
         for (key, value) in env {

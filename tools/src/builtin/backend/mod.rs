@@ -28,6 +28,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use super::confine::{ConfinePolicy, Ruleset};
 use super::files::{Files, LocalFiles};
 use super::process_group::{ProcessGroup, spawn_kept};
+use super::pty::{self, PtySize};
 
 pub use docker::{DockerBackend, DockerSettings};
 pub use sandbox::{SandboxBackend, SandboxSettings};
@@ -52,6 +53,10 @@ pub struct SpawnRequest {
     /// More paths a person approved this one call to write (`terminal`'s `writable`, the
     /// targets of an approved command).
     pub extra_writable: Vec<PathBuf>,
+    /// Run on a pseudo-terminal of this size (its controlling terminal, stdin, stdout and
+    /// stderr in one); `stdin` and `split_stderr` are then ignored and a writer is always
+    /// given.
+    pub pty: Option<PtySize>,
 }
 
 impl SpawnRequest {
@@ -69,6 +74,7 @@ impl SpawnRequest {
             split_stderr: false,
             workspace: vec![],
             extra_writable: vec![],
+            pty: None,
         }
     }
 }
@@ -285,14 +291,17 @@ pub(crate) fn spawn_here(
 ) -> std::io::Result<SpawnedCommand> {
     command
         .env_clear()
-        .envs(request.env.iter().map(|(k, v)| (k, v)))
-        .stdin(if request.stdin {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
+        .envs(request.env.iter().map(|(k, v)| (k, v)));
+    if let Some(size) = request.pty {
+        return spawn_here_on_pty(command, size, confine);
+    }
+    command.stdin(if request.stdin {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
     let (output, stderr) = wire_output(&mut command, request.split_stderr)?;
-    let mut kept = spawn_kept(&mut command, confine)?;
+    let mut kept = spawn_kept(&mut command, confine, false)?;
     // The command object still holds our copies of the pipes' write ends; while they live
     // the readers would never see end-of-file.
     drop(command);
@@ -312,6 +321,45 @@ pub(crate) fn spawn_here(
         exit,
         group: Arc::new(group),
     })
+}
+
+/// [`spawn_here`] on a pty: the keeper leads the session the pty controls, the command is
+/// the terminal's foreground group.
+fn spawn_here_on_pty(
+    mut command: tokio::process::Command,
+    size: PtySize,
+    confine: Option<&Ruleset>,
+) -> std::io::Result<SpawnedCommand> {
+    let pair = pty::open(size)?;
+    let master = pty::PtyMaster::new(pair.master)?;
+    attach_slave(&mut command, &pair.slave)?;
+    let kept = spawn_kept(&mut command, confine, true)?;
+    // Our copies of the slave: while they live, the master never reads end-of-file.
+    drop(command);
+    drop(pair.slave);
+    let pid = kept.child.id();
+    let group = kept.group();
+    let exit = kept.exit();
+    Ok(SpawnedCommand {
+        pid,
+        output: Box::new(master.reader()),
+        stderr: None,
+        stdin: Some(Box::new(master.writer())),
+        exit,
+        group: Arc::new(group),
+    })
+}
+
+/// Makes `slave` the command's stdin, stdout and stderr.
+pub(crate) fn attach_slave(
+    command: &mut tokio::process::Command,
+    slave: &OwnedFd,
+) -> std::io::Result<()> {
+    command
+        .stdin(slave.try_clone()?)
+        .stdout(slave.try_clone()?)
+        .stderr(slave.try_clone()?);
+    Ok(())
 }
 
 type Reader = Box<dyn AsyncRead + Send + Unpin>;

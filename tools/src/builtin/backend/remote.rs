@@ -58,6 +58,21 @@ pub(crate) trait RemoteShell: Send + Sync + 'static {
         env: &[(String, String)],
         stdin: bool,
     ) -> io::Result<std::process::Command>;
+
+    /// Like [`RemoteShell::command`] with stdin passed on, asking the backend for a terminal
+    /// of its own (`ssh -tt`, `docker exec -t`); the local client runs on a local pty.
+    fn tty_command(
+        &self,
+        script: &str,
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> io::Result<std::process::Command> {
+        let _ = (script, args, env);
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this backend cannot give a command a terminal",
+        ))
+    }
 }
 
 /// A helper script runs through the same client as a command, to completion.
@@ -120,28 +135,52 @@ pub(crate) fn spawn_remote(
         )
     })?;
     let env = backend_env(&request.env);
-    let std_command = shell.command(
-        WRAPPER,
-        &[&group_file, cwd, &request.script],
-        &env,
-        request.stdin,
-    )?;
-    let mut command = tokio::process::Command::from(std_command);
-    command
-        .stdin(if request.stdin {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .kill_on_drop(false);
-    let (output, stderr) = wire_output(&mut command, request.split_stderr)?;
-    let mut child = command.spawn()?;
-    drop(command);
+    let args = [group_file.as_str(), cwd, &request.script];
+    let (mut child, output, stderr, stdin) = match request.pty {
+        Some(size) => {
+            let std_command = shell.tty_command(WRAPPER, &args, &env)?;
+            let pair = super::super::pty::open(size)?;
+            let master = super::super::pty::PtyMaster::new(pair.master)?;
+            let mut command = tokio::process::Command::from(std_command);
+            command.kill_on_drop(false);
+            super::attach_slave(&mut command, &pair.slave)?;
+            // SAFETY: setsid and the ioctl are async-signal-safe.
+            unsafe {
+                command.pre_exec(|| {
+                    if libc::setsid() == -1 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    super::super::pty::take_controlling_terminal()
+                });
+            }
+            let child = command.spawn()?;
+            drop(command);
+            drop(pair.slave);
+            let output: Box<dyn tokio::io::AsyncRead + Send + Unpin> = Box::new(master.reader());
+            let stdin: Box<dyn AsyncWrite + Send + Unpin> = Box::new(master.writer());
+            (child, output, None, Some(stdin))
+        }
+        None => {
+            let std_command = shell.command(WRAPPER, &args, &env, request.stdin)?;
+            let mut command = tokio::process::Command::from(std_command);
+            command
+                .stdin(if request.stdin {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                })
+                .kill_on_drop(false);
+            let (output, stderr) = wire_output(&mut command, request.split_stderr)?;
+            let mut child = command.spawn()?;
+            drop(command);
+            let stdin = child
+                .stdin
+                .take()
+                .map(|s| Box::new(s) as Box<dyn AsyncWrite + Send + Unpin>);
+            (child, output, stderr, stdin)
+        }
+    };
     let pid = child.id();
-    let stdin = child
-        .stdin
-        .take()
-        .map(|s| Box::new(s) as Box<dyn AsyncWrite + Send + Unpin>);
     let group = Arc::new(RemoteGroup { shell, group_file });
     let exit = async move {
         match child.wait().await {

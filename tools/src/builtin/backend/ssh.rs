@@ -296,6 +296,22 @@ impl RemoteShell for Ssh {
         Ok(command)
     }
 
+    fn tty_command(
+        &self,
+        script: &str,
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> io::Result<std::process::Command> {
+        let mut command = self.over_master()?;
+        // After the master's `-T`: the last word wins, and `-tt` insists on a terminal.
+        command
+            .arg("-tt")
+            .arg("--")
+            .arg(&self.settings.host)
+            .arg(Self::remote_line(script, args, env));
+        Ok(command)
+    }
+
     fn groups_dir(&self) -> String {
         self.groups_dir.clone()
     }

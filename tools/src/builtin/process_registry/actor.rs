@@ -10,6 +10,9 @@ pub(super) struct Actor {
     pub(super) previous: HashMap<String, String>,
     pub(super) receipts: ReceiptStore,
     pub(super) config: RegistryConfig,
+    pub(super) mail: notices::Mailboxes,
+    /// session -> how many processes it handed off.
+    pub(super) handoffs: HashMap<String, usize>,
 }
 
 /// Where a looked-up process lives.
@@ -54,8 +57,9 @@ impl Actor {
         match msg {
             Msg::Register(proc, reply) => {
                 self.prune_memory();
+                let reach = self.mail.reachable(&proc.session);
                 self.procs.insert(proc.id.clone(), *proc);
-                let _ = reply.send(());
+                let _ = reply.send(reach);
             }
             Msg::Output { id, text } => {
                 if let Some(p) = self.procs.get_mut(&id) {
@@ -66,6 +70,7 @@ impl Actor {
                         p.output_chars = MAX_OUTPUT_CHARS;
                     }
                 }
+                self.watch_output(&id, &text);
             }
             Msg::Finished { id, code } => self.finish(&id, code),
             Msg::List { session, reply } => {
@@ -88,7 +93,20 @@ impl Actor {
                 let _ = reply.send(match self.find(&session, &id) {
                     Found::Live(id) => {
                         let p = &self.procs[&id];
-                        log_value(&p.id, &p.command, status_of(p), &p.output, offset, limit)
+                        if p.pty {
+                            let mut v = log_value(
+                                &p.id,
+                                &p.command,
+                                status_of(p),
+                                &super::super::pty::screen_text(&p.output),
+                                offset,
+                                limit,
+                            );
+                            v["raw_tail"] = json!(redact(last_chars(&p.output, RAW_TAIL_CHARS)));
+                            v
+                        } else {
+                            log_value(&p.id, &p.command, status_of(p), &p.output, offset, limit)
+                        }
                     }
                     Found::Receipt(r) => {
                         log_value(&r.id, &r.command, "exited", &r.output, offset, limit)
@@ -139,6 +157,7 @@ impl Actor {
                 let answer = match self.find(&session, &id) {
                     Found::Live(id) => match self.procs.get_mut(&id) {
                         Some(p) if p.ending.is_some() => Err(json!({"status": "already_exited", "error": "The process has already finished."})),
+                        Some(p) if !p.pty => Err(json!({"status": "error", "error": "This process has no stdin: background processes without a pty read an empty input. Start it with terminal(background=true, pty=true) to type into it."})),
                         Some(p) if close => {
                             p.stdin = None;
                             self.typed
@@ -200,6 +219,19 @@ impl Actor {
                 if previous != continuation {
                     self.previous.insert(continuation, previous);
                 }
+            }
+            Msg::Listen {
+                session,
+                parent,
+                tx,
+            } => self.mail.listen(&session, parent.as_deref(), tx),
+            Msg::Handoff {
+                session,
+                id,
+                purpose,
+                reply,
+            } => {
+                let _ = reply.send(self.handoff(&session, &id, &purpose));
             }
             Msg::Shutdown => {}
         }
@@ -304,6 +336,18 @@ impl Actor {
             duration: p.started.elapsed(),
         };
         p.ending = Some(ending.clone());
+        if p.notify {
+            let shown = shown_output(p, usize::MAX);
+            self.mail.deliver(notices::completion(notices::Completion {
+                session: &p.session,
+                id: &p.id,
+                command: &p.command,
+                code,
+                reason: ending.reason,
+                source: ending.source,
+                output: &shown,
+            }));
+        }
         // The receipt is durable before anyone hears of the exit. Small and local, so written
         // inline rather than handed to a blocking pool.
         let receipt = Receipt {
@@ -324,6 +368,112 @@ impl Actor {
         for (tx, answer) in std::mem::take(&mut p.on_finish) {
             let _ = tx.send(finish_value(p, answer));
         }
+    }
+
+    /// Feeds a process's new output to its watch and sends what it has to say.
+    fn watch_output(&mut self, id: &str, text: &str) {
+        let Some(p) = self.procs.get_mut(id) else {
+            return;
+        };
+        let Some(watch) = p.watch.as_mut() else {
+            return;
+        };
+        let plain = if p.pty {
+            super::super::pty::screen_text(text)
+        } else {
+            strip_ansi(text)
+        };
+        let now = Instant::now();
+        let (outcome, pattern) = watch.feed(&plain, now);
+        let hits = watch.hits;
+        let (session, command) = (p.session.clone(), p.command.clone());
+        let disable = |actor: &mut Actor, why: String| {
+            if let Some(p) = actor.procs.get_mut(id) {
+                p.watch = None;
+                p.notify = true;
+            }
+            actor
+                .mail
+                .deliver(notices::watch_disabled(&session, id, &why));
+        };
+        match outcome {
+            notices::WatchOutcome::Quiet => {}
+            notices::WatchOutcome::Disable(why) => disable(self, why),
+            notices::WatchOutcome::Notice(lines, held) => {
+                match self.mail.admit_watch(now) {
+                    Err(tripped) => {
+                        if let Some(text) = tripped {
+                            self.mail
+                                .deliver(notices::registry_note(&session, id, text));
+                        }
+                        return;
+                    }
+                    Ok(0) => {}
+                    Ok(before) => self.mail.deliver(notices::registry_note(
+                        &session,
+                        id,
+                        format!("[troupe: watch-pattern notices flow again; {before} were held back meanwhile.]"),
+                    )),
+                }
+                let pattern = pattern.unwrap_or_default();
+                self.mail.deliver(notices::watch_match(
+                    &session, id, &command, &pattern, &lines, held,
+                ));
+                if hits >= notices::WATCH_LIFETIME_MAX_HITS {
+                    disable(
+                        self,
+                        format!(
+                            "it has sent the most watch notices one process may ({}). ",
+                            notices::WATCH_LIFETIME_MAX_HITS
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// `handoff`: a subagent's running process goes to its parent with its notices.
+    fn handoff(&mut self, session: &str, id: &str, purpose: &str) -> Value {
+        let Some(parent) = self.mail.parent(session).map(str::to_string) else {
+            return json!({"status": "error", "error": "Only a subagent can hand a process off (to the agent that started it); this session has no parent. Keep the process, or kill it when it is no longer needed."});
+        };
+        let purpose = purpose.trim();
+        if purpose.is_empty() || purpose.lines().count() > 1 || purpose.chars().count() > 300 {
+            return json!({"status": "error", "error": "'data' must be one sentence saying what the process is for (at most 300 characters), for the parent to read."});
+        }
+        let done = self.handoffs.get(session).copied().unwrap_or(0);
+        if done >= MAX_HANDOFFS {
+            return json!({"status": "error", "error": format!("This session has already handed off {MAX_HANDOFFS} processes, the most allowed. Kill processes the parent does not need.")});
+        }
+        let id = match self.find(session, id) {
+            Found::Live(id) => id,
+            Found::Receipt(_) => {
+                return json!({"status": "already_exited", "error": "The process has already finished; there is nothing to hand off. Report its result in your answer instead."});
+            }
+            Found::Missing(v) => return v,
+        };
+        let Some(p) = self.procs.get_mut(&id) else {
+            return not_found(&id);
+        };
+        if p.ending.is_some() {
+            return json!({"status": "already_exited", "error": "The process has already finished; there is nothing to hand off. Report its result in your answer instead."});
+        }
+        if p.session != session {
+            return json!({"status": "error", "error": "Only the session that started a process can hand it off."});
+        }
+        p.session = parent;
+        p.handed_off = Some(purpose.to_string());
+        // The parent is told when it ends, whatever the subagent asked for.
+        if p.watch.is_none() {
+            p.notify = true;
+        }
+        *self.handoffs.entry(session.to_string()).or_default() += 1;
+        json!({
+            "status": "handed_off",
+            "session_id": p.id,
+            "command": redact(&p.command),
+            "note": "The agent that gave you this task owns this process now and will get its notices; you will not. Say in your final answer that you handed it off and why.",
+        })
     }
 
     /// Drops finished records older than the TTL, then the oldest finished while over the cap.
@@ -353,12 +503,26 @@ impl Actor {
             "status": status_of(p),
             "pid": p.pid,
             "uptime_seconds": p.ending.as_ref().map(|e| e.duration).unwrap_or_else(|| p.started.elapsed()).as_secs(),
-            "output_preview": redact(&strip_ansi(last_chars(&p.output, PREVIEW_CHARS))),
+            "output_preview": redact(&shown_output(p, PREVIEW_CHARS)),
         });
         if let Some(e) = &p.ending {
             v["exit_code"] = json!(e.code);
             v["completion_reason"] = json!(e.reason);
             v["termination_source"] = json!(e.source);
+        }
+        if p.pty {
+            v["pty"] = json!(true);
+            v["raw_tail"] = json!(redact(last_chars(&p.output, RAW_TAIL_CHARS)));
+        }
+        if p.notify {
+            v["notify_on_complete"] = json!(true);
+        }
+        if let Some(w) = &p.watch {
+            v["watch_patterns"] = json!(w.patterns);
+            v["watch_hits"] = json!(w.hits);
+        }
+        if let Some(purpose) = &p.handed_off {
+            v["handed_off"] = json!(purpose);
         }
         v
     }
@@ -385,6 +549,18 @@ impl Actor {
             if let Some(e) = &p.ending {
                 v["exit_code"] = json!(e.code);
                 v["completion_reason"] = json!(e.reason);
+            }
+            if p.pty {
+                v["pty"] = json!(true);
+            }
+            if p.notify {
+                v["notify_on_complete"] = json!(true);
+            }
+            if let Some(w) = &p.watch {
+                v["watch_patterns"] = json!(w.patterns);
+            }
+            if let Some(purpose) = &p.handed_off {
+                v["handed_off"] = json!(purpose);
             }
             out.push(v);
         }
@@ -428,6 +604,21 @@ pub(super) fn may_read(previous: &HashMap<String, String>, caller: &str, owner: 
     false
 }
 
+/// Raw output a pty process's poll and log carry beside the screen text.
+const RAW_TAIL_CHARS: usize = 500;
+
+/// The end of a process's output as the model reads it: a pty's as screen text, other
+/// output without escape sequences.
+fn shown_output(p: &Proc, chars: usize) -> String {
+    if p.pty {
+        // Twice the room: escapes and overwritten text shrink on the way.
+        let raw = last_chars(&p.output, chars.saturating_mul(2));
+        last_chars(&super::super::pty::screen_text(raw), chars).to_string()
+    } else {
+        strip_ansi(last_chars(&p.output, chars))
+    }
+}
+
 fn status_of(p: &Proc) -> &'static str {
     if p.ending.is_some() {
         "exited"
@@ -453,7 +644,7 @@ fn finish_value(p: &Proc, answer: FinishAnswer) -> Value {
         "exit_code": code,
         "completion_reason": reason,
         "termination_source": source,
-        "output": redact(&strip_ansi(last_chars(&p.output, SNAPSHOT_CHARS))),
+        "output": redact(&shown_output(p, SNAPSHOT_CHARS)),
     })
 }
 

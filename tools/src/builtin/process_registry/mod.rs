@@ -25,10 +25,16 @@ use super::receipts::{Receipt, ReceiptStore};
 use super::redact::redact;
 
 mod actor;
+mod notices;
 #[cfg(test)]
 mod tests;
 
 use actor::Actor;
+pub use notices::{
+    COMPLETION_OUTPUT_CHARS, NoticeKind, ProcessNotice, WATCH_GLOBAL_COOLDOWN,
+    WATCH_GLOBAL_MAX_PER_WINDOW, WATCH_GLOBAL_WINDOW, WATCH_LIFETIME_MAX_HITS, WATCH_MIN_INTERVAL,
+    WATCH_STRIKE_LIMIT,
+};
 
 /// Characters of output kept in memory per process (the end of it).
 pub const MAX_OUTPUT_CHARS: usize = 200_000;
@@ -68,12 +74,29 @@ pub struct StartedProcess {
     pub id: String,
     /// The leader's pid (also its process group id).
     pub pid: Option<u32>,
+    /// Whether the owning session listens for notices (else none can reach it).
+    pub notices_reach: bool,
 }
+
+/// How a background process runs and what it reports by itself.
+#[derive(Debug, Clone, Default)]
+pub struct StartOptions {
+    /// Run on a pty of this size; only then is stdin open (`write`, `submit`, `close`).
+    pub pty: Option<super::pty::PtySize>,
+    /// One notice to the owning session when the process ends.
+    pub notify_on_complete: bool,
+    /// A notice per printed line holding one of these (rate-limited).
+    pub watch_patterns: Vec<String>,
+}
+
+/// Most handoffs one session may make.
+pub const MAX_HANDOFFS: usize = 3;
 
 type StdinWrite = (Vec<u8>, oneshot::Sender<std::io::Result<()>>);
 
 enum Msg {
-    Register(Box<Proc>, oneshot::Sender<()>),
+    /// Replies whether the owner's notices reach a conversation.
+    Register(Box<Proc>, oneshot::Sender<bool>),
     Output {
         id: String,
         text: String,
@@ -129,6 +152,17 @@ enum Msg {
         previous: String,
         continuation: String,
     },
+    Listen {
+        session: String,
+        parent: Option<String>,
+        tx: mpsc::UnboundedSender<ProcessNotice>,
+    },
+    Handoff {
+        session: String,
+        id: String,
+        purpose: String,
+        reply: oneshot::Sender<Value>,
+    },
     Shutdown,
 }
 
@@ -161,6 +195,14 @@ struct Proc {
     stop_source: Option<&'static str>,
     /// Waits and kills to answer when it finishes; each builds its own answer.
     on_finish: Vec<(oneshot::Sender<Value>, FinishAnswer)>,
+    /// Runs on a pty: its output is a terminal's, its stdin a keyboard.
+    pty: bool,
+    /// Tell the owning session when it ends.
+    notify: bool,
+    /// Patterns watched for, while watching lasts.
+    watch: Option<notices::Watch>,
+    /// Why it was handed to this session, when it was.
+    handed_off: Option<String>,
 }
 
 #[derive(Clone, Copy)]
@@ -226,6 +268,8 @@ impl ProcessRegistry {
             previous: HashMap::new(),
             receipts,
             config: config.clone(),
+            mail: notices::Mailboxes::default(),
+            handoffs: HashMap::new(),
         };
         tokio::spawn(actor.run(rx));
         ProcessRegistry {
@@ -237,8 +281,32 @@ impl ProcessRegistry {
         let _ = self.inner.tx.send(msg);
     }
 
-    /// Starts `command` in the background for `session` and registers it.
+    /// Starts `command` in the background for `session` and registers it, with no pty and no
+    /// notices.
     pub async fn start(
+        &self,
+        session: &str,
+        command: &str,
+        cwd: &Path,
+        env: Vec<(String, String)>,
+        reach: super::backend::CommandReach,
+        backend: &dyn TerminalBackend,
+    ) -> Result<StartedProcess, String> {
+        self.start_with(
+            session,
+            command,
+            cwd,
+            env,
+            reach,
+            backend,
+            StartOptions::default(),
+        )
+        .await
+    }
+
+    /// [`ProcessRegistry::start`] with `options`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn start_with(
         &self,
         session: &str,
         command: &str,
@@ -246,17 +314,32 @@ impl ProcessRegistry {
         mut env: Vec<(String, String)>,
         reach: super::backend::CommandReach,
         backend: &dyn TerminalBackend,
+        options: StartOptions,
     ) -> Result<StartedProcess, String> {
         env.push(("PYTHONUNBUFFERED".into(), "1".into()));
+        if options.pty.is_some() {
+            // A pager would wait for a key nobody presses.
+            for (key, value) in [("PAGER", "cat"), ("GIT_PAGER", "cat")] {
+                if !env.iter().any(|(k, _)| k == key) {
+                    env.push((key.into(), value.into()));
+                }
+            }
+            if !env.iter().any(|(k, _)| k == "TERM") {
+                env.push(("TERM".into(), "xterm-256color".into()));
+            }
+        }
         let spawned = backend
             .spawn(SpawnRequest {
                 script: command.to_string(),
                 cwd: cwd.to_path_buf(),
                 env,
-                stdin: true,
+                // Without a pty the process reads an empty input: a program waiting on stdin
+                // would otherwise hang unseen.
+                stdin: false,
                 split_stderr: false,
                 workspace: reach.workspace,
                 extra_writable: reach.extra_writable,
+                pty: options.pty,
             })
             .map_err(|e| format!("The command could not be started: {e}."))?;
         let id = format!("proc_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
@@ -280,6 +363,11 @@ impl ProcessRegistry {
             guard: KillOnDrop::new(spawned.group.clone()),
             stop_source: None,
             on_finish: vec![],
+            pty: options.pty.is_some(),
+            notify: options.notify_on_complete,
+            watch: (!options.watch_patterns.is_empty())
+                .then(|| notices::Watch::new(options.watch_patterns.clone())),
+            handed_off: None,
         };
         self.typed().insert(
             id.clone(),
@@ -291,9 +379,9 @@ impl ProcessRegistry {
         );
         let (reply, registered) = oneshot::channel();
         self.send(Msg::Register(Box::new(proc), reply));
-        if registered.await.is_err() {
+        let Ok(notices_reach) = registered.await else {
             return Err("The process registry has shut down.".into());
-        }
+        };
         tokio::spawn(watch(
             id.clone(),
             spawned.output,
@@ -305,7 +393,40 @@ impl ProcessRegistry {
         Ok(StartedProcess {
             id,
             pid: spawned.pid,
+            notices_reach,
         })
+    }
+
+    /// Notices for `session` (completions, watch matches of its processes) arrive on the
+    /// returned channel from now on, those that waited for it first. `parent` is the session
+    /// that gets them once this one stops listening (a subagent's), and where `handoff` sends
+    /// a process.
+    pub fn listen(
+        &self,
+        session: &str,
+        parent: Option<&str>,
+    ) -> mpsc::UnboundedReceiver<ProcessNotice> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.send(Msg::Listen {
+            session: session.to_string(),
+            parent: parent.map(str::to_string),
+            tx,
+        });
+        rx
+    }
+
+    /// Gives a running process of `session` (a subagent) to its parent, which then gets its
+    /// notices; `purpose` says why, for the parent. At most [`MAX_HANDOFFS`] per session.
+    pub async fn handoff(&self, session: &str, id: &str, purpose: &str) -> Value {
+        let (session, id, purpose) = (session.to_string(), id.to_string(), purpose.to_string());
+        self.ask(|reply| Msg::Handoff {
+            session,
+            id,
+            purpose,
+            reply,
+        })
+        .await
+        .unwrap_or_else(gone)
     }
 
     fn typed(&self) -> std::sync::MutexGuard<'_, HashMap<String, StdinText>> {
@@ -395,9 +516,15 @@ impl ProcessRegistry {
                     let mut now = self.poll(session, id).await;
                     now["status"] = json!("timeout");
                     now["process_running"] = json!(true);
+                    let told = now["notify_on_complete"] == true;
                     now["timeout_note"] = json!(format!(
-                        "Waited {}s and the process is still running; that is not an error. Wait again, poll later, or kill it.",
-                        timeout.as_secs()
+                        "Waited {}s and the process is still running; that is not an error. {}",
+                        timeout.as_secs(),
+                        if told {
+                            "You will be told when it ends (notify_on_complete), so there is no need to wait again: go on with other work."
+                        } else {
+                            "Wait again, poll later, or kill it."
+                        }
                     ));
                     now
                 }
@@ -468,22 +595,17 @@ impl ProcessRegistry {
         }
     }
 
-    /// Closes the process's stdin so it reads end-of-file.
+    /// Ends the process's input: on its pty, the end-of-file key (Ctrl-D at the start of a
+    /// line), which leaves the terminal open.
     pub async fn close_stdin(&self, session: &str, id: &str) -> Value {
-        let (s, i) = (session.to_string(), id.to_string());
-        match self
-            .ask(|reply| Msg::Stdin {
-                session: s,
-                id: i,
-                close: true,
-                reply,
-            })
-            .await
+        let mut value = self.write(session, id, "\u{4}").await;
+        if value["status"] == "ok"
+            && let Some(obj) = value.as_object_mut()
         {
-            None => gone(),
-            Some(Err(answer)) => answer,
-            Some(Ok(_)) => json!({"status": "ok", "message": "stdin closed"}),
+            obj.remove("bytes_written");
+            obj.insert("message".into(), json!("EOF sent"));
         }
+        value
     }
 
     /// Gives a running process of `session` to session `to`: it then survives `session`'s end
