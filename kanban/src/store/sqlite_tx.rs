@@ -124,6 +124,22 @@ pub(crate) struct Tx<'a> {
 }
 
 impl Tx<'_> {
+    /// Runs a statement from the connection's cache: the board's statements are prepared once
+    /// per connection, not once per call.
+    fn exec<P: rusqlite::Params>(&self, sql: &str, args: P) -> rusqlite::Result<usize> {
+        self.c.prepare_cached(sql)?.execute(args)
+    }
+
+    /// The one row a cached statement selects, decoded by `decode`.
+    fn row<T, P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        args: P,
+        decode: impl FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T> {
+        self.c.prepare_cached(sql)?.query_row(args, decode)
+    }
+
     /// The task ids a query selects (in its first column).
     fn ids<P: rusqlite::Params>(&self, sql: &str, args: P) -> TxResult<Vec<TaskId>> {
         let mut stmt = self.c.prepare_cached(sql)?;
@@ -152,19 +168,18 @@ impl Backend for Tx<'_> {
 
     /// The board row; a file without one is a board whose creation never finished.
     async fn board_row(&self) -> TxResult<Board> {
-        self.c
-            .query_row(
-                &format!("SELECT {BOARD_COLS} FROM board WHERE id = 1"),
-                [],
-                |r| rows::board(r),
-            )
-            .optional()?
-            .ok_or_else(|| {
-                StoreError::BoardNotFound {
-                    slug: self.board.clone(),
-                }
-                .into()
-            })
+        self.row(
+            &format!("SELECT {BOARD_COLS} FROM board WHERE id = 1"),
+            [],
+            |r| rows::board(r),
+        )
+        .optional()?
+        .ok_or_else(|| {
+            StoreError::BoardNotFound {
+                slug: self.board.clone(),
+            }
+            .into()
+        })
     }
 
     async fn try_task(&self, id: &TaskId) -> TxResult<Option<Task>> {
@@ -177,8 +192,7 @@ impl Backend for Tx<'_> {
 
     async fn task_by_key(&self, key: &str) -> TxResult<Option<Task>> {
         Ok(self
-            .c
-            .query_row(
+            .row(
                 &format!(
                     "SELECT {TASK_COLS} FROM tasks WHERE idempotency_key = ?1 \
                      AND status <> 'archived' ORDER BY created_at DESC LIMIT 1"
@@ -273,7 +287,7 @@ impl Backend for Tx<'_> {
     }
 
     async fn has_link(&self, parent: &TaskId, child: &TaskId) -> TxResult<bool> {
-        Ok(self.c.query_row(
+        Ok(self.row(
             "SELECT EXISTS (SELECT 1 FROM task_links WHERE parent_id = ?1 AND child_id = ?2)",
             params![parent.as_str(), child.as_str()],
             |r| r.get(0),
@@ -294,7 +308,7 @@ impl Backend for Tx<'_> {
             [],
             |r| Ok((r.status(0)?, r.int(1)?)),
         )?;
-        let (open_runs, last_event) = self.c.query_row(
+        let (open_runs, last_event) = self.row(
             "SELECT (SELECT COUNT(*) FROM task_runs WHERE ended_at IS NULL), \
              (SELECT MAX(id) FROM task_events)",
             [],
@@ -309,8 +323,7 @@ impl Backend for Tx<'_> {
 
     async fn run_source(&self, run: RunId) -> TxResult<Option<String>> {
         Ok(self
-            .c
-            .query_row(
+            .row(
                 "SELECT source_status FROM task_runs WHERE id = ?1",
                 [run.0],
                 |r| r.get(0),
@@ -370,8 +383,7 @@ impl Backend for Tx<'_> {
 
     async fn attachment_bytes(&self, attachment: i64) -> TxResult<Option<Vec<u8>>> {
         Ok(self
-            .c
-            .query_row(
+            .row(
                 "SELECT content FROM task_attachments WHERE id = ?1",
                 [attachment],
                 |r| r.get(0),
@@ -382,7 +394,7 @@ impl Backend for Tx<'_> {
     // ---- writes ----
 
     async fn insert_board(&self, name: &str, description: &str) -> TxResult<bool> {
-        let exists: bool = self.c.query_row(
+        let exists: bool = self.row(
             "SELECT EXISTS (SELECT 1 FROM board WHERE id = 1)",
             [],
             |r| r.get(0),
@@ -390,7 +402,7 @@ impl Backend for Tx<'_> {
         if exists {
             return Ok(false);
         }
-        self.c.execute(
+        self.exec(
             "INSERT INTO board (id, slug, name, description, created_at) VALUES (1, ?1, ?2, ?3, ?4)",
             params![self.board.as_str(), name, description, self.now.0],
         )?;
@@ -398,7 +410,7 @@ impl Backend for Tx<'_> {
     }
 
     async fn mark_board_archived(&self) -> TxResult<()> {
-        self.c.execute(
+        self.exec(
             "UPDATE board SET archived_at = ?1 WHERE id = 1",
             [self.now.0],
         )?;
@@ -406,7 +418,7 @@ impl Backend for Tx<'_> {
     }
 
     async fn insert_task(&self, t: &Task) -> TxResult<()> {
-        self.c.execute(
+        self.exec(
             "INSERT INTO tasks (id, title, body, assignee, status, priority, tenant, \
              idempotency_key, created_by, created_at, updated_at, workspace_kind, workspace_path, \
              max_runtime_seconds, max_retries, budget, traceparent) \
@@ -434,7 +446,7 @@ impl Backend for Tx<'_> {
     }
 
     async fn write_fields(&self, t: &Task) -> TxResult<()> {
-        self.c.execute(
+        self.exec(
             "UPDATE tasks SET title = ?1, body = ?2, priority = ?3, tenant = ?4, \
              max_runtime_seconds = ?5, max_retries = ?6, workspace_kind = ?7, \
              workspace_path = ?8, result = ?9, updated_at = ?10 WHERE id = ?11",
@@ -456,7 +468,7 @@ impl Backend for Tx<'_> {
     }
 
     async fn write_assignee(&self, id: &TaskId, assignee: Option<&str>) -> TxResult<()> {
-        self.c.execute(
+        self.exec(
             "UPDATE tasks SET assignee = ?1, consecutive_failures = 0, protocol_violations = 0, \
              updated_at = ?2 WHERE id = ?3",
             params![assignee, self.now.0, id.as_str()],
@@ -502,7 +514,7 @@ impl Backend for Tx<'_> {
     }
 
     async fn end_run(&self, run: RunId, end: backend::RunEnd<'_>) -> TxResult<()> {
-        self.c.execute(
+        self.exec(
             "UPDATE task_runs SET ended_at = ?1, outcome = ?2, summary = ?3, metadata = ?4, \
              error = ?5 WHERE id = ?6 AND ended_at IS NULL",
             params![
@@ -518,7 +530,7 @@ impl Backend for Tx<'_> {
     }
 
     async fn extend_run(&self, run: RunId, expires: Timestamp) -> TxResult<()> {
-        self.c.execute(
+        self.exec(
             "UPDATE task_runs SET claim_expires = ?1, last_heartbeat_at = ?2 WHERE id = ?3",
             params![expires.0, self.now.0, run.0],
         )?;
@@ -526,7 +538,7 @@ impl Backend for Tx<'_> {
     }
 
     async fn write_run_usage(&self, run: RunId, usage: &Value) -> TxResult<bool> {
-        let changed = self.c.execute(
+        let changed = self.exec(
             "UPDATE task_runs SET usage = ?1 WHERE id = ?2",
             params![usage.to_string(), run.0],
         )?;
@@ -534,7 +546,7 @@ impl Backend for Tx<'_> {
     }
 
     async fn insert_link(&self, parent: &TaskId, child: &TaskId) -> TxResult<()> {
-        self.c.execute(
+        self.exec(
             "INSERT INTO task_links (parent_id, child_id, created_at) VALUES (?1, ?2, ?3)",
             params![parent.as_str(), child.as_str(), self.now.0],
         )?;
@@ -542,7 +554,7 @@ impl Backend for Tx<'_> {
     }
 
     async fn delete_link(&self, parent: &TaskId, child: &TaskId) -> TxResult<bool> {
-        let removed = self.c.execute(
+        let removed = self.exec(
             "DELETE FROM task_links WHERE parent_id = ?1 AND child_id = ?2",
             params![parent.as_str(), child.as_str()],
         )?;
@@ -550,7 +562,7 @@ impl Backend for Tx<'_> {
     }
 
     async fn insert_comment(&self, id: &TaskId, author: &str, body: &str) -> TxResult<i64> {
-        self.c.execute(
+        self.exec(
             "INSERT INTO task_comments (task_id, author, body, created_at) VALUES (?1, ?2, ?3, ?4)",
             params![id.as_str(), author, body, self.now.0],
         )?;
@@ -558,7 +570,7 @@ impl Backend for Tx<'_> {
     }
 
     async fn insert_attachment(&self, file: &backend::FileRow<'_>) -> TxResult<i64> {
-        self.c.execute(
+        self.exec(
             "INSERT INTO task_attachments (task_id, filename, content_type, size, content, \
              uploaded_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![
@@ -576,16 +588,14 @@ impl Backend for Tx<'_> {
 
     async fn delete_attachment(&self, attachment: i64) -> TxResult<Option<Attachment>> {
         let found = self
-            .c
-            .query_row(
+            .row(
                 &format!("SELECT {ATTACHMENT_COLS} FROM task_attachments WHERE id = ?1"),
                 [attachment],
                 |r| rows::attachment(r),
             )
             .optional()?;
         if found.is_some() {
-            self.c
-                .execute("DELETE FROM task_attachments WHERE id = ?1", [attachment])?;
+            self.exec("DELETE FROM task_attachments WHERE id = ?1", [attachment])?;
         }
         Ok(found)
     }
