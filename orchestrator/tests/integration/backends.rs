@@ -61,6 +61,11 @@ impl Run {
 /// Runs `troupe chat -q` in `dir` with `terminal_yaml` as the `terminal:` section and the
 /// model's turns from `script`; returns the tool results of the session.
 fn chat(dir: &Path, terminal_yaml: &str, script: &str) -> Run {
+    chat_with_env(dir, terminal_yaml, script, &[])
+}
+
+/// [`chat`] with `env` set in troupe's own environment.
+fn chat_with_env(dir: &Path, terminal_yaml: &str, script: &str, env: &[(&str, &str)]) -> Run {
     std::fs::write(
         dir.join("troupe.yaml"),
         format!("terminal:\n{terminal_yaml}"),
@@ -72,6 +77,7 @@ fn chat(dir: &Path, terminal_yaml: &str, script: &str) -> Run {
         Command::new(env!("CARGO_BIN_EXE_troupe"))
             .current_dir(dir)
             .env("TROUPE_HOME", &home)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .args(args)
             .output()
@@ -256,6 +262,48 @@ fn docker_runs_everything_in_one_hardened_container() {
         "the workspace is the same directory inside and out"
     );
     // The container went with the process.
+    assert_eq!(containers(), before, "a container was left behind");
+}
+
+#[test]
+fn the_container_keys_limit_the_container_and_forward_what_they_name() {
+    let Some(image) = backend_env("TROUPE_TEST_DOCKER_IMAGE") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let before = containers();
+    let command = "cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/cpu.max; df -Pm /tmp | tail -1; echo fwd=${GH_TOKEN:-unset}";
+    let code = "import os\nprint('code-fwd=' + os.environ.get('GH_TOKEN', 'unset'))";
+    let script = format!(
+        "turns:\n  - tool_calls:\n      - name: terminal\n        arguments: {{command: {}}}\n      - name: execute_code\n        arguments: {{code: \"{code}\"}}\n  - text: done\n",
+        serde_json::to_string(command).unwrap()
+    );
+    let run = chat_with_env(
+        dir.path(),
+        &format!(
+            "  backend: docker\n  docker_image: {image}\n  container_cpu: 1\n  container_memory: 256\n  container_disk: 64\n  docker_forward_env: [GH_TOKEN]\n"
+        ),
+        &script,
+        &[("GH_TOKEN", "forwarded-by-name")],
+    );
+    let shown = run.json("call_1_0");
+    let output = shown["output"].as_str().unwrap_or_default();
+    // 256 MB of memory, one cpu (a full period of quota), /tmp of 64 MB.
+    assert!(output.contains("268435456"), "{shown}");
+    assert!(output.contains("100000 100000"), "{shown}");
+    let tmp: Vec<&str> = output
+        .lines()
+        .find(|l| l.ends_with("/tmp"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(tmp.get(1), Some(&"64"), "{shown}");
+    // GH_TOKEN is one troupe keeps from commands unless the person forwards it by name.
+    assert!(output.contains("fwd=forwarded-by-name"), "{shown}");
+    assert!(
+        run.result("call_1_1")
+            .contains("code-fwd=forwarded-by-name")
+    );
     assert_eq!(containers(), before, "a container was left behind");
 }
 
