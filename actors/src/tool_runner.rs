@@ -33,7 +33,8 @@ use crate::hooks::{HookRegistry, ToolCallInfo};
 use crate::journal::CallPhase;
 use crate::script_calls::{SCRIPT_SOURCES_WAIT, ScriptRoute, batch_answer, route_script_call};
 use crate::supervisor::{
-    RecordWait, RequestApproval, Supervisor, Ticket, Verdict, WithdrawApproval,
+    AskSecret, RecordWait, RequestApproval, Supervisor, Ticket, Verdict, WithdrawApproval,
+    WithdrawSecret,
 };
 use crate::trace::TraceSpan;
 
@@ -440,6 +441,13 @@ impl ToolRunner {
         )
         .with_approval(approved)
         .with_person_approval(approved && asked_person)
+        // Only a root session may ask its person for a secret; subagents never prompt.
+        .with_secrets((ctx.agent_path.len() <= 1).then(|| {
+            Arc::new(SupervisorSecrets {
+                supervisor: ctx.supervisor.clone(),
+                session_id: ctx.session_id.clone(),
+            }) as Arc<dyn troupe_tools::AskSecret>
+        }))
         // A tool that calls tools (execute_code's scripts) goes through this same runner: the
         // session's view, hooks and approvals, never around them.
         .with_dispatch(RunnerDispatch::new(
@@ -809,6 +817,38 @@ impl Dispatch for RunnerDispatch {
             match (batch, results.pop()) {
                 (false, Some((_, result))) => result,
                 (_, last) => batch_answer(results.into_iter().chain(last).collect()),
+            }
+        })
+    }
+}
+
+/// Asks a root session's person for a secret through the supervisor (see
+/// `supervisor/secret.rs`); nothing is asked when no answerer can take one.
+struct SupervisorSecrets {
+    supervisor: Addr<Supervisor>,
+    session_id: String,
+}
+
+impl troupe_tools::AskSecret for SupervisorSecrets {
+    fn ask_secret(
+        &self,
+        prompt: String,
+        cancel: CancellationToken,
+    ) -> futures::future::BoxFuture<'static, Option<String>> {
+        let supervisor = self.supervisor.clone();
+        let session_id = self.session_id.clone();
+        Box::pin(async move {
+            let (request_id, answer) = supervisor
+                .send(AskSecret { session_id, prompt })
+                .await
+                .ok()
+                .flatten()?;
+            tokio::select! {
+                answer = answer => answer.ok().flatten(),
+                () = cancel.cancelled() => {
+                    supervisor.do_send(WithdrawSecret { request_id });
+                    None
+                }
             }
         })
     }

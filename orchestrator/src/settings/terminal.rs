@@ -83,6 +83,8 @@ fn builtin_config(
     home: &TroupeHome,
 ) -> Result<BuiltinConfig, ConfigError> {
     let mut out = BuiltinConfig::in_home(home);
+    out.terminal.sudo_password =
+        super::secrets::sudo_password(home.path()).map(troupe_tools::builtin::SudoPassword);
     let known: Vec<&str> = TERMINAL_KEYS.iter().chain(BACKEND_KEYS).copied().collect();
     warn_unknown(terminal, "terminal", &known);
     out.terminal.dangerous_command_approval = !matches!(

@@ -146,6 +146,7 @@ pub(crate) async fn run_foreground(
     reach: Reach,
     limits: &RunLimits,
     cancel: &CancellationToken,
+    input: Option<String>,
 ) -> std::io::Result<RunOutcome> {
     let marker = format!("__troupe_cwd_{}__", uuid::Uuid::new_v4().simple());
     // The command sits on lines of its own so a trailing comment or heredoc cannot swallow the
@@ -153,11 +154,20 @@ pub(crate) async fn run_foreground(
     let script = format!(
         "{command}\n__troupe_status=$?\nprintf '\\n{marker}%s\\n' \"$PWD\"\nexit $__troupe_status\n"
     );
-    let spawned = backend.spawn(SpawnRequest {
+    let mut spawned = backend.spawn(SpawnRequest {
         workspace: reach.workspace,
         extra_writable: reach.extra_writable,
+        stdin: input.is_some(),
         ..SpawnRequest::new(script, cwd, env)
     })?;
+    // `input` (sudo's password) is written once, then stdin closes: nothing else reads it.
+    if let (Some(input), Some(mut stdin)) = (input, spawned.stdin.take()) {
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = stdin.write_all(input.as_bytes()).await;
+            let _ = stdin.shutdown().await;
+        });
+    }
     let group = spawned.group.clone();
     let mut guard = KillOnDrop::new(group.clone());
     let mut output = spawned.output;
@@ -417,6 +427,11 @@ pub(crate) async fn call(
         }
         CommandVerdict::Allowed => {}
     }
+    // sudo gets its password from troupe, on its stdin, never from the command text.
+    let sudo = match super::sudo::prepare(&builtins, &ctx, &command, background).await {
+        Ok(run) => run,
+        Err(message) => return blocked(message),
+    };
 
     let cwd = match workdir {
         Some(w) => {
@@ -490,12 +505,13 @@ pub(crate) async fn call(
     };
     let outcome = match run_foreground(
         backend.as_ref(),
-        &command,
+        &sudo.command,
         &cwd,
         env,
         reach,
         &limits,
         &ctx.cancel,
+        sudo.input.clone(),
     )
     .await
     {
@@ -556,6 +572,7 @@ pub(crate) async fn call(
             "The command left processes running after it finished; they were stopped. Start long-lived processes with background=true."
         );
     }
+    super::sudo::finish(&builtins, &ctx, &sudo, &mut result);
     ToolResult::json(result)
 }
 
