@@ -10,8 +10,8 @@ use std::path::Path;
 
 use serde_json::Value;
 use troupe_tools::builtin::redact::remember_secret;
-use troupe_tools::builtin::sudo::SUDO_PASSWORD_ENV;
 use troupe_tools::builtin::sandbox_env::{ChildSecrets, SERVE_TOKEN_ENV};
+use troupe_tools::builtin::sudo::SUDO_PASSWORD_ENV;
 
 use crate::settings::Settings;
 
@@ -141,7 +141,10 @@ mod tests {
             sudo_password_with(dir.path(), &|_| Some("from-env".into())).as_deref(),
             Some("from-env")
         );
-        assert_eq!(sudo_password_with(&dir.path().join("none"), &|_| None), None);
+        assert_eq!(
+            sudo_password_with(&dir.path().join("none"), &|_| None),
+            None
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::support::mcp_servers::{everything_bin, servers_available};
 const WAIT: Duration = Duration::from_secs(60);
 
 /// A tmux server with one 80×30 pane running `troupe chat`.
-struct Pane {
+pub(crate) struct Pane {
     socket: String,
     /// The troupe home: its logs/chat.log is shown when a wait fails.
     home: PathBuf,
@@ -29,7 +29,12 @@ struct Pane {
 impl Pane {
     /// Starts `troupe chat ARGS` in `dir` with `home` as the troupe home, as the pane's own
     /// process (so Ctrl-C reaches it as it would in a terminal). The pane stays after it exits.
-    fn start(dir: &Path, home: &Path, args: &[&str]) -> Pane {
+    pub(crate) fn start(dir: &Path, home: &Path, args: &[&str]) -> Pane {
+        Pane::start_with_env(dir, home, &[], args)
+    }
+
+    /// [`Pane::start`] with `env` (`NAME=value` words) added to troupe's environment.
+    pub(crate) fn start_with_env(dir: &Path, home: &Path, env: &[String], args: &[&str]) -> Pane {
         assert!(
             Command::new("tmux").arg("-V").output().is_ok(),
             "these tests drive troupe chat in tmux; install it (apt-get install tmux, or bash scripts/install-test-deps.sh)"
@@ -46,6 +51,14 @@ impl Pane {
             quote(&home.join("no-bundled")),
             quote(Path::new(env!("CARGO_BIN_EXE_troupe"))),
         );
+        if !env.is_empty() {
+            let words: Vec<String> = env.iter().map(|w| quote(Path::new(w))).collect();
+            command = command.replacen(
+                " TROUPE_LOG=",
+                &format!(" {} TROUPE_LOG=", words.join(" ")),
+                1,
+            );
+        }
         for arg in args {
             command.push(' ');
             command.push_str(&quote(Path::new(arg)));
@@ -76,18 +89,18 @@ impl Pane {
     }
 
     /// Types `text` (literally), then Enter.
-    fn line(&self, text: &str) {
+    pub(crate) fn line(&self, text: &str) {
         self.tmux(&["send-keys", "-t", "chat", "-l", text]);
         self.key("Enter");
     }
 
     /// Presses a key (`Enter`, `C-c`, `C-d`).
-    fn key(&self, key: &str) {
+    pub(crate) fn key(&self, key: &str) {
         self.tmux(&["send-keys", "-t", "chat", key]);
     }
 
     /// The screen and its scrollback, as text.
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         self.tmux(&["capture-pane", "-p", "-J", "-S", "-500", "-t", "chat"])
     }
 
@@ -99,7 +112,7 @@ impl Pane {
     }
 
     /// Waits until `found` holds for the screen; returns it.
-    fn wait(&self, what: &str, found: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn wait(&self, what: &str, found: impl Fn(&str) -> bool) -> String {
         let start = Instant::now();
         loop {
             let screen = self.screen();
@@ -117,7 +130,7 @@ impl Pane {
 
     /// Waits for the prompt at the bottom: the line editor owns the terminal again (a key
     /// pressed before that is read by the terminal's line mode, not by troupe).
-    fn wait_prompt(&self) -> String {
+    pub(crate) fn wait_prompt(&self) -> String {
         self.wait("the prompt", |s| {
             s.lines()
                 .rev()
@@ -157,12 +170,12 @@ impl Pane {
         }
     }
 
-    fn wait_for(&self, needle: &str) -> String {
+    pub(crate) fn wait_for(&self, needle: &str) -> String {
         self.wait(&format!("{needle:?}"), |s| s.contains(needle))
     }
 
     /// Waits for the prompt to come back after `count` turns (one `──` summary line each).
-    fn wait_turns(&self, count: usize) -> String {
+    pub(crate) fn wait_turns(&self, count: usize) -> String {
         self.wait(&format!("{count} turn summaries"), |s| {
             s.matches("── ").count() >= count
         })
@@ -194,12 +207,12 @@ fn quote(path: &Path) -> String {
 }
 
 /// A project folder with troupe.yaml pointing at `server` (plus `extra`), and a troupe home.
-struct Project {
+pub(crate) struct Project {
     dir: tempfile::TempDir,
 }
 
 impl Project {
-    fn new(server: &MockServer, extra: &str) -> Project {
+    pub(crate) fn new(server: &MockServer, extra: &str) -> Project {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("home")).unwrap();
         std::fs::create_dir_all(dir.path().join("work")).unwrap();
@@ -214,15 +227,15 @@ impl Project {
         Project { dir }
     }
 
-    fn work(&self) -> PathBuf {
+    pub(crate) fn work(&self) -> PathBuf {
         self.dir.path().join("work")
     }
 
-    fn home(&self) -> PathBuf {
+    pub(crate) fn home(&self) -> PathBuf {
         self.dir.path().join("home")
     }
 
-    fn chat(&self, args: &[&str]) -> Pane {
+    pub(crate) fn chat(&self, args: &[&str]) -> Pane {
         Pane::start(&self.work(), &self.home(), args)
     }
 }

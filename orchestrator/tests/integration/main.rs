@@ -20,6 +20,7 @@ mod backends;
 mod chat_cli;
 mod chat_models;
 mod chat_real_model;
+mod chat_sudo;
 mod chat_terminal;
 mod confine_cli;
 mod connectors_api;

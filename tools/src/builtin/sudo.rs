@@ -93,8 +93,7 @@ pub(crate) async fn prepare(
 /// forgotten (`sudo_auth_failed`, `sudo_cache_cleared`); a sudo that wanted a password it did
 /// not get gets a `hint` saying how to provide one. The password never stays in the output.
 pub(crate) fn finish(builtins: &Builtins, ctx: &CallContext, run: &SudoRun, result: &mut Value) {
-    if let (Some(password), Some(Value::String(output))) =
-        (&run.password, result.get_mut("output"))
+    if let (Some(password), Some(Value::String(output))) = (&run.password, result.get_mut("output"))
         && password.chars().count() >= 3
         && output.contains(password.as_str())
     {

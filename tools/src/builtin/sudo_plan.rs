@@ -80,7 +80,13 @@ fn segments(text: &str) -> Vec<Segment> {
                 let two = bytes.get(i + 1).copied();
                 piped = c == b'|' && two != Some(b'|');
                 // `&&`, `||`, `;;`, `|&`: one operator.
-                if matches!((c, two), (b'&', Some(b'&')) | (b'|', Some(b'|')) | (b'|', Some(b'&')) | (b';', Some(b';'))) {
+                if matches!(
+                    (c, two),
+                    (b'&', Some(b'&'))
+                        | (b'|', Some(b'|'))
+                        | (b'|', Some(b'&'))
+                        | (b';', Some(b';'))
+                ) {
                     i += 1;
                 }
                 start = i + 1;
@@ -157,8 +163,7 @@ fn is_assignment(word: &Word) -> bool {
 fn is_named(word: &Word, program: &str) -> bool {
     !word.dynamic
         && (word.value == program
-            || (word.value.starts_with('/')
-                && word.value.rsplit('/').next() == Some(program)))
+            || (word.value.starts_with('/') && word.value.rsplit('/').next() == Some(program)))
 }
 
 /// Where `-S -p ''` goes in this segment: just after its sudo word, when sudo is its command.
@@ -190,10 +195,7 @@ fn sudo_word_end(words: &[Word]) -> Option<usize> {
             }
         }
     }
-    words
-        .get(i)
-        .filter(|w| is_named(w, "sudo"))
-        .map(|w| w.end)
+    words.get(i).filter(|w| is_named(w, "sudo")).map(|w| w.end)
 }
 
 /// Reads what `command` does with sudo (see the module doc).
@@ -284,10 +286,15 @@ mod tests {
         assert_eq!(
             rewritten("LANG=C sudo apt-get update && sudo apt-get install -y x; echo done")
                 .as_deref(),
-            Some("LANG=C sudo -S -p '' apt-get update && sudo -S -p '' apt-get install -y x; echo done")
+            Some(
+                "LANG=C sudo -S -p '' apt-get update && sudo -S -p '' apt-get install -y x; echo done"
+            )
         );
         // A bare -S the command gives without feeding anything: troupe feeds it.
-        assert_eq!(rewritten("sudo -S id").as_deref(), Some("sudo -S -p '' -S id"));
+        assert_eq!(
+            rewritten("sudo -S id").as_deref(),
+            Some("sudo -S -p '' -S id")
+        );
     }
 
     #[test]
@@ -319,7 +326,11 @@ mod tests {
         ] {
             assert!(plan(command).self_fed.is_some(), "{command}");
         }
-        for command in ["sudo id | grep root", "sudo -S id", "sudo -u root id < in.txt"] {
+        for command in [
+            "sudo id | grep root",
+            "sudo -S id",
+            "sudo -u root id < in.txt",
+        ] {
             assert!(plan(command).self_fed.is_none(), "{command}");
         }
     }
@@ -327,7 +338,9 @@ mod tests {
     #[test]
     fn what_sudo_says_without_a_password_is_recognised() {
         assert!(needed_password("sudo: a password is required\n"));
-        assert!(needed_password("Sorry, try again.\nsudo: 1 incorrect password attempt"));
+        assert!(needed_password(
+            "Sorry, try again.\nsudo: 1 incorrect password attempt"
+        ));
         assert!(refused_password("Sorry, try again."));
         assert!(!needed_password("uid=0(root)"));
     }

@@ -410,7 +410,11 @@ pub(super) static RULES: &[Rule] = &[
         level: Level::Ask,
         reason: "it runs a command as another user (sudo)",
         test: Test::Command(|c| c.is(&["sudo"]) && !c.after_option),
-        catches: &["sudo apt-get install x", "env -u X /usr/bin/sudo id", "bash -c 'sudo id'"],
+        catches: &[
+            "sudo apt-get install x",
+            "env -u X /usr/bin/sudo id",
+            "bash -c 'sudo id'",
+        ],
     },
     Rule {
         key: "partition_disk",
