@@ -136,17 +136,23 @@ pub(crate) struct RunLimits {
     pub(crate) kill_grace: Duration,
 }
 
+/// A foreground command: its text, and what troupe writes to its stdin (sudo's password) before
+/// closing it; without `input` the command reads an empty stdin.
+pub(crate) struct Foreground<'a> {
+    pub(crate) command: &'a str,
+    pub(crate) input: Option<String>,
+}
+
 /// Runs `command` in `cwd` to completion, timeout or cancellation. The whole process group is
 /// gone when this returns (or, if the future is dropped, is killed by the drop).
 pub(crate) async fn run_foreground(
     backend: &dyn TerminalBackend,
-    command: &str,
+    Foreground { command, input }: Foreground<'_>,
     cwd: &Path,
     env: Vec<(String, String)>,
     reach: Reach,
     limits: &RunLimits,
     cancel: &CancellationToken,
-    input: Option<String>,
 ) -> std::io::Result<RunOutcome> {
     let marker = format!("__troupe_cwd_{}__", uuid::Uuid::new_v4().simple());
     // The command sits on lines of its own so a trailing comment or heredoc cannot swallow the
@@ -505,13 +511,15 @@ pub(crate) async fn call(
     };
     let outcome = match run_foreground(
         backend.as_ref(),
-        &sudo.command,
+        Foreground {
+            command: &sudo.command,
+            input: sudo.input.clone(),
+        },
         &cwd,
         env,
         reach,
         &limits,
         &ctx.cancel,
-        sudo.input.clone(),
     )
     .await
     {

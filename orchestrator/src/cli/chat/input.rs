@@ -285,17 +285,6 @@ fn read_while_running(stop: &AtomicBool, lines: &mpsc::UnboundedSender<String>) 
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn continued_lines_lose_their_marks() {
-        assert_eq!(join_continued("one\\\ntwo"), "one\ntwo");
-        assert_eq!(join_continued("single"), "single");
-    }
-}
-
 /// Reads one line from the terminal with echo off (a password): `prompt` is shown, nothing
 /// typed is. `None` at end of input or when stdin is not a terminal. The line is read straight
 /// from the descriptor, a byte at a time, so nothing of it stays in a buffer.
@@ -326,4 +315,15 @@ pub(crate) fn read_masked(prompt: &str) -> Option<String> {
         return None;
     }
     String::from_utf8(line).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continued_lines_lose_their_marks() {
+        assert_eq!(join_continued("one\\\ntwo"), "one\ntwo");
+        assert_eq!(join_continued("single"), "single");
+    }
 }
