@@ -163,7 +163,12 @@ mod tests {
         let secrets = child_secrets_with(&config, &env);
         assert_eq!(
             secrets.names(),
-            ["MY_KEY", "SUDO_PASSWORD", "TROUPE_SERVE_TOKEN", "WRITER_KEY"]
+            [
+                "MY_KEY",
+                "SUDO_PASSWORD",
+                "TROUPE_SERVE_TOKEN",
+                "WRITER_KEY"
+            ]
         );
         for value in [
             "my-model-key-abcdef123",

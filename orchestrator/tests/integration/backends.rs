@@ -272,11 +272,13 @@ fn the_container_keys_limit_the_container_and_forward_what_they_name() {
     };
     let dir = tempfile::tempdir().unwrap();
     let before = containers();
-    let command = "cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/cpu.max; df -Pm /tmp | tail -1; echo fwd=${GH_TOKEN:-unset}";
-    let code = "import os\nprint('code-fwd=' + os.environ.get('GH_TOKEN', 'unset'))";
+    // cgroup v2 files, else v1's.
+    let command = "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes; cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo $(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us) $(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us); grep ' /tmp ' /proc/mounts; echo fwd-length=${#GH_TOKEN}";
+    let code = "import os\nprint('code-fwd-length=%d' % len(os.environ.get('GH_TOKEN', '')))";
     let script = format!(
-        "turns:\n  - tool_calls:\n      - name: terminal\n        arguments: {{command: {}}}\n      - name: execute_code\n        arguments: {{code: \"{code}\"}}\n  - text: done\n",
-        serde_json::to_string(command).unwrap()
+        "turns:\n  - tool_calls:\n      - name: terminal\n        arguments: {{command: {}}}\n      - name: execute_code\n        arguments: {{code: {}}}\n  - text: done\n",
+        serde_json::to_string(command).unwrap(),
+        serde_json::to_string(code).unwrap()
     );
     let run = chat_with_env(
         dir.path(),
@@ -291,18 +293,24 @@ fn the_container_keys_limit_the_container_and_forward_what_they_name() {
     // 256 MB of memory, one cpu (a full period of quota), /tmp of 64 MB.
     assert!(output.contains("268435456"), "{shown}");
     assert!(output.contains("100000 100000"), "{shown}");
-    let tmp: Vec<&str> = output
-        .lines()
-        .find(|l| l.ends_with("/tmp"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
-    assert_eq!(tmp.get(1), Some(&"64"), "{shown}");
-    // GH_TOKEN is one troupe keeps from commands unless the person forwards it by name.
-    assert!(output.contains("fwd=forwarded-by-name"), "{shown}");
+    assert!(
+        output
+            .lines()
+            .any(|l| l.contains(" /tmp tmpfs ") && l.contains("size=65536k")),
+        "{shown}"
+    );
+    // GH_TOKEN is one troupe keeps from commands unless the person forwards it by name (its
+    // value is masked in what the model reads, so its length tells it arrived).
+    let forwarded = "forwarded-by-name".len();
+    assert!(
+        output.contains(&format!("fwd-length={forwarded}")),
+        "{shown}"
+    );
     assert!(
         run.result("call_1_1")
-            .contains("code-fwd=forwarded-by-name")
+            .contains(&format!("code-fwd-length={forwarded}")),
+        "{}",
+        run.result("call_1_1")
     );
     assert_eq!(containers(), before, "a container was left behind");
 }
