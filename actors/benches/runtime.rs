@@ -70,6 +70,7 @@ async fn one_call_overhead(iterations: usize) {
         session_id: "bench".into(),
         turn_id: "turn".into(),
         view: view.clone(),
+        search: troupe_tools::ToolSearchConfig::default(),
         hooks: HookRegistry::new().with(Arc::new(Observe)),
         supervisor,
         events: EventSink::new(),

@@ -25,6 +25,7 @@ pub mod hooks;
 pub mod journal;
 pub mod model;
 pub mod repeats;
+mod script_calls;
 pub mod session;
 pub mod supervisor;
 pub mod tool_runner;

@@ -22,15 +22,19 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use troupe_tools::bridge::validate::check_arguments;
-use troupe_tools::{CallContext, Content, Dispatch, ToolHints, ToolKind, ToolResult, ToolsetView};
+use troupe_tools::{
+    CallContext, Content, Dispatch, ToolHints, ToolKind, ToolResult, ToolSearchConfig, ToolsetView,
+};
 
 use crate::batch_planner::{Plan, SegmentKind};
 use crate::call::{CallEntry, CallOutcome, CallStatus, CallTarget, LookupFn, TaskFn};
 use crate::events::{EventKind, EventSink};
 use crate::hooks::{HookRegistry, ToolCallInfo};
 use crate::journal::CallPhase;
+use crate::script_calls::{SCRIPT_SOURCES_WAIT, ScriptRoute, batch_answer, route_script_call};
 use crate::supervisor::{
-    RecordWait, RequestApproval, Supervisor, Ticket, Verdict, WithdrawApproval,
+    AskSecret, RecordWait, RequestApproval, Supervisor, Ticket, Verdict, WithdrawApproval,
+    WithdrawSecret,
 };
 use crate::trace::TraceSpan;
 
@@ -75,6 +79,9 @@ pub struct BatchContext {
     pub turn_id: String,
     /// The session's view: the only way to reach a tool.
     pub view: ToolsetView,
+    /// How the session's bridge searches and resolves (a script's `tool_call` and
+    /// `tool_search` are resolved with it, as the model's are).
+    pub search: ToolSearchConfig,
     /// The session's hooks.
     pub hooks: HookRegistry,
     /// Where approvals are asked.
@@ -434,6 +441,13 @@ impl ToolRunner {
         )
         .with_approval(approved)
         .with_person_approval(approved && asked_person)
+        // Only a root session may ask its person for a secret; subagents never prompt.
+        .with_secrets((ctx.agent_path.len() <= 1).then(|| {
+            Arc::new(SupervisorSecrets {
+                supervisor: ctx.supervisor.clone(),
+                session_id: ctx.session_id.clone(),
+            }) as Arc<dyn troupe_tools::AskSecret>
+        }))
         // A tool that calls tools (execute_code's scripts) goes through this same runner: the
         // session's view, hooks and approvals, never around them.
         .with_dispatch(RunnerDispatch::new(
@@ -757,24 +771,85 @@ impl Dispatch for RunnerDispatch {
         call: CallContext,
     ) -> futures::future::BoxFuture<'static, ToolResult> {
         let runner = self.runner;
-        let ctx = BatchContext {
+        let mut ctx = BatchContext {
             token: call.cancel.clone(),
             ..self.ctx.clone()
         };
         Box::pin(async move {
-            let entry = CallEntry {
-                index: 0,
-                call_id: crate::call::new_id(),
-                model_call_id: call.call_id.clone(),
-                tool: tool.clone(),
-                target: CallTarget::Tool {
-                    name: tool,
-                    arguments,
-                },
+            // As for the model's own calls: a search, or a tool the view lacks, waits for MCP
+            // servers still starting, then sees the tools they brought.
+            let bridged = matches!(tool.as_str(), "tool_search" | "tool_describe" | "tool_call");
+            if (bridged || !ctx.view.contains(&tool)) && !ctx.view.sources_starting().is_empty() {
+                tokio::select! {
+                    _ = ctx.view.wait_sources_settled(SCRIPT_SOURCES_WAIT) => {}
+                    () = ctx.token.cancelled() => {}
+                }
+            }
+            if ctx.view.is_stale()
+                && let Ok(view) = ctx.view.refreshed()
+            {
+                ctx.view = view;
+            }
+            let routed = route_script_call(tool.clone(), arguments, &ctx.view, &ctx.search);
+            let batch = matches!(routed, Ok(ScriptRoute::Batch(_)));
+            let targets = match routed {
+                Ok(ScriptRoute::One(target)) => vec![target],
+                Ok(ScriptRoute::Batch(targets)) => targets,
+                Err(result) => return result,
             };
-            let deadline = Deadline::new(runner.limits.batch_deadline);
-            let prepared = runner.prepare(&ctx, entry).await;
-            runner.execute(&ctx, prepared, &deadline, None).await.result
+            let mut results = Vec::with_capacity(targets.len());
+            for target in targets {
+                let name = target.name().to_string();
+                let entry = CallEntry {
+                    index: 0,
+                    call_id: crate::call::new_id(),
+                    model_call_id: call.call_id.clone(),
+                    tool: tool.clone(),
+                    target,
+                };
+                let deadline = Deadline::new(runner.limits.batch_deadline);
+                let prepared = runner.prepare(&ctx, entry).await;
+                results.push((
+                    name,
+                    runner.execute(&ctx, prepared, &deadline, None).await.result,
+                ));
+            }
+            match (batch, results.pop()) {
+                (false, Some((_, result))) => result,
+                (_, last) => batch_answer(results.into_iter().chain(last).collect()),
+            }
+        })
+    }
+}
+
+/// Asks a root session's person for a secret through the supervisor (see
+/// `supervisor/secret.rs`); nothing is asked when no answerer can take one.
+struct SupervisorSecrets {
+    supervisor: Addr<Supervisor>,
+    session_id: String,
+}
+
+impl troupe_tools::AskSecret for SupervisorSecrets {
+    fn ask_secret(
+        &self,
+        prompt: String,
+        cancel: CancellationToken,
+    ) -> futures::future::BoxFuture<'static, Option<String>> {
+        let supervisor = self.supervisor.clone();
+        let session_id = self.session_id.clone();
+        Box::pin(async move {
+            let (request_id, answer) = supervisor
+                .send(AskSecret { session_id, prompt })
+                .await
+                .ok()
+                .flatten()?;
+            tokio::select! {
+                answer = answer => answer.ok().flatten(),
+                () = cancel.cancelled() => {
+                    supervisor.do_send(WithdrawSecret { request_id });
+                    None
+                }
+            }
         })
     }
 }

@@ -78,6 +78,7 @@ async fn per_call(
         agent_path: vec!["bench".into()],
         turn_id: "turn".into(),
         view: view.clone(),
+        search: troupe_tools::ToolSearchConfig::default(),
         hooks,
         supervisor,
         events: EventSink::new(),

@@ -133,6 +133,7 @@ fn main() {
             session_id: "bench".into(),
             turn_id: "turn".into(),
             view: registry().view_all(),
+            search: troupe_tools::ToolSearchConfig::default(),
             hooks: HookRegistry::new(),
             supervisor,
             events: EventSink::new(),

@@ -25,8 +25,9 @@ use troupe_actors::journal::{Origin, Persist, Restore};
 use troupe_actors::model::ModelProvider;
 use troupe_actors::session::{SessionConfig, SessionError, SessionHandle, SessionParams};
 use troupe_actors::supervisor::{
-    AnswerApproval, ApprovalChoice, ApprovalConfig, ApprovalRules, DefaultRules, ListPending,
-    PendingApproval, Stop, SubscribeApprovals, Supervisor,
+    AnswerApproval, AnswerSecret, ApprovalChoice, ApprovalConfig, ApprovalRules, DefaultRules,
+    ListPending, PendingApproval, SecretRequest, Stop, SubscribeApprovals, SubscribeSecrets,
+    Supervisor,
 };
 use troupe_tools::ViewSpec;
 use troupe_tools::{Registry, ToolsetView};
@@ -599,6 +600,34 @@ impl Troupe {
             .send(AnswerApproval {
                 request_id: request_id.to_string(),
                 choice,
+            })
+            .await
+            .map_err(|_| TroupeError::Closed)
+    }
+
+    /// Secret requests (sudo's password) as they arrive. Only an answerer that reads a secret
+    /// at a masked prompt should take this stream; without one, nothing is ever asked.
+    pub async fn secret_requests(
+        &self,
+    ) -> Result<tokio::sync::mpsc::UnboundedReceiver<SecretRequest>, TroupeError> {
+        self.inner
+            .supervisor
+            .send(SubscribeSecrets)
+            .await
+            .map_err(|_| TroupeError::Closed)
+    }
+
+    /// Answers a secret request (`None`: declined); false when it was no longer waiting.
+    pub async fn answer_secret(
+        &self,
+        request_id: &str,
+        secret: Option<String>,
+    ) -> Result<bool, TroupeError> {
+        self.inner
+            .supervisor
+            .send(AnswerSecret {
+                request_id: request_id.to_string(),
+                secret,
             })
             .await
             .map_err(|_| TroupeError::Closed)

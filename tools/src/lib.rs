@@ -54,7 +54,7 @@ pub use error::ToolsError;
 pub use home::TroupeHome;
 pub use registry::Registry;
 pub use tool::{
-    CallContext, Content, Dispatch, FnHandler, PatchPaths, ToolDef, ToolHandler, ToolHints,
-    ToolKind, ToolResult,
+    AskSecret, CallContext, Content, Dispatch, FnHandler, PatchPaths, ToolDef, ToolHandler,
+    ToolHints, ToolKind, ToolResult,
 };
 pub use view::{ToolsetView, ViewSpec};

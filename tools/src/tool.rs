@@ -342,6 +342,22 @@ pub struct CallContext {
     /// A person answered yes to this very call (not the mode, an allowlist or an unattended
     /// policy): only then may a tool widen what the call reaches (troupe's boundary).
     pub approved_by_person: bool,
+    /// How a tool asks the person at the terminal for a secret (sudo's password): `Some` only
+    /// for a root session with a person at an interactive prompt; subagents and headless
+    /// sessions never get one.
+    pub secrets: Option<Arc<dyn AskSecret>>,
+}
+
+/// Asks the session's person for a secret at a masked prompt. The answer goes to the tool
+/// only: it is never stored, traced, logged or shown to the model.
+pub trait AskSecret: Send + Sync + 'static {
+    /// Asks with `prompt`; `None` when the person declined, nobody answered in time, or the
+    /// call was stopped (`cancel`).
+    fn ask_secret(
+        &self,
+        prompt: String,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, Option<String>>;
 }
 
 impl fmt::Debug for CallContext {
@@ -353,6 +369,7 @@ impl fmt::Debug for CallContext {
             .field("dispatch", &self.dispatch.is_some())
             .field("approved", &self.approved)
             .field("approved_by_person", &self.approved_by_person)
+            .field("secrets", &self.secrets.is_some())
             .finish()
     }
 }
@@ -371,6 +388,7 @@ impl CallContext {
             dispatch: None,
             approved: false,
             approved_by_person: false,
+            secrets: None,
         }
     }
 
@@ -389,6 +407,12 @@ impl CallContext {
     pub fn with_person_approval(mut self, approved: bool) -> Self {
         self.approved_by_person = approved;
         self.approved |= approved;
+        self
+    }
+
+    /// Lets the handler ask the person for a secret (see [`AskSecret`]).
+    pub fn with_secrets(mut self, secrets: Option<Arc<dyn AskSecret>>) -> Self {
+        self.secrets = secrets;
         self
     }
 

@@ -133,6 +133,7 @@ impl Session {
             agent_path: self.path.clone(),
             turn_id: turn.id.clone(),
             view: self.view.clone(),
+            search: self.config.tool_search.clone(),
             hooks: self.hooks.clone(),
             supervisor: self.supervisor.clone(),
             events: self.events.clone(),

@@ -19,6 +19,7 @@ use troupe_tools::{CallContext, ToolKind, ToolResult, ToolSearchConfig, ToolsetV
 use super::Session;
 use crate::call::{CallEntry, CallTarget, new_id};
 use crate::events::EventKind;
+use crate::script_calls::bridge_lookup;
 use crate::supervisor::{AskQuestion, Supervisor, Ticket, Verdict, WithdrawApproval};
 use troupe_tools::clarify::{CLARIFY_TOOL, Question};
 use troupe_tools::connectors::manage::{
@@ -522,26 +523,6 @@ fn parse_arguments(raw: &str) -> Result<Map<String, Value>, ToolResult> {
             "error": "Invalid tool arguments",
             "message": format!("The arguments are not valid JSON ({error}). The tool was not run; send one JSON object."),
         }))),
-    }
-}
-
-/// Answers `tool_search` or `tool_describe` from the view (and the connector gateway, when
-/// the view grants connectors).
-async fn bridge_lookup(
-    name: &str,
-    view: &ToolsetView,
-    config: &ToolSearchConfig,
-    arguments: Map<String, Value>,
-) -> ToolResult {
-    let args = Value::Object(arguments);
-    let value = match name {
-        "tool_describe" => bridge::tool_describe_with_connectors(view, config, &args).await,
-        _ => bridge::tool_search_with_connectors(view, config, &args).await,
-    };
-    if value.get("error").is_some() {
-        ToolResult::error_json(value)
-    } else {
-        ToolResult::json(value)
     }
 }
 

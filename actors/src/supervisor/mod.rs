@@ -20,12 +20,14 @@ use troupe_tools::{ToolHints, ToolKind};
 
 mod policy;
 mod question;
+mod secret;
 
 pub use policy::{
     ApprovalChoice, ApprovalConfig, ApprovalMode, ApprovalRules, DEFAULT_APPROVAL_TIMEOUT,
     DefaultRules, RuleInput, RuleVerdict, UnattendedPolicy,
 };
 pub use question::AskQuestion;
+pub use secret::{AnswerSecret, AskSecret, SecretRequest, SubscribeSecrets, WithdrawSecret};
 
 use crate::call::new_id;
 use crate::events::{EventKind, EventSink};
@@ -153,6 +155,10 @@ pub struct Supervisor {
     queues: HashMap<String, VecDeque<String>>,
     /// Live answerers: each receives every new pending request.
     answerers: Vec<mpsc::UnboundedSender<PendingApproval>>,
+    /// Answerers that can take a secret at a masked prompt (see `secret.rs`).
+    secret_answerers: Vec<mpsc::UnboundedSender<SecretRequest>>,
+    /// Secret requests waiting, by id: only the way back to the tool, never the answer.
+    secrets: HashMap<String, oneshot::Sender<Option<String>>>,
 }
 
 impl Supervisor {
@@ -166,6 +172,8 @@ impl Supervisor {
             pending: HashMap::new(),
             queues: HashMap::new(),
             answerers: Vec::new(),
+            secret_answerers: Vec::new(),
+            secrets: HashMap::new(),
         }
     }
 

@@ -65,6 +65,7 @@ impl Shared {
             agent_path: vec![session_id.to_string()],
             turn_id: call_id.clone(),
             view,
+            search: self.search.clone(),
             hooks: self.runtime.troupe().hooks().clone(),
             supervisor: self.supervisor.clone(),
             events: self.events.clone(),

@@ -6,9 +6,12 @@
 //! servers, hooks, plugin commands), which keep all of it out of those programs' environment;
 //! [`mask_in_outputs`] makes the output masking hide every value in every tool result.
 
+use std::path::Path;
+
 use serde_json::Value;
 use troupe_tools::builtin::redact::remember_secret;
 use troupe_tools::builtin::sandbox_env::{ChildSecrets, SERVE_TOKEN_ENV};
+use troupe_tools::builtin::sudo::SUDO_PASSWORD_ENV;
 
 use crate::settings::Settings;
 
@@ -60,7 +63,47 @@ pub fn child_secrets_with(config: &Settings, env: &dyn Fn(&str) -> Option<String
     if let Some(Value::String(token)) = config.section("serve").get("token") {
         secrets.add_value(token);
     }
+    // sudo's password: troupe feeds it to sudo; no command gets it in its environment.
+    secrets.add_name(SUDO_PASSWORD_ENV);
+    if let Some(password) = sudo_password_with(config.home.path(), env) {
+        secrets.add_value(&password);
+    }
     secrets
+}
+
+/// troupe's environment file: `NAME=value` lines in the home (`$TROUPE_HOME/.env`), where
+/// commands cannot read it (troupe's home is out of their reach).
+pub const ENV_FILE: &str = ".env";
+
+/// `SUDO_PASSWORD` from troupe's environment, else from its environment file in `home`.
+pub fn sudo_password(home: &Path) -> Option<String> {
+    sudo_password_with(home, &|name| std::env::var(name).ok())
+}
+
+fn sudo_password_with(home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    env(SUDO_PASSWORD_ENV)
+        .filter(|v| !v.is_empty())
+        .or_else(|| env_file_value(&home.join(ENV_FILE), SUDO_PASSWORD_ENV))
+}
+
+/// The value of `name` in an environment file (`NAME=value`, `export NAME=value`, the value
+/// optionally quoted; `#` starts a comment line). `None` when the file or the name is missing.
+pub fn env_file_value(file: &Path, name: &str) -> Option<String> {
+    let text = std::fs::read_to_string(file).ok()?;
+    text.lines().find_map(|line| {
+        let line = line.trim();
+        let line = line.strip_prefix("export ").unwrap_or(line).trim_start();
+        let (key, value) = line.split_once('=')?;
+        if line.starts_with('#') || key.trim() != name {
+            return None;
+        }
+        let value = value.trim();
+        let unquoted = ['"', '\'']
+            .iter()
+            .find_map(|q| value.strip_prefix(*q)?.strip_suffix(*q))
+            .unwrap_or(value);
+        (!unquoted.is_empty()).then(|| unquoted.to_string())
+    })
 }
 
 /// Registers every value of `secrets` with the output masking: from now on each is replaced in
@@ -74,6 +117,35 @@ pub fn mask_in_outputs(secrets: &ChildSecrets) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_environment_file_gives_sudo_its_password() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(ENV_FILE);
+        std::fs::write(
+            &file,
+            "# troupe's secrets\nOTHER=x\nexport SUDO_PASSWORD='s3cret pw'\n",
+        )
+        .unwrap();
+        assert_eq!(
+            env_file_value(&file, "SUDO_PASSWORD").as_deref(),
+            Some("s3cret pw")
+        );
+        assert_eq!(env_file_value(&file, "MISSING"), None);
+        assert_eq!(
+            sudo_password_with(dir.path(), &|_| None).as_deref(),
+            Some("s3cret pw")
+        );
+        // troupe's own environment wins over the file.
+        assert_eq!(
+            sudo_password_with(dir.path(), &|_| Some("from-env".into())).as_deref(),
+            Some("from-env")
+        );
+        assert_eq!(
+            sudo_password_with(&dir.path().join("none"), &|_| None),
+            None
+        );
+    }
 
     #[test]
     fn names_and_values_come_from_the_model_the_profiles_and_the_environment() {
@@ -91,7 +163,12 @@ mod tests {
         let secrets = child_secrets_with(&config, &env);
         assert_eq!(
             secrets.names(),
-            ["MY_KEY", "TROUPE_SERVE_TOKEN", "WRITER_KEY"]
+            [
+                "MY_KEY",
+                "SUDO_PASSWORD",
+                "TROUPE_SERVE_TOKEN",
+                "WRITER_KEY"
+            ]
         );
         for value in [
             "my-model-key-abcdef123",

@@ -83,6 +83,8 @@ fn builtin_config(
     home: &TroupeHome,
 ) -> Result<BuiltinConfig, ConfigError> {
     let mut out = BuiltinConfig::in_home(home);
+    out.terminal.sudo_password =
+        super::secrets::sudo_password(home.path()).map(troupe_tools::builtin::SudoPassword);
     out.terminal.dangerous_command_approval = !matches!(
         terminal.get("dangerous_command_approval"),
         Some(Value::Bool(false))

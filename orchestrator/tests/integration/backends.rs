@@ -61,6 +61,11 @@ impl Run {
 /// Runs `troupe chat -q` in `dir` with `terminal_yaml` as the `terminal:` section and the
 /// model's turns from `script`; returns the tool results of the session.
 fn chat(dir: &Path, terminal_yaml: &str, script: &str) -> Run {
+    chat_with_env(dir, terminal_yaml, script, &[])
+}
+
+/// [`chat`] with `env` set in troupe's own environment.
+fn chat_with_env(dir: &Path, terminal_yaml: &str, script: &str, env: &[(&str, &str)]) -> Run {
     std::fs::write(
         dir.join("troupe.yaml"),
         format!("terminal:\n{terminal_yaml}"),
@@ -72,6 +77,7 @@ fn chat(dir: &Path, terminal_yaml: &str, script: &str) -> Run {
         Command::new(env!("CARGO_BIN_EXE_troupe"))
             .current_dir(dir)
             .env("TROUPE_HOME", &home)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .args(args)
             .output()
@@ -256,6 +262,56 @@ fn docker_runs_everything_in_one_hardened_container() {
         "the workspace is the same directory inside and out"
     );
     // The container went with the process.
+    assert_eq!(containers(), before, "a container was left behind");
+}
+
+#[test]
+fn the_container_keys_limit_the_container_and_forward_what_they_name() {
+    let Some(image) = backend_env("TROUPE_TEST_DOCKER_IMAGE") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let before = containers();
+    // cgroup v2 files, else v1's.
+    let command = "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes; cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo $(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us) $(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us); grep ' /tmp ' /proc/mounts; echo fwd-length=${#GH_TOKEN}";
+    let code = "import os\nprint('code-fwd-length=%d' % len(os.environ.get('GH_TOKEN', '')))";
+    let script = format!(
+        "turns:\n  - tool_calls:\n      - name: terminal\n        arguments: {{command: {}}}\n      - name: execute_code\n        arguments: {{code: {}}}\n  - text: done\n",
+        serde_json::to_string(command).unwrap(),
+        serde_json::to_string(code).unwrap()
+    );
+    let run = chat_with_env(
+        dir.path(),
+        &format!(
+            "  backend: docker\n  docker_image: {image}\n  container_cpu: 1\n  container_memory: 256\n  container_disk: 64\n  docker_forward_env: [GH_TOKEN]\n"
+        ),
+        &script,
+        &[("GH_TOKEN", "forwarded-by-name")],
+    );
+    let shown = run.json("call_1_0");
+    let output = shown["output"].as_str().unwrap_or_default();
+    // 256 MB of memory, one cpu (a full period of quota), /tmp of 64 MB.
+    assert!(output.contains("268435456"), "{shown}");
+    assert!(output.contains("100000 100000"), "{shown}");
+    assert!(
+        output
+            .lines()
+            .any(|l| l.contains(" /tmp tmpfs ") && l.contains("size=65536k")),
+        "{shown}"
+    );
+    // GH_TOKEN is one troupe keeps from commands unless the person forwards it by name (its
+    // value is masked in what the model reads, so its length tells it arrived).
+    let forwarded = "forwarded-by-name".len();
+    assert!(
+        output.contains(&format!("fwd-length={forwarded}")),
+        "{shown}"
+    );
+    assert!(
+        run.result("call_1_1")
+            .contains(&format!("code-fwd-length={forwarded}")),
+        "{}",
+        run.result("call_1_1")
+    );
     assert_eq!(containers(), before, "a container was left behind");
 }
 

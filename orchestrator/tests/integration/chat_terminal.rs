@@ -30,7 +30,12 @@ pub(crate) struct Pane {
 impl Pane {
     /// Starts `troupe chat ARGS` in `dir` with `home` as the troupe home, as the pane's own
     /// process (so Ctrl-C reaches it as it would in a terminal). The pane stays after it exits.
-    fn start(dir: &Path, home: &Path, args: &[&str]) -> Pane {
+    pub(crate) fn start(dir: &Path, home: &Path, args: &[&str]) -> Pane {
+        Pane::start_with_env(dir, home, &[], args)
+    }
+
+    /// [`Pane::start`] with `env` (`NAME=value` words) added to troupe's environment.
+    pub(crate) fn start_with_env(dir: &Path, home: &Path, env: &[String], args: &[&str]) -> Pane {
         assert!(
             Command::new("tmux").arg("-V").output().is_ok(),
             "these tests drive troupe chat in tmux; install it (apt-get install tmux, or bash scripts/install-test-deps.sh)"
@@ -47,6 +52,14 @@ impl Pane {
             quote(&home.join("no-bundled")),
             quote(Path::new(env!("CARGO_BIN_EXE_troupe"))),
         );
+        if !env.is_empty() {
+            let words: Vec<String> = env.iter().map(|w| quote(Path::new(w))).collect();
+            command = command.replacen(
+                " TROUPE_LOG=",
+                &format!(" {} TROUPE_LOG=", words.join(" ")),
+                1,
+            );
+        }
         for arg in args {
             command.push(' ');
             command.push_str(&quote(Path::new(arg)));

@@ -615,3 +615,79 @@ async fn a_workspace_that_cannot_be_made_blocks_the_task_without_a_failure() {
         "no session should have started"
     );
 }
+
+/// A script that finds the MCP echo tool with `tool_search`, reads its schema with
+/// `tool_describe`, calls it with `tool_call`, and prints what of troupe's environment reached
+/// it.
+const BRIDGE_CODE: &str = r#"import os
+from troupe_tools import tool_search, tool_describe, tool_call
+found = tool_search(['echo back the input'])
+name = next(n for n in found.get('tools', {}) if n.endswith('_echo'))
+print('FOUND:', name)
+described = tool_describe([name])
+print('DESCRIBED:', 'message' in str(described))
+answer = tool_call(name=name, arguments={'message': 'from-a-script'})
+print('CALLED:', answer)
+bad = tool_call(name=name, arguments={})
+print('BAD:', bad)
+print('ENV:', os.environ.get('BRIDGE_PASSED', 'absent'), os.environ.get('BRIDGE_WITHHELD', 'absent'))
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execute_code_script_finds_and_calls_an_mcp_tool() {
+    if !servers_available("an_execute_code_script_finds_and_calls_an_mcp_tool") {
+        return;
+    }
+    let code = serde_json::to_string(BRIDGE_CODE).unwrap();
+    let script = format!(
+        "cursor: conversation\nturns:\n  - tool_calls:\n      - name: execute_code\n        arguments: {{code: {code}}}\n  - text: The script ran.\n"
+    );
+    let fx = fixture_with(&script, |yaml| {
+        yaml.replace(
+            "terminal:\n  timeout: 60\n",
+            "terminal:\n  timeout: 60\n  env_passthrough: [BRIDGE_PASSED]\n",
+        )
+    })
+    .await;
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        fx.troupe()
+            .args(["chat", "-q", "Run the script.", "--json"])
+            .env("BRIDGE_PASSED", "passed-value")
+            .env("BRIDGE_WITHHELD", "withheld-value")
+            .output(),
+    )
+    .await
+    .expect("troupe chat did not finish in two minutes")
+    .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(output.status.success(), "stderr: {err}\nstdout: {out}");
+    let requests = fx.requests();
+    let shown = requests
+        .iter()
+        .find(|r| r.contains("FOUND:"))
+        .unwrap_or_else(|| panic!("the script's output never reached the model: {requests:#?}"));
+    assert!(shown.contains("FOUND: mcp_everything_echo"), "{shown}");
+    assert!(shown.contains("DESCRIBED: True"), "{shown}");
+    assert!(shown.contains("Echo: from-a-script"), "{shown}");
+    assert!(!shown.contains("no tool called"), "{shown}");
+    // Bad arguments are the bridge's error, naming what is missing.
+    let bad = shown.split("BAD: {").nth(1).unwrap_or_default();
+    assert!(bad.contains("error") && bad.contains("message"), "{shown}");
+    // terminal.env_passthrough reaches scripts; other variables do not.
+    assert!(shown.contains("ENV: passed-value absent"), "{shown}");
+    // The echo ran as a call of the session, under its own name, through hooks and approvals.
+    let events: Vec<Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(
+        events.iter().any(|e| e["type"] == "tool_call_finished"
+            && e["underlying_tool"] == "mcp_everything_echo"
+            && e["status"] == "ok"),
+        "{out}"
+    );
+}

@@ -251,11 +251,17 @@ pub(crate) async fn call(
     let server = tokio::spawn(serve(listener, state.clone(), stop_server.clone()));
     let _stop_on_exit = stop_server.clone().drop_guard();
 
-    let mut env = code_env(
-        process_vars(),
-        &config.env_passthrough,
-        &builtins.config().secrets,
-    );
+    // What the person lets through to commands (`terminal.env_passthrough`) reaches scripts
+    // too, with what `code_execution.env_passthrough` adds.
+    let passthrough: Vec<String> = builtins
+        .config()
+        .terminal
+        .env_passthrough
+        .iter()
+        .chain(&config.env_passthrough)
+        .cloned()
+        .collect();
+    let mut env = code_env(process_vars(), &passthrough, &builtins.config().secrets);
     let python_path = match env.iter().find(|(k, _)| k == "PYTHONPATH") {
         Some((_, existing)) if !existing.is_empty() => {
             format!("{}:{existing}", exposed.dir.display())

@@ -51,6 +51,8 @@ pub mod redact;
 pub mod sandbox_env;
 mod schemas;
 mod search_files;
+pub mod sudo;
+pub mod sudo_plan;
 mod terminal;
 
 use std::collections::HashMap;
@@ -108,6 +110,19 @@ pub struct TerminalConfig {
     pub network: bool,
     /// `terminal.writable`: more paths commands may write.
     pub writable: Vec<PathBuf>,
+    /// `SUDO_PASSWORD` from troupe's environment file (or environment): fed to sudo for
+    /// sessions that cannot ask a person.
+    pub sudo_password: Option<SudoPassword>,
+}
+
+/// A sudo password: never shown by `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SudoPassword(pub String);
+
+impl std::fmt::Debug for SudoPassword {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SudoPassword(..)")
+    }
 }
 
 impl Default for TerminalConfig {
@@ -122,6 +137,7 @@ impl Default for TerminalConfig {
             confine: confine::ConfineMode::Auto,
             network: true,
             writable: vec![],
+            sudo_password: None,
         }
     }
 }
@@ -267,6 +283,8 @@ pub struct Builtins {
     dirs: Mutex<HashMap<String, PathBuf>>,
     /// session id -> its workspace: the root of its path checks (a kanban task's directory).
     workspaces: Mutex<HashMap<String, PathBuf>>,
+    /// session id -> the sudo password its person typed, for the rest of the session.
+    pub(crate) sudo_passwords: Mutex<HashMap<String, SudoPassword>>,
 }
 
 impl std::fmt::Debug for Builtins {
@@ -318,6 +336,7 @@ impl Builtins {
             processes: registry,
             dirs: Mutex::new(HashMap::new()),
             workspaces: Mutex::new(HashMap::new()),
+            sudo_passwords: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -554,6 +573,8 @@ impl Builtins {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(session_id);
+        // The password the person typed lives no longer than their session.
+        crate::sync::lock(&self.sudo_passwords).remove(session_id);
         stopped
     }
 }

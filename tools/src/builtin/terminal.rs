@@ -138,11 +138,18 @@ pub(crate) struct RunLimits {
     pub(crate) kill_grace: Duration,
 }
 
+/// A foreground command: its text, and what troupe writes to its stdin (sudo's password) before
+/// closing it; without `input` the command reads an empty stdin.
+pub(crate) struct Foreground<'a> {
+    pub(crate) command: &'a str,
+    pub(crate) input: Option<String>,
+}
+
 /// Runs `command` in `cwd` to completion, timeout or cancellation. The whole process group is
 /// gone when this returns (or, if the future is dropped, is killed by the drop).
 pub(crate) async fn run_foreground(
     backend: &dyn TerminalBackend,
-    command: &str,
+    Foreground { command, input }: Foreground<'_>,
     cwd: &Path,
     env: Vec<(String, String)>,
     reach: Reach,
@@ -155,11 +162,20 @@ pub(crate) async fn run_foreground(
     let script = format!(
         "{command}\n__troupe_status=$?\nprintf '\\n{marker}%s\\n' \"$PWD\"\nexit $__troupe_status\n"
     );
-    let spawned = backend.spawn(SpawnRequest {
+    let mut spawned = backend.spawn(SpawnRequest {
         workspace: reach.workspace,
         extra_writable: reach.extra_writable,
+        stdin: input.is_some(),
         ..SpawnRequest::new(script, cwd, env)
     })?;
+    // `input` (sudo's password) is written once, then stdin closes: nothing else reads it.
+    if let (Some(input), Some(mut stdin)) = (input, spawned.stdin.take()) {
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = stdin.write_all(input.as_bytes()).await;
+            let _ = stdin.shutdown().await;
+        });
+    }
     let group = spawned.group.clone();
     let mut guard = KillOnDrop::new(group.clone());
     let mut output = spawned.output;
@@ -419,6 +435,11 @@ pub(crate) async fn call(
         }
         CommandVerdict::Allowed => {}
     }
+    // sudo gets its password from troupe, on its stdin, never from the command text.
+    let sudo = match super::sudo::prepare(&builtins, &ctx, &command, background).await {
+        Ok(run) => run,
+        Err(message) => return blocked(message),
+    };
 
     let cwd = match workdir {
         Some(w) => {
@@ -500,7 +521,10 @@ pub(crate) async fn call(
     };
     let outcome = match run_foreground(
         backend.as_ref(),
-        &command,
+        Foreground {
+            command: &sudo.command,
+            input: sudo.input.clone(),
+        },
         &cwd,
         env,
         reach,
@@ -569,6 +593,7 @@ pub(crate) async fn call(
             "The command left processes running after it finished; they were stopped. Start long-lived processes with background=true."
         );
     }
+    super::sudo::finish(&builtins, &ctx, &sudo, &mut result);
     ToolResult::json(result)
 }
 

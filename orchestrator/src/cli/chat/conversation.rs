@@ -17,10 +17,10 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use troupe_actors::events::{EventKind, SessionEvent};
 use troupe_actors::model::{ChatMessage, ModelProvider};
 use troupe_actors::session::{SessionError, SessionHandle, TurnOutcome, TurnStatus};
-use troupe_actors::supervisor::{ApprovalChoice, ApprovalKind, PendingApproval};
+use troupe_actors::supervisor::{ApprovalChoice, ApprovalKind, PendingApproval, SecretRequest};
 
 use super::display::{Display, Style, TICK};
-use super::input::{LineEditor, Names, Read, TurnInput, read_piped_line};
+use super::input::{LineEditor, Names, Read, TurnInput, read_masked, read_piped_line};
 use super::{ChatArgs, SessionChoice, session_options, summarise};
 use crate::api::{ApprovalStream, EventStream};
 use crate::cli::error::{CliError, EXIT_BUDGET, EXIT_DONE, EXIT_FAILED, EXIT_INTERRUPTED};
@@ -60,6 +60,8 @@ pub(super) struct Conversation<'a> {
     pub(super) provider: String,
     events: EventStream,
     approvals: Option<ApprovalStream>,
+    /// sudo passwords asked for, read at a masked prompt (only with a terminal).
+    secrets: Option<tokio::sync::mpsc::UnboundedReceiver<SecretRequest>>,
     editor: Option<LineEditor>,
     interrupts: Signal,
     /// Messages typed while a turn ran, sent after it.
@@ -102,6 +104,12 @@ pub(super) async fn run(
     } else {
         None
     };
+    // Only a person at this terminal can type a secret unseen; piped input never is asked.
+    let secrets = if terminal {
+        Some(runtime.troupe().secret_requests().await?)
+    } else {
+        None
+    };
     let choice = SessionChoice {
         stream_text: true,
         ..SessionChoice::default()
@@ -123,6 +131,7 @@ pub(super) async fn run(
         provider,
         events,
         approvals,
+        secrets,
         editor,
         interrupts,
         queued: VecDeque::new(),
@@ -145,6 +154,7 @@ enum Step {
     Done(Result<TurnOutcome, SessionError>),
     Event(SessionEvent),
     Approval(PendingApproval),
+    Secret(SecretRequest),
     Typed(String),
     Interrupt,
     Tick,
@@ -316,6 +326,7 @@ impl Conversation<'_> {
                 outcome = &mut send => Step::Done(outcome),
                 Some(event) = self.events.next() => Step::Event(event),
                 Some(request) = next_approval(&mut self.approvals) => Step::Approval(request),
+                Some(request) = next_secret(&mut self.secrets) => Step::Secret(request),
                 Some(line) = next_typed(&mut typing) => Step::Typed(line),
                 Some(()) = self.interrupts.recv() => Step::Interrupt,
                 _ = ticker.tick(), if self.display.style.live => Step::Tick,
@@ -333,6 +344,11 @@ impl Conversation<'_> {
                     }
                 }
                 Step::Typed(line) => self.typed(line).await,
+                Step::Secret(request) => {
+                    self.stop_typing(&mut typing).await;
+                    self.ask_secret(request).await;
+                    typing = self.start_typing();
+                }
                 Step::Approval(request) => {
                     self.stop_typing(&mut typing).await;
                     if self.ask(request).await {
@@ -517,6 +533,35 @@ impl Conversation<'_> {
             }
         }
         interrupted
+    }
+
+    /// Asks for a secret (sudo's password) at a masked prompt: nothing typed is shown, kept or
+    /// sent anywhere but to the tool that asked. An empty line or Ctrl-D declines.
+    async fn ask_secret(&mut self, request: SecretRequest) {
+        self.display.pause(true);
+        let style = self.display.style;
+        self.note(&format!(
+            "{} {}",
+            style.yellow("?"),
+            visible_line(&request.prompt)
+        ));
+        let typed = tokio::task::spawn_blocking(|| read_masked("  password (not shown): "))
+            .await
+            .ok()
+            .flatten()
+            .filter(|p| !p.is_empty());
+        let given = typed.is_some();
+        match self
+            .runtime
+            .troupe()
+            .answer_secret(&request.request_id, typed)
+            .await
+        {
+            Ok(true) if given => self.note(&style.dim("  given to sudo")),
+            Ok(true) => self.note(&style.dim("  declined")),
+            _ => self.note(&style.dim("  that request was already settled (timed out or stopped)")),
+        }
+        self.display.pause(false);
     }
 
     /// Asks about one approval; true when the person pressed Ctrl-C instead of answering.
@@ -730,6 +775,15 @@ async fn started(events: &mut EventStream, display: &mut Display, session_id: &s
         }
     }
     String::new()
+}
+
+async fn next_secret(
+    secrets: &mut Option<tokio::sync::mpsc::UnboundedReceiver<SecretRequest>>,
+) -> Option<SecretRequest> {
+    match secrets {
+        Some(stream) => stream.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn next_approval(approvals: &mut Option<ApprovalStream>) -> Option<PendingApproval> {

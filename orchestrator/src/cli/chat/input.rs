@@ -285,6 +285,38 @@ fn read_while_running(stop: &AtomicBool, lines: &mpsc::UnboundedSender<String>) 
     }
 }
 
+/// Reads one line from the terminal with echo off (a password): `prompt` is shown, nothing
+/// typed is. `None` at end of input or when stdin is not a terminal. The line is read straight
+/// from the descriptor, a byte at a time, so nothing of it stays in a buffer.
+pub(crate) fn read_masked(prompt: &str) -> Option<String> {
+    use std::io::Write;
+    let saved = echo_off()?;
+    let mut out = std::io::stdout();
+    let _ = write!(out, "{prompt}");
+    let _ = out.flush();
+    let mut line = Vec::new();
+    let ended = loop {
+        let mut byte = 0u8;
+        // SAFETY: reads one byte into a byte we own.
+        let n = unsafe { libc::read(libc::STDIN_FILENO, (&raw mut byte).cast(), 1) };
+        match n {
+            1 if byte == b'\n' || byte == b'\r' => break false,
+            1 => line.push(byte),
+            0 => break true,
+            _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+            _ => break true,
+        }
+    };
+    // SAFETY: puts back the settings read from the same descriptor.
+    unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &saved) };
+    let _ = writeln!(out);
+    let _ = out.flush();
+    if ended && line.is_empty() {
+        return None;
+    }
+    String::from_utf8(line).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

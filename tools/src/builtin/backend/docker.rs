@@ -37,6 +37,12 @@ pub struct DockerSettings {
     pub pids: Option<u32>,
     /// A docker network to join; `None` means no network at all.
     pub network: Option<String>,
+    /// Disk limit in megabytes: the size of the container's `/tmp`, and of its root file
+    /// system where docker's storage driver can limit it (`--storage-opt size=`).
+    pub disk_mb: Option<u64>,
+    /// Variables of troupe's environment handed to every command in the container (the
+    /// person's choice: commands inside can read them), never one of troupe's own keys.
+    pub forward_env: Vec<String>,
     /// Directories covered by an empty one when a mount holds them (troupe's home); the
     /// mounts inside them are mounted again on top.
     pub hidden: Vec<PathBuf>,
@@ -59,6 +65,8 @@ impl DockerSettings {
             cpus: None,
             pids: Some(1024),
             network: None,
+            disk_mb: None,
+            forward_env: vec![],
             hidden: vec![],
             docker: PathBuf::from("docker"),
             secrets: ChildSecrets::default(),
@@ -171,15 +179,61 @@ impl Docker {
         };
         // SAFETY: getuid and getgid cannot fail and touch no memory.
         let user = unsafe { format!("{}:{}", libc::getuid(), libc::getgid()) };
+        let out = match self.settings.disk_mb {
+            Some(mb) => {
+                let limited = self.run_container(&name, &user, Some(mb))?;
+                let text = String::from_utf8_lossy(&limited.stderr).to_ascii_lowercase();
+                if limited.status.success()
+                    || !(text.contains("storage-opt") || text.contains("storage opt"))
+                {
+                    limited
+                } else {
+                    // The storage driver cannot cap a container's size (overlay2 needs xfs
+                    // with pquota): run without that cap, and say so.
+                    tracing::warn!(
+                        disk_mb = mb,
+                        reason = %String::from_utf8_lossy(&limited.stderr).trim(),
+                        "terminal.container_disk: docker's storage driver cannot limit the container's root file system here (it needs overlay2 on xfs with pquota, btrfs, zfs or devicemapper); only /tmp is limited to {mb} MB, and the mounted workspace is the host's disk"
+                    );
+                    let _ = self
+                        .docker()
+                        .args(["rm", "--force", &name])
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .status();
+                    self.run_container(&name, &user, None)?
+                }
+            }
+            None => self.run_container(&name, &user, None)?,
+        };
+        if !out.status.success() {
+            return Err(self.explain("start a container", &out.stderr));
+        }
+        tracing::info!(container = %name, image = %image, "started the docker backend's container");
+        Ok(name)
+    }
+
+    /// `docker run` of the container `name`, its root file system capped at `root_mb` when set.
+    fn run_container(
+        &self,
+        name: &str,
+        user: &str,
+        root_mb: Option<u64>,
+    ) -> io::Result<std::process::Output> {
+        let image = &self.settings.image;
+        let tmp = match self.settings.disk_mb {
+            Some(mb) => format!("/tmp:rw,exec,nosuid,mode=1777,size={mb}m"),
+            None => "/tmp:rw,exec,nosuid,mode=1777".to_string(),
+        };
         let mut run = self.docker();
-        run.args(["run", "--detach", "--init", "--name", &name])
+        run.args(["run", "--detach", "--init", "--name", name])
             .args(["--label", "troupe.backend=docker"])
             .args(["--pull", "never"])
             .args(["--cap-drop", "ALL"])
             .args(["--security-opt", "no-new-privileges"])
             .arg("--read-only")
-            .args(["--tmpfs", "/tmp:rw,exec,nosuid,mode=1777"])
-            .args(["--user", &user])
+            .args(["--tmpfs", &tmp])
+            .args(["--user", user])
             .args(["--workdir", &self.settings.cwd.display().to_string()])
             .args([
                 "--network",
@@ -193,6 +247,9 @@ impl Docker {
         }
         if let Some(cpus) = &self.settings.cpus {
             run.args(["--cpus", cpus]);
+        }
+        if let Some(mb) = root_mb {
+            run.args(["--storage-opt", &format!("size={mb}m")]);
         }
         let mounts: Vec<&PathBuf> = self.settings.mounts.iter().chain([&self.scratch]).collect();
         for dir in &mounts {
@@ -208,7 +265,7 @@ impl Docker {
             }
         }
         run.args([image.as_str(), "sleep", "infinity"]);
-        let out = run.output().map_err(|e| {
+        run.output().map_err(|e| {
             io::Error::new(
                 e.kind(),
                 format!(
@@ -216,12 +273,7 @@ impl Docker {
                     self.settings.docker.display()
                 ),
             )
-        })?;
-        if !out.status.success() {
-            return Err(self.explain("start a container", &out.stderr));
-        }
-        tracing::info!(container = %name, image = %image, "started the docker backend's container");
-        Ok(name)
+        })
     }
 
     /// An error naming what to do about a failed docker command.
@@ -340,6 +392,18 @@ impl Docker {
         // Values travel in the docker client's environment, not on its command line.
         for (key, value) in env {
             command.args(["--env", key]).env(key, value);
+        }
+        // `docker_forward_env`: what the person hands to every command, unless the request
+        // set it already or it is one of troupe's own keys.
+        if !self.settings.forward_env.is_empty() {
+            for (key, value) in process_vars() {
+                if self.settings.forward_env.contains(&key)
+                    && !env.iter().any(|(k, _)| *k == key)
+                    && !self.settings.secrets.withholds(&key, &value)
+                {
+                    command.args(["--env", &key]).env(&key, &value);
+                }
+            }
         }
         command
             .arg(container)

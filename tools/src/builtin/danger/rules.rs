@@ -380,6 +380,13 @@ pub(super) static RULES: &[Rule] = &[
         catches: &["sed -i s/a/b/ ~/.zshrc"],
     },
     Rule {
+        key: "sudo_password_in_command",
+        level: Level::Forbid,
+        reason: "it hands sudo a password (or an askpass helper) itself; troupe gives sudo its password, so write plain `sudo ...`",
+        test: Test::Text(|t| crate::builtin::sudo_plan::plan(t).self_fed.is_some()),
+        catches: &["echo pw | sudo -S id", "sudo -S true <<< pw"],
+    },
+    Rule {
         key: "sudo_flags",
         level: Level::Ask,
         reason: "it runs sudo with a password from stdin, an askpass helper or a root shell",
@@ -397,6 +404,17 @@ pub(super) static RULES: &[Rule] = &[
                 })
         }),
         catches: &["sudo -S apt-get install x", "sudo -s"],
+    },
+    Rule {
+        key: "sudo",
+        level: Level::Ask,
+        reason: "it runs a command as another user (sudo)",
+        test: Test::Command(|c| c.is(&["sudo"]) && !c.after_option),
+        catches: &[
+            "sudo apt-get install x",
+            "env -u X /usr/bin/sudo id",
+            "bash -c 'sudo id'",
+        ],
     },
     Rule {
         key: "partition_disk",

@@ -193,6 +193,9 @@ fn commands_that_need_approval() {
         "pip uninstall requests",
         "npm uninstall react",
         "sudo -S apt-get install x",
+        // A command run as another user needs a person's yes (troupe then gives sudo its
+        // password itself).
+        "sudo apt-get update",
         "cat <<EOF > x\nhi\nEOF",
         "chmod +x run.sh && ./run.sh",
         "dd if=/dev/zero of=big.img bs=1M count=10",
@@ -435,7 +438,7 @@ fn ordinary_commands_stay_allowed() {
         "trap 'echo bye' EXIT",
         "alias ll='ls -l'",
         "xargs -n1 echo",
-        "sudo apt-get update",
+        "nice -n 5 make",
         "docker ps",
         "cd src && ls",
         "awk '{print $1}' f.txt",
