@@ -105,15 +105,18 @@ fn run() -> Result<(), String> {
                 .ranked
                 .iter()
                 .position(|m| expected.contains(&catalog.defs()[m.doc].name.as_str()));
-            features.push_str(&features_line(text, &style, &expected, rank, &answer.verdict));
+            features.push_str(&features_line(
+                text,
+                &style,
+                &expected,
+                rank,
+                &answer.verdict,
+            ));
             features.push('\n');
         }
         let explained = || {
             if explain {
-                format!(
-                    "\n{}",
-                    render_hybrid(&catalog, text, &answer).trim_end()
-                )
+                format!("\n{}", render_hybrid(&catalog, text, &answer).trim_end())
             } else {
                 String::new()
             }

@@ -390,11 +390,7 @@ fn rank(
     };
     let evidence = margin.map(|margin| {
         let typed = prepared.typed.len();
-        let unknown = prepared
-            .typed
-            .iter()
-            .filter(|t| lexical.df(t) == 0)
-            .count();
+        let unknown = prepared.typed.iter().filter(|t| lexical.df(t) == 0).count();
         // A tool both legs rank first scores this much; exact names (infinite) are left out.
         let best_fused = (LEXICAL_WEIGHT + SEMANTIC_WEIGHT) / (RRF_K + 1.0);
         let first = fused
@@ -650,6 +646,23 @@ mod tests {
         let a = rank(&c, lexical, prepared.clone(), &hits, Some(&sims), "q", 5);
         assert!(a.verdict.fits, "{:?}", a.verdict);
         assert_eq!(names_of(&c, &a)[0], "tool_17");
+        // The decision's inputs: the singled-out tool stands far above the second, only the
+        // semantic leg found it (half the score of a tool both legs rank first), and none of
+        // the query's words is held by a tool.
+        let e = a.verdict.evidence.expect("a margin makes evidence");
+        assert_eq!(e.support, 0.0);
+        assert!(e.gap > 5.0 && e.margin > e.gap, "{e:?}");
+        assert!((e.agreement - 0.5).abs() < 1e-9, "{e:?}");
+        assert_eq!(e.unknown, 1.0);
+        assert_eq!(
+            e.length,
+            4f64.ln(),
+            "capture, browser, show: three typed words"
+        );
+        assert_eq!(a.verdict.logit, Some(FITTED.logit(&e)));
+        let text = super::super::explain::render_hybrid(&c, "q", &a);
+        assert!(text.contains("decision inputs: support 0.00"), "{text}");
+        assert!(text.contains("decision: answered (fitted score"), "{text}");
         // A flat similarity profile is no evidence, however high.
         let flat: Vec<f32> = (0..60).map(|i| 0.6 + (i % 5) as f32 * 0.01).collect();
         let b = rank(&c, lexical, prepared.clone(), &hits, Some(&flat), "q", 5);
