@@ -7,7 +7,10 @@
 //! holds `catalog.json` and `queries_dev.json` (`{query, expected: [names], style}` each).
 //! `--queries FILE` reads the queries from FILE (a path, or a name inside DIR) instead.
 //! `--lexical` ranks without the semantic leg; `--dump FILE` writes each query's raw evidence;
-//! `--sweep` scores the same rankings for a range of evidence floors.
+//! `--features FILE` writes each query's "nothing fits" evidence and label, one JSON object a line
+//! (what `tools/search-eval/fit_decision.py` fits the decision on); `--explain` prints each miss
+//! explained as `troupe tools search --explain` does; `--sweep` scores the same rankings for a
+//! range of decision thresholds (log-odds).
 
 #![allow(clippy::print_stdout, reason = "a scoring program prints its figures")]
 
@@ -19,6 +22,7 @@ use std::time::Duration;
 use serde_json::Value;
 use troupe_tools::catalog_file::parse_catalog;
 use troupe_tools::search::Verdict;
+use troupe_tools::search::explain::render_hybrid;
 use troupe_tools::{Registry, ToolSearchConfig};
 
 #[derive(Default)]
@@ -48,7 +52,8 @@ fn run() -> Result<(), String> {
         .enumerate()
         .find(|(i, a)| {
             !a.starts_with("--")
-                && (*i == 0 || !matches!(args[i - 1].as_str(), "--dump" | "--queries"))
+                && (*i == 0
+                    || !matches!(args[i - 1].as_str(), "--dump" | "--queries" | "--features"))
         })
         .map(|(_, a)| a)
         .map(PathBuf::from)
@@ -76,6 +81,9 @@ fn run() -> Result<(), String> {
         catalog.semantic_wait(&config.home, Duration::from_secs(600))
     };
     let dump_path = value_of("--dump").map(PathBuf::from);
+    let features_path = value_of("--features").map(PathBuf::from);
+    let explain = args.iter().any(|a| a == "--explain");
+    let mut features = String::new();
     let sweep = args.iter().any(|a| a == "--sweep");
     let mut sweep_rows: Vec<SweepRow> = Vec::new();
     let mut dump = Vec::new();
@@ -92,6 +100,27 @@ fn run() -> Result<(), String> {
         if dump_path.is_some() {
             dump.push(dump_query(&catalog, q, text, semantic.as_deref()));
         }
+        if features_path.is_some() {
+            let rank = answer
+                .ranked
+                .iter()
+                .position(|m| expected.contains(&catalog.defs()[m.doc].name.as_str()));
+            features.push_str(&features_line(
+                text,
+                &style,
+                &expected,
+                rank,
+                &answer.verdict,
+            ));
+            features.push('\n');
+        }
+        let explained = || {
+            if explain {
+                format!("\n{}", render_hybrid(&catalog, text, &answer).trim_end())
+            } else {
+                String::new()
+            }
+        };
         let got: Vec<&str> = answer
             .matches()
             .iter()
@@ -112,17 +141,19 @@ fn run() -> Result<(), String> {
         s.n += 1;
         let v = &answer.verdict;
         let evidence = format!(
-            "cov {:.2} sim {:.3} margin {:.2}",
+            "cov {:.2} sim {:.3} margin {:.2} p {:.3}",
             v.coverage,
             v.similarity.unwrap_or(f32::NAN),
-            v.margin.unwrap_or(f64::NAN)
+            v.margin.unwrap_or(f64::NAN),
+            v.probability().unwrap_or(f64::NAN)
         );
         if expected.is_empty() {
             if got.is_empty() {
                 s.absent_ok += 1;
             } else {
                 misses.push(format!(
-                    "MISS [{style}] {text:?}: nothing fits, got {got:?} ({evidence})"
+                    "MISS [{style}] {text:?}: nothing fits, got {got:?} ({evidence}){}",
+                    explained()
                 ));
             }
             continue;
@@ -141,7 +172,8 @@ fn run() -> Result<(), String> {
                     .map(|m| catalog.defs()[m.doc].name.as_str())
                     .collect();
                 misses.push(format!(
-                    "MISS [{style}] {text:?}: expected {expected:?}, got {got:?} (ranked {ranked:?}; {evidence})"
+                    "MISS [{style}] {text:?}: expected {expected:?}, got {got:?} (ranked {ranked:?}; {evidence}){}",
+                    explained()
                 ));
             }
         }
@@ -183,7 +215,10 @@ fn run() -> Result<(), String> {
         let all = serde_json::json!({"tools": names, "queries": dump});
         std::fs::write(&path, all.to_string()).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    if verbose {
+    if let Some(path) = features_path {
+        std::fs::write(&path, features).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if verbose || explain {
         for m in &misses {
             println!("{m}");
         }
@@ -208,8 +243,8 @@ struct SweepRow {
     verdict: Verdict,
 }
 
-/// Recall@5 per style and absent precision for a range of evidence floors: how the "nothing
-/// fits" line trades answers for silence on this set.
+/// Recall@5 per style and absent precision for a range of log-odds thresholds: how the
+/// "nothing fits" line trades answers for silence on this set.
 fn print_sweep(rows: &[SweepRow]) {
     let mut styles: Vec<&str> = rows
         .iter()
@@ -218,13 +253,13 @@ fn print_sweep(rows: &[SweepRow]) {
         .collect();
     styles.sort_unstable();
     styles.dedup();
-    print!("floor ");
+    print!("logit ");
     for s in &styles {
         print!("{s:>9}");
     }
     println!("  overall   absent");
     for step in 0..=16 {
-        let floor = 2.0 + f64::from(step) * 0.25;
+        let floor = -4.0 + f64::from(step) * 0.5;
         print!("{floor:5.2} ");
         let (mut hit_all, mut n_all) = (0, 0);
         for s in &styles {
@@ -248,6 +283,32 @@ fn print_sweep(rows: &[SweepRow]) {
             silent as f64 / absent.len().max(1) as f64
         );
     }
+}
+
+/// One query's "nothing fits" evidence as a JSON line: `label` is 1 when some tool answers it,
+/// `rank` the position of its first right tool in the ranking (whatever the verdict), `ruled`
+/// whether a rule decided it before the fitted score (an exact name, or only absent services
+/// named), and `evidence` the fitted decision's inputs (null without a semantic margin).
+fn features_line(
+    text: &str,
+    style: &str,
+    expected: &[&str],
+    rank: Option<usize>,
+    v: &Verdict,
+) -> String {
+    let ruled = v.exact || (!v.absent_services.is_empty() && v.services.is_empty());
+    let evidence = v.evidence.map(|e| {
+        serde_json::json!({
+            "support": e.support, "margin": e.margin, "similarity": e.similarity, "gap": e.gap,
+            "agreement": e.agreement, "unknown": e.unknown, "length": e.length,
+            "service": e.service,
+        })
+    });
+    serde_json::json!({
+        "query": text, "style": style, "label": u8::from(!expected.is_empty()),
+        "rank": rank, "ruled": ruled, "fits": v.fits, "logit": v.logit, "evidence": evidence,
+    })
+    .to_string()
 }
 
 /// The raw evidence of one query, for exploring fusion and decision rules offline: the lexical

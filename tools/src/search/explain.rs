@@ -5,9 +5,8 @@
 use std::fmt::Write;
 
 use super::Catalog;
-use super::hybrid::{
-    COVERAGE_FLOOR, EVIDENCE_FLOOR, HybridAnswer, MIN_BACKGROUND_TOOLS, SUPPORT_WEIGHT,
-};
+use super::decision::{FITTED, probability};
+use super::hybrid::{COVERAGE_FLOOR, HybridAnswer, MIN_BACKGROUND_TOOLS};
 use super::semantic::SemanticReady;
 
 /// Explains the hybrid ranking of `query` (at most `limit` tools). `semantic` is the catalog's
@@ -54,14 +53,31 @@ pub fn render_hybrid(catalog: &Catalog, query: &str, answer: &HybridAnswer) -> S
         "lexical leg only (built without the semantic feature)"
     };
     let _ = writeln!(out, "  legs: {legs}");
-    let evidence = match (v.similarity, v.background, v.margin) {
-        (Some(sim), Some(bg), Some(margin)) => format!(
-            "lexical support {:.2} x {SUPPORT_WEIGHT} + semantic margin {margin:.2} sd = {:.2}, \
-             answered from {EVIDENCE_FLOOR:.2}; best similarity {sim:.3} over a catalog background of {bg:.3}",
-            v.coverage,
-            v.coverage * SUPPORT_WEIGHT + margin
-        ),
-        (Some(_), _, None) => format!(
+    let evidence = match (v.evidence, v.logit, v.background) {
+        (Some(e), Some(logit), Some(bg)) => {
+            let _ = writeln!(
+                out,
+                "  decision inputs: support {:.2}, margin {:.2} sd, similarity {:.3} (background \
+                 {bg:.3}), gap {:.2} sd, agreement {:.2}, unknown words {:.2}, length {:.2}, \
+                 service named {}",
+                e.support,
+                e.margin,
+                e.similarity,
+                e.gap,
+                e.agreement,
+                e.unknown,
+                e.length,
+                e.service
+            );
+            format!(
+                "fitted score {logit:.2} log-odds, probability {:.3}; answered from {:.2} log-odds \
+                 (probability {:.3})",
+                probability(logit),
+                FITTED.threshold,
+                probability(FITTED.threshold)
+            )
+        }
+        _ if v.similarity.is_some() => format!(
             "lexical support {:.2}, answered from {COVERAGE_FLOOR:.2}: fewer than {MIN_BACKGROUND_TOOLS} tools make no semantic background",
             v.coverage
         ),

@@ -5,7 +5,9 @@
 //!
 //! # Nothing fits
 //! Embeddings always find a nearest tool, and BM25 finds one for any shared word, so a hit is no
-//! evidence by itself. Two pieces of evidence are weighed together:
+//! evidence by itself. The evidence ([`Evidence`]) is weighed by a logistic regression fitted on
+//! labelled queries ([`super::decision`], where the coefficients and how to refit them live); its
+//! two main inputs:
 //! - **lexical support**: the largest share of the query's weight that one candidate holds
 //!   ([`LexicalIndex::coverage`], 0 to 1): rare words count most, and a word that no tool holds
 //!   (the typical sign of a service the catalog lacks, "gmail", "stripe") counts the most of all;
@@ -13,28 +15,24 @@
 //!   query's mean similarity to the whole catalog (its background). A margin, unlike a raw
 //!   similarity, means the same for a long sentence and a two-word query.
 //!
-//! A query is answered when `support × SUPPORT_WEIGHT + margin ≥ EVIDENCE_FLOOR`, so strong
-//! evidence from one leg suffices and moderate evidence from both does too. Until the embeddings
-//! are ready, or when the catalog is too small to make a background ([`MIN_BACKGROUND_TOOLS`]),
-//! there is no margin, and lexical support must reach [`COVERAGE_FLOOR`] alone. An exact tool name
-//! is always answered.
+//! and beside them the best similarity, its gap to the second, how far the legs agree on the
+//! first tool, the share of words no tool holds, the query's length and whether it names a served
+//! service. Until the embeddings are ready, or when the catalog is too small to make a background
+//! ([`MIN_BACKGROUND_TOOLS`]), there is no margin, and lexical support must reach
+//! [`COVERAGE_FLOOR`] alone. An exact tool name is always answered.
 //!
 //! The [`services`](super::services) a query names come first: one that no tool serves means
 //! nothing fits ("gmail send email" without Gmail tools) unless a served one is named too (then
 //! the absent one is the topic: "a GitHub issue about the Telegram bot"); when services are served,
 //! the lexical support is that of their tools for the query's other words ("slack delete message"
 //! is weighed by whether a Slack tool deletes, not by the "slack" every Slack tool holds).
-//!
-//! The two constants were set on a labelled set of 420 real MCP tools and 101 queries (kept
-//! outside this repository; its figures are in docs/benchmarks.md), as the line in the
-//! support × margin plane that best separates its no-answer queries from its answerable ones.
-//! They are constants of the method, not of any query.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::Catalog;
 use super::catalog::FastMap;
+use super::decision::{Evidence, FITTED, probability};
 use super::lexical::{LexicalIndex, PreparedQuery, QueryTerm};
 use super::semantic::{SemanticReady, default_embedder, embedding_text};
 use super::services::{services, stems_of};
@@ -55,10 +53,6 @@ pub const LEXICAL_WEIGHT: f64 = 1.0;
 pub const SEMANTIC_WEIGHT: f64 = 1.0;
 /// Lexical support that answers a query when the semantic leg has not run.
 pub const COVERAGE_FLOOR: f64 = 0.6;
-/// What full lexical support is worth in standard deviations of semantic margin.
-pub const SUPPORT_WEIGHT: f64 = 2.5;
-/// The weighed evidence (`support × SUPPORT_WEIGHT + margin`) that answers a query.
-pub const EVIDENCE_FLOOR: f64 = 4.25;
 /// Fewest tools whose similarities make a background: in a catalog of `n` tools no margin can
 /// exceed `sqrt(n - 1)` standard deviations, so below this size the margin says nothing and the
 /// decision rests on lexical support alone (as before the embeddings are ready).
@@ -139,21 +133,6 @@ fn named_services(
     named
 }
 
-/// The "nothing fits" decision from its evidence (see the module docs): `margin` is `None` when
-/// the semantic leg did not run.
-pub fn fits(exact: bool, support: f64, margin: Option<f64>) -> bool {
-    fits_at(exact, support, margin, EVIDENCE_FLOOR)
-}
-
-/// [`fits`] with `floor` in place of [`EVIDENCE_FLOOR`].
-fn fits_at(exact: bool, support: f64, margin: Option<f64>, floor: f64) -> bool {
-    exact
-        || match margin {
-            Some(margin) => support * SUPPORT_WEIGHT + margin >= floor,
-            None => support >= COVERAGE_FLOOR,
-        }
-}
-
 /// One tool of a hybrid answer, with why it is there.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HybridMatch {
@@ -189,6 +168,10 @@ pub struct Verdict {
     pub background: Option<f32>,
     /// The best similarity's distance from the background, in standard deviations.
     pub margin: Option<f64>,
+    /// The decision's inputs, when the semantic leg gave a margin.
+    pub evidence: Option<Evidence>,
+    /// The fitted log-odds that something fits ([`FITTED`] on `evidence`).
+    pub logit: Option<f64>,
     /// Services the query names that some tools serve; `coverage` is then the support of those
     /// tools for the query's other words.
     pub services: Vec<String>,
@@ -198,13 +181,23 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    /// Whether the same evidence would answer the query with `floor` as the evidence floor: the
-    /// decision itself at [`EVIDENCE_FLOOR`], and what tuning a floor compares.
-    pub fn answered_at(&self, floor: f64) -> bool {
+    /// Whether the same evidence would answer the query with `threshold` in place of the fitted
+    /// log-odds threshold: the decision itself at `FITTED.threshold`, and what a sweep compares.
+    pub fn answered_at(&self, threshold: f64) -> bool {
         // An absent service decides only alone: beside a served one it is the topic ("a GitHub
         // issue about the Telegram bot"), not where the work runs.
         let elsewhere = !self.absent_services.is_empty() && self.services.is_empty();
-        self.exact || (!elsewhere && fits_at(false, self.coverage, self.margin, floor))
+        self.exact
+            || (!elsewhere
+                && match self.logit {
+                    Some(logit) => logit >= threshold,
+                    None => self.coverage >= COVERAGE_FLOOR,
+                })
+    }
+
+    /// The fitted probability that something fits, when the fitted decision applied.
+    pub fn probability(&self) -> Option<f64> {
+        self.logit.map(probability)
     }
 }
 
@@ -327,6 +320,7 @@ fn rank(
     let mut background = None;
     let mut margin = None;
     let mut best_sim = None;
+    let mut gap = 0.0;
     if let Some(sims) = sims.filter(|s| s.len() == n && n > 0) {
         let mean = sims.iter().map(|&s| f64::from(s)).sum::<f64>() / n as f64;
         let var = sims
@@ -346,7 +340,11 @@ fn rank(
         best_sim = Some(top);
         background = Some(mean as f32);
         if n >= MIN_BACKGROUND_TOOLS {
-            margin = Some((f64::from(top) - mean) / var.sqrt().max(1e-6));
+            let sd = var.sqrt().max(1e-6);
+            margin = Some((f64::from(top) - mean) / sd);
+            gap = order
+                .get(1)
+                .map_or(0.0, |&second| f64::from(top - sims[second]) / sd);
         }
         for (i, &doc) in order.iter().take(LEG_DEPTH).enumerate() {
             let rank = i + 1;
@@ -390,6 +388,31 @@ fn rank(
             .map(|&(doc, _)| support_of(doc))
             .fold(0.0, f64::max),
     };
+    let evidence = margin.map(|margin| {
+        let typed = prepared.typed.len();
+        let unknown = prepared.typed.iter().filter(|t| lexical.df(t) == 0).count();
+        // A tool both legs rank first scores this much; exact names (infinite) are left out.
+        let best_fused = (LEXICAL_WEIGHT + SEMANTIC_WEIGHT) / (RRF_K + 1.0);
+        let first = fused
+            .iter()
+            .map(|&(_, s)| s)
+            .find(|s| s.is_finite())
+            .unwrap_or(0.0);
+        Evidence {
+            support: coverage,
+            margin,
+            similarity: best_sim.map_or(0.0, f64::from),
+            gap,
+            agreement: (first / best_fused).min(1.0),
+            unknown: if typed == 0 {
+                0.0
+            } else {
+                unknown as f64 / typed as f64
+            },
+            length: (1.0 + typed as f64).ln(),
+            service: if named.present.is_empty() { 0.0 } else { 1.0 },
+        }
+    });
     let mut verdict = Verdict {
         fits: false,
         exact: !exact.is_empty(),
@@ -397,10 +420,12 @@ fn rank(
         similarity: best_sim,
         background,
         margin,
+        logit: evidence.as_ref().map(|e| FITTED.logit(e)),
+        evidence,
         services: named.present,
         absent_services: named.absent,
     };
-    verdict.fits = verdict.answered_at(EVIDENCE_FLOOR);
+    verdict.fits = verdict.answered_at(FITTED.threshold);
     let ranked = fused
         .into_iter()
         .take(limit)
@@ -538,23 +563,6 @@ mod tests {
         assert!(a.ranked[0].lexical.is_some());
     }
 
-    #[test]
-    fn the_decision_weighs_both_legs_together() {
-        // Lexical support alone: enough without embeddings, weighed with the margin otherwise.
-        assert!(fits(false, 0.7, None) && !fits(false, 0.5, None));
-        assert!(fits(true, 0.0, Some(0.0)), "an exact name always fits");
-        // Strong evidence from one leg suffices...
-        assert!(fits(false, 0.0, Some(EVIDENCE_FLOOR)));
-        assert!(fits(false, EVIDENCE_FLOOR / SUPPORT_WEIGHT, Some(0.0)));
-        // ...moderate evidence from both does too, while either half alone does not.
-        let (support, margin) = (0.5, EVIDENCE_FLOOR - 0.5 * SUPPORT_WEIGHT);
-        assert!(fits(false, support, Some(margin)));
-        assert!(!fits(false, support, Some(margin - 0.5)));
-        assert!(!fits(false, 0.0, Some(margin)));
-        // Weak evidence from both is no answer.
-        assert!(!fits(false, 0.3, Some(3.0)));
-    }
-
     /// Sixty filler tools and a Slack one, with similarities that single out the Slack tool.
     fn slack_among_fillers() -> (Catalog, Vec<f32>) {
         let names: Vec<String> = (0..60).map(|i| format!("tool_{i}")).collect();
@@ -638,6 +646,23 @@ mod tests {
         let a = rank(&c, lexical, prepared.clone(), &hits, Some(&sims), "q", 5);
         assert!(a.verdict.fits, "{:?}", a.verdict);
         assert_eq!(names_of(&c, &a)[0], "tool_17");
+        // The decision's inputs: the singled-out tool stands far above the second, only the
+        // semantic leg found it (half the score of a tool both legs rank first), and none of
+        // the query's words is held by a tool.
+        let e = a.verdict.evidence.expect("a margin makes evidence");
+        assert_eq!(e.support, 0.0);
+        assert!(e.gap > 5.0 && e.margin > e.gap, "{e:?}");
+        assert!((e.agreement - 0.5).abs() < 1e-9, "{e:?}");
+        assert_eq!(e.unknown, 1.0);
+        assert_eq!(
+            e.length,
+            4f64.ln(),
+            "capture, browser, show: three typed words"
+        );
+        assert_eq!(a.verdict.logit, Some(FITTED.logit(&e)));
+        let text = super::super::explain::render_hybrid(&c, "q", &a);
+        assert!(text.contains("decision inputs: support 0.00"), "{text}");
+        assert!(text.contains("decision: answered (fitted score"), "{text}");
         // A flat similarity profile is no evidence, however high.
         let flat: Vec<f32> = (0..60).map(|i| 0.6 + (i % 5) as f32 * 0.01).collect();
         let b = rank(&c, lexical, prepared.clone(), &hits, Some(&flat), "q", 5);

@@ -10,7 +10,7 @@
 //! - [`hybrid`]: the default ranking ([`Catalog::hybrid_search`]): [`lexical`] (BM25F over
 //!   [`split`] words with the [`vocabulary`]'s expansions) fused with [`semantic`] (sentence
 //!   embeddings, computed in the background and cached on disk), and the "nothing fits" decision,
-//!   which also weighs the [`services`] a query names.
+//!   which also weighs the [`services`] a query names; its fitted coefficients are in [`decision`].
 //! - [`merged`]: the reference ranking over a catalog plus a query's connector tools.
 //! - [`explain`]: the rankings explained for people (`troupe tools search --explain`).
 //! - [`listing`]: the listing forms and [`listing::short_desc`].
@@ -21,6 +21,7 @@ pub mod assemble;
 pub mod bm25;
 pub mod bridge_schemas;
 pub mod catalog;
+pub mod decision;
 pub mod explain;
 pub mod hybrid;
 pub mod lexical;
@@ -34,5 +35,6 @@ pub mod vocabulary;
 
 pub use assemble::{Assembly, assemble, assemble_defs};
 pub use catalog::{Catalog, SourceKind, ToolSource};
+pub use decision::{Coefficients, Evidence};
 pub use hybrid::{HybridAnswer, HybridMatch, Verdict};
 pub use listing::{Listing, ListingForm};
