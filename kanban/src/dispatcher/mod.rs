@@ -242,6 +242,7 @@ impl DispatcherHandle {
             events: events.clone(),
             wake: Some(wake),
             wake_task: None,
+            sweep_task: None,
             deferred: Vec::new(),
             backoff: Duration::ZERO,
             paused_until: None,
@@ -400,6 +401,8 @@ pub struct Dispatcher {
     wake: Option<Box<dyn WakeSource>>,
     /// The task forwarding wake-ups; aborted on stop.
     wake_task: Option<tokio::task::JoinHandle<()>>,
+    /// The task sweeping the board's scheduled jobs; aborted on stop.
+    sweep_task: Option<tokio::task::JoinHandle<()>>,
     /// Claims whose task an older worker here has not finished with yet; each starts when
     /// that worker ends, so two runs of one task never overlap in this process.
     deferred: Vec<(Claim, Arc<WorkerProfile>, WorkerId)>,
@@ -431,6 +434,10 @@ impl Actor for Dispatcher {
         });
         if self.config.auto_dispatch {
             self.want(ctx, RoundKind::Full);
+            self.sweep_task = Some(actix::spawn(sweep_jobs(
+                Arc::clone(&self.store),
+                self.board.clone(),
+            )));
         }
         tracing::info!(board = %self.board, "dispatcher started");
     }
@@ -439,10 +446,27 @@ impl Actor for Dispatcher {
         if let Some(task) = self.wake_task.take() {
             task.abort();
         }
+        if let Some(task) = self.sweep_task.take() {
+            task.abort();
+        }
         for waiter in self.stop_waiters.drain(..) {
             let _ = waiter.send(());
         }
         tracing::info!(board = %self.board, "dispatcher stopped");
+    }
+}
+
+/// Fires the board's due jobs every [`SWEEP_INTERVAL`](crate::schedule::sweep::SWEEP_INTERVAL)
+/// (the tasks they make wake the rounds that claim them), until aborted.
+async fn sweep_jobs(store: Arc<dyn Store>, board: BoardSlug) {
+    let mut tick = tokio::time::interval(crate::schedule::sweep::SWEEP_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let report = crate::schedule::sweep::sweep(store.as_ref(), &board).await;
+        if !report.fired.is_empty() {
+            tracing::debug!(board = %board, fired = report.fired.len(), "scheduled jobs fired");
+        }
     }
 }
 

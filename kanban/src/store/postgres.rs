@@ -21,6 +21,7 @@ use crate::domain::{
 };
 use crate::store::backend::Backend;
 use crate::store::board_methods::board_methods;
+use crate::store::schedule_methods::schedule_methods;
 use crate::store::ops;
 use crate::store::postgres_error::{PgTxError, pg_error};
 use crate::store::postgres_schema::{self, MigrateOutcome};
@@ -435,6 +436,7 @@ impl Store for PostgresStore {
     }
 
     board_methods!(in_tx);
+    schedule_methods!(in_tx);
 }
 
 #[cfg(all(test, feature = "test-suite"))]

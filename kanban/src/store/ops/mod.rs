@@ -15,6 +15,7 @@ use crate::store::rules;
 
 mod board;
 mod lifecycle;
+mod schedules;
 
 // A task row as `create_task` builds it, for the rules' tests.
 #[cfg(test)]
@@ -24,6 +25,10 @@ pub(crate) use board::{
     add_comment, archive_board, assign_task, attach, attachment_content, attachments, board_links,
     comments, create_board, create_task, events_since, link, links, list_tasks, patch_task,
     record_run_usage, remove_attachment, run, runs, stats, task_context, task_events, unlink,
+};
+pub(crate) use schedules::{
+    create_job, delete_job, fire_next_job, job, job_history, jobs, note_sweep, run_job_now,
+    update_job,
 };
 pub(crate) use lifecycle::{
     archive, block, claim_many, claim_next, claim_task, complete, heartbeat, promote,
