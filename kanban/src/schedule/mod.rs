@@ -25,6 +25,9 @@ pub mod plan;
 pub mod sweep;
 pub mod timing;
 
+#[cfg(test)]
+mod tests;
+
 use serde::{Deserialize, Serialize};
 
 use crate::domain::{TaskId, Timestamp};
