@@ -43,6 +43,8 @@ mod kanban_reclaim;
 mod mcp_serve;
 mod openai_api;
 mod plugins;
+mod schedules_chat;
+mod schedules_multihost;
 mod secrets_cli;
 mod tools_search_cli;
 mod traces;
