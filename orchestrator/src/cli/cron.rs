@@ -187,7 +187,7 @@ async fn run_inner(args: CronArgs) -> Result<(), Failure> {
         }
         CronCommand::Create(a) => {
             let owner = a.owner.clone().unwrap_or_else(|| std::env::var("USER").unwrap_or_else(|_| "operator".into()));
-            let new = a.fields().into_new(&owner, &settings).map_err(Failure::usage)?;
+            let new = a.fields().into_new(&owner, &known(&settings)).map_err(Failure::usage)?;
             let job = store.create_job(&board, &new).await.map_err(usage_if_invalid)?;
             say(a.json, &job_view(&job), || {
                 format!("job {} ({}) created; next run {}", job.id, job.name, job.next_due.map(instant_text).unwrap_or_else(|| "never".into()))
@@ -255,7 +255,7 @@ fn patch_of(a: &JobArgs, settings: &KanbanSettings) -> Result<JobPatch, Failure>
     if a.owner.is_some() {
         return Err(Failure::usage("a job's owner does not change; remove it and create it again under the new owner"));
     }
-    a.fields().into_patch(settings).map_err(Failure::usage)
+    a.fields().into_patch(&known(settings)).map_err(Failure::usage)
 }
 
 /// Refused definitions are bad input (exit 2), not failures.
@@ -267,6 +267,10 @@ fn usage_if_invalid(e: troupe_kanban::StoreError) -> Failure {
         }
         other => other.into(),
     }
+}
+
+fn known(settings: &KanbanSettings) -> Vec<String> {
+    settings.profiles.keys().cloned().collect()
 }
 
 fn say(json: bool, value: &serde_json::Value, text: impl FnOnce() -> String) {

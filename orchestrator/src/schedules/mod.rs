@@ -14,8 +14,6 @@ use troupe_kanban::schedule::{
     DEFAULT_ZONE, Job, JobAction, JobPatch, JobRun, Missed, NewJob, Timing,
 };
 
-use crate::settings::kanban::KanbanSettings;
-
 pub use tool::{CRONJOB_TOOL, cronjob_tool};
 
 /// A task template as requests write it.
@@ -113,8 +111,8 @@ impl JobFields {
         self.until.as_deref().map(|u| parse_instant(u, zone)).transpose()
     }
 
-    /// A new job owned by `owner`, checked against the configured profiles.
-    pub fn into_new(self, owner: &str, settings: &KanbanSettings) -> Result<NewJob, String> {
+    /// A new job owned by `owner`, checked against the configured profiles (`known`).
+    pub fn into_new(self, owner: &str, known: &[String]) -> Result<NewJob, String> {
         let name = self
             .name
             .clone()
@@ -128,7 +126,7 @@ impl JobFields {
             "say what each run makes: `task` {title, body, assignee, parents} or `prompt` with \
              `profile`",
         )?;
-        check_profile(settings, &action)?;
+        check_profile(known, &action)?;
         Ok(NewJob {
             name,
             owner: owner.to_string(),
@@ -142,11 +140,11 @@ impl JobFields {
         })
     }
 
-    /// The change the fields describe, checked against the configured profiles.
-    pub fn into_patch(self, settings: &KanbanSettings) -> Result<JobPatch, String> {
+    /// The change the fields describe, checked against the configured profiles (`known`).
+    pub fn into_patch(self, known: &[String]) -> Result<JobPatch, String> {
         let action = self.action()?;
         if let Some(action) = &action {
-            check_profile(settings, action)?;
+            check_profile(known, action)?;
         }
         Ok(JobPatch {
             name: self.name.clone(),
@@ -171,18 +169,23 @@ pub fn parse_instant(text: &str, zone: &str) -> Result<Timestamp, String> {
     }
 }
 
-/// The profile a job's runs go to must be one the board's workers can run.
-pub fn check_profile(settings: &KanbanSettings, action: &JobAction) -> Result<(), String> {
+/// The profile a job's runs go to must be one of the configured profiles (`known`), which the
+/// board's workers run.
+pub fn check_profile(known: &[String], action: &JobAction) -> Result<(), String> {
     let Some(name) = action.profile() else {
         return Ok(());
     };
-    if settings.profiles.contains_key(name) {
+    if known.iter().any(|k| k == name) {
         return Ok(());
     }
+    let listed = if known.is_empty() {
+        "none".to_string()
+    } else {
+        known.join(", ")
+    };
     Err(format!(
-        "there is no profile {name:?} under profiles: in troupe.yaml (known: {}); name one of \
-         them, or add it there first",
-        crate::settings::kanban::known(&settings.profiles)
+        "there is no profile {name:?} under profiles: in troupe.yaml (known: {listed}); name one \
+         of them, or add it there first"
     ))
 }
 

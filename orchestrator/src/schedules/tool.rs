@@ -53,6 +53,10 @@ struct Board {
 }
 
 impl Board {
+    fn known(&self) -> Vec<String> {
+        self.settings.profiles.keys().cloned().collect()
+    }
+
     async fn open(&self) -> Result<&Kanban, String> {
         self.kanban
             .get_or_try_init(|| async {
@@ -93,7 +97,7 @@ pub fn cronjob_tool(settings: KanbanSettings, sessions: Option<SessionStore>) ->
                 let out: Value = match args.action {
                     Action::Create => {
                         let owner = owner_of(sessions.as_ref(), &ctx.session_id).await;
-                        let new = args.fields.into_new(&owner, &board.settings)?;
+                        let new = args.fields.into_new(&owner, &board.known())?;
                         let job = store.create_job(&slug, &new).await.map_err(|e| e.to_string())?;
                         json!({"created": job_view(&job)})
                     }
@@ -102,7 +106,7 @@ pub fn cronjob_tool(settings: KanbanSettings, sessions: Option<SessionStore>) ->
                         json!({"jobs": views_with_outcomes(store, &slug, &jobs).await})
                     }
                     Action::Update => {
-                        let patch = args.fields.clone().into_patch(&board.settings)?;
+                        let patch = args.fields.clone().into_patch(&board.known())?;
                         let job = store.update_job(&slug, &key()?, &patch).await.map_err(|e| e.to_string())?;
                         json!({"updated": job_view(&job)})
                     }
