@@ -44,6 +44,7 @@ mod mcp_serve;
 mod openai_api;
 mod plugins;
 mod schedules_chat;
+mod schedules_dashboard;
 mod schedules_multihost;
 mod secrets_cli;
 mod tools_search_cli;
