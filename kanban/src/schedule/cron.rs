@@ -16,7 +16,9 @@
 //! - a time that happens twice in a fall-back change (01:30 on a day the clocks go from 02:00
 //!   back to 01:00) fires once, at its first occurrence.
 
-use chrono::{DateTime, Datelike, Duration, LocalResult, NaiveDate, NaiveDateTime, TimeZone, Timelike, Utc};
+use chrono::{
+    DateTime, Datelike, Duration, LocalResult, NaiveDate, NaiveDateTime, TimeZone, Timelike, Utc,
+};
 use chrono_tz::Tz;
 
 use super::ScheduleError;
@@ -53,12 +55,37 @@ struct Field {
 }
 
 const FIELDS: [Field; 5] = [
-    Field { name: "minute", min: 0, max: 59, names: &[] },
-    Field { name: "hour", min: 0, max: 23, names: &[] },
-    Field { name: "day of month", min: 1, max: 31, names: &[] },
-    Field { name: "month", min: 1, max: 12, names: &MONTHS },
+    Field {
+        name: "minute",
+        min: 0,
+        max: 59,
+        names: &[],
+    },
+    Field {
+        name: "hour",
+        min: 0,
+        max: 23,
+        names: &[],
+    },
+    Field {
+        name: "day of month",
+        min: 1,
+        max: 31,
+        names: &[],
+    },
+    Field {
+        name: "month",
+        min: 1,
+        max: 12,
+        names: &MONTHS,
+    },
     // 7 is accepted for Sunday and folded onto 0.
-    Field { name: "day of week", min: 0, max: 7, names: &WEEKDAYS },
+    Field {
+        name: "day of week",
+        min: 0,
+        max: 7,
+        names: &WEEKDAYS,
+    },
 ];
 
 impl CronExpr {
@@ -72,19 +99,25 @@ impl CronExpr {
             "@daily" | "@midnight" => "0 0 * * *".to_string(),
             "@hourly" => "0 * * * *".to_string(),
             other if other.starts_with('@') => {
-                return Err(bad(text, format!(
-                    "{other} is not a known shorthand; use @hourly, @daily, @weekly, @monthly or @yearly"
-                )));
+                return Err(bad(
+                    text,
+                    format!(
+                        "{other} is not a known shorthand; use @hourly, @daily, @weekly, @monthly or @yearly"
+                    ),
+                ));
             }
             _ => trimmed.to_string(),
         };
         let parts: Vec<&str> = expanded.split_whitespace().collect();
         if parts.len() != 5 {
-            return Err(bad(text, format!(
-                "it has {} field(s); a cron expression has five: minute hour day-of-month month \
+            return Err(bad(
+                text,
+                format!(
+                    "it has {} field(s); a cron expression has five: minute hour day-of-month month \
                  day-of-week, for example \"30 2 * * 1-5\" (02:30 on weekdays)",
-                parts.len()
-            )));
+                    parts.len()
+                ),
+            ));
         }
         let mut sets = [0u64; 5];
         for (i, (part, field)) in parts.iter().zip(FIELDS.iter()).enumerate() {
@@ -137,7 +170,9 @@ impl CronExpr {
                     }
                     for minute in 0..60u32 {
                         if self.minutes & (1 << minute) == 0
-                            || (date == first_day && hour == start.hour() && minute < start.minute())
+                            || (date == first_day
+                                && hour == start.hour()
+                                && minute < start.minute())
                         {
                             continue;
                         }
@@ -198,10 +233,16 @@ fn parse_field(part: &str, field: &Field) -> Result<u64, String> {
         let (range, step) = match item.split_once('/') {
             Some((r, s)) => {
                 let step: u32 = s.parse().map_err(|_| {
-                    format!("the {} step {s:?} is not a number; write it like */15", field.name)
+                    format!(
+                        "the {} step {s:?} is not a number; write it like */15",
+                        field.name
+                    )
                 })?;
                 if step == 0 {
-                    return Err(format!("the {} step is 0; a step is at least 1", field.name));
+                    return Err(format!(
+                        "the {} step is 0; a step is at least 1",
+                        field.name
+                    ));
                 }
                 (r, step)
             }

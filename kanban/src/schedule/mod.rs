@@ -67,7 +67,9 @@ pub enum ScheduleError {
         why: String,
     },
     /// An `every` schedule below the minimum.
-    #[error("schedule {schedule:?} is shorter than the minimum interval of 1 s; use \"every 1s\" or longer")]
+    #[error(
+        "schedule {schedule:?} is shorter than the minimum interval of 1 s; use \"every 1s\" or longer"
+    )]
     IntervalTooShort {
         /// What was sent.
         schedule: String,

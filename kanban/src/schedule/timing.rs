@@ -60,14 +60,18 @@ impl Timing {
         match self {
             Timing::Cron(expr, tz) => {
                 let after = DateTime::<Utc>::from_timestamp_millis(after.0)?;
-                expr.next_after(after, *tz).map(|t| Timestamp(t.timestamp_millis()))
+                expr.next_after(after, *tz)
+                    .map(|t| Timestamp(t.timestamp_millis()))
             }
             Timing::Every(period) => {
                 if after.0 < anchor.0 {
                     return Some(anchor);
                 }
                 let steps = (after.0 - anchor.0) / period + 1;
-                steps.checked_mul(*period)?.checked_add(anchor.0).map(Timestamp)
+                steps
+                    .checked_mul(*period)?
+                    .checked_add(anchor.0)
+                    .map(Timestamp)
             }
             Timing::Once(at) => (*at > after).then_some(*at),
         }

@@ -243,7 +243,9 @@ pub enum StoreError {
     Schedule(#[from] crate::schedule::ScheduleError),
 
     /// No scheduled job has that id or name on the board.
-    #[error("there is no scheduled job {key:?} on board {board}; list them with `troupe cron list`")]
+    #[error(
+        "there is no scheduled job {key:?} on board {board}; list them with `troupe cron list`"
+    )]
     JobNotFound {
         /// The board searched.
         board: BoardSlug,
@@ -252,7 +254,9 @@ pub enum StoreError {
     },
 
     /// Another job on the board has that name.
-    #[error("board {board} already has a scheduled job named {name:?}; pick another name or update that job")]
+    #[error(
+        "board {board} already has a scheduled job named {name:?}; pick another name or update that job"
+    )]
     JobNameTaken {
         /// The board.
         board: BoardSlug,

@@ -18,15 +18,15 @@ mod error;
 mod ops;
 mod postgres;
 mod postgres_error;
+mod postgres_schedules;
 mod postgres_schema;
 mod postgres_tx;
 mod rows;
 mod rules;
 mod schedule_backend;
 mod schedule_methods;
-mod postgres_schedules;
-mod sqlite_schedules;
 mod sqlite;
+mod sqlite_schedules;
 mod sqlite_schema;
 mod sqlite_tx;
 #[cfg(feature = "test-suite")]
@@ -43,12 +43,12 @@ pub use postgres::{BoardChanged, BoardChanges, PostgresOptions, PostgresStore};
 pub use rules::effective_failure_limit;
 pub use sqlite::{SqliteOptions, SqliteStore};
 
-use crate::schedule::{Job, JobPatch, JobRun, NewJob};
 use crate::domain::{
     Attachment, Board, BoardSlug, BoardStats, Comment, Event, EventId, Lease, Link, NewAttachment,
     NewBoard, NewTask, Run, RunId, Task, TaskFilter, TaskId, TaskLinks, TaskPatch, Timestamp,
     WorkerId,
 };
+use crate::schedule::{Job, JobPatch, JobRun, NewJob};
 
 /// The future every [`Store`] method returns.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
@@ -544,8 +544,12 @@ pub trait Store: Send + Sync + 'static {
     /// Removes a job and its history; the tasks it made stay.
     fn delete_job(&self, board: &BoardSlug, key: &str) -> StoreFuture<'_, Job>;
     /// A job's recorded runs, newest first, each with its task's status.
-    fn job_history(&self, board: &BoardSlug, key: &str, limit: usize)
-    -> StoreFuture<'_, Vec<JobRun>>;
+    fn job_history(
+        &self,
+        board: &BoardSlug,
+        key: &str,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<JobRun>>;
     /// Runs a job now by hand (its task is made at once); the schedule is not moved.
     fn run_job_now(&self, board: &BoardSlug, key: &str) -> StoreFuture<'_, JobRun>;
     /// Notes that a dispatcher swept the board's jobs now (a long gap since the last sweep is

@@ -109,10 +109,16 @@ impl ScheduleBackend for PgTx<'_, '_> {
 
     async fn delete_job_row(&self, id: &str) -> TxResult<()> {
         let board = self.board.as_str();
-        self.exec("DELETE FROM kanban_schedule_runs WHERE board = $1 AND job_id = $2", &[&board, &id])
-            .await?;
-        self.exec("DELETE FROM kanban_schedule_jobs WHERE board = $1 AND id = $2", &[&board, &id])
-            .await?;
+        self.exec(
+            "DELETE FROM kanban_schedule_runs WHERE board = $1 AND job_id = $2",
+            &[&board, &id],
+        )
+        .await?;
+        self.exec(
+            "DELETE FROM kanban_schedule_jobs WHERE board = $1 AND id = $2",
+            &[&board, &id],
+        )
+        .await?;
         Ok(())
     }
 
@@ -178,7 +184,10 @@ impl ScheduleBackend for PgTx<'_, '_> {
         let now = self.now().0;
         // The common case reads and writes nothing more: another sweep was just here.
         let quick = self
-            .row("SELECT swept_at FROM kanban_schedule_clock WHERE board = $1", &[&board])
+            .row(
+                "SELECT swept_at FROM kanban_schedule_clock WHERE board = $1",
+                &[&board],
+            )
             .await?;
         if let Some(row) = &quick {
             let last: i64 = row.try_get(0)?;

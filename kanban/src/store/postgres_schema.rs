@@ -137,7 +137,7 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (board, id),
         UNIQUE (board, name)
     );
-    CREATE INDEX kanban_schedule_jobs_fire_at ON kanban_schedule_jobs(board, fire_at)
+    CREATE INDEX kanban_schedule_jobs_fire_at ON kanban_schedule_jobs(board, fire_at, id)
         WHERE fire_at IS NOT NULL;
     CREATE TABLE kanban_schedule_runs (
         board TEXT NOT NULL,

@@ -33,7 +33,11 @@ macro_rules! schedule_methods {
             $run!(self, board, write, |t| ops::update_job(t, &key, &patch))
         }
 
-        fn delete_job(&self, board: &BoardSlug, key: &str) -> StoreFuture<'_, crate::schedule::Job> {
+        fn delete_job(
+            &self,
+            board: &BoardSlug,
+            key: &str,
+        ) -> StoreFuture<'_, crate::schedule::Job> {
             let key = key.to_string();
             $run!(self, board, write, |t| ops::delete_job(t, &key))
         }

@@ -23,8 +23,8 @@ use crate::domain::{
 };
 use crate::store::backend::{Backend, run_ready};
 use crate::store::board_methods::board_methods;
-use crate::store::schedule_methods::schedule_methods;
 use crate::store::ops;
+use crate::store::schedule_methods::schedule_methods;
 use crate::store::sqlite_schema::{self, MigrateOutcome};
 use crate::store::sqlite_tx::{Tx, TxResult, db_error};
 use crate::store::{

@@ -20,7 +20,11 @@ fn decode_job(r: &Row<'_>) -> rusqlite::Result<Job> {
 fn decode_run(r: &Row<'_>) -> rusqlite::Result<JobRun> {
     let kind: String = r.get(3)?;
     let kind = FireKind::parse(&kind).ok_or_else(|| {
-        rusqlite::Error::FromSqlConversionFailure(3, Type::Text, format!("unknown run kind {kind:?}").into())
+        rusqlite::Error::FromSqlConversionFailure(
+            3,
+            Type::Text,
+            format!("unknown run kind {kind:?}").into(),
+        )
     })?;
     let task: Option<String> = r.get(5)?;
     let task_id = task
@@ -48,7 +52,9 @@ const RUN_COLS: &str = "job_id, due_at, fired_at, kind, covers, task_id";
 
 impl ScheduleBackend for Tx<'_> {
     async fn all_jobs(&self) -> TxResult<Vec<Job>> {
-        let mut stmt = self.c.prepare_cached("SELECT job FROM schedule_jobs ORDER BY name")?;
+        let mut stmt = self
+            .c
+            .prepare_cached("SELECT job FROM schedule_jobs ORDER BY name")?;
         let rows = stmt.query_map([], decode_job)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
@@ -77,21 +83,39 @@ impl ScheduleBackend for Tx<'_> {
 
     async fn insert_job(&self, job: &Job) -> TxResult<()> {
         self.c
-            .prepare_cached("INSERT INTO schedule_jobs (id, name, fire_at, job) VALUES (?1, ?2, ?3, ?4)")?
-            .execute(params![job.id, job.name, job.fire_at().map(|t| t.0), encode(job)])?;
+            .prepare_cached(
+                "INSERT INTO schedule_jobs (id, name, fire_at, job) VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![
+                job.id,
+                job.name,
+                job.fire_at().map(|t| t.0),
+                encode(job)
+            ])?;
         Ok(())
     }
 
     async fn write_job(&self, job: &Job) -> TxResult<()> {
         self.c
-            .prepare_cached("UPDATE schedule_jobs SET name = ?2, fire_at = ?3, job = ?4 WHERE id = ?1")?
-            .execute(params![job.id, job.name, job.fire_at().map(|t| t.0), encode(job)])?;
+            .prepare_cached(
+                "UPDATE schedule_jobs SET name = ?2, fire_at = ?3, job = ?4 WHERE id = ?1",
+            )?
+            .execute(params![
+                job.id,
+                job.name,
+                job.fire_at().map(|t| t.0),
+                encode(job)
+            ])?;
         Ok(())
     }
 
     async fn delete_job_row(&self, id: &str) -> TxResult<()> {
-        self.c.prepare_cached("DELETE FROM schedule_runs WHERE job_id = ?1")?.execute([id])?;
-        self.c.prepare_cached("DELETE FROM schedule_jobs WHERE id = ?1")?.execute([id])?;
+        self.c
+            .prepare_cached("DELETE FROM schedule_runs WHERE job_id = ?1")?
+            .execute([id])?;
+        self.c
+            .prepare_cached("DELETE FROM schedule_jobs WHERE id = ?1")?
+            .execute([id])?;
         Ok(())
     }
 

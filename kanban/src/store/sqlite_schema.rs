@@ -120,7 +120,7 @@ const MIGRATIONS: &[&str] = &[
         fire_at INTEGER,
         job TEXT NOT NULL
     );
-    CREATE INDEX schedule_jobs_fire_at ON schedule_jobs(fire_at) WHERE fire_at IS NOT NULL;
+    CREATE INDEX schedule_jobs_fire_at ON schedule_jobs(fire_at, id) WHERE fire_at IS NOT NULL;
     CREATE TABLE schedule_runs (
         job_id TEXT NOT NULL,
         due_at INTEGER NOT NULL,

@@ -20,7 +20,6 @@ use troupe_actors::model::{
     ModelError, ModelProvider, ModelRequest, ModelResponse, Script, ScriptTurn, ScriptedProvider,
 };
 use troupe_actors::supervisor::Supervisor;
-use troupe_kanban::schedule::{Job, JobPatch, JobRun, NewJob};
 use troupe_kanban::dispatcher::{DispatcherConfig, DispatcherEvent, DispatcherHandle};
 use troupe_kanban::domain::{
     Attachment, Board as BoardInfo, BoardSlug, BoardStats, Comment, Event, EventId, Lease,
@@ -29,6 +28,7 @@ use troupe_kanban::domain::{
 };
 use troupe_kanban::hooks::DispatcherHooks;
 use troupe_kanban::profiles::Profiles;
+use troupe_kanban::schedule::{Job, JobPatch, JobRun, NewJob};
 use troupe_kanban::store::{
     BlockRequest, Claim, ClaimSpec, Completion, Created, Failure, FailureOutcome, Reclaimed,
     SqliteStore, Store, StoreError, StoreFuture, Transitioned,

@@ -13,14 +13,21 @@ use troupe_kanban::schedule::JobPatch;
 use super::error::CliError as Failure;
 use super::kanban::load_settings;
 use crate::kanban_api::Kanban;
-use crate::schedules::{JobFields, TaskTemplate, instant_text, job_view, run_view, views_with_outcomes};
+use crate::schedules::{
+    JobFields, TaskTemplate, instant_text, job_view, run_view, views_with_outcomes,
+};
 use crate::settings::kanban::KanbanSettings;
 
 /// `troupe cron`: jobs that make board work on a schedule.
 #[derive(Debug, Args)]
 pub(crate) struct CronArgs {
     /// The board store: a directory (SQLite) or a postgres:// URL. Overrides kanban.store.
-    #[arg(long, global = true, env = "TROUPE_KANBAN_STORE", value_name = "URL|PATH")]
+    #[arg(
+        long,
+        global = true,
+        env = "TROUPE_KANBAN_STORE",
+        value_name = "URL|PATH"
+    )]
     store: Option<String>,
     /// The board (default: TROUPE_KANBAN_BOARD, else the switched-to board, else `default`).
     #[arg(long, global = true, value_name = "SLUG")]
@@ -171,7 +178,10 @@ pub(crate) async fn run(args: CronArgs) -> i32 {
 async fn run_inner(args: CronArgs) -> Result<(), Failure> {
     let (_config, settings) = load_settings(args.config.as_ref(), args.store.as_deref())?;
     let kanban = Kanban::open(settings.clone()).await.map_err(|e| {
-        Failure::failed(format!("cannot open the {}: {e}", settings.store.describe()))
+        Failure::failed(format!(
+            "cannot open the {}: {e}",
+            settings.store.describe()
+        ))
     })?;
     let board = kanban.resolve_board(args.board.as_deref()).await?;
     let store = kanban.store().as_ref();
@@ -186,38 +196,73 @@ async fn run_inner(args: CronArgs) -> Result<(), Failure> {
             }
         }
         CronCommand::Create(a) => {
-            let owner = a.owner.clone().unwrap_or_else(|| std::env::var("USER").unwrap_or_else(|_| "operator".into()));
-            let new = a.fields().into_new(&owner, &known(&settings)).map_err(Failure::usage)?;
-            let job = store.create_job(&board, &new).await.map_err(usage_if_invalid)?;
+            let owner = a
+                .owner
+                .clone()
+                .unwrap_or_else(|| std::env::var("USER").unwrap_or_else(|_| "operator".into()));
+            let new = a
+                .fields()
+                .into_new(&owner, &known(&settings))
+                .map_err(Failure::usage)?;
+            let job = store
+                .create_job(&board, &new)
+                .await
+                .map_err(usage_if_invalid)?;
             say(a.json, &job_view(&job), || {
-                format!("job {} ({}) created; next run {}", job.id, job.name, job.next_due.map(instant_text).unwrap_or_else(|| "never".into()))
+                format!(
+                    "job {} ({}) created; next run {}",
+                    job.id,
+                    job.name,
+                    job.next_due
+                        .map(instant_text)
+                        .unwrap_or_else(|| "never".into())
+                )
             });
         }
         CronCommand::Update { job, fields } => {
             let patch = patch_of(&fields, &settings)?;
-            let updated = store.update_job(&board, &job, &patch).await.map_err(usage_if_invalid)?;
-            say(fields.json, &job_view(&updated), || format!("job {} updated ({})", updated.id, updated.state()));
+            let updated = store
+                .update_job(&board, &job, &patch)
+                .await
+                .map_err(usage_if_invalid)?;
+            say(fields.json, &job_view(&updated), || {
+                format!("job {} updated ({})", updated.id, updated.state())
+            });
         }
         CronCommand::Pause { job, json } => pause(store, &board, &job, true, json).await?,
         CronCommand::Resume { job, json } => pause(store, &board, &job, false, json).await?,
         CronCommand::Run { job, json } => {
             let run = store.run_job_now(&board, &job).await?;
             say(json, &run_view(&run), || {
-                format!("job {} ran now: task {}", run.job_id, run.task_id.as_ref().map(|t| t.as_str()).unwrap_or("-"))
+                format!(
+                    "job {} ran now: task {}",
+                    run.job_id,
+                    run.task_id.as_ref().map(|t| t.as_str()).unwrap_or("-")
+                )
             });
         }
         CronCommand::Rm { job, json } => {
             let gone = store.delete_job(&board, &job).await?;
-            say(json, &json!({"removed": gone.id, "name": gone.name}), || format!("job {} ({}) removed", gone.id, gone.name));
+            say(
+                json,
+                &json!({"removed": gone.id, "name": gone.name}),
+                || format!("job {} ({}) removed", gone.id, gone.name),
+            );
         }
         CronCommand::History { job, limit, json } => {
             let runs = store.job_history(&board, &job, limit).await?;
             if json {
-                println!("{}", pretty(&json!(runs.iter().map(run_view).collect::<Vec<_>>())));
+                println!(
+                    "{}",
+                    pretty(&json!(runs.iter().map(run_view).collect::<Vec<_>>()))
+                );
             } else if runs.is_empty() {
                 println!("no runs yet");
             } else {
-                println!("{:<22} {:<22} {:<9} {:>6} {:<12} OUTCOME", "DUE", "FIRED", "KIND", "COVERS", "TASK");
+                println!(
+                    "{:<22} {:<22} {:<9} {:>6} {:<12} OUTCOME",
+                    "DUE", "FIRED", "KIND", "COVERS", "TASK"
+                );
                 for r in &runs {
                     println!(
                         "{:<22} {:<22} {:<9} {:>6} {:<12} {}",
@@ -247,24 +292,31 @@ async fn pause(
         ..JobPatch::default()
     };
     let job = store.update_job(board, job, &patch).await?;
-    say(json, &job_view(&job), || format!("job {} is {}", job.id, job.state()));
+    say(json, &job_view(&job), || {
+        format!("job {} is {}", job.id, job.state())
+    });
     Ok(())
 }
 
 fn patch_of(a: &JobArgs, settings: &KanbanSettings) -> Result<JobPatch, Failure> {
     if a.owner.is_some() {
-        return Err(Failure::usage("a job's owner does not change; remove it and create it again under the new owner"));
+        return Err(Failure::usage(
+            "a job's owner does not change; remove it and create it again under the new owner",
+        ));
     }
-    a.fields().into_patch(&known(settings)).map_err(Failure::usage)
+    a.fields()
+        .into_patch(&known(settings))
+        .map_err(Failure::usage)
 }
 
 /// Refused definitions are bad input (exit 2), not failures.
 fn usage_if_invalid(e: troupe_kanban::StoreError) -> Failure {
     use troupe_kanban::StoreError;
     match e {
-        StoreError::Schedule(_) | StoreError::JobNameTaken { .. } | StoreError::Invalid(_) | StoreError::TaskNotFound { .. } => {
-            Failure::usage(e.to_string())
-        }
+        StoreError::Schedule(_)
+        | StoreError::JobNameTaken { .. }
+        | StoreError::Invalid(_)
+        | StoreError::TaskNotFound { .. } => Failure::usage(e.to_string()),
         other => other.into(),
     }
 }
@@ -290,8 +342,13 @@ fn table(board: &BoardSlug, views: &[serde_json::Value]) -> String {
     if views.is_empty() {
         return format!("no scheduled jobs on board {board}; add one with `troupe cron create`\n");
     }
-    let text = |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("-").to_string();
-    let mut out = format!("{:<11} {:<20} {:<20} {:<7} {:<22} LAST\n", "ID", "NAME", "SCHEDULE", "STATE", "NEXT RUN");
+    let text = |v: &serde_json::Value, k: &str| {
+        v.get(k).and_then(|x| x.as_str()).unwrap_or("-").to_string()
+    };
+    let mut out = format!(
+        "{:<11} {:<20} {:<20} {:<7} {:<22} LAST\n",
+        "ID", "NAME", "SCHEDULE", "STATE", "NEXT RUN"
+    );
     for v in views {
         let _ = writeln!(
             out,

@@ -308,9 +308,17 @@ fn table() -> RouteTable {
         .at("patch", "/api/schedules/{id}", patch(schedules::update))
         .at("delete", "/api/schedules/{id}", delete(schedules::remove))
         .at("post", "/api/schedules/{id}/pause", post(schedules::pause))
-        .at("post", "/api/schedules/{id}/resume", post(schedules::resume))
+        .at(
+            "post",
+            "/api/schedules/{id}/resume",
+            post(schedules::resume),
+        )
         .at("post", "/api/schedules/{id}/run", post(schedules::run_now))
-        .at("get", "/api/schedules/{id}/history", get(schedules::history))
+        .at(
+            "get",
+            "/api/schedules/{id}/history",
+            get(schedules::history),
+        )
         .at("get", FEED_PATH, get(feed::upgrade))
         // The OpenAI-compatible API.
         .at("get", "/v1/models", get(openai::models::list))

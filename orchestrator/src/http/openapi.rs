@@ -276,7 +276,11 @@ fn job_fields_schema() -> Value {
 
 /// The scheduled-jobs routes.
 fn schedule_paths() -> serde_json::Map<String, Value> {
-    let job_id = path_param("id", "string", "The job's id (j_ and 8 hex digits) or name.");
+    let job_id = path_param(
+        "id",
+        "string",
+        "The job's id (j_ and 8 hex digits) or name.",
+    );
     let fields = body(json!({"$ref": "#/components/schemas/JobFields"}));
     let mut paths = serde_json::Map::new();
     paths.insert("/api/schedules".into(), json!({
@@ -290,8 +294,14 @@ fn schedule_paths() -> serde_json::Map<String, Value> {
     }));
     for (path, summary) in [
         ("/api/schedules/{id}/pause", "Pause a job."),
-        ("/api/schedules/{id}/resume", "Resume a job, counting from now."),
-        ("/api/schedules/{id}/run", "Run a job now, by hand; its schedule is not moved."),
+        (
+            "/api/schedules/{id}/resume",
+            "Resume a job, counting from now.",
+        ),
+        (
+            "/api/schedules/{id}/run",
+            "Run a job now, by hand; its schedule is not moved.",
+        ),
     ] {
         paths.insert(path.into(), json!({"post": op(summary, json!([job_id.clone(), board_param()]), None, 200, &[400, 401, 404])}));
     }

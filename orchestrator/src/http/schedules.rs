@@ -70,7 +70,10 @@ pub async fn create(
     ApiJson(body): ApiJson<CreateJob>,
 ) -> Result<Response, ApiError> {
     let board = board_of(&state, q.board.as_deref())?;
-    let owner = body.owner.filter(|o| !o.trim().is_empty()).unwrap_or_else(|| "http".into());
+    let owner = body
+        .owner
+        .filter(|o| !o.trim().is_empty())
+        .unwrap_or_else(|| "http".into());
     let new = body
         .fields
         .into_new(&owner, &state.troupe.profile_names())
@@ -117,7 +120,12 @@ pub async fn remove(
     Ok(Json(json!({"removed": job.id, "name": job.name})))
 }
 
-async fn set_paused(state: &HttpState, id: &str, q: &ScheduleQuery, paused: bool) -> Result<Json<Value>, ApiError> {
+async fn set_paused(
+    state: &HttpState,
+    id: &str,
+    q: &ScheduleQuery,
+    paused: bool,
+) -> Result<Json<Value>, ApiError> {
     let board = board_of(state, q.board.as_deref())?;
     let patch = JobPatch {
         paused: Some(paused),
@@ -167,5 +175,7 @@ pub async fn history(
         .store
         .job_history(&board, &id, q.limit.unwrap_or(50))
         .await?;
-    Ok(Json(json!({"runs": runs.iter().map(run_view).collect::<Vec<_>>()})))
+    Ok(Json(
+        json!({"runs": runs.iter().map(run_view).collect::<Vec<_>>()}),
+    ))
 }

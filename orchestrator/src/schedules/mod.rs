@@ -87,9 +87,11 @@ impl JobFields {
                 }))
             }
             (None, Some(prompt)) => {
-                let profile = self.profile.clone().filter(|p| !p.trim().is_empty()).ok_or(
-                    "`prompt` needs `profile`: the profile that answers it".to_string(),
-                )?;
+                let profile = self
+                    .profile
+                    .clone()
+                    .filter(|p| !p.trim().is_empty())
+                    .ok_or("`prompt` needs `profile`: the profile that answers it".to_string())?;
                 Ok(Some(JobAction::Prompt {
                     prompt: prompt.clone(),
                     profile,
@@ -108,7 +110,10 @@ impl JobFields {
 
     fn until(&self) -> Result<Option<Timestamp>, String> {
         let zone = self.timezone.as_deref().unwrap_or(DEFAULT_ZONE);
-        self.until.as_deref().map(|u| parse_instant(u, zone)).transpose()
+        self.until
+            .as_deref()
+            .map(|u| parse_instant(u, zone))
+            .transpose()
     }
 
     /// A new job owned by `owner`, checked against the configured profiles (`known`).
@@ -118,10 +123,14 @@ impl JobFields {
             .clone()
             .filter(|n| !n.trim().is_empty())
             .ok_or("`name` is missing; send a short unique name such as \"nightly-report\"")?;
-        let schedule = self.schedule.clone().filter(|s| !s.trim().is_empty()).ok_or(
-            "`schedule` is missing; send a cron expression (\"0 9 * * 1-5\"), an interval \
+        let schedule = self
+            .schedule
+            .clone()
+            .filter(|s| !s.trim().is_empty())
+            .ok_or(
+                "`schedule` is missing; send a cron expression (\"0 9 * * 1-5\"), an interval \
              (\"every 10m\") or an ISO-8601 instant",
-        )?;
+            )?;
         let action = self.action()?.ok_or(
             "say what each run makes: `task` {title, body, assignee, parents} or `prompt` with \
              `profile`",

@@ -61,7 +61,10 @@ impl Board {
         self.kanban
             .get_or_try_init(|| async {
                 Kanban::open(self.settings.clone()).await.map_err(|e| {
-                    format!("the board store ({}) could not be opened: {e}", self.settings.store.describe())
+                    format!(
+                        "the board store ({}) could not be opened: {e}",
+                        self.settings.store.describe()
+                    )
                 })
             })
             .await

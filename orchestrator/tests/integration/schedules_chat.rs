@@ -40,8 +40,17 @@ async fn output(mut command: Command) -> std::process::Output {
 }
 
 fn cron_json(dir: &Path, args: &[&str]) -> Value {
-    let out = troupe(dir).arg("cron").args(args).arg("--json").output().unwrap();
-    assert!(out.status.success(), "troupe cron {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = troupe(dir)
+        .arg("cron")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "troupe cron {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -74,9 +83,18 @@ async fn a_job_made_in_chat_is_listed_fired_by_a_worker_and_recorded() {
     )
     .unwrap();
     let mut chat = troupe(dir.path());
-    chat.args(["chat", "-q", "check the service every second, twice", "--json"]);
+    chat.args([
+        "chat",
+        "-q",
+        "check the service every second, twice",
+        "--json",
+    ]);
     let out = output(chat).await;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // The first call was refused with the known profiles named; the second made the job.
     let sent = server.requests();
@@ -90,7 +108,10 @@ async fn a_job_made_in_chat_is_listed_fired_by_a_worker_and_recorded() {
         tool_texts.iter().any(|t| t.contains("no profile \\\"nobody\\\"") || t.contains("no profile \"nobody\"")),
         "{tool_texts:?}"
     );
-    assert!(tool_texts.iter().any(|t| t.contains("checker")), "{tool_texts:?}");
+    assert!(
+        tool_texts.iter().any(|t| t.contains("checker")),
+        "{tool_texts:?}"
+    );
 
     let list = cron_json(dir.path(), &["list"]);
     let jobs = list.as_array().unwrap();
@@ -100,7 +121,10 @@ async fn a_job_made_in_chat_is_listed_fired_by_a_worker_and_recorded() {
     assert_eq!(job["schedule"], "every 1s");
     assert_eq!(job["state"], "active");
     assert!(job["next_run"].is_string(), "{job}");
-    assert_eq!(job["owner"], "default", "a chat session without a profile owns it as default");
+    assert_eq!(
+        job["owner"], "default",
+        "a chat session without a profile owns it as default"
+    );
 
     // A worker fires it; each made task is run to done by the scripted worker.
     let mut worker = troupe(dir.path());
@@ -122,8 +146,15 @@ async fn a_job_made_in_chat_is_listed_fired_by_a_worker_and_recorded() {
     let _ = worker.wait();
     let runs = history.as_array().unwrap();
     assert_eq!(runs.len(), 2, "max_runs 2: {history}");
-    assert!(runs.iter().all(|r| r["outcome"] == "done" && r["kind"] == "on_time"), "{history}");
-    assert!(runs.iter().all(|r| r["task_id"].as_str().is_some_and(|t| t.starts_with("t_"))));
+    assert!(
+        runs.iter()
+            .all(|r| r["outcome"] == "done" && r["kind"] == "on_time"),
+        "{history}"
+    );
+    assert!(
+        runs.iter()
+            .all(|r| r["task_id"].as_str().is_some_and(|t| t.starts_with("t_")))
+    );
 
     // Two runs, then the job ended; the list says so with its last outcome.
     let list = cron_json(dir.path(), &["list"]);

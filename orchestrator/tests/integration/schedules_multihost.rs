@@ -69,12 +69,17 @@ impl Setup {
     /// `troupe cron ARGS`, which must succeed; its stdout.
     fn cron(&self, args: &[&str]) -> String {
         let out = self.troupe().arg("cron").args(args).output().unwrap();
-        assert!(out.status.success(), "troupe cron {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "troupe cron {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     fn job_id(&self, name: &str) -> String {
-        let list: serde_json::Value = serde_json::from_str(&self.cron(&["list", "--json"])).unwrap();
+        let list: serde_json::Value =
+            serde_json::from_str(&self.cron(&["list", "--json"])).unwrap();
         list.as_array()
             .unwrap()
             .iter()
@@ -95,7 +100,9 @@ impl Setup {
             .process_group(0);
         // SAFETY: one prctl call between fork and exec, async-signal-safe.
         unsafe {
-            c.pre_exec(|| nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from));
+            c.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+            });
         }
         Worker {
             child: c.spawn().unwrap(),
@@ -140,7 +147,10 @@ impl Setup {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        panic!("the tasks of {job} were not all done in a minute: {:?}", self.tasks(job).await);
+        panic!(
+            "the tasks of {job} were not all done in a minute: {:?}",
+            self.tasks(job).await
+        );
     }
 }
 
@@ -176,10 +186,17 @@ fn log_of(dir: &Path, name: &str) -> String {
 fn assert_each_due_time_once(runs: &[(i64, String, Option<String>)], tasks: &[(String, String)]) {
     let made: Vec<&String> = runs.iter().filter_map(|r| r.2.as_ref()).collect();
     let unique: HashSet<&String> = made.iter().copied().collect();
-    assert_eq!(unique.len(), made.len(), "a task stands for two runs: {runs:?}");
+    assert_eq!(
+        unique.len(),
+        made.len(),
+        "a task stands for two runs: {runs:?}"
+    );
     let ids: HashSet<&String> = tasks.iter().map(|t| &t.0).collect();
     assert_eq!(ids.len(), made.len(), "tasks {tasks:?} vs runs {runs:?}");
-    assert!(made.iter().all(|t| ids.contains(t)), "a run names a task that is not there");
+    assert!(
+        made.iter().all(|t| ids.contains(t)),
+        "a run names a task that is not there"
+    );
     let dues: Vec<i64> = runs.iter().map(|r| r.0).collect();
     assert!(dues.windows(2).all(|w| w[1] > w[0]), "{dues:?}");
 }
@@ -187,7 +204,17 @@ fn assert_each_due_time_once(runs: &[(i64, String, Option<String>)], tasks: &[(S
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_workers_fire_each_second_once_with_one_killed() {
     let Some(s) = setup().await else { return };
-    s.cron(&["create", "--name", "tick", "--schedule", "every 1s", "--title", "tick", "--assignee", PROFILE]);
+    s.cron(&[
+        "create",
+        "--name",
+        "tick",
+        "--schedule",
+        "every 1s",
+        "--title",
+        "tick",
+        "--assignee",
+        PROFILE,
+    ]);
     let job = s.job_id("tick");
     let mut workers = vec![s.worker("w0"), s.worker("w1"), s.worker("w2")];
     // 20 s of due times (shortened from 30 s to keep the suite's time; a kill half-way still
@@ -199,25 +226,61 @@ async fn three_workers_fire_each_second_once_with_one_killed() {
     s.wait_done(&job).await;
     let runs = s.runs(&job).await;
     let tasks = s.tasks(&job).await;
-    assert!(runs.len() >= 15, "a run each second for 20 s: {} runs\n{}", runs.len(), log_of(s.dir.path(), "w0"));
+    assert!(
+        runs.len() >= 15,
+        "a run each second for 20 s: {} runs\n{}",
+        runs.len(),
+        log_of(s.dir.path(), "w0")
+    );
     assert_each_due_time_once(&runs, &tasks);
     // Every due time from the first to the last, each once, all on time.
     let dues: Vec<i64> = runs.iter().map(|r| r.0).collect();
-    assert!(dues.windows(2).all(|w| w[1] - w[0] == 1000), "a due time was skipped or doubled: {dues:?}");
+    assert!(
+        dues.windows(2).all(|w| w[1] - w[0] == 1000),
+        "a due time was skipped or doubled: {dues:?}"
+    );
     assert!(runs.iter().all(|r| r.1 == "on_time"), "{runs:?}");
     // The history as `troupe cron history` shows it: every run's task done.
-    let history: serde_json::Value = serde_json::from_str(&s.cron(&["history", "tick", "--json", "--limit", "1000"])).unwrap();
+    let history: serde_json::Value =
+        serde_json::from_str(&s.cron(&["history", "tick", "--json", "--limit", "1000"])).unwrap();
     let history = history.as_array().unwrap();
     assert_eq!(history.len(), runs.len());
-    assert!(history.iter().all(|r| r["outcome"] == "done"), "{history:?}");
+    assert!(
+        history.iter().all(|r| r["outcome"] == "done"),
+        "{history:?}"
+    );
     drop(workers);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_an_outage_run_once_catches_up_once_and_skip_makes_nothing() {
     let Some(s) = setup().await else { return };
-    s.cron(&["create", "--name", "catchup", "--schedule", "every 1s", "--title", "c", "--assignee", PROFILE, "--missed", "run_once"]);
-    s.cron(&["create", "--name", "skipper", "--schedule", "every 1s", "--title", "s", "--assignee", PROFILE, "--missed", "skip"]);
+    s.cron(&[
+        "create",
+        "--name",
+        "catchup",
+        "--schedule",
+        "every 1s",
+        "--title",
+        "c",
+        "--assignee",
+        PROFILE,
+        "--missed",
+        "run_once",
+    ]);
+    s.cron(&[
+        "create",
+        "--name",
+        "skipper",
+        "--schedule",
+        "every 1s",
+        "--title",
+        "s",
+        "--assignee",
+        PROFILE,
+        "--missed",
+        "skip",
+    ]);
     let (catchup, skipper) = (s.job_id("catchup"), s.job_id("skipper"));
     let mut first = s.worker("before");
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -234,8 +297,15 @@ async fn after_an_outage_run_once_catches_up_once_and_skip_makes_nothing() {
 
     let runs = s.runs(&catchup).await;
     let kinds: Vec<&str> = runs.iter().map(|r| r.1.as_str()).collect();
-    assert_eq!(kinds.iter().filter(|k| **k == "catch_up").count(), 1, "one catch-up: {runs:?}");
-    assert!(kinds.iter().filter(|k| **k == "on_time").count() >= 4, "{runs:?}");
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "catch_up").count(),
+        1,
+        "one catch-up: {runs:?}"
+    );
+    assert!(
+        kinds.iter().filter(|k| **k == "on_time").count() >= 4,
+        "{runs:?}"
+    );
     assert_each_due_time_once(&runs, &s.tasks(&catchup).await);
     let covers: i64 = s
         .admin
@@ -246,7 +316,10 @@ async fn after_an_outage_run_once_catches_up_once_and_skip_makes_nothing() {
         .await
         .unwrap()
         .get(0);
-    assert!(covers >= 8, "the catch-up stands for the ~10 missed seconds: {covers}");
+    assert!(
+        covers >= 8,
+        "the catch-up stands for the ~10 missed seconds: {covers}"
+    );
 
     let runs = s.runs(&skipper).await;
     let skipped: Vec<_> = runs.iter().filter(|r| r.1 == "skipped").collect();
@@ -254,6 +327,10 @@ async fn after_an_outage_run_once_catches_up_once_and_skip_makes_nothing() {
     assert_eq!(skipped[0].2, None, "a skip makes no task");
     assert_eq!(runs.iter().filter(|r| r.1 == "catch_up").count(), 0);
     let tasks = s.tasks(&skipper).await;
-    assert_eq!(tasks.len(), runs.iter().filter(|r| r.1 == "on_time").count(), "no task for the outage");
+    assert_eq!(
+        tasks.len(),
+        runs.iter().filter(|r| r.1 == "on_time").count(),
+        "no task for the outage"
+    );
     assert_each_due_time_once(&runs, &tasks);
 }

@@ -26,14 +26,14 @@ pub(crate) use board::{
     comments, create_board, create_task, events_since, link, links, list_tasks, patch_task,
     record_run_usage, remove_attachment, run, runs, stats, task_context, task_events, unlink,
 };
-pub(crate) use schedules::{
-    create_job, delete_job, fire_next_job, job, job_history, jobs, note_sweep, run_job_now,
-    update_job,
-};
 pub(crate) use lifecycle::{
     archive, block, claim_many, claim_next, claim_task, complete, heartbeat, promote,
     reclaim_expired, record_failure, release, request_changes, request_review,
     requeue_rate_limited, schedule, specify, unblock,
+};
+pub(crate) use schedules::{
+    create_job, delete_job, fire_next_job, job, job_history, jobs, note_sweep, run_job_now,
+    update_job,
 };
 
 fn non_empty(field: &'static str, value: &str, example: &str) -> Result<(), ModelError> {

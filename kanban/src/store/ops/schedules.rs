@@ -26,15 +26,28 @@ fn invalid(field: &'static str, why: impl Into<String>) -> StoreError {
 async fn check_fields<B: ScheduleBackend>(b: &B, job: &Job) -> Result<(), B::Error> {
     let name = job.name.trim();
     if name.is_empty() || name.chars().count() > NAME_MAX {
-        return Err(invalid("name", "send a name of 1 to 100 characters, such as \"nightly-report\"").into());
+        return Err(invalid(
+            "name",
+            "send a name of 1 to 100 characters, such as \"nightly-report\"",
+        )
+        .into());
     }
     if job.owner.trim().is_empty() {
         return Err(invalid("owner", "send who makes the job (a profile or a person)").into());
     }
     match &job.action {
-        JobAction::Task { title, assignee, parents, .. } => {
+        JobAction::Task {
+            title,
+            assignee,
+            parents,
+            ..
+        } => {
             if title.trim().is_empty() {
-                return Err(invalid("task.title", "send a one-line title for the tasks the job makes").into());
+                return Err(invalid(
+                    "task.title",
+                    "send a one-line title for the tasks the job makes",
+                )
+                .into());
             }
             if assignee.as_deref().is_some_and(|a| a.trim().is_empty()) {
                 return Err(invalid("task.assignee", "send a profile name, or no assignee").into());
@@ -85,7 +98,9 @@ fn start(job: &mut Job, now: Timestamp) -> Result<(), StoreError> {
     job.next_due = plan::first_due(job, &timing, now);
     if job.next_due.is_none() && job.runs == 0 {
         let why = match (job.until, &timing) {
-            (Some(_), _) => "its first due time is after its `until`; move `until` later".to_string(),
+            (Some(_), _) => {
+                "its first due time is after its `until`; move `until` later".to_string()
+            }
             _ => "the schedule has no future time; check the day and month fields".to_string(),
         };
         return Err(ScheduleError::NeverDue {
@@ -99,13 +114,20 @@ fn start(job: &mut Job, now: Timestamp) -> Result<(), StoreError> {
 
 fn fresh_job_id() -> String {
     let bytes = uuid::Uuid::new_v4().into_bytes();
-    format!("j_{:02x}{:02x}{:02x}{:02x}", bytes[0], bytes[1], bytes[2], bytes[3])
+    format!(
+        "j_{:02x}{:02x}{:02x}{:02x}",
+        bytes[0], bytes[1], bytes[2], bytes[3]
+    )
 }
 
 pub(crate) async fn create_job<B: ScheduleBackend>(b: &B, new: &NewJob) -> Result<Job, B::Error> {
     ensure_live(b).await?;
     let now = b.now();
-    let zone = new.timezone.as_deref().map(str::trim).filter(|z| !z.is_empty());
+    let zone = new
+        .timezone
+        .as_deref()
+        .map(str::trim)
+        .filter(|z| !z.is_empty());
     let mut job = Job {
         id: fresh_job_id(),
         name: new.name.trim().to_string(),
@@ -220,12 +242,23 @@ pub(crate) async fn delete_job<B: ScheduleBackend>(b: &B, key: &str) -> Result<J
 /// The task a run of `job` for `due` makes; its idempotency key names the job and due time.
 fn task_for(job: &Job, due: Timestamp, kind: FireKind) -> NewTask {
     let (title, body, assignee, parents) = match &job.action {
-        JobAction::Task { title, body, assignee, parents } => {
-            (title.clone(), body.clone(), assignee.clone(), parents.clone())
-        }
-        JobAction::Prompt { prompt, profile } => {
-            (job.name.clone(), prompt.clone(), Some(profile.clone()), Vec::new())
-        }
+        JobAction::Task {
+            title,
+            body,
+            assignee,
+            parents,
+        } => (
+            title.clone(),
+            body.clone(),
+            assignee.clone(),
+            parents.clone(),
+        ),
+        JobAction::Prompt { prompt, profile } => (
+            job.name.clone(),
+            prompt.clone(),
+            Some(profile.clone()),
+            Vec::new(),
+        ),
     };
     let mut new = NewTask::new(title);
     new.body = body;
