@@ -434,7 +434,7 @@ impl Actor for Dispatcher {
         });
         if self.config.auto_dispatch {
             self.want(ctx, RoundKind::Full);
-            self.sweep_task = Some(actix::spawn(sweep_jobs(
+            self.sweep_task = Some(actix::spawn(crate::schedule::sweep::sweep_every_interval(
                 Arc::clone(&self.store),
                 self.board.clone(),
             )));
@@ -453,20 +453,6 @@ impl Actor for Dispatcher {
             let _ = waiter.send(());
         }
         tracing::info!(board = %self.board, "dispatcher stopped");
-    }
-}
-
-/// Fires the board's due jobs every [`SWEEP_INTERVAL`](crate::schedule::sweep::SWEEP_INTERVAL)
-/// (the tasks they make wake the rounds that claim them), until aborted.
-async fn sweep_jobs(store: Arc<dyn Store>, board: BoardSlug) {
-    let mut tick = tokio::time::interval(crate::schedule::sweep::SWEEP_INTERVAL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let report = crate::schedule::sweep::sweep(store.as_ref(), &board).await;
-        if !report.fired.is_empty() {
-            tracing::debug!(board = %board, fired = report.fired.len(), "scheduled jobs fired");
-        }
     }
 }
 

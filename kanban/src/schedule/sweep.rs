@@ -2,6 +2,7 @@
 //! transaction each until none is due. Any number of dispatchers, on any number of hosts, may
 //! sweep one board at once; the store makes each due time fire once.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{JobRun, SWEEP_LIMIT};
@@ -52,4 +53,18 @@ pub async fn sweep(store: &dyn Store, board: &BoardSlug) -> SweepReport {
         }
     }
     report
+}
+
+/// Sweeps `board` every [`SWEEP_INTERVAL`] until the task is aborted: what a running dispatcher
+/// does besides its rounds (the tasks a sweep makes wake the rounds that claim them).
+pub async fn sweep_every_interval(store: Arc<dyn Store>, board: BoardSlug) {
+    let mut tick = tokio::time::interval(SWEEP_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let report = sweep(store.as_ref(), &board).await;
+        if !report.fired.is_empty() {
+            tracing::debug!(board = %board, fired = report.fired.len(), "scheduled jobs fired");
+        }
+    }
 }
