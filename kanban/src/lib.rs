@@ -22,6 +22,8 @@
 //! - [`profiles`]: the named agent configurations tasks are assigned to; [`hooks`]: observers.
 //! - [`workspace`]: where a worker does a task's work ([`workspace::Workspaces`]).
 //! - [`run_history`]: the calls an earlier run left cut off, read back for the next run.
+//! - [`schedule`]: jobs that make tasks by themselves on a cron, interval or one-time schedule,
+//!   each due time exactly once across hosts.
 //!
 //! # Example
 //!
@@ -57,6 +59,7 @@ pub mod hooks;
 pub mod profiles;
 pub mod reports;
 pub mod run_history;
+pub mod schedule;
 pub mod store;
 pub mod worker;
 pub mod worker_context;

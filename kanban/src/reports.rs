@@ -118,4 +118,7 @@ pub struct DispatchReport {
     pub skipped_cooldown: Vec<TaskId>,
     /// Store errors met along the way (the round went on past them).
     pub errors: Vec<String>,
+    /// Tasks made by scheduled jobs this round fired.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scheduled: Vec<TaskId>,
 }

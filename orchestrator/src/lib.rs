@@ -44,6 +44,7 @@ mod mcp_server;
 pub mod observability;
 pub mod plugins;
 pub mod runtime;
+pub mod schedules;
 pub mod sessions;
 pub mod settings;
 pub mod tool_fn;

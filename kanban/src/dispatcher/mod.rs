@@ -242,6 +242,7 @@ impl DispatcherHandle {
             events: events.clone(),
             wake: Some(wake),
             wake_task: None,
+            sweep_task: None,
             deferred: Vec::new(),
             backoff: Duration::ZERO,
             paused_until: None,
@@ -400,6 +401,8 @@ pub struct Dispatcher {
     wake: Option<Box<dyn WakeSource>>,
     /// The task forwarding wake-ups; aborted on stop.
     wake_task: Option<tokio::task::JoinHandle<()>>,
+    /// The task sweeping the board's scheduled jobs; aborted on stop.
+    sweep_task: Option<tokio::task::JoinHandle<()>>,
     /// Claims whose task an older worker here has not finished with yet; each starts when
     /// that worker ends, so two runs of one task never overlap in this process.
     deferred: Vec<(Claim, Arc<WorkerProfile>, WorkerId)>,
@@ -431,12 +434,19 @@ impl Actor for Dispatcher {
         });
         if self.config.auto_dispatch {
             self.want(ctx, RoundKind::Full);
+            self.sweep_task = Some(actix::spawn(crate::schedule::sweep::sweep_every_interval(
+                Arc::clone(&self.store),
+                self.board.clone(),
+            )));
         }
         tracing::info!(board = %self.board, "dispatcher started");
     }
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         if let Some(task) = self.wake_task.take() {
+            task.abort();
+        }
+        if let Some(task) = self.sweep_task.take() {
             task.abort();
         }
         for waiter in self.stop_waiters.drain(..) {

@@ -163,7 +163,17 @@ pub(super) async fn run_round(input: RoundInput) -> RoundOutput {
     }
     output.ran = true;
 
-    // 2. Reclaim and promote (not in a dry run: it changes nothing).
+    // 2. Fire due scheduled jobs (full rounds only; a running dispatcher also sweeps every
+    // second on its own), then reclaim and promote (not in a dry run: it changes nothing).
+    if input.kind == RoundKind::Full && !input.dry_run {
+        let swept = crate::schedule::sweep::sweep(store, board).await;
+        output.report.scheduled = swept.fired.into_iter().filter_map(|r| r.task_id).collect();
+        if let Some(error) = swept.error
+            && note(&mut output, "firing scheduled jobs", error).is_err()
+        {
+            return output;
+        }
+    }
     if !input.dry_run {
         match store.reclaim_expired(board).await {
             Ok(reclaimed) => {

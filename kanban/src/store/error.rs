@@ -238,6 +238,41 @@ pub enum StoreError {
         reason: String,
     },
 
+    /// A scheduled job's definition was refused.
+    #[error(transparent)]
+    Schedule(#[from] crate::schedule::ScheduleError),
+
+    /// No scheduled job has that id or name on the board.
+    #[error(
+        "there is no scheduled job {key:?} on board {board}; list them with `troupe cron list`"
+    )]
+    JobNotFound {
+        /// The board searched.
+        board: BoardSlug,
+        /// The id or name asked for.
+        key: String,
+    },
+
+    /// Another job on the board has that name.
+    #[error(
+        "board {board} already has a scheduled job named {name:?}; pick another name or update that job"
+    )]
+    JobNameTaken {
+        /// The board.
+        board: BoardSlug,
+        /// The name.
+        name: String,
+    },
+
+    /// Another transaction recorded this due time of the job first (it fired there).
+    #[error("job {job} already fired for due time {}; nothing was made twice", due_at.0)]
+    JobAlreadyFired {
+        /// The job.
+        job: String,
+        /// The due time.
+        due_at: crate::domain::Timestamp,
+    },
+
     /// The thread running a blocking database call stopped before answering.
     #[error("the store's database thread stopped before answering: {0}")]
     WorkerGone(String),
@@ -255,7 +290,10 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            StoreError::Busy { .. } | StoreError::Conflict { .. } | StoreError::Unavailable { .. }
+            StoreError::Busy { .. }
+                | StoreError::Conflict { .. }
+                | StoreError::Unavailable { .. }
+                | StoreError::JobAlreadyFired { .. }
         )
     }
 }

@@ -18,11 +18,15 @@ mod error;
 mod ops;
 mod postgres;
 mod postgres_error;
+mod postgres_schedules;
 mod postgres_schema;
 mod postgres_tx;
 mod rows;
 mod rules;
+mod schedule_backend;
+mod schedule_methods;
 mod sqlite;
+mod sqlite_schedules;
 mod sqlite_schema;
 mod sqlite_tx;
 #[cfg(feature = "test-suite")]
@@ -44,6 +48,7 @@ use crate::domain::{
     NewBoard, NewTask, Run, RunId, Task, TaskFilter, TaskId, TaskLinks, TaskPatch, Timestamp,
     WorkerId,
 };
+use crate::schedule::{Job, JobPatch, JobRun, NewJob};
 
 /// The future every [`Store`] method returns.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
@@ -523,6 +528,36 @@ pub trait Store: Send + Sync + 'static {
         worker: Option<&WorkerId>,
         error: &str,
     ) -> StoreFuture<'_, Task>;
+
+    // ---- schedules (see `crate::schedule`) ----
+
+    /// Makes a scheduled job; its definition is checked (schedule, zone, name unique on the
+    /// board, parents present) and its first due time computed.
+    fn create_job(&self, board: &BoardSlug, job: &NewJob) -> StoreFuture<'_, Job>;
+    /// Every job of the board, by name.
+    fn jobs(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Job>>;
+    /// One job, by id or name; [`StoreError::JobNotFound`] when there is none.
+    fn job(&self, board: &BoardSlug, key: &str) -> StoreFuture<'_, Job>;
+    /// Changes a job (pausing and resuming included); a new schedule, zone or end starts
+    /// counting again from now.
+    fn update_job(&self, board: &BoardSlug, key: &str, patch: &JobPatch) -> StoreFuture<'_, Job>;
+    /// Removes a job and its history; the tasks it made stay.
+    fn delete_job(&self, board: &BoardSlug, key: &str) -> StoreFuture<'_, Job>;
+    /// A job's recorded runs, newest first, each with its task's status.
+    fn job_history(
+        &self,
+        board: &BoardSlug,
+        key: &str,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<JobRun>>;
+    /// Runs a job now by hand (its task is made at once); the schedule is not moved.
+    fn run_job_now(&self, board: &BoardSlug, key: &str) -> StoreFuture<'_, JobRun>;
+    /// Notes that a dispatcher swept the board's jobs now (a long gap since the last sweep is
+    /// recorded as an outage; due times inside it count as missed).
+    fn note_sweep(&self, board: &BoardSlug) -> StoreFuture<'_, ()>;
+    /// Fires the job due earliest, if any: in one transaction, takes its (job, due time) row,
+    /// makes its task and moves it to its next due time. `None` when nothing is due.
+    fn fire_next_job(&self, board: &BoardSlug) -> StoreFuture<'_, Option<JobRun>>;
 }
 
 /// A task's budget as stored: JSON, or `NULL` for none (or one that limits nothing).

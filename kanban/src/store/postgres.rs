@@ -25,6 +25,7 @@ use crate::store::ops;
 use crate::store::postgres_error::{PgTxError, pg_error};
 use crate::store::postgres_schema::{self, MigrateOutcome};
 use crate::store::postgres_tx::{PgTx, TxResult, board_from_row, channel_name};
+use crate::store::schedule_methods::schedule_methods;
 use crate::store::{
     BlockRequest, Claim, ClaimSpec, Completion, Created, Failure, FailureOutcome, Reclaimed, Store,
     StoreError, StoreFuture, TaskContext, Transitioned,
@@ -435,6 +436,7 @@ impl Store for PostgresStore {
     }
 
     board_methods!(in_tx);
+    schedule_methods!(in_tx);
 }
 
 #[cfg(all(test, feature = "test-suite"))]

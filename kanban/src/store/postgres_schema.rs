@@ -126,6 +126,36 @@ const MIGRATIONS: &[&str] = &[
     // 3: what a task's runs may spend, and the trace they continue.
     "ALTER TABLE kanban_tasks ADD COLUMN budget TEXT; \
      ALTER TABLE kanban_tasks ADD COLUMN traceparent TEXT;",
+    // 4: scheduled jobs, their runs (one row per job and due time), and the sweep clock.
+    r#"
+    CREATE TABLE kanban_schedule_jobs (
+        board TEXT NOT NULL,
+        id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        fire_at BIGINT,
+        job TEXT NOT NULL,
+        PRIMARY KEY (board, id),
+        UNIQUE (board, name)
+    );
+    CREATE INDEX kanban_schedule_jobs_fire_at ON kanban_schedule_jobs(board, fire_at, id)
+        WHERE fire_at IS NOT NULL;
+    CREATE TABLE kanban_schedule_runs (
+        board TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        due_at BIGINT NOT NULL,
+        fired_at BIGINT NOT NULL,
+        kind TEXT NOT NULL,
+        covers BIGINT NOT NULL,
+        task_id TEXT,
+        PRIMARY KEY (board, job_id, due_at)
+    );
+    CREATE TABLE kanban_schedule_clock (
+        board TEXT PRIMARY KEY,
+        swept_at BIGINT NOT NULL,
+        outage_from BIGINT,
+        outage_to BIGINT
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

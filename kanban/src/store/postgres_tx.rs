@@ -32,7 +32,7 @@ const CLOCK: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 pub(crate) type TxResult<T> = Result<T, PgTxError>;
 
 /// A query parameter.
-type Param<'p> = &'p (dyn ToSql + Sync);
+pub(crate) type Param<'p> = &'p (dyn ToSql + Sync);
 
 /// Reading rows back: a value that does not parse means the board holds foreign data.
 struct Reader<'r> {
@@ -183,17 +183,17 @@ impl PgTx<'_, '_> {
         Ok(())
     }
 
-    async fn rows(&self, sql: &str, params: &[Param<'_>]) -> TxResult<Vec<Row>> {
+    pub(crate) async fn rows(&self, sql: &str, params: &[Param<'_>]) -> TxResult<Vec<Row>> {
         let stmt = self.tx.prepare_cached(sql).await?;
         Ok(self.tx.query(&stmt, params).await?)
     }
 
-    async fn row(&self, sql: &str, params: &[Param<'_>]) -> TxResult<Option<Row>> {
+    pub(crate) async fn row(&self, sql: &str, params: &[Param<'_>]) -> TxResult<Option<Row>> {
         let stmt = self.tx.prepare_cached(sql).await?;
         Ok(self.tx.query_opt(&stmt, params).await?)
     }
 
-    async fn exec(&self, sql: &str, params: &[Param<'_>]) -> TxResult<u64> {
+    pub(crate) async fn exec(&self, sql: &str, params: &[Param<'_>]) -> TxResult<u64> {
         let stmt = self.tx.prepare_cached(sql).await?;
         Ok(self.tx.execute(&stmt, params).await?)
     }
@@ -300,6 +300,9 @@ impl PgTx<'_, '_> {
             "kanban_task_comments",
             "kanban_task_links",
             "kanban_tasks",
+            "kanban_schedule_runs",
+            "kanban_schedule_jobs",
+            "kanban_schedule_clock",
         ] {
             self.exec(&format!("DELETE FROM {table} WHERE board = $1"), &[&slug])
                 .await?;

@@ -24,6 +24,7 @@ use crate::domain::{
 use crate::store::backend::{Backend, run_ready};
 use crate::store::board_methods::board_methods;
 use crate::store::ops;
+use crate::store::schedule_methods::schedule_methods;
 use crate::store::sqlite_schema::{self, MigrateOutcome};
 use crate::store::sqlite_tx::{Tx, TxResult, db_error};
 use crate::store::{
@@ -554,4 +555,5 @@ impl Store for SqliteStore {
     }
 
     board_methods!(on_board_file);
+    schedule_methods!(on_board_file);
 }

@@ -112,6 +112,31 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE task_runs ADD COLUMN usage TEXT;",
     // 3: what a task's runs may spend, and the trace they continue.
     "ALTER TABLE tasks ADD COLUMN budget TEXT; ALTER TABLE tasks ADD COLUMN traceparent TEXT;",
+    // 4: scheduled jobs, their runs (one row per job and due time), and the sweep clock.
+    r#"
+    CREATE TABLE schedule_jobs (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        fire_at INTEGER,
+        job TEXT NOT NULL
+    );
+    CREATE INDEX schedule_jobs_fire_at ON schedule_jobs(fire_at, id) WHERE fire_at IS NOT NULL;
+    CREATE TABLE schedule_runs (
+        job_id TEXT NOT NULL,
+        due_at INTEGER NOT NULL,
+        fired_at INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        covers INTEGER NOT NULL,
+        task_id TEXT,
+        PRIMARY KEY (job_id, due_at)
+    );
+    CREATE TABLE schedule_clock (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        swept_at INTEGER NOT NULL,
+        outage_from INTEGER,
+        outage_to INTEGER
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

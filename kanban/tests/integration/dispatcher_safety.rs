@@ -28,6 +28,7 @@ use troupe_kanban::domain::{
 };
 use troupe_kanban::hooks::DispatcherHooks;
 use troupe_kanban::profiles::Profiles;
+use troupe_kanban::schedule::{Job, JobPatch, JobRun, NewJob};
 use troupe_kanban::store::{
     BlockRequest, Claim, ClaimSpec, Completion, Created, Failure, FailureOutcome, Reclaimed,
     SqliteStore, Store, StoreError, StoreFuture, Transitioned,
@@ -331,6 +332,47 @@ impl Store for Flaky {
             board,
             self.inner.requeue_rate_limited(board, id, worker, error),
         )
+    }
+
+    fn create_job(&self, board: &BoardSlug, job: &NewJob) -> StoreFuture<'_, Job> {
+        self.wrap(board, self.inner.create_job(board, job))
+    }
+
+    fn jobs(&self, board: &BoardSlug) -> StoreFuture<'_, Vec<Job>> {
+        self.wrap(board, self.inner.jobs(board))
+    }
+
+    fn job(&self, board: &BoardSlug, key: &str) -> StoreFuture<'_, Job> {
+        self.wrap(board, self.inner.job(board, key))
+    }
+
+    fn update_job(&self, board: &BoardSlug, key: &str, patch: &JobPatch) -> StoreFuture<'_, Job> {
+        self.wrap(board, self.inner.update_job(board, key, patch))
+    }
+
+    fn delete_job(&self, board: &BoardSlug, key: &str) -> StoreFuture<'_, Job> {
+        self.wrap(board, self.inner.delete_job(board, key))
+    }
+
+    fn job_history(
+        &self,
+        board: &BoardSlug,
+        key: &str,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<JobRun>> {
+        self.wrap(board, self.inner.job_history(board, key, limit))
+    }
+
+    fn run_job_now(&self, board: &BoardSlug, key: &str) -> StoreFuture<'_, JobRun> {
+        self.wrap(board, self.inner.run_job_now(board, key))
+    }
+
+    fn note_sweep(&self, board: &BoardSlug) -> StoreFuture<'_, ()> {
+        self.wrap(board, self.inner.note_sweep(board))
+    }
+
+    fn fire_next_job(&self, board: &BoardSlug) -> StoreFuture<'_, Option<JobRun>> {
+        self.wrap(board, self.inner.fire_next_job(board))
     }
 }
 

@@ -13,6 +13,7 @@ mod dispatcher_postgres;
 mod dispatcher_safety;
 mod models;
 mod postgres_store;
+mod schedule_figures;
 mod sqlite_store;
 mod support;
 mod worker_tools;

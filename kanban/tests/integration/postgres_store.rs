@@ -434,7 +434,7 @@ async fn concurrent_first_connections_migrate_once() {
         )
         .await
         .unwrap();
-    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (1, 3));
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (1, 4));
     // Connecting again changes nothing.
     let again = b.store().await;
     assert_eq!(again.list_boards(true).await.unwrap().len(), 1);

@@ -246,7 +246,7 @@ async fn boards_are_wal_files_with_a_schema_version() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!((mode.as_str(), version), ("wal", 3));
+    assert_eq!((mode.as_str(), version), ("wal", 4));
     drop(conn);
     // Opening again migrates nothing and loses nothing.
     let again = SqliteStore::open(dir.path()).await.unwrap();

@@ -4,6 +4,7 @@
 pub(crate) mod chat;
 pub(crate) mod config;
 mod config_check;
+mod cron;
 pub(crate) mod demo;
 mod doctor;
 pub(crate) mod error;
@@ -44,6 +45,8 @@ pub(crate) enum Command {
     Mcp(mcp::McpArgs),
     /// Boards of tasks that worker agents run: create, link, dispatch, watch.
     Kanban(kanban::KanbanArgs),
+    /// Scheduled jobs that make board work by themselves: list, create, pause, run, history.
+    Cron(cron::CronArgs),
     /// Serve the HTTP API (sessions, approvals, boards, event feed) with a bearer token.
     Serve(serve::ServeArgs),
     /// Plugins: list what was found, show one, enable or disable one in troupe.yaml.
@@ -87,6 +90,7 @@ pub(crate) async fn run(cli: Cli) -> i32 {
         Command::Demo(args) => demo::run(args).await,
         Command::Mcp(args) => mcp::run(args).await,
         Command::Kanban(args) => kanban::run(args).await,
+        Command::Cron(args) => cron::run(args).await,
         Command::Serve(args) => serve::run(args).await,
         Command::Plugins(args) => plugins::run(args).await,
         Command::Sessions(args) => sessions::run(args).await,

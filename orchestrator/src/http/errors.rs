@@ -134,6 +134,10 @@ impl From<StoreError> for ApiError {
                 message,
             ),
             StoreError::Conflict { .. } => ApiError::conflict("concurrent_change", message),
+            StoreError::Schedule(_) => ApiError::bad_request("invalid_schedule", message),
+            StoreError::JobNotFound { .. } => ApiError::not_found("schedule_not_found", message),
+            StoreError::JobNameTaken { .. } => ApiError::conflict("schedule_name_taken", message),
+            StoreError::JobAlreadyFired { .. } => ApiError::conflict("schedule_fired", message),
             StoreError::Busy { .. } | StoreError::Unavailable { .. } => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store_unavailable",

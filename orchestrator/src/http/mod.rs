@@ -34,6 +34,7 @@ pub mod listener;
 pub mod openai;
 pub mod openapi;
 pub mod plugin_tabs;
+pub mod schedules;
 pub mod sessions;
 
 use std::net::SocketAddr;
@@ -314,6 +315,24 @@ fn table() -> RouteTable {
             "post",
             "/api/plugins/kanban/runs/{id}/terminate",
             post(boards::terminate_run),
+        )
+        // Scheduled jobs.
+        .at("get", "/api/schedules", get(schedules::list))
+        .at("post", "/api/schedules", post(schedules::create))
+        .at("get", "/api/schedules/{id}", get(schedules::show))
+        .at("patch", "/api/schedules/{id}", patch(schedules::update))
+        .at("delete", "/api/schedules/{id}", delete(schedules::remove))
+        .at("post", "/api/schedules/{id}/pause", post(schedules::pause))
+        .at(
+            "post",
+            "/api/schedules/{id}/resume",
+            post(schedules::resume),
+        )
+        .at("post", "/api/schedules/{id}/run", post(schedules::run_now))
+        .at(
+            "get",
+            "/api/schedules/{id}/history",
+            get(schedules::history),
         )
         .at("get", FEED_PATH, get(feed::upgrade))
         // Dashboard tabs from plugins, and their routes.

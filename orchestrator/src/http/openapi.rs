@@ -274,8 +274,67 @@ pub fn document() -> Value {
     if let Some(paths) = document["paths"].as_object_mut() {
         paths.extend(v1_paths());
         paths.extend(plugin_tab_paths());
+        paths.extend(schedule_paths());
+    }
+    if let Some(schemas) = document["components"]["schemas"].as_object_mut() {
+        schemas.insert("JobFields".into(), job_fields_schema());
     }
     document
+}
+
+/// A scheduled job's fields, as `POST` and `PATCH /api/schedules` take them.
+fn job_fields_schema() -> Value {
+    json!({"type": "object", "properties": {
+        "name": {"type": "string", "description": "A short name, unique on the board."},
+        "owner": {"type": "string", "description": "Who owns the job (create only; default `http`)."},
+        "schedule": {"type": "string", "description": "A cron expression (\"0 9 * * 1-5\"), an interval (\"every 10m\", at least 1 s) or an ISO-8601 instant."},
+        "timezone": {"type": "string", "description": "IANA time zone for cron expressions; default UTC."},
+        "task": {"type": "object", "required": ["title"], "properties": {
+            "title": {"type": "string"}, "body": {"type": "string"}, "assignee": {"type": "string"},
+            "parents": {"type": "array", "items": {"type": "string"}}}},
+        "prompt": {"type": "string", "description": "Instead of `task`: a prompt answered by `profile`."},
+        "profile": {"type": "string"},
+        "missed": {"enum": ["skip", "run_once"]},
+        "until": {"type": "string", "description": "No run after this ISO-8601 instant."},
+        "max_runs": {"type": "integer", "minimum": 1}
+    }})
+}
+
+/// The scheduled-jobs routes.
+fn schedule_paths() -> serde_json::Map<String, Value> {
+    let job_id = path_param(
+        "id",
+        "string",
+        "The job's id (j_ and 8 hex digits) or name.",
+    );
+    let fields = body(json!({"$ref": "#/components/schemas/JobFields"}));
+    let mut paths = serde_json::Map::new();
+    paths.insert("/api/schedules".into(), json!({
+        "get": op("The board's scheduled jobs: id, name, schedule, state, next run, last outcome.", json!([board_param()]), None, 200, &[400, 401, 404]),
+        "post": op("Make a scheduled job; bad cron expressions, time zones, intervals and unknown profiles are 400s that say what to send instead.", json!([board_param()]), Some(fields.clone()), 201, &[400, 401, 404, 409])
+    }));
+    paths.insert("/api/schedules/{id}".into(), json!({
+        "get": op("One job.", json!([job_id.clone(), board_param()]), None, 200, &[400, 401, 404]),
+        "patch": op("Change a job (only the fields sent); a new schedule counts from now.", json!([job_id.clone(), board_param()]), Some(fields), 200, &[400, 401, 404, 409]),
+        "delete": op("Remove a job and its history (its tasks stay).", json!([job_id.clone(), board_param()]), None, 200, &[400, 401, 404])
+    }));
+    for (path, summary) in [
+        ("/api/schedules/{id}/pause", "Pause a job."),
+        (
+            "/api/schedules/{id}/resume",
+            "Resume a job, counting from now.",
+        ),
+        (
+            "/api/schedules/{id}/run",
+            "Run a job now, by hand; its schedule is not moved.",
+        ),
+    ] {
+        paths.insert(path.into(), json!({"post": op(summary, json!([job_id.clone(), board_param()]), None, 200, &[400, 401, 404])}));
+    }
+    paths.insert("/api/schedules/{id}/history".into(), json!({
+        "get": op("A job's runs, newest first: due, fired, kind, the task made and its outcome.", json!([job_id, board_param(), query("limit", "integer", "Most runs returned (default 50).")]), None, 200, &[400, 401, 404])
+    }));
+    paths
 }
 
 /// Every `(method, path)` the document lists, methods in lower case.

@@ -365,6 +365,11 @@ impl Runtime {
         if let Some(store) = &sessions {
             registry.register(crate::sessions::session_search_tool(store.clone()));
         }
+        // `cronjob`: jobs on the configured board store, fired by its workers.
+        registry.register(crate::schedules::cronjob_tool(
+            config.kanban.clone(),
+            sessions.clone(),
+        ));
         let mut notices = boundary_notices;
         notices.extend(plugin_notices);
         let mut provided: BTreeSet<String> = BTreeSet::new();

@@ -15,6 +15,7 @@ use crate::store::rules;
 
 mod board;
 mod lifecycle;
+mod schedules;
 
 // A task row as `create_task` builds it, for the rules' tests.
 #[cfg(test)]
@@ -29,6 +30,10 @@ pub(crate) use lifecycle::{
     archive, block, claim_many, claim_next, claim_task, complete, heartbeat, promote,
     reclaim_expired, record_failure, release, request_changes, request_review,
     requeue_rate_limited, schedule, specify, unblock,
+};
+pub(crate) use schedules::{
+    create_job, delete_job, fire_next_job, job, job_history, jobs, note_sweep, run_job_now,
+    update_job,
 };
 
 fn non_empty(field: &'static str, value: &str, example: &str) -> Result<(), ModelError> {

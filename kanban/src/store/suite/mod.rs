@@ -15,6 +15,7 @@
 
 mod integrity;
 mod leases;
+mod schedules;
 mod tasks;
 
 use std::collections::HashMap;
@@ -39,6 +40,10 @@ pub use leases::{
     failures_count_to_the_effective_limit, heartbeats_extend_only_the_holders_lease,
     lapsed_leases_are_reclaimed, rate_limits_requeue_without_counting, review_round_trip,
     scheduled_tasks_wait_for_their_time,
+};
+pub use schedules::{
+    due_jobs_fire_once_across_handles, missed_runs_catch_up_once_or_skip,
+    schedule_jobs_round_trip_and_refuse_bad_definitions,
 };
 pub use tasks::{
     boards_follow_slug_rules_and_archive, comments_and_attachments,
@@ -91,7 +96,10 @@ macro_rules! store_suite {
             concurrent_claims_are_exclusive,
             concurrent_idempotent_creates_make_one_task,
             cancelled_operations_leave_no_half_change,
-            reopening_sees_every_commit
+            reopening_sees_every_commit,
+            schedule_jobs_round_trip_and_refuse_bad_definitions,
+            due_jobs_fire_once_across_handles,
+            missed_runs_catch_up_once_or_skip
         );
     };
     (@cases $ready:expr, $fresh:expr; $($case:ident),* $(,)?) => {
@@ -113,7 +121,7 @@ pub fn always_run() -> bool {
     true
 }
 
-fn default_board() -> BoardSlug {
+pub(crate) fn default_board() -> BoardSlug {
     BoardSlug::default_board()
 }
 
