@@ -286,3 +286,64 @@ async fn switching_boards_is_remembered_until_the_board_goes() {
     assert_eq!(store.current_board().await.unwrap(), board());
     assert!(store.switch_board(&research).await.is_err());
 }
+
+#[tokio::test]
+async fn a_job_whose_parent_task_is_gone_pauses_and_the_other_jobs_fire() {
+    use troupe_kanban::schedule::sweep::sweep;
+    use troupe_kanban::schedule::{FireKind, JobAction, Missed, NewJob};
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).await.unwrap();
+    let parent = store
+        .create_task(&board(), &NewTask::new("parent"))
+        .await
+        .unwrap()
+        .task
+        .id;
+    let job = |name: &str, parents: Vec<_>| NewJob {
+        name: name.into(),
+        owner: "test".into(),
+        schedule: "every 1s".into(),
+        timezone: None,
+        action: JobAction::Task {
+            title: format!("made by {name}"),
+            body: String::new(),
+            assignee: None,
+            parents,
+        },
+        missed: Missed::Skip,
+        until: None,
+        max_runs: None,
+        paused: false,
+    };
+    let orphan = store
+        .create_job(&board(), &job("orphan", vec![parent.clone()]))
+        .await
+        .unwrap();
+    store
+        .create_job(&board(), &job("healthy", Vec::new()))
+        .await
+        .unwrap();
+    // The parent goes from under the job (no interface erases a task; a hand-edited file can).
+    let conn = rusqlite::Connection::open(dir.path().join("boards/default/kanban.db")).unwrap();
+    conn.execute_batch(&format!(
+        "DELETE FROM task_events WHERE task_id = '{parent}'; DELETE FROM tasks WHERE id = '{parent}';"
+    ))
+    .unwrap();
+    drop(conn);
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let report = sweep(&store, &board()).await;
+    assert!(report.error.is_none(), "{:?}", report.error);
+    let paused = store.job(&board(), &orphan.id).await.unwrap();
+    assert_eq!(paused.state(), "paused");
+    let history = store.job_history(&board(), &orphan.id, 10).await.unwrap();
+    assert_eq!(history.len(), 1, "{history:?}");
+    assert_eq!(history[0].kind, FireKind::Skipped);
+    let made = store
+        .list_tasks(&board(), &TaskFilter::default())
+        .await
+        .unwrap();
+    assert!(
+        made.iter().any(|t| t.title == "made by healthy"),
+        "the other job still fired: {made:?}"
+    );
+}

@@ -311,6 +311,18 @@ async fn carry_out<B: ScheduleBackend>(
     Ok(run)
 }
 
+/// The first parent task `job`'s template names that the board no longer holds.
+async fn missing_parent<B: ScheduleBackend>(b: &B, job: &Job) -> Result<Option<TaskId>, B::Error> {
+    if let JobAction::Task { parents, .. } = &job.action {
+        for parent in parents {
+            if b.try_task(parent).await?.is_none() {
+                return Ok(Some(parent.clone()));
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// Fires the active job due earliest, if one is due; `None` when none is.
 pub(crate) async fn fire_next_job<B: ScheduleBackend>(b: &B) -> Result<Option<JobRun>, B::Error> {
     ensure_live(b).await?;
@@ -330,9 +342,19 @@ pub(crate) async fn fire_next_job<B: ScheduleBackend>(b: &B) -> Result<Option<Jo
         }
     };
     let outage = b.outage().await?;
-    let Some(decision) = plan::decide(&job, &timing, b.now(), outage) else {
+    let Some(mut decision) = plan::decide(&job, &timing, b.now(), outage) else {
         return Ok(None);
     };
+    if decision.makes_task()
+        && let Some(gone) = missing_parent(b, &job).await?
+    {
+        // The task could never be made: the job is paused (a person fixes or removes it) and
+        // this due time recorded as skipped, so the sweep goes on to the other jobs.
+        tracing::warn!(board = %b.board(), job = %job.id, parent = %gone, "schedule job paused: its template links to a task that is gone");
+        job.paused = true;
+        decision.kind = FireKind::Skipped;
+        decision.runs = job.runs;
+    }
     let run = carry_out(b, &mut job, decision).await?;
     tracing::debug!(board = %b.board(), job = %job.id, due = run.due_at.0, kind = run.kind.as_str(), "schedule job fired");
     Ok(Some(run))
