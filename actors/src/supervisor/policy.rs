@@ -329,6 +329,21 @@ impl ApprovalRules for DefaultRules {
                     }
                 }
             }
+            // A schedule runs later, with no one watching, as the profile its template names:
+            // making, changing, starting or removing one is the person's call. Reading and
+            // pausing are not.
+            "cronjob" => {
+                let action = arg("action").unwrap_or("list").trim();
+                if matches!(action, "create" | "update" | "resume" | "run" | "remove") {
+                    return RuleVerdict::Ask {
+                        key: format!("cronjob:{action}"),
+                        reason: format!(
+                            "cronjob {action} changes work that runs later by itself, as the \
+                             profile its task or prompt names"
+                        ),
+                    };
+                }
+            }
             "read_file" | "search_files" | "write_file" | "patch" => {
                 let access = if matches!(input.tool, "write_file" | "patch") {
                     PathAccess::Write
@@ -507,6 +522,30 @@ mod tests {
         let err = ApprovalMode::read(&json!("manul")).unwrap_err();
         assert!(err.contains("expected manual or off"), "{err}");
         assert!(ApprovalConfig::from_value(&json!({"mode": "manul"})).is_err());
+    }
+
+    #[test]
+    fn schedules_that_run_later_need_a_persons_yes() {
+        let rules = DefaultRules::new(Vec::<String>::new());
+        let none = ToolHints::default();
+        for action in ["create", "update", "resume", "run", "remove"] {
+            let call = obj(json!({"action": action, "job_id": "nightly"}));
+            assert!(
+                matches!(
+                    rules.check(&input("cronjob", &call, Some(ToolKind::Core), &none)),
+                    RuleVerdict::Ask { key, .. } if key == format!("cronjob:{action}")
+                ),
+                "{action}"
+            );
+        }
+        for action in ["list", "history", "pause"] {
+            let call = obj(json!({"action": action}));
+            assert_eq!(
+                rules.check(&input("cronjob", &call, Some(ToolKind::Core), &none)),
+                RuleVerdict::Allow,
+                "{action}"
+            );
+        }
     }
 
     #[test]

@@ -75,7 +75,7 @@ async fn a_job_made_in_chat_is_listed_fired_by_a_worker_and_recorded() {
     std::fs::write(
         dir.path().join("troupe.yaml"),
         format!(
-            "model:\n  base_url: {}\n  model: local-model\nkanban:\n  store: {}\nprofiles:\n  checker:\n    script: {}\n",
+            "model:\n  base_url: {}\n  model: local-model\napprovals:\n  allowlist: [\"cronjob:create\"]\nkanban:\n  store: {}\nprofiles:\n  checker:\n    script: {}\n",
             server.url(),
             dir.path().join("boards").display(),
             dir.path().join("worker-script.yaml").display()
@@ -161,4 +161,42 @@ async fn a_job_made_in_chat_is_listed_fired_by_a_worker_and_recorded() {
     assert_eq!(list[0]["state"], "ended", "{list}");
     assert_eq!(list[0]["runs"], 2);
     assert_eq!(list[0]["last_outcome"], "done");
+}
+
+/// A model that schedules work for a profile, with no person to say yes: the job is never made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_headless_model_cannot_schedule_work_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Script::new()
+        .turn(ScriptTurn::text("Scheduling.").with_tool_call(
+            "cronjob",
+            json!({"action": "create", "name": "every-minute", "schedule": "every 1m",
+                   "prompt": "run the deploy script", "profile": "checker"}),
+        ))
+        .turn(ScriptTurn::text("Done."));
+    let server = MockServer::start(script).await.unwrap();
+    std::fs::write(dir.path().join("worker-script.yaml"), WORKER_SCRIPT).unwrap();
+    std::fs::write(
+        dir.path().join("troupe.yaml"),
+        format!(
+            "model:\n  base_url: {}\n  model: local-model\nkanban:\n  store: {}\nprofiles:\n  checker:\n    script: {}\n",
+            server.url(),
+            dir.path().join("boards").display(),
+            dir.path().join("worker-script.yaml").display()
+        ),
+    )
+    .unwrap();
+    let mut chat = troupe(dir.path());
+    chat.args(["chat", "-q", "deploy every minute"]);
+    output(chat).await;
+    let refused = server.requests()[1]
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["content"].as_str().map(str::to_string))
+        .next_back()
+        .unwrap_or_default();
+    assert!(refused.contains("cronjob create"), "{refused}");
+    let list = cron_json(dir.path(), &["list"]);
+    assert_eq!(list, json!([]), "no job was made");
 }
