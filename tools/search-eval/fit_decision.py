@@ -10,7 +10,7 @@ is scored afterwards, never fitted on.
 
     cargo run -p troupe-tools --example retrieval_eval -- tools/search-eval/validation \\
         --queries queries_tune.json --features /tmp/tune.jsonl
-    cargo run -p troupe-tools --example retrieval_eval -- ../shared/retrieval --features /tmp/dev.jsonl
+    cargo run -p troupe-tools --example retrieval_eval -- tools/search-eval/dev --features /tmp/dev.jsonl
     python3 tools/search-eval/fit_decision.py /tmp/tune.jsonl /tmp/dev.jsonl
 
 Prints the fit (coefficients per standard deviation of each feature, so their sizes compare), a

@@ -3,7 +3,7 @@
 on each over stdio with troupe's own CLI (`troupe mcp tools KEY --json`), and write catalog.json
 in the format of the dev set's catalog (OpenAI tool definitions, `toolset` = `mcp-<key>`).
 
-    python3 collect.py --scratch /work/valset-scratch --troupe target/debug/troupe [--install] [--out catalog.json]
+    python3 collect.py --scratch /tmp/valset-scratch --troupe target/debug/troupe [--install] [--out catalog.json]
 
 --install puts the npm packages under SCRATCH/npm and each PyPI package in its own venv under
 SCRATCH/venvs/NAME (the versions pinned below). Without it the script expects them there already.
