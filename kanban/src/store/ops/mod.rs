@@ -31,6 +31,8 @@ pub(crate) use lifecycle::{
     reclaim_expired, record_failure, release, request_changes, request_review,
     requeue_rate_limited, schedule, specify, unblock,
 };
+pub(crate) use lifecycle::{approve_review, submit_for_review
+};
 pub(crate) use schedules::{
     create_job, delete_job, fire_next_job, job, job_history, jobs, note_sweep, run_job_now,
     update_job,
