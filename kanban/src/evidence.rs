@@ -129,6 +129,13 @@ pub fn read(metadata: Option<&Value>) -> Option<Vec<EvidenceCall>> {
     }
 }
 
+/// The evidence of a task's latest run that kept any (a worker's completion), with that run.
+pub fn latest(runs: &[crate::domain::Run]) -> Option<(&crate::domain::Run, Vec<EvidenceCall>)> {
+    runs.iter()
+        .filter_map(|run| read(run.metadata.as_ref()).map(|calls| (run, calls)))
+        .max_by_key(|(run, _)| run.id.0)
+}
+
 /// The evidence as lines for people and reviewers: `evidence: none (...)` or one line a call.
 pub fn describe(calls: &[EvidenceCall]) -> String {
     if calls.is_empty() {
