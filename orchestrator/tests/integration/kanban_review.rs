@@ -67,7 +67,6 @@ async fn create(dir: &TroupeDir, notes: &str) -> String {
             "count the lines",
             "--body",
             &format!("Run `wc -l {notes}` and report the number of lines."),
-            "--json",
         ])
         .await;
     created["task"]["id"].as_str().unwrap().to_string()
@@ -80,7 +79,7 @@ async fn work(dir: &TroupeDir) -> String {
 }
 
 async fn show(dir: &TroupeDir, id: &str) -> Value {
-    dir.run_json(&["kanban", "show", id, "--json"]).await
+    dir.run_json(&["kanban", "show", id]).await
 }
 
 fn outcomes(shown: &Value) -> Vec<String> {

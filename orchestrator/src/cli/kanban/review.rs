@@ -3,7 +3,7 @@
 //! `troupe kanban show` prints.
 
 use clap::Args;
-use troupe_kanban::domain::{Run, TaskStatus};
+use troupe_kanban::domain::Run;
 use troupe_kanban::evidence;
 
 use super::{Ctx, Failure, Outcome, task_id};
@@ -55,7 +55,6 @@ pub(super) async fn review(ctx: &Ctx, a: ReviewArgs) -> Outcome {
     let task =
         troupe_kanban::review::approve(store, &ctx.board, &id, author, a.comment.as_deref())
             .await?;
-    debug_assert_eq!(task.status, TaskStatus::Done);
     println!("{} approved: it is {}", task.id, task.status);
     Ok(())
 }
