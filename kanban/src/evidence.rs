@@ -122,9 +122,7 @@ pub fn with_evidence(metadata: Option<Value>, log: &EvidenceLog) -> Value {
 pub fn read(metadata: Option<&Value>) -> Option<Vec<EvidenceCall>> {
     match metadata?.get(EVIDENCE_KEY)? {
         Value::String(s) if s == NO_EVIDENCE => Some(Vec::new()),
-        Value::Array(_) => {
-            serde_json::from_value(metadata?.get(EVIDENCE_KEY)?.clone()).ok()
-        }
+        calls @ Value::Array(_) => serde_json::from_value(calls.clone()).ok(),
         _ => None,
     }
 }
@@ -192,7 +190,14 @@ impl Hook for EvidenceRecorder {
 /// the first text argument, else the arguments' names.
 fn args_summary(args: &Map<String, Value>) -> String {
     const NAMED: &[&str] = &[
-        "command", "path", "file_path", "url", "query", "pattern", "code", "name",
+        "command",
+        "path",
+        "file_path",
+        "url",
+        "query",
+        "pattern",
+        "code",
+        "name",
     ];
     let text = NAMED
         .iter()
@@ -262,7 +267,11 @@ mod tests {
         let hook = EvidenceRecorder::new(Arc::clone(&log));
         let args = Map::new();
         for _ in 0..(MAX_CALLS + 3) {
-            hook.post_tool_call(&info("read_file", &args), CallStatus::Error, &ToolResult::text("x"));
+            hook.post_tool_call(
+                &info("read_file", &args),
+                CallStatus::Error,
+                &ToolResult::text("x"),
+            );
         }
         assert_eq!(log.calls().len(), MAX_CALLS);
         assert_eq!(log.dropped(), 3);

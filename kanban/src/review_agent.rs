@@ -82,7 +82,10 @@ impl AgentReview {
             Ok(n) => n,
             Err(error) => {
                 return self
-                    .leave(task, format!("the review rounds could not be counted: {error}"))
+                    .leave(
+                        task,
+                        format!("the review rounds could not be counted: {error}"),
+                    )
                     .await;
             }
         };
@@ -212,9 +215,8 @@ async fn converse(
         if !reminder {
             break;
         }
-        message = format!(
-            "You ended without a verdict. Call {APPROVE_TOOL} or {CHANGES_TOOL} now."
-        );
+        message =
+            format!("You ended without a verdict. Call {APPROVE_TOOL} or {CHANGES_TOOL} now.");
     }
     Ok(None)
 }
@@ -372,7 +374,10 @@ mod tests {
         assert!(slot.lock().unwrap().is_none());
         let why = json!({"reason": "run wc -l"});
         assert!(!changes.decide(why.as_object().unwrap()).is_error);
-        assert!(approve.decide(&Map::new()).is_error, "a second verdict is refused");
+        assert!(
+            approve.decide(&Map::new()).is_error,
+            "a second verdict is refused"
+        );
         assert!(matches!(
             slot.lock().unwrap().clone(),
             Some(Verdict::Changes(r)) if r == "run wc -l"

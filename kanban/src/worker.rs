@@ -544,11 +544,16 @@ async fn review_after_completion(params: &WorkerParams, task: &Task) -> String {
     };
     match review.run(task).await {
         ReviewEnd::Approved(done) => {
-            params.hooks.each(|h| h.task_completed(&params.board, &done));
+            params
+                .hooks
+                .each(|h| h.task_completed(&params.board, &done));
             format!("approved by the reviewer profile {}", reviewer.name)
         }
         ReviewEnd::SentBack(reason) => {
-            format!("sent back by the reviewer profile {}: {reason}", reviewer.name)
+            format!(
+                "sent back by the reviewer profile {}: {reason}",
+                reviewer.name
+            )
         }
         ReviewEnd::ForAPerson(why) => format!("waits in review for a person: {why}"),
     }
@@ -632,9 +637,12 @@ async fn drive_session(
         );
     }
     // The session's own record of the calls that ran: what kanban_complete rests on.
-    let mut hooks = params.hooks.session.with(Arc::new(EvidenceRecorder::new(Arc::clone(
-        binding.evidence(),
-    ))));
+    let mut hooks = params
+        .hooks
+        .session
+        .with(Arc::new(EvidenceRecorder::new(Arc::clone(
+            binding.evidence(),
+        ))));
     if let Some(workspaces) = &params.hooks.workspaces {
         match workspaces.prepare(&params.board, &params.claim.task).await {
             Ok(dir) => {

@@ -293,7 +293,9 @@ macro_rules! board_methods {
             done: &Completion,
         ) -> StoreFuture<'_, Task> {
             let (id, done) = (id.clone(), done.clone());
-            $run!(self, board, write, |t| ops::submit_for_review(t, &id, &done))
+            $run!(self, board, write, |t| ops::submit_for_review(
+                t, &id, &done
+            ))
         }
 
         fn approve_review(

@@ -35,7 +35,10 @@ pub enum ReviewSetting {
 const SHAPES: &str = "person, agent, {by: person} or {by: agent, profile: reviewer, max_rounds: 2}";
 
 /// Reads `profiles.<name>.review` (`prefix` is `profiles.<name>`).
-pub(crate) fn read(value: Option<&Value>, prefix: &str) -> Result<Option<ReviewSetting>, ConfigError> {
+pub(crate) fn read(
+    value: Option<&Value>,
+    prefix: &str,
+) -> Result<Option<ReviewSetting>, ConfigError> {
     let key = format!("{prefix}.review");
     let agent = |profile: Option<String>, max_rounds: Option<u64>| ReviewSetting::Agent {
         profile: profile.unwrap_or_else(|| DEFAULT_REVIEWER.to_string()),
@@ -149,15 +152,31 @@ mod tests {
     #[test]
     fn wrong_values_are_errors_naming_the_key() {
         for (yaml, key, words) in [
-            ("profiles: {a: {review: people}}", "profiles.a.review", "person, agent"),
-            ("profiles: {a: {review: agent}}", "profiles.a.review", "\"reviewer\""),
+            (
+                "profiles: {a: {review: people}}",
+                "profiles.a.review",
+                "person, agent",
+            ),
+            (
+                "profiles: {a: {review: agent}}",
+                "profiles.a.review",
+                "\"reviewer\"",
+            ),
             (
                 "profiles: {a: {review: {by: agent, profile: ghost}}}",
                 "profiles.a.review",
                 "ghost",
             ),
-            ("profiles: {a: {review: {by: robot}}}", "profiles.a.review.by", "person or agent"),
-            ("profiles: {a: {review: {profile: a}}}", "profiles.a.review.by", "missing"),
+            (
+                "profiles: {a: {review: {by: robot}}}",
+                "profiles.a.review.by",
+                "person or agent",
+            ),
+            (
+                "profiles: {a: {review: {profile: a}}}",
+                "profiles.a.review.by",
+                "missing",
+            ),
             (
                 "profiles: {a: {review: {by: agent, rounds: 2}}}",
                 "profiles.a.review.rounds",
@@ -168,7 +187,11 @@ mod tests {
                 "profiles.a.review.max_rounds",
                 "at least 1",
             ),
-            ("profiles: {a: {review: [person]}}", "profiles.a.review", "found"),
+            (
+                "profiles: {a: {review: [person]}}",
+                "profiles.a.review",
+                "found",
+            ),
         ] {
             let err = profiles(yaml).unwrap_err().to_string();
             assert!(err.contains(key) && err.contains(words), "{yaml}: {err}");

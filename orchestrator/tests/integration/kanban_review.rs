@@ -93,7 +93,9 @@ fn outcomes(shown: &Value) -> Vec<String> {
 
 /// The evidence of the honest run names the `wc -l` call as it ran.
 fn assert_honest_evidence(shown: &Value, notes: &str) {
-    let calls = shown["evidence"].as_array().unwrap_or_else(|| panic!("{shown}"));
+    let calls = shown["evidence"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{shown}"));
     assert_eq!(calls.len(), 1, "{shown}");
     assert_eq!(calls[0]["tool"], "terminal", "{shown}");
     assert_eq!(calls[0]["args"], format!("wc -l {notes}"), "{shown}");
@@ -126,7 +128,10 @@ async fn with_person_review_an_invented_count_waits_with_no_evidence_and_is_sent
     let shown = show(&dir, &id).await;
     assert_eq!(shown["task"]["status"], "review", "{shown}\n{log}");
     assert_eq!(shown["task"]["result"], "152", "{shown}");
-    assert_eq!(shown["evidence"], "none", "a forged list is not evidence: {shown}");
+    assert_eq!(
+        shown["evidence"], "none",
+        "a forged list is not evidence: {shown}"
+    );
     assert_eq!(outcomes(&shown), ["review_requested"], "{shown}");
     let (code, text, err) = dir.run(&["kanban", "show", &id]).await;
     assert_eq!(code, 0, "{err}");
@@ -161,7 +166,14 @@ async fn with_person_review_an_invented_count_waits_with_no_evidence_and_is_sent
     assert_eq!(shown["task"]["result"], "3", "{shown}");
     assert_honest_evidence(&shown, &notes);
     let (code, out, err) = dir
-        .run(&["kanban", "review", &id, "--approve", "--comment", "wc -l ran"])
+        .run(&[
+            "kanban",
+            "review",
+            &id,
+            "--approve",
+            "--comment",
+            "wc -l ran",
+        ])
         .await;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("approved"), "{out}");
@@ -233,14 +245,21 @@ async fn a_reviewer_profile_sends_an_invented_count_back_and_approves_the_honest
         .map(|r| Value::Array(r.messages()).to_string())
         .collect();
     let first = reviews.first().unwrap();
-    assert!(first.contains("152") && first.contains("evidence: none"), "{first}");
+    assert!(
+        first.contains("152") && first.contains("evidence: none"),
+        "{first}"
+    );
     let last = reviews.last().unwrap();
     assert!(
         last.contains("evidence: 1 tool call") && last.contains(&format!("wc -l {notes}")),
         "{last}"
     );
     // The sent-back reason reached the second run of the worker, and the verdicts are kept.
-    assert!(dir.model_saw("nothing counted the lines"), "{:?}", dir.requests());
+    assert!(
+        dir.model_saw("nothing counted the lines"),
+        "{:?}",
+        dir.requests()
+    );
     let comments = shown["comments"].to_string();
     assert!(
         comments.contains("reviewer checker") && comments.contains("Run wc -l on the file"),
@@ -287,7 +306,11 @@ async fn a_reviewer_that_keeps_sending_back_hands_the_task_to_a_person() {
         ["review_requested", "review_requested"],
         "{shown}"
     );
-    assert_eq!(reviewer.requests().len(), 2, "one review, one turn after its verdict");
+    assert_eq!(
+        reviewer.requests().len(),
+        2,
+        "one review, one turn after its verdict"
+    );
     let comments = shown["comments"].to_string();
     assert!(
         comments.contains("Waiting in review for a person") && comments.contains("its limit"),
@@ -327,10 +350,15 @@ async fn a_person_reviews_over_the_http_api() {
 
     for (body, code) in [
         (json!({"verdict": "changes"}), "empty_review_comment"),
-        (json!({"verdict": "changes", "comment": "  "}), "empty_review_comment"),
+        (
+            json!({"verdict": "changes", "comment": "  "}),
+            "empty_review_comment",
+        ),
         (json!({"verdict": "maybe"}), "bad_verdict"),
     ] {
-        let (status, answer) = served.call(reqwest::Method::POST, &review, Some(body)).await;
+        let (status, answer) = served
+            .call(reqwest::Method::POST, &review, Some(body))
+            .await;
         assert_eq!(status, 400, "{answer}");
         assert!(answer.to_string().contains(code), "{answer}");
     }
@@ -345,7 +373,11 @@ async fn a_person_reviews_over_the_http_api() {
     assert_eq!(answer["task"]["status"], "ready", "{answer}");
     // A task that is not in review takes no verdict.
     let (status, answer) = served
-        .call(reqwest::Method::POST, &review, Some(json!({"verdict": "approve"})))
+        .call(
+            reqwest::Method::POST,
+            &review,
+            Some(json!({"verdict": "approve"})),
+        )
         .await;
     assert_eq!(status, 409, "{answer}");
     served.stop().await;
@@ -357,7 +389,10 @@ async fn a_person_reviews_over_the_http_api() {
     assert_eq!(status, 200, "{shown}");
     assert_eq!(shown["task"]["status"], "review", "{shown}");
     let last = shown["runs"].as_array().unwrap().last().unwrap().clone();
-    assert_eq!(last["metadata"]["evidence"][0]["tool"], "terminal", "{last}");
+    assert_eq!(
+        last["metadata"]["evidence"][0]["tool"], "terminal",
+        "{last}"
+    );
     let (status, answer) = served
         .call(
             reqwest::Method::POST,
@@ -368,5 +403,75 @@ async fn a_person_reviews_over_the_http_api() {
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["task"]["status"], "done", "{answer}");
     assert_eq!(answer["task"]["result"], "3", "{answer}");
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_task_panel_shows_no_evidence_and_approves_in_chromium() {
+    use crate::support::browser::{Browser, browser_available};
+    if !browser_available("the_task_panel_shows_no_evidence_and_approves_in_chromium") {
+        return;
+    }
+    let step = std::time::Duration::from_secs(20);
+    let (dir, notes) = workspace(
+        "person",
+        |_| {
+            Script::new()
+                .with_cursor(CursorMode::Sequential)
+                .turn(invented())
+                .turn(ScriptTurn::text("Done."))
+                .when_exhausted("Finished.")
+        },
+        "",
+        None,
+    )
+    .await;
+    let id = create(&dir, &notes).await;
+    work(&dir).await;
+    let served = Served::start(&dir, &[]).await;
+    let page = Browser::launch().await.unwrap();
+    page.navigate(&format!("{}/", served.base)).await.unwrap();
+    page.wait_for("!document.getElementById('signin').hidden", step)
+        .await
+        .unwrap();
+    page.click("#signin-token").await.unwrap();
+    page.type_text(crate::support::serve::TOKEN).await.unwrap();
+    page.press("Enter").await.unwrap();
+    let card = format!(".card[data-task-id=\"{id}\"]");
+    page.wait_for(&format!("!!document.querySelector('{card}')"), step)
+        .await
+        .unwrap();
+    page.click(&card).await.unwrap();
+    let warning = page
+        .wait_for(
+            "document.querySelector('#task-panel .evidence-none')?.textContent",
+            step,
+        )
+        .await
+        .unwrap();
+    assert!(
+        warning.as_str().unwrap().contains("evidence: none"),
+        "{warning}"
+    );
+    let shots = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kanban_review");
+    std::fs::create_dir_all(&shots).unwrap();
+    page.screenshot(&shots.join("review-no-evidence.png"))
+        .await
+        .unwrap();
+    page.click("#task-panel .actions button.review-approve")
+        .await
+        .unwrap();
+    page.wait_for(
+        "[...document.querySelectorAll('#task-panel .task-meta .kv')].some(k => k.textContent === 'status done')",
+        step,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}; console: {:?}", page.console()));
+    let shown = show(&dir, &id).await;
+    assert_eq!(shown["task"]["status"], "done", "{shown}");
+    assert!(
+        shown["runs"].to_string().contains("approved by dashboard"),
+        "{shown}"
+    );
     served.stop().await;
 }

@@ -26,12 +26,11 @@ pub(crate) use board::{
     comments, create_board, create_task, events_since, link, links, list_tasks, patch_task,
     record_run_usage, remove_attachment, run, runs, stats, task_context, task_events, unlink,
 };
+pub(crate) use lifecycle::{approve_review, submit_for_review};
 pub(crate) use lifecycle::{
     archive, block, claim_many, claim_next, claim_task, complete, heartbeat, promote,
     reclaim_expired, record_failure, release, request_changes, request_review,
     requeue_rate_limited, schedule, specify, unblock,
-};
-pub(crate) use lifecycle::{approve_review, submit_for_review
 };
 pub(crate) use schedules::{
     create_job, delete_job, fire_next_job, job, job_history, jobs, note_sweep, run_job_now,

@@ -564,7 +564,11 @@ pub async fn a_completion_in_review_keeps_its_result(b: &dyn SuiteBackend) {
     };
     let t = s.approve_review(&board, &id, &yes).await.unwrap();
     assert_eq!(t.status, TaskStatus::Done);
-    assert_eq!(t.result.as_deref(), Some("152"), "the reviewed result stays");
+    assert_eq!(
+        t.result.as_deref(),
+        Some("152"),
+        "the reviewed result stays"
+    );
     let err = s.approve_review(&board, &id, &yes).await.unwrap_err();
     assert!(
         matches!(err, StoreError::InvalidTransition { .. }),

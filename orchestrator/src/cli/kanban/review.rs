@@ -43,7 +43,8 @@ pub(super) async fn review(ctx: &Ctx, a: ReviewArgs) -> Outcome {
                 "--changes is empty; say what must change, for the next worker to read",
             ));
         }
-        let task = troupe_kanban::review::send_back(store, &ctx.board, &id, author, changes).await?;
+        let task =
+            troupe_kanban::review::send_back(store, &ctx.board, &id, author, changes).await?;
         println!(
             "{} sent back ({}); the next worker reads: {}",
             task.id,
@@ -52,9 +53,8 @@ pub(super) async fn review(ctx: &Ctx, a: ReviewArgs) -> Outcome {
         );
         return Ok(());
     }
-    let task =
-        troupe_kanban::review::approve(store, &ctx.board, &id, author, a.comment.as_deref())
-            .await?;
+    let task = troupe_kanban::review::approve(store, &ctx.board, &id, author, a.comment.as_deref())
+        .await?;
     println!("{} approved: it is {}", task.id, task.status);
     Ok(())
 }

@@ -39,7 +39,11 @@ pub async fn review_task(
         .map(str::trim)
         .filter(|a| !a.is_empty())
         .unwrap_or("http");
-    let comment = body.comment.as_deref().map(str::trim).filter(|c| !c.is_empty());
+    let comment = body
+        .comment
+        .as_deref()
+        .map(str::trim)
+        .filter(|c| !c.is_empty());
     let store = state.store.as_ref();
     let task = match body.verdict.trim() {
         "approve" => troupe_kanban::review::approve(store, &slug, &id, author, comment).await?,
