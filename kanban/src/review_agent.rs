@@ -75,8 +75,9 @@ enum Verdict {
 
 impl AgentReview {
     /// Reviews `task` (in `review`, as the worker's completion left it). Never fails: what
-    /// goes wrong leaves the task in `review` for a person, with a comment saying so.
-    pub async fn run(&self, task: &Task) -> ReviewEnd {
+    /// goes wrong leaves the task in `review` for a person, with a comment saying so. The
+    /// reviewer's session is put in `session` while it runs, for whoever may stop it.
+    pub async fn run(&self, task: &Task, session: &Mutex<Option<SessionHandle>>) -> ReviewEnd {
         let by = format!("reviewer {}", self.reviewer.name);
         let rounds = match review_rounds(self.store.as_ref(), &self.board, &task.id).await {
             Ok(n) => n,
@@ -100,7 +101,7 @@ impl AgentReview {
                 )
                 .await;
         }
-        let verdict = match self.ask(task).await {
+        let verdict = match self.ask(task, session).await {
             Ok(Some(verdict)) => verdict,
             Ok(None) => {
                 let why = format!(
@@ -149,7 +150,11 @@ impl AgentReview {
     }
 
     /// Runs the reviewer's session: its verdict, `None` when it gave none.
-    async fn ask(&self, task: &Task) -> Result<Option<Verdict>, String> {
+    async fn ask(
+        &self,
+        task: &Task,
+        slot_for_stops: &Mutex<Option<SessionHandle>>,
+    ) -> Result<Option<Verdict>, String> {
         let runs = self
             .store
             .runs(&self.board, &task.id)
@@ -184,6 +189,9 @@ impl AgentReview {
         let session = SessionHandle::open(params)
             .await
             .map_err(|e| format!("the reviewer's session could not start: {e}"))?;
+        if let Ok(mut held) = slot_for_stops.lock() {
+            *held = Some(session.clone());
+        }
         let verdict = converse(&session, &slot, message).await;
         let _ = session.close().await;
         verdict

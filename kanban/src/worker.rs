@@ -392,7 +392,7 @@ async fn run_task(
     let board = &params.board;
     let recorded = match ending {
         Ending::Terminal(TerminalCall::Completed(done)) if done.status == TaskStatus::Review => {
-            report.detail = Some(review_after_completion(&params, &done).await);
+            report.detail = Some(review_after_completion(&params, &shared, &done).await);
             None
         }
         Ending::Terminal(TerminalCall::Completed(done)) => {
@@ -526,7 +526,7 @@ async fn run_task(
 
 /// A completion the profile's review holds in `review`: a reviewer profile reviews it now;
 /// a person's review is left waiting. What happened, for the worker's report.
-async fn review_after_completion(params: &WorkerParams, task: &Task) -> String {
+async fn review_after_completion(params: &WorkerParams, shared: &Shared, task: &Task) -> String {
     let Some(ReviewPolicy::Agent {
         reviewer,
         max_rounds,
@@ -542,7 +542,8 @@ async fn review_after_completion(params: &WorkerParams, task: &Task) -> String {
         supervisor: params.supervisor.clone(),
         hooks: params.hooks.session.clone(),
     };
-    match review.run(task).await {
+    // The reviewer's session takes the worker's place, so a stop reaches it.
+    match review.run(task, &shared.session).await {
         ReviewEnd::Approved(done) => {
             params
                 .hooks
