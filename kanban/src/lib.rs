@@ -55,9 +55,12 @@
 pub mod dispatcher;
 pub mod dispatcher_config;
 pub mod domain;
+pub mod evidence;
 pub mod hooks;
 pub mod profiles;
 pub mod reports;
+pub mod review;
+pub mod review_agent;
 pub mod run_history;
 pub mod schedule;
 pub mod store;

@@ -23,6 +23,8 @@ pub struct WorkerProfile {
     pub view: ToolsetView,
     /// Session settings; the worker's protocol guidance is appended to its system prompt.
     pub session: SessionConfig,
+    /// Whether its completions wait for review instead of going straight to `done`.
+    pub review: Option<crate::review::ReviewPolicy>,
 }
 
 impl std::fmt::Debug for WorkerProfile {
@@ -31,6 +33,7 @@ impl std::fmt::Debug for WorkerProfile {
             .field("name", &self.name)
             .field("provider", &self.provider.describe())
             .field("tools", &self.view.len())
+            .field("review", &self.review)
             .finish_non_exhaustive()
     }
 }
@@ -47,7 +50,14 @@ impl WorkerProfile {
             provider,
             view,
             session: SessionConfig::default(),
+            review: None,
         }
+    }
+
+    /// Makes its completions wait for review (see [`crate::review`]).
+    pub fn with_review(mut self, review: crate::review::ReviewPolicy) -> WorkerProfile {
+        self.review = Some(review);
+        self
     }
 
     /// Replaces the session settings.

@@ -23,9 +23,12 @@ use troupe_actors::trace::TraceSpan;
 use troupe_actors::usage::Spend;
 
 use crate::dispatcher_config::DispatcherConfig;
-use crate::domain::{BoardSlug, EventKind, TaskId, WorkerId};
+use crate::domain::{BoardSlug, EventKind, Task, TaskId, TaskStatus, WorkerId};
+use crate::evidence::EvidenceRecorder;
 use crate::hooks::DispatcherHooks;
 use crate::profiles::WorkerProfile;
+use crate::review::ReviewPolicy;
+use crate::review_agent::{AgentReview, ReviewEnd};
 use crate::store::{Claim, Failure, FailureKind, Store, StoreError};
 use crate::worker_context::{build_worker_context, nudge, system_prompt};
 use crate::worker_tools::{TaskBinding, TerminalCall, TerminalNote, task_tools, task_view};
@@ -253,7 +256,8 @@ impl Actor for Worker {
             params.config.lease_ttl,
             ctx.address().recipient(),
         )
-        .with_assignable(params.assignable.clone());
+        .with_assignable(params.assignable.clone())
+        .with_review(params.profile.review.is_some());
         let run = run_task(
             Arc::clone(&params),
             Arc::new(binding),
@@ -387,6 +391,10 @@ async fn run_task(
     let store = params.store.as_ref();
     let board = &params.board;
     let recorded = match ending {
+        Ending::Terminal(TerminalCall::Completed(done)) if done.status == TaskStatus::Review => {
+            report.detail = Some(review_after_completion(&params, &shared, &done).await);
+            None
+        }
         Ending::Terminal(TerminalCall::Completed(done)) => {
             params.hooks.each(|h| h.task_completed(board, &done));
             report.detail = done.result.clone();
@@ -516,6 +524,42 @@ async fn run_task(
     report
 }
 
+/// A completion the profile's review holds in `review`: a reviewer profile reviews it now;
+/// a person's review is left waiting. What happened, for the worker's report.
+async fn review_after_completion(params: &WorkerParams, shared: &Shared, task: &Task) -> String {
+    let Some(ReviewPolicy::Agent {
+        reviewer,
+        max_rounds,
+    }) = &params.profile.review
+    else {
+        return "sent to review; a person approves or sends it back".into();
+    };
+    let review = AgentReview {
+        store: Arc::clone(&params.store),
+        board: params.board.clone(),
+        reviewer: Arc::clone(reviewer),
+        max_rounds: *max_rounds,
+        supervisor: params.supervisor.clone(),
+        hooks: params.hooks.session.clone(),
+    };
+    // The reviewer's session takes the worker's place, so a stop reaches it.
+    match review.run(task, &shared.session).await {
+        ReviewEnd::Approved(done) => {
+            params
+                .hooks
+                .each(|h| h.task_completed(&params.board, &done));
+            format!("approved by the reviewer profile {}", reviewer.name)
+        }
+        ReviewEnd::SentBack(reason) => {
+            format!(
+                "sent back by the reviewer profile {}: {reason}",
+                reviewer.name
+            )
+        }
+        ReviewEnd::ForAPerson(why) => format!("waits in review for a person: {why}"),
+    }
+}
+
 /// Hands a lease back at once ([`Store::release`]), so the task is `ready` for the next
 /// claimer instead of waiting out its TTL. Also used by the dispatcher for claims it makes
 /// while stopping. A lease already gone is nothing to do; one that cannot be handed back now
@@ -593,7 +637,13 @@ async fn drive_session(
             params.claim.run.id,
         );
     }
-    let mut hooks = params.hooks.session.clone();
+    // The session's own record of the calls that ran: what kanban_complete rests on.
+    let mut hooks = params
+        .hooks
+        .session
+        .with(Arc::new(EvidenceRecorder::new(Arc::clone(
+            binding.evidence(),
+        ))));
     if let Some(workspaces) = &params.hooks.workspaces {
         match workspaces.prepare(&params.board, &params.claim.task).await {
             Ok(dir) => {

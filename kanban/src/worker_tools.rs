@@ -21,6 +21,7 @@ use troupe_tools::{
 };
 
 use crate::domain::{BoardSlug, NewTask, Task, TaskId, WorkerId};
+use crate::evidence::{EvidenceLog, with_evidence};
 use crate::store::{BlockRequest, Completion, Store, StoreError};
 
 /// The toolset name of the worker tools.
@@ -92,6 +93,10 @@ pub struct TaskBinding {
     assignable: Vec<String>,
     /// Where the terminal calls are reported: the worker.
     report_to: Recipient<TerminalNote>,
+    /// The calls that ran in this run, as the session's hooks recorded them.
+    evidence: Arc<EvidenceLog>,
+    /// Whether a completion waits for review instead of going to `done`.
+    review: bool,
 }
 
 impl std::fmt::Debug for TaskBinding {
@@ -128,7 +133,21 @@ impl TaskBinding {
             author,
             lease_ttl,
             report_to,
+            evidence: EvidenceLog::new(),
+            review: false,
         }
+    }
+
+    /// Makes `kanban_complete` send the task to `review` instead of `done`.
+    pub fn with_review(mut self, review: bool) -> TaskBinding {
+        self.review = review;
+        self
+    }
+
+    /// The log the run's calls are recorded in: give its recorder to the session's hooks
+    /// ([`crate::evidence::EvidenceRecorder`]).
+    pub fn evidence(&self) -> &Arc<EvidenceLog> {
+        &self.evidence
     }
 
     /// Also lets the worker assign children to the profiles in `assignable` (the default
@@ -293,15 +312,16 @@ struct Handler {
 }
 
 impl ToolHandler for Handler {
-    fn call(&self, args: Map<String, Value>, _ctx: CallContext) -> BoxFuture<'static, ToolResult> {
+    fn call(&self, args: Map<String, Value>, ctx: CallContext) -> BoxFuture<'static, ToolResult> {
         let binding = Arc::clone(&self.binding);
         let op = self.op;
+        let session = ctx.session_id;
         Box::pin(async move {
             let result = match op {
                 Op::Show => show(&binding, &args).await,
                 Op::Heartbeat => heartbeat(&binding, &args).await,
                 Op::Comment => comment(&binding, &args).await,
-                Op::Complete => complete(&binding, &args).await,
+                Op::Complete => complete(&binding, &args, &session).await,
                 Op::Block => block(&binding, &args).await,
                 Op::Create => create(&binding, &args).await,
                 Op::Link => link(&binding, &args).await,
@@ -373,7 +393,11 @@ async fn comment(b: &TaskBinding, args: &Map<String, Value>) -> Result<ToolResul
     ))
 }
 
-async fn complete(b: &TaskBinding, args: &Map<String, Value>) -> Result<ToolResult, ToolResult> {
+async fn complete(
+    b: &TaskBinding,
+    args: &Map<String, Value>,
+    session: &str,
+) -> Result<ToolResult, ToolResult> {
     b.own_task(args)?;
     let summary = str_arg(args, "summary")?;
     let result = str_arg(args, "result")?;
@@ -407,21 +431,37 @@ async fn complete(b: &TaskBinding, args: &Map<String, Value>) -> Result<ToolResu
             "Send a 'summary' (one or two lines on what was done) or a 'result' (the full output) so the next tasks can use it.",
         ));
     }
+    // What the result rests on comes from the session's own record of calls, never from
+    // the model's arguments; the session is named so its transcript can be found.
+    let mut metadata = with_evidence(metadata, &b.evidence);
+    if let Value::Object(map) = &mut metadata {
+        map.insert("session".into(), Value::String(session.to_string()));
+    }
     let done = Completion {
         result: result.or_else(|| summary.clone()),
         summary,
-        metadata,
+        metadata: Some(metadata),
         worker: Some(b.worker.clone()),
     };
     b.tell(TerminalNote::Begun);
-    match b.store.complete(&b.board, &b.task, &done).await {
+    let written = if b.review {
+        b.store.submit_for_review(&b.board, &b.task, &done).await
+    } else {
+        b.store.complete(&b.board, &b.task, &done).await
+    };
+    match written {
         Ok(task) => {
             b.tell(TerminalNote::Completed(Box::new(task.clone())));
+            let next = if b.review {
+                "The task was sent for review: it is done once a reviewer approves. End your turn now with a one-line note."
+            } else {
+                "The task is done. End your turn now with a one-line note."
+            };
             Ok(ToolResult::json(json!({
                 "task_id": task.id,
                 "status": task.status.as_str(),
                 "ok": true,
-                "next": "The task is done. End your turn now with a one-line note.",
+                "next": next,
             })))
         }
         Err(error) => {

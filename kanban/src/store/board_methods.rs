@@ -286,6 +286,28 @@ macro_rules! board_methods {
             ))
         }
 
+        fn submit_for_review(
+            &self,
+            board: &BoardSlug,
+            id: &TaskId,
+            done: &Completion,
+        ) -> StoreFuture<'_, Task> {
+            let (id, done) = (id.clone(), done.clone());
+            $run!(self, board, write, |t| ops::submit_for_review(
+                t, &id, &done
+            ))
+        }
+
+        fn approve_review(
+            &self,
+            board: &BoardSlug,
+            id: &TaskId,
+            done: &Completion,
+        ) -> StoreFuture<'_, Task> {
+            let (id, done) = (id.clone(), done.clone());
+            $run!(self, board, write, |t| ops::approve_review(t, &id, &done))
+        }
+
         fn request_changes(
             &self,
             board: &BoardSlug,

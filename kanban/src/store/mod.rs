@@ -245,7 +245,8 @@ pub struct Reclaimed {
 /// | `running`, `ready`, `blocked`, `review` | `done` | [`Store::complete`] (parents must be done; promotes children) |
 /// | `running`, `ready` | `todo` / `blocked` / `triage` | [`Store::block`]: kind `dependency` goes to `todo`; the same kind twice in a row goes to `triage` |
 /// | `blocked`, `scheduled` | `ready` / `review` / `todo` | [`Store::unblock`] (`todo` while a parent is open) |
-/// | `running`, `ready` | `review` | [`Store::request_review`] |
+/// | `running`, `ready` | `review` | [`Store::request_review`], [`Store::submit_for_review`] |
+/// | `review` | `done` | [`Store::approve_review`] (as [`Store::complete`]) |
 /// | `review` | `ready` / `todo` | [`Store::request_changes`] |
 /// | `triage` | `ready` / `todo` | [`Store::specify`] |
 /// | `todo`, `ready`, `blocked`, `triage` | `scheduled` | [`Store::schedule`] |
@@ -490,6 +491,23 @@ pub trait Store: Send + Sync + 'static {
         id: &TaskId,
         summary: Option<&str>,
         worker: Option<&WorkerId>,
+    ) -> StoreFuture<'_, Task>;
+    /// A worker's completion that waits for review: like [`Store::complete`] (the worker must
+    /// hold the lease; the result is kept on the task, the summary and metadata on the run)
+    /// but the task goes to `review` and its run ends as `review_requested`.
+    fn submit_for_review(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        done: &Completion,
+    ) -> StoreFuture<'_, Task>;
+    /// A reviewer's yes: completes a task that is in `review`, as [`Store::complete`] does;
+    /// a task in any other status is refused.
+    fn approve_review(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        done: &Completion,
     ) -> StoreFuture<'_, Task>;
     /// Sends a task in `review` back to work.
     fn request_changes(

@@ -84,6 +84,11 @@ pub(crate) const REQUEST_CHANGES: Gate = Gate {
     from: &[Review],
     allowed: "review",
 };
+pub(crate) const APPROVE_REVIEW: Gate = Gate {
+    action: "approved",
+    from: &[Review],
+    allowed: "review",
+};
 pub(crate) const HEARTBEAT: Gate = Gate {
     action: "kept alive by a heartbeat",
     from: &[Running],

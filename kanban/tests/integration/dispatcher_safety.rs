@@ -290,6 +290,24 @@ impl Store for Flaky {
         self.wrap(board, self.inner.request_review(board, id, summary, worker))
     }
 
+    fn submit_for_review(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        done: &Completion,
+    ) -> StoreFuture<'_, Task> {
+        self.wrap(board, self.inner.submit_for_review(board, id, done))
+    }
+
+    fn approve_review(
+        &self,
+        board: &BoardSlug,
+        id: &TaskId,
+        done: &Completion,
+    ) -> StoreFuture<'_, Task> {
+        self.wrap(board, self.inner.approve_review(board, id, done))
+    }
+
     fn request_changes(
         &self,
         board: &BoardSlug,

@@ -294,6 +294,11 @@ fn table() -> RouteTable {
             "/api/plugins/kanban/tasks/{id}/comments",
             post(boards::add_comment),
         )
+        .at(
+            "post",
+            "/api/plugins/kanban/tasks/{id}/review",
+            post(boards::review_task),
+        )
         .at("get", "/api/plugins/kanban/links", get(boards::list_links))
         .at("post", "/api/plugins/kanban/links", post(boards::link))
         .at(

@@ -192,6 +192,9 @@ pub fn document() -> Value {
             "/api/plugins/kanban/tasks/{id}/comments": {
                 "post": op("Add a comment.", json!([task_id, board_param()]), Some(body(json!({"type": "object", "required": ["body"], "properties": {"body": {"type": "string"}, "author": {"type": "string"}}, "additionalProperties": false}))), 201, &[400, 401, 404, 415, 422])
             },
+            "/api/plugins/kanban/tasks/{id}/review": {
+                "post": op("A person's verdict on a task in review: `approve` (done) or `changes` with a comment saying what must change (back to ready; the next worker reads it).", json!([task_id, board_param()]), Some(body(json!({"type": "object", "required": ["verdict"], "properties": {"verdict": {"type": "string", "enum": ["approve", "changes"]}, "comment": {"type": "string"}, "author": {"type": "string"}}, "additionalProperties": false}))), 200, &[400, 401, 404, 409, 415, 422])
+            },
             "/api/plugins/kanban/links": {
                 "get": op("Every link of the board as `{parent_id, child_id}` pairs (archived tasks' too), for fan-out progress.", json!([board_param()]), None, 200, &[400, 401, 404]),
                 "post": op("Make child_id wait for parent_id.", json!([board_param()]), Some(body(json!({"type": "object", "required": ["parent_id", "child_id"], "properties": {"parent_id": {"type": "string"}, "child_id": {"type": "string"}}, "additionalProperties": false}))), 201, &[400, 401, 404, 409, 415, 422]),

@@ -27,6 +27,7 @@
 //! every session the troupe opens, workers and subagents included.
 
 pub mod backends;
+mod worker_profiles;
 pub mod workspaces;
 
 use std::collections::{BTreeSet, HashMap};
@@ -38,7 +39,7 @@ use troupe_actors::model::ModelProvider;
 use troupe_actors::session::SessionConfig;
 use troupe_actors::supervisor::{ApprovalRules, DefaultRules};
 use troupe_kanban::hooks::KanbanHook;
-use troupe_kanban::profiles::{Profiles, WorkerProfile};
+use troupe_kanban::profiles::Profiles;
 use troupe_tools::builtin::{BuiltinConfig, Builtins, NamedBackend, core_tools};
 use troupe_tools::mcp::{McpManager, ServerState, ServerStatus};
 use troupe_tools::memory::MemoryStore;
@@ -653,30 +654,7 @@ impl Runtime {
             if only.is_some_and(|only| !only.contains(name)) {
                 continue;
             }
-            let provider = p
-                .provider(&self.inner.config.model, &self.inner.config.home)
-                .map_err(|problem| invalid(&format!("profiles.{name}"), problem))?;
-            let view = profile_view(self.registry(), p)?;
-            let mut session = p.session_config(&self.inner.worker_session);
-            session.memory = Some(Arc::new(MemoryStore::in_home(
-                &self.inner.config.home,
-                Some(name),
-            )));
-            // Workers' conversations are kept like any session's, readable after the run.
-            session.persist =
-                self.inner
-                    .troupe
-                    .session_store()
-                    .map(|store| troupe_actors::journal::Persist {
-                        journal: Arc::new(store.clone()),
-                        origin: troupe_actors::journal::Origin {
-                            kind: "worker".into(),
-                            options: serde_json::json!({"profile": name}),
-                        },
-                    });
-            profiles.insert(
-                WorkerProfile::new(name.clone(), provider, view).with_session_config(session),
-            );
+            profiles.insert(self.worker_profile(name, p)?);
         }
         if let Some(default) = &kanban.default_assignee {
             profiles = profiles.with_default_assignee(default.clone());

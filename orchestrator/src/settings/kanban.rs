@@ -129,6 +129,8 @@ pub struct ProfileSettings {
     /// Where its workers' commands run, when not where `terminal:` says (`terminal:` under
     /// the profile, with the same keys), and whether they still ask before dangerous ones.
     pub terminal: Option<(BackendChoice, bool)>,
+    /// Whether its completions wait for review, and who reviews them (`review:`).
+    pub review: Option<super::review::ReviewSetting>,
 }
 
 impl ProfileSettings {
@@ -292,6 +294,7 @@ impl KanbanSettings {
             settings.worker_assignable_profiles = names("kanban.worker_assignable_profiles", v)?;
         }
         settings.profiles = profiles_section(profiles)?;
+        super::review::check_reviewers(&settings.profiles)?;
         if let Some(name) = &settings.default_assignee
             && !settings.profiles.is_empty()
             && !settings.profiles.contains_key(name)
@@ -419,6 +422,7 @@ fn profiles_section(value: &Value) -> Result<BTreeMap<String, ProfileSettings>, 
                 )
                 .map_err(|m| keyed_error(&prefix, m))?,
                 terminal: profile_terminal(fields, &prefix)?,
+                review: super::review::read(fields.get("review"), &prefix)?,
             },
         );
     }

@@ -50,6 +50,7 @@ const PROFILE: &[&str] = &[
     "script",
     "budget",
     "terminal",
+    "review",
 ];
 
 const APPROVALS: &[&str] = &[

@@ -405,15 +405,42 @@ pub(crate) async fn request_review<B: Backend>(
     summary: Option<&str>,
     worker: Option<&WorkerId>,
 ) -> Result<Task, B::Error> {
+    let done = Completion {
+        result: None,
+        summary: summary.map(str::to_string),
+        metadata: None,
+        worker: worker.cloned(),
+    };
+    submit_for_review(b, id, &done).await
+}
+
+/// A worker's completion that waits for a reviewer: the run ends as `review_requested` with
+/// the summary and metadata, the result is kept on the task, and the task goes to `review`.
+pub(crate) async fn submit_for_review<B: Backend>(
+    b: &B,
+    id: &TaskId,
+    done: &Completion,
+) -> Result<Task, B::Error> {
     let task = task(b, id).await?;
     rules::REQUEST_REVIEW.check(&task)?;
-    check_holder(&task, worker)?;
+    check_holder(&task, done.worker.as_ref())?;
+    let summary = done.summary.as_deref();
     let end = RunEnd {
         summary,
+        metadata: done.metadata.as_ref(),
         ..RunEnd::with(RunOutcome::ReviewRequested)
     };
     let run = close_run(b, &task, end).await?;
-    cas(b, &task, TaskStatus::Review, &[Set::EndLease]).await?;
+    cas(
+        b,
+        &task,
+        TaskStatus::Review,
+        &[
+            Set::TextIfGiven("result", done.result.as_deref()),
+            Set::EndLease,
+        ],
+    )
+    .await?;
     emit(
         b,
         Some(id),
@@ -442,6 +469,18 @@ pub(crate) async fn request_changes<B: Backend>(
         json!({"reason": reason, "to": to.as_str()}),
     )?;
     super::task(b, id).await
+}
+
+/// Completes a task that waits in `review` (a reviewer's yes), and only such a task: one sent
+/// back or completed meanwhile is refused.
+pub(crate) async fn approve_review<B: Backend>(
+    b: &B,
+    id: &TaskId,
+    done: &Completion,
+) -> Result<Task, B::Error> {
+    let task = task(b, id).await?;
+    rules::APPROVE_REVIEW.check(&task)?;
+    complete(b, id, done).await
 }
 
 /// Takes a running task's lease back: its run ends as `reclaimed` with `why`, the task returns

@@ -26,6 +26,7 @@ pub(crate) use board::{
     comments, create_board, create_task, events_since, link, links, list_tasks, patch_task,
     record_run_usage, remove_attachment, run, runs, stats, task_context, task_events, unlink,
 };
+pub(crate) use lifecycle::{approve_review, submit_for_review};
 pub(crate) use lifecycle::{
     archive, block, claim_many, claim_next, claim_task, complete, heartbeat, promote,
     reclaim_expired, record_failure, release, request_changes, request_review,

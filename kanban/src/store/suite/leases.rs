@@ -528,6 +528,59 @@ pub async fn review_round_trip(b: &dyn SuiteBackend) {
     assert_consistent(&*s, &board).await;
 }
 
+/// A worker's completion sent to review keeps its result on the task and its summary and
+/// metadata on the run, ended `review_requested`; only the lease holder may send it; a
+/// reviewer's yes completes only a task in `review`.
+pub async fn a_completion_in_review_keeps_its_result(b: &dyn SuiteBackend) {
+    let s = b.open().await.unwrap();
+    let board = default_board();
+    let id = new_task(&*s, "counted").await;
+    let coder = long_ttl();
+    let claim = s.claim_task(&board, &id, &coder).await.unwrap();
+    let done = Completion {
+        result: Some("152".into()),
+        summary: Some("counted the lines".into()),
+        metadata: Some(serde_json::json!({"evidence": []})),
+        worker: Some(WorkerId::local()),
+    };
+    let err = s.submit_for_review(&board, &id, &done).await.unwrap_err();
+    assert!(matches!(err, StoreError::LeaseNotHeld { .. }), "{err}");
+    let done = Completion {
+        worker: Some(coder.worker.clone()),
+        ..done
+    };
+    let t = s.submit_for_review(&board, &id, &done).await.unwrap();
+    assert_eq!(t.status, TaskStatus::Review);
+    assert_eq!(t.result.as_deref(), Some("152"));
+    assert!(t.lease.is_none());
+    let run = s.run(&board, claim.run.id).await.unwrap();
+    assert_eq!(run.outcome, Some(RunOutcome::ReviewRequested));
+    assert_eq!(run.summary.as_deref(), Some("counted the lines"));
+    assert_eq!(run.metadata, Some(serde_json::json!({"evidence": []})));
+    assert!(kinds(&*s, &id).await.contains(&EventKind::ReviewRequested));
+    let yes = Completion {
+        summary: Some("approved".into()),
+        ..Completion::default()
+    };
+    let t = s.approve_review(&board, &id, &yes).await.unwrap();
+    assert_eq!(t.status, TaskStatus::Done);
+    assert_eq!(
+        t.result.as_deref(),
+        Some("152"),
+        "the reviewed result stays"
+    );
+    let err = s.approve_review(&board, &id, &yes).await.unwrap_err();
+    assert!(
+        matches!(err, StoreError::InvalidTransition { .. }),
+        "a done task is not approved again: {err}"
+    );
+    let other = new_task(&*s, "never reviewed").await;
+    let err = s.approve_review(&board, &other, &yes).await.unwrap_err();
+    assert!(matches!(err, StoreError::InvalidTransition { .. }), "{err}");
+    assert_eq!(status(&*s, &other).await, TaskStatus::Ready);
+    assert_consistent(&*s, &board).await;
+}
+
 /// A lapsed lease is taken back (run `reclaimed`, task `ready`, no failure counted); its old
 /// holder can no longer act; a live lease is left alone.
 pub async fn lapsed_leases_are_reclaimed(b: &dyn SuiteBackend) {

@@ -8,6 +8,7 @@
 //! `tasks.rs` the board and task commands, `worker.rs` the dispatch round and the
 //! long-running worker process.
 
+mod review;
 mod tasks;
 mod worker;
 
@@ -100,6 +101,9 @@ pub(crate) enum KanbanCommand {
     },
     /// Complete tasks.
     Complete(CompleteArgs),
+    /// Decide on a task waiting in review: approve it (done) or send it back with what to
+    /// change (ready; the next worker reads it).
+    Review(review::ReviewArgs),
     /// Block a task (a running worker is stopped).
     Block {
         /// The task id.
@@ -438,6 +442,7 @@ async fn run_inner(args: KanbanArgs) -> Outcome {
             Ok(())
         }
         KanbanCommand::Complete(a) => complete(&ctx, a).await,
+        KanbanCommand::Review(a) => review::review(&ctx, a).await,
         KanbanCommand::Block { id, reason, kind } => {
             let id = task_id(&id)?;
             if reason.trim().is_empty() {

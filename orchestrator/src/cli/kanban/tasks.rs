@@ -231,10 +231,17 @@ pub(super) async fn show(ctx: &Ctx, id: &str, json: bool) -> Outcome {
         let mut out = serde_json::to_value(&detail).unwrap_or_default();
         if let Some(map) = out.as_object_mut() {
             map.insert("todos".into(), todos.unwrap_or(serde_json::Value::Null));
+            map.insert(
+                "evidence".into(),
+                super::review::evidence_json(&detail.runs),
+            );
         }
         println!("{}", to_json(&out));
     } else {
         print!("{}", render::task_detail(&detail));
+        if let Some(lines) = super::review::evidence_lines(&detail.runs) {
+            println!("\n{lines}");
+        }
         if let Some(list) = todos
             .as_ref()
             .and_then(|t| troupe_tools::todo::TodoList::from_result(&t.to_string()))

@@ -17,11 +17,13 @@ use super::errors::ApiError;
 mod dispatch;
 mod links;
 mod listing;
+mod review;
 mod tasks;
 
 pub use dispatch::*;
 pub use links::*;
 pub use listing::*;
+pub use review::*;
 pub use tasks::*;
 
 /// `?board=` alone.

@@ -62,6 +62,7 @@ export class TaskPanel {
     head.append(this.titleEl, closeBtn);
     this.metaEl = el("div", "task-meta");
     this.actionsEl = el("div", "actions");
+    this.evidenceEl = el("div", "evidence");
     this.bodyEl = el("pre", "task-body");
     this.planEl = el("div", "todo-list task-plan");
     this.treeEl = el("div", "tree");
@@ -112,7 +113,7 @@ export class TaskPanel {
     });
 
     r.append(
-      head, this.metaEl, this.actionsEl, section("Body", this.bodyEl), section("Plan", this.planEl),
+      head, this.metaEl, this.actionsEl, this.evidenceEl, section("Body", this.bodyEl), section("Plan", this.planEl),
       section("Parents and children", this.treeEl, linkForm),
       section("Comments", this.commentsEl, commentForm),
       section("Runs", this.runsEl), section("Events", this.eventsEl),
@@ -154,6 +155,7 @@ export class TaskPanel {
     if (task.result) this.bodyEl.textContent += `\n\nResult: ${task.result}`;
     this.fillPlan(this.detail.todos);
     this.fillActions(task, runs);
+    fillEvidence(this.evidenceEl, runs);
     this.fillTree(links);
     this.commentsEl.textContent = "";
     if (comments.length === 0) this.commentsEl.append(el("p", "muted", "No comments yet."));
@@ -211,6 +213,7 @@ export class TaskPanel {
     });
     if (["blocked", "scheduled", "triage", "review"].includes(task.status)) btn("Unblock", status("ready"));
     btn("Archive", status("archived"), "danger");
+    if (task.status === "review") reviewButtons(this, btn);
   }
 
   async edit(task) {
@@ -286,4 +289,36 @@ function duration(ms) {
 function compact(payload) {
   const text = JSON.stringify(payload || {});
   return text === "{}" ? "" : text.length > 160 ? text.slice(0, 157) + "…" : text;
+}
+
+// A person's verdict on a task waiting in review: Approve (done) or Send back with what must
+// change (ready; the next worker reads it as a comment).
+function reviewButtons(panel, btn) {
+  const review = (body) => panel.act(() => api.post(panel.path("/review"), { author: "dashboard", ...body }));
+  btn("Approve", () => review({ verdict: "approve" }), "primary review-approve");
+  btn("Send back", async () => {
+    const why = await panel.ctx.ask("Send back: what must change?", [{ name: "comment", value: "", long: true }]);
+    if (why && why.comment.trim()) await review({ verdict: "changes", comment: why.comment });
+  }, "review-changes");
+}
+
+// What the latest completion rests on: the tool calls troupe recorded in that run, or a
+// warning that it rests on none.
+function fillEvidence(into, runs) {
+  into.textContent = "";
+  const latest = runs.filter((r) => r.metadata && r.metadata.evidence !== undefined)
+    .sort((a, b) => b.id - a.id)[0];
+  if (!latest) return;
+  const calls = latest.metadata.evidence;
+  if (!Array.isArray(calls) || calls.length === 0) {
+    into.append(el("div", "evidence-none", `evidence: none — run #${latest.id} completed without running any tool`));
+    return;
+  }
+  into.append(el("div", "muted", `evidence of run #${latest.id}: ${calls.length} tool call(s) that ran`));
+  const list = el("ul", "evidence-calls");
+  for (const c of calls) {
+    const exit = c.exit_code === undefined || c.exit_code === null ? "" : `, exit ${c.exit_code}`;
+    list.append(el("li", `evidence-call ${c.status}`, `${c.tool} ${c.args} → ${c.status}${exit}`));
+  }
+  into.append(list);
 }
