@@ -35,6 +35,7 @@ mod danger_cli;
 mod dashboard;
 mod dashboard_agent_tools;
 mod dashboard_running_card;
+mod dashboard_sessions;
 mod doctor_cli;
 mod durable_sessions;
 mod entry_points;
