@@ -148,10 +148,8 @@ pub fn resolve_dashboard_token(
         let token = check_dashboard_token(DASHBOARD_TOKEN_ENV, token, api_token)?;
         return Ok((token, TokenSource::Environment));
     }
-    let (token, source) = token_from_file(
-        home.join(DASHBOARD_TOKEN_FILE),
-        commands_cannot_read_home,
-    )?;
+    let (token, source) =
+        token_from_file(home.join(DASHBOARD_TOKEN_FILE), commands_cannot_read_home)?;
     let token = check_dashboard_token("the dashboard token file", &token, api_token)?;
     Ok((token, source))
 }

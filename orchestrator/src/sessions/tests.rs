@@ -419,5 +419,10 @@ async fn postgres_sessions_are_listed_a_page_at_a_time() {
         return;
     };
     let db = troupe_kanban::store::test_cluster::fresh_database(&cluster, "sessions_paging").await;
-    paging_suite(SessionStore::connect_postgres(&db.url).await.unwrap(), 1_000, 70).await;
+    paging_suite(
+        SessionStore::connect_postgres(&db.url).await.unwrap(),
+        1_000,
+        70,
+    )
+    .await;
 }

@@ -22,6 +22,7 @@ pub mod known_keys;
 mod model;
 pub mod observability;
 pub mod plugins;
+pub mod reference;
 pub mod secrets;
 pub mod serve;
 mod sessions;

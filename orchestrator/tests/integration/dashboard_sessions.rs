@@ -67,7 +67,10 @@ async fn call_with(served: &Served, token: Option<&str>, path: &str) -> (u16, Va
     let response = request.send().await.unwrap();
     let status = response.status().as_u16();
     let text = response.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
 }
 
 /// What the store holds after a chat, an HTTP session and a worker's run.

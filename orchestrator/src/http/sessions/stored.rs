@@ -45,16 +45,15 @@ pub struct StoredQuery {
 }
 
 /// Refuses a request without the dashboard scope, saying how to get it.
-pub(crate) fn require_dashboard(
-    state: &HttpState,
-    scope: Option<Scope>,
-) -> Result<(), ApiError> {
+pub(crate) fn require_dashboard(state: &HttpState, scope: Option<Scope>) -> Result<(), ApiError> {
     if scope == Some(Scope::Dashboard) {
         return Ok(());
     }
     let how = match state.dashboard_token {
         Some(_) => "send the dashboard token instead (troupe serve prints where it comes from)",
-        None => "this server has no dashboard token; start troupe serve with serve.dashboard_token or TROUPE_DASHBOARD_TOKEN set",
+        None => {
+            "this server has no dashboard token; start troupe serve with serve.dashboard_token or TROUPE_DASHBOARD_TOKEN set"
+        }
     };
     Err(ApiError::new(
         StatusCode::FORBIDDEN,
@@ -98,9 +97,16 @@ pub async fn list(
             )
         })?),
     };
-    let task = query.task.map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
+    let task = query
+        .task
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty());
     // One more row than asked says whether a next page exists.
-    let wanted = if task.is_some() { TASK_RUNS_LISTED } else { limit };
+    let wanted = if task.is_some() {
+        TASK_RUNS_LISTED
+    } else {
+        limit
+    };
     let listed = store
         .list(ListQuery {
             all: query.subagents.unwrap_or(true),
