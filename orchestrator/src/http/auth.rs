@@ -534,6 +534,41 @@ mod tests {
     }
 
     #[test]
+    fn the_dashboard_token_is_found_like_the_api_token_and_never_equals_it() {
+        let home = tempfile::tempdir().unwrap();
+        let api = "the-api-token-0123456789abcdef";
+        let error = resolve_dashboard_token(Some(api), None, home.path(), true, api).unwrap_err();
+        assert!(
+            error.to_string().contains("equals the API token"),
+            "{error}"
+        );
+        let error =
+            resolve_dashboard_token(None, Some("short"), home.path(), true, api).unwrap_err();
+        assert!(error.to_string().contains(DASHBOARD_TOKEN_ENV), "{error}");
+        let (token, source) =
+            resolve_dashboard_token(None, Some("people-only-0123456789"), home.path(), true, api)
+                .unwrap();
+        assert_eq!(
+            (token.as_str(), source),
+            ("people-only-0123456789", TokenSource::Environment)
+        );
+        // Kept in its own 0600 file where commands cannot read the home, apart from the API's.
+        let (first, source) = resolve_dashboard_token(None, None, home.path(), true, api).unwrap();
+        assert_eq!(
+            source,
+            TokenSource::Generated(home.path().join(DASHBOARD_TOKEN_FILE))
+        );
+        assert!(!home.path().join(TOKEN_FILE).exists());
+        let (again, _) = resolve_dashboard_token(None, None, home.path(), true, api).unwrap();
+        assert_eq!(first, again);
+        // Made for the run where they could.
+        let other = tempfile::tempdir().unwrap();
+        let (_, source) = resolve_dashboard_token(None, None, other.path(), false, api).unwrap();
+        assert_eq!(source, TokenSource::Ephemeral { ignored: None });
+        assert!(!other.path().join(DASHBOARD_TOKEN_FILE).exists());
+    }
+
+    #[test]
     fn percent_decoding() {
         assert_eq!(percent_decode("a%2Fb").as_deref(), Some("a/b"));
         assert_eq!(percent_decode("%zz"), None);

@@ -26,6 +26,7 @@ mod chat_sudo;
 mod chat_terminal;
 mod chat_terminal_recovery;
 mod config_check_cli;
+mod config_reference_cli;
 mod confine_cli;
 mod connectors_api;
 mod connectors_chat;
