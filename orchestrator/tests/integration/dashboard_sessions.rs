@@ -391,6 +391,7 @@ async fn the_sessions_tab_and_a_task_panel_open_workers_transcripts() {
         .unwrap();
 
     // Signed in with the API token: the list says which token it needs.
+    page.click("#task-panel .close").await.unwrap();
     page.click("#signout").await.unwrap();
     sign_in(&page, TOKEN).await;
     page.click("#tab-sessions").await.unwrap();
