@@ -29,6 +29,14 @@ pub(crate) enum ConfigCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Print the reference of every troupe.yaml key (type, default, meaning) as markdown
+    /// tables, generated from the settings layer; `--update FILE` rewrites the generated
+    /// tables inside FILE (docs/config.md) and keeps the prose around them.
+    Reference {
+        /// Rewrite the generated blocks of this page instead of printing.
+        #[arg(long, value_name = "FILE")]
+        update: Option<PathBuf>,
+    },
 }
 
 /// Runs `troupe config`; returns the exit code.
@@ -39,6 +47,7 @@ pub(crate) fn run(command: ConfigCommand) -> i32 {
 fn run_inner(command: ConfigCommand) -> Result<i32, CliError> {
     match command {
         ConfigCommand::Check { config, json } => super::config_check::run(config, json),
+        ConfigCommand::Reference { update } => reference(update),
         ConfigCommand::Trust { file } => {
             let file = file.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_FILE));
             if !file.exists() {
@@ -68,4 +77,37 @@ fn run_inner(command: ConfigCommand) -> Result<i32, CliError> {
             Ok(EXIT_DONE)
         }
     }
+}
+
+/// `troupe config reference [--update FILE]`.
+fn reference(update: Option<PathBuf>) -> Result<i32, CliError> {
+    use crate::settings::reference;
+    let Some(file) = update else {
+        // Written, not print!ed: a closed pipe (`| head`) ends the output, not the process.
+        let text = reference::markdown();
+        return match std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes()) {
+            Ok(()) => Ok(EXIT_DONE),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(EXIT_DONE),
+            Err(e) => Err(CliError::failed(format!("cannot write the reference: {e}"))),
+        };
+    };
+    let doc = std::fs::read_to_string(&file).map_err(|e| {
+        CliError::usage(format!(
+            "cannot read {}: {e}; name the page holding the generated tables (docs/config.md)",
+            file.display()
+        ))
+    })?;
+    let updated =
+        reference::update(&doc).map_err(|e| CliError::usage(format!("{}: {e}", file.display())))?;
+    if updated == doc {
+        eprintln!("troupe config: {} is up to date", file.display());
+        return Ok(EXIT_DONE);
+    }
+    std::fs::write(&file, updated)
+        .map_err(|e| CliError::failed(format!("cannot write {}: {e}", file.display())))?;
+    eprintln!(
+        "troupe config: rewrote the generated tables of {}",
+        file.display()
+    );
+    Ok(EXIT_DONE)
 }

@@ -14,7 +14,10 @@ use troupe_kanban::store::{PostgresStore, StoreError};
 use troupe_kanban::{BoardSlug, DispatcherHandle};
 
 use super::error::CliError;
-use crate::http::auth::{MIN_TOKEN_CHARS, TOKEN_ENV, TokenSource, resolve_token};
+use crate::http::auth::{
+    DASHBOARD_TOKEN_ENV, MIN_TOKEN_CHARS, TOKEN_ENV, TokenSource, resolve_dashboard_token,
+    resolve_token,
+};
 use crate::http::{DispatcherPass, FeedWake, HttpState, PromotePass, ServeConfig};
 use crate::kanban_api::Kanban;
 use crate::runtime::{Runtime, RuntimeOptions};
@@ -97,6 +100,17 @@ async fn run_inner(args: ServeArgs) -> Result<(), (i32, String)> {
     .map_err(|e| usage(e.to_string()))?;
     // Masked wherever it shows up (a tool result, a trace, the session store).
     troupe_tools::builtin::redact::remember_secret(&token);
+    // The people's token: it reads every stored session, which /v1 clients holding the API
+    // token may not.
+    let dashboard = resolve_dashboard_token(
+        serve.dashboard_token.as_deref(),
+        std::env::var(DASHBOARD_TOKEN_ENV).ok().as_deref(),
+        &home,
+        commands_cannot_read_home,
+        &token,
+    )
+    .map_err(|e| usage(e.to_string()))?;
+    troupe_tools::builtin::redact::remember_secret(&dashboard.0);
 
     // The store: a PostgreSQL store is kept by its own type too, so the feed can LISTEN.
     let (store, wake) = match &settings.store {
@@ -127,7 +141,7 @@ async fn run_inner(args: ServeArgs) -> Result<(), (i32, String)> {
         })?;
     runtime.report_notices("troupe serve");
     let result = serve_with(
-        &args, &runtime, settings, board, serve, store, wake, token, source,
+        &args, &runtime, settings, board, serve, store, wake, token, source, dashboard,
     )
     .await;
     runtime.close().await;
@@ -149,6 +163,7 @@ async fn serve_with(
     wake: FeedWake,
     token: String,
     source: TokenSource,
+    dashboard: (String, TokenSource),
 ) -> Result<(), (i32, String)> {
     let usage = |message: String| (EXIT_USAGE, message);
     let failed = |message: String| (EXIT_FAILED, message);
@@ -200,6 +215,7 @@ async fn serve_with(
         .with_wake(wake)
         .with_cors_origins(serve.cors_origins.clone())
         .with_allowed_hosts(serve.allowed_hosts.clone())
+        .with_dashboard_token(dashboard.0.clone())
         .with_default_board(board.clone())
         .with_commands(runtime.plugins().commands().clone());
     // Dashboard tabs from plugins; the achievements tab counts the stored sessions.
@@ -290,6 +306,7 @@ async fn serve_with(
             );
         }
     }
+    report_dashboard_token(&dashboard);
     match &dispatcher {
         Some((_, names)) => eprintln!(
             "troupe serve: dispatching board {board} with profiles {names}; --no-dispatch leaves it to `troupe kanban worker`"
@@ -315,6 +332,33 @@ async fn serve_with(
         stop_dispatcher(handle).await;
     }
     result.map_err(|e| failed(format!("the server failed: {e}")))
+}
+
+/// Says where the dashboard token comes from (showing it once when it lives nowhere else).
+fn report_dashboard_token((token, source): &(String, TokenSource)) {
+    let what = "the dashboard token (every stored session; give it to people, not to /v1 clients)";
+    match source {
+        TokenSource::Config => {
+            eprintln!("troupe serve: {what} is serve.dashboard_token in the config")
+        }
+        TokenSource::Environment => eprintln!("troupe serve: {what} is {DASHBOARD_TOKEN_ENV}"),
+        TokenSource::File(path) => eprintln!("troupe serve: {what} is in {}", path.display()),
+        TokenSource::Generated(path) => eprintln!(
+            "troupe serve: {what} was generated into {} (mode 0600)",
+            path.display()
+        ),
+        TokenSource::Ephemeral { ignored } => {
+            if let Some(path) = ignored {
+                eprintln!(
+                    "troupe serve: ignoring the dashboard token file {}: the commands sessions run could read it; delete it",
+                    path.display()
+                );
+            }
+            eprintln!(
+                "troupe serve: {what}, for this run only (set {DASHBOARD_TOKEN_ENV} to keep one): {token}"
+            );
+        }
+    }
 }
 
 async fn stop_dispatcher(handle: &DispatcherHandle) {

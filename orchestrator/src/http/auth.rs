@@ -18,8 +18,44 @@ use super::errors::ApiError;
 
 /// The environment variable that supplies the token when the config does not.
 pub const TOKEN_ENV: &str = "TROUPE_SERVE_TOKEN";
+/// The environment variable that supplies the dashboard token when the config does not.
+pub const DASHBOARD_TOKEN_ENV: &str = "TROUPE_DASHBOARD_TOKEN";
+
+/// What a request's token lets it do, put in the request's extensions by [`require_token`].
+/// The API token is the one `/v1` clients hold too, so it reads only the sessions opened over
+/// HTTP; the dashboard token, given to people only, reads every session in the store (chat,
+/// board workers, subagents).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The server's token (`serve.token`): every route, sessions opened over HTTP only.
+    Api,
+    /// The dashboard token (`serve.dashboard_token`): every route but `/v1`, and every stored
+    /// session.
+    Dashboard,
+}
+
+/// Checks a dashboard token from config or the environment as the API token is checked, and
+/// refuses one equal to the API token: the two scopes would be one.
+fn check_dashboard_token(
+    origin: &'static str,
+    raw: &str,
+    api_token: &str,
+) -> Result<String, TokenError> {
+    let token = check(origin, raw)?;
+    if constant_time_eq(token.as_bytes(), api_token.as_bytes()) {
+        return Err(TokenError::Unusable {
+            origin,
+            problem: "the dashboard token equals the API token, so every /v1 client could read \
+                      every session; pick a different one"
+                .into(),
+        });
+    }
+    Ok(token)
+}
 /// The file, under the troupe home, that keeps a generated token.
 pub const TOKEN_FILE: &str = "serve.token";
+/// The file, under the troupe home, that keeps a generated dashboard token.
+pub const DASHBOARD_TOKEN_FILE: &str = "dashboard.token";
 /// Shortest token accepted from config or the environment: shorter ones are easy to guess.
 pub const MIN_TOKEN_CHARS: usize = 16;
 
@@ -90,7 +126,40 @@ pub fn resolve_token(
     if let Some(token) = from_env.filter(|t| !t.trim().is_empty()) {
         return Ok((check(TOKEN_ENV, token)?, TokenSource::Environment));
     }
-    let path = home.join(TOKEN_FILE);
+    token_from_file(home.join(TOKEN_FILE), commands_cannot_read_home)
+}
+
+/// The dashboard token, found as [`resolve_token`] finds the API token: `serve.dashboard_token`,
+/// else [`DASHBOARD_TOKEN_ENV`], else [`DASHBOARD_TOKEN_FILE`] under `home` (only where the
+/// commands troupe runs cannot read it), else one made for this run. It must differ from
+/// `api_token`.
+pub fn resolve_dashboard_token(
+    configured: Option<&str>,
+    from_env: Option<&str>,
+    home: &Path,
+    commands_cannot_read_home: bool,
+    api_token: &str,
+) -> Result<(String, TokenSource), TokenError> {
+    if let Some(token) = configured {
+        let token = check_dashboard_token("serve.dashboard_token", token, api_token)?;
+        return Ok((token, TokenSource::Config));
+    }
+    if let Some(token) = from_env.filter(|t| !t.trim().is_empty()) {
+        let token = check_dashboard_token(DASHBOARD_TOKEN_ENV, token, api_token)?;
+        return Ok((token, TokenSource::Environment));
+    }
+    let (token, source) =
+        token_from_file(home.join(DASHBOARD_TOKEN_FILE), commands_cannot_read_home)?;
+    let token = check_dashboard_token("the dashboard token file", &token, api_token)?;
+    Ok((token, source))
+}
+
+/// A token kept in `path` (read, or generated into it), or one for this run alone when the
+/// commands troupe runs could read the file.
+fn token_from_file(
+    path: PathBuf,
+    commands_cannot_read_home: bool,
+) -> Result<(String, TokenSource), TokenError> {
     if !commands_cannot_read_home {
         let ignored = path.exists().then_some(path);
         return Ok((generate_token(), TokenSource::Ephemeral { ignored }));
@@ -264,38 +333,53 @@ fn percent_decode(raw: &str) -> Option<String> {
 }
 
 /// Middleware: refuses every request without the right token (CORS preflights from allowed
-/// origins excepted, since browsers send those without credentials).
+/// origins excepted, since browsers send those without credentials), and marks the others with
+/// their [`Scope`].
 pub async fn require_token(
     State(state): State<HttpState>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     if request.method() == Method::OPTIONS && allowed_origin(&state, request.headers()).is_some() {
         return next.run(request).await;
     }
-    // OpenAI's clients read their own error shape.
+    let presented = presented_token(&request);
+    let api = presented
+        .as_deref()
+        .is_some_and(|token| constant_time_eq(token.as_bytes(), state.token.as_bytes()));
+    // OpenAI's clients read their own error shape; they hold the API token only.
     if request.uri().path().starts_with("/v1/") {
-        return match presented_token(&request) {
-            Some(token) if constant_time_eq(token.as_bytes(), state.token.as_bytes()) => {
-                next.run(request).await
-            }
-            _ => super::openai::errors::OpenAiError::unauthorized(
-                "send the server's token as the API key (`Authorization: Bearer <token>`; troupe \
-                 serve prints where the token is kept)",
-            )
-            .into_response(),
-        };
+        if api {
+            request.extensions_mut().insert(Scope::Api);
+            return next.run(request).await;
+        }
+        return super::openai::errors::OpenAiError::unauthorized(
+            "send the server's token as the API key (`Authorization: Bearer <token>`; troupe \
+             serve prints where the token is kept)",
+        )
+        .into_response();
     }
-    match presented_token(&request) {
-        None => ApiError::unauthorized(
+    let dashboard = presented.as_deref().is_some_and(|token| {
+        state
+            .dashboard_token
+            .as_deref()
+            .is_some_and(|d| constant_time_eq(token.as_bytes(), d.as_bytes()))
+    });
+    match (presented, api, dashboard) {
+        (None, _, _) => ApiError::unauthorized(
             "this API needs a token: send `Authorization: Bearer <token>` (troupe serve prints \
              where the token is kept)",
         )
         .into_response(),
-        Some(token) if constant_time_eq(token.as_bytes(), state.token.as_bytes()) => {
+        (Some(_), _, true) => {
+            request.extensions_mut().insert(Scope::Dashboard);
             next.run(request).await
         }
-        Some(_) => {
+        (Some(_), true, false) => {
+            request.extensions_mut().insert(Scope::Api);
+            next.run(request).await
+        }
+        (Some(_), false, false) => {
             ApiError::unauthorized("the token is wrong; use the one troupe serve was started with")
                 .into_response()
         }
@@ -447,6 +531,41 @@ mod tests {
             resolve_token(None, Some("from-the-environment-0123"), home.path(), false).unwrap();
         assert_eq!(token, "from-the-environment-0123");
         assert_eq!(source, TokenSource::Environment);
+    }
+
+    #[test]
+    fn the_dashboard_token_is_found_like_the_api_token_and_never_equals_it() {
+        let home = tempfile::tempdir().unwrap();
+        let api = "the-api-token-0123456789abcdef";
+        let error = resolve_dashboard_token(Some(api), None, home.path(), true, api).unwrap_err();
+        assert!(
+            error.to_string().contains("equals the API token"),
+            "{error}"
+        );
+        let error =
+            resolve_dashboard_token(None, Some("short"), home.path(), true, api).unwrap_err();
+        assert!(error.to_string().contains(DASHBOARD_TOKEN_ENV), "{error}");
+        let (token, source) =
+            resolve_dashboard_token(None, Some("people-only-0123456789"), home.path(), true, api)
+                .unwrap();
+        assert_eq!(
+            (token.as_str(), source),
+            ("people-only-0123456789", TokenSource::Environment)
+        );
+        // Kept in its own 0600 file where commands cannot read the home, apart from the API's.
+        let (first, source) = resolve_dashboard_token(None, None, home.path(), true, api).unwrap();
+        assert_eq!(
+            source,
+            TokenSource::Generated(home.path().join(DASHBOARD_TOKEN_FILE))
+        );
+        assert!(!home.path().join(TOKEN_FILE).exists());
+        let (again, _) = resolve_dashboard_token(None, None, home.path(), true, api).unwrap();
+        assert_eq!(first, again);
+        // Made for the run where they could.
+        let other = tempfile::tempdir().unwrap();
+        let (_, source) = resolve_dashboard_token(None, None, other.path(), false, api).unwrap();
+        assert_eq!(source, TokenSource::Ephemeral { ignored: None });
+        assert!(!other.path().join(DASHBOARD_TOKEN_FILE).exists());
     }
 
     #[test]

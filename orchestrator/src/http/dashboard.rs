@@ -91,6 +91,11 @@ const ASSETS: &[Asset] = &[
         body: include_str!("dashboard/plugins.css"),
     },
     Asset {
+        name: "transcript.js",
+        media_type: "text/javascript; charset=utf-8",
+        body: include_str!("dashboard/transcript.js"),
+    },
+    Asset {
         name: "schedules.js",
         media_type: "text/javascript; charset=utf-8",
         body: include_str!("dashboard/schedules.js"),

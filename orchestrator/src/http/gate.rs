@@ -18,6 +18,8 @@ use super::errors::ApiError;
 pub(crate) struct Gate {
     /// The token that makes a request authenticated.
     token: Arc<str>,
+    /// The dashboard token, which does too.
+    dashboard_token: Option<Arc<str>>,
     /// The address the server listens on.
     listen: SocketAddr,
     /// Extra names from `serve.allowed_hosts`, lower-case, without a port.
@@ -29,6 +31,7 @@ impl Gate {
     pub(crate) fn new(token: Arc<str>, listen: SocketAddr, allowed_hosts: &[String]) -> Gate {
         Gate {
             token,
+            dashboard_token: None,
             listen,
             allowed_hosts: allowed_hosts
                 .iter()
@@ -37,10 +40,21 @@ impl Gate {
         }
     }
 
-    /// Whether the request carries the server's token.
+    /// Counts the dashboard token as authenticated too.
+    pub(crate) fn with_dashboard_token(mut self, token: Option<Arc<str>>) -> Gate {
+        self.dashboard_token = token;
+        self
+    }
+
+    /// Whether the request carries the server's token or the dashboard token.
     pub(crate) fn authenticated(&self, headers: &HeaderMap, uri: &Uri) -> bool {
-        presented_token_in(headers, uri)
-            .is_some_and(|token| constant_time_eq(token.as_bytes(), self.token.as_bytes()))
+        presented_token_in(headers, uri).is_some_and(|token| {
+            constant_time_eq(token.as_bytes(), self.token.as_bytes())
+                || self
+                    .dashboard_token
+                    .as_deref()
+                    .is_some_and(|d| constant_time_eq(token.as_bytes(), d.as_bytes()))
+        })
     }
 
     /// Whether `host` (a `Host` header's value) names this server: the listen address itself,

@@ -74,6 +74,9 @@ pub struct HttpState {
     pub dispatcher: Arc<dyn DispatchPass>,
     /// The bearer token every request must carry.
     pub token: Arc<str>,
+    /// The dashboard token: the API token's rights (but `/v1`) and every stored session; none
+    /// means no request has that scope.
+    pub dashboard_token: Option<Arc<str>>,
     /// Browser origins allowed by CORS.
     pub cors_origins: Arc<[String]>,
     /// Host names accepted besides the listen address (`serve.allowed_hosts`).
@@ -129,6 +132,7 @@ impl HttpState {
             wake: FeedWake::Poll(DEFAULT_FEED_POLL),
             heads: Arc::new(feed::BoardHeads::default()),
             token: Arc::from(token.into()),
+            dashboard_token: None,
             cors_origins: Arc::from(Vec::new()),
             allowed_hosts: Arc::from(Vec::new()),
             provider: None,
@@ -150,6 +154,12 @@ impl HttpState {
     /// Sets what `POST /dispatch` runs.
     pub fn with_dispatcher(mut self, dispatcher: Arc<dyn DispatchPass>) -> Self {
         self.dispatcher = dispatcher;
+        self
+    }
+
+    /// Sets the dashboard token (see [`auth::Scope::Dashboard`]).
+    pub fn with_dashboard_token(mut self, token: impl Into<String>) -> Self {
+        self.dashboard_token = Some(Arc::from(token.into()));
         self
     }
 
@@ -245,6 +255,7 @@ fn table() -> RouteTable {
             get(sessions::session_approvals),
         )
         .at("post", "/api/sessions/{id}/stop", post(sessions::stop))
+        .at("get", "/api/store/sessions", get(sessions::stored::list))
         .at("get", "/api/approvals", get(sessions::all_approvals))
         .at(
             "post",
@@ -458,7 +469,8 @@ pub async fn serve_with_limits(
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let app = router(state.clone());
     let closing = state.clone();
-    let gate = gate::Gate::new(Arc::clone(&state.token), addr, &state.allowed_hosts);
+    let gate = gate::Gate::new(Arc::clone(&state.token), addr, &state.allowed_hosts)
+        .with_dashboard_token(state.dashboard_token.clone());
     let task = tokio::spawn(listener::run(listener, app, limits, gate, async move {
         let _ = stop_rx.await;
         closing.close_streams();

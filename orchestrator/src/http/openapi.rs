@@ -11,6 +11,7 @@ fn error_responses(codes: &[u16]) -> Value {
         let text = match code {
             400 => "The request is wrong; the message says what to send instead.",
             401 => "No token, or the wrong one.",
+            403 => "The token lacks the scope this route needs (the dashboard token).",
             404 => "The session, task, run, approval or board named does not exist.",
             409 => {
                 "The thing exists but its state does not allow this (an invalid transition, a busy session)."
@@ -156,13 +157,16 @@ pub fn document() -> Value {
                 }
             },
             "/api/sessions/{id}/transcript": {
-                "get": op("A stored session's messages, open or not: a session opened over HTTP (or one of its subagents), by its whole id; with `tree=true` its subagents' too, parents first. 404 when the server keeps no sessions (`sessions.persist: false`) or there is no such session.", json!([session_id, query("tree", "boolean", "The subagents' conversations too.")]), None, 200, &[400, 401, 404])
+                "get": op("A stored session's messages, open or not, by its whole id: with the API token a session opened over HTTP (or one of its subagents), with the dashboard token any stored session (chat, board worker, subagent); with `tree=true` its subagents' too, parents first. 404 when the server keeps no sessions (`sessions.persist: false`) or there is no such session.", json!([session_id, query("tree", "boolean", "The subagents' conversations too.")]), None, 200, &[400, 401, 404])
             },
             "/api/sessions/{id}/approvals": {
                 "get": op("Approval requests of this session (and its subagents) waiting for an answer.", json!([session_id]), None, 200, &[401, 404])
             },
             "/api/sessions/{id}/stop": {
                 "post": op("Stop the running turn: `soft` (default) or `hard` (the session's subagents too). The body may be empty.", json!([session_id]), Some(json!({"required": false, "content": {"application/json": {"schema": {"type": "object", "properties": {"mode": {"enum": ["soft", "hard"]}}, "additionalProperties": false}}}})), 200, &[400, 401, 404])
+            },
+            "/api/store/sessions": {
+                "get": op("Every stored session (chat, HTTP, board workers, subagents), newest first, one page at a time: `{sessions, next}`, `next` being the cursor of the next page (null on the last). Needs the dashboard token (`serve.dashboard_token`): the API token, shared with /v1 clients, is answered 403 `dashboard_scope_required`. With `task`, the board workers' sessions of that task's runs, each with its `run` number.", json!([query("limit", "integer", "Rows per page: 50 when absent, at most 500."), query("cursor", "string", "The next of the previous page."), query("origin", "string", "Only this origin (chat, http, worker, ...)."), query("subagents", "boolean", "Subagents' sessions too (default true)."), query("task", "string", "Only this task's runs' sessions.")]), None, 200, &[400, 401, 403, 404])
             },
             "/api/approvals": {
                 "get": op("Every approval request waiting for an answer, oldest first.", json!([]), None, 200, &[401])

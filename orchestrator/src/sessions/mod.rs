@@ -258,6 +258,45 @@ pub struct ListQuery {
     pub open_only: bool,
     /// At most this many, newest first.
     pub limit: Option<usize>,
+    /// Only sessions after this one in the newest-first order: a page's last row, so the next
+    /// page goes on from it (keyset paging, no offset to scan past).
+    pub before: Option<ListCursor>,
+    /// Only the board workers' sessions of this task (its runs'), as their options name it.
+    pub task: Option<String>,
+}
+
+/// A place in the newest-first order of stored sessions: a session's `updated_at` and id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListCursor {
+    /// The row's `updated_at`, in milliseconds.
+    pub updated_at: i64,
+    /// The row's id (breaks ties between rows updated in the same millisecond).
+    pub id: String,
+}
+
+impl ListCursor {
+    /// The cursor just past `summary`.
+    pub fn after(summary: &SessionSummary) -> ListCursor {
+        ListCursor {
+            updated_at: summary.updated_at,
+            id: summary.id.clone(),
+        }
+    }
+
+    /// As text for a URL: `<updated_at>.<id>`.
+    pub fn encode(&self) -> String {
+        format!("{}.{}", self.updated_at, self.id)
+    }
+
+    /// Reads [`ListCursor::encode`]'s text; `None` when it is not one.
+    pub fn decode(text: &str) -> Option<ListCursor> {
+        let (at, id) = text.split_once('.')?;
+        let updated_at = at.parse().ok()?;
+        (!id.is_empty() && id.len() <= 200).then(|| ListCursor {
+            updated_at,
+            id: id.to_string(),
+        })
+    }
 }
 
 /// One match of a search over stored messages.

@@ -182,6 +182,22 @@ impl PostgresSessions {
             params.push(origin);
             sql.push_str(&format!(" AND origin = ${}", params.len()));
         }
+        if let Some(task) = &query.task {
+            params.push(task);
+            // Options are always written as JSON text, so the cast cannot fail on a row.
+            sql.push_str(&format!(
+                " AND origin = 'worker' AND (options::jsonb)->>'task' = ${}",
+                params.len()
+            ));
+        }
+        if let Some(cursor) = &query.before {
+            params.push(&cursor.updated_at);
+            params.push(&cursor.id);
+            let (at, id) = (params.len() - 1, params.len());
+            sql.push_str(&format!(
+                " AND (updated_at < ${at} OR (updated_at = ${at} AND id < ${id}))"
+            ));
+        }
         params.push(&limit);
         sql.push_str(&format!(
             " ORDER BY updated_at DESC, id DESC LIMIT ${}",

@@ -141,25 +141,40 @@ impl SqliteSessions {
     pub(super) fn list(&self, query: &ListQuery) -> Result<Vec<SessionSummary>, SessionStoreError> {
         let conn = lock(&self.reader);
         let mut sql = format!("SELECT {SUMMARY} FROM sessions WHERE 1 = 1");
+        let mut params: Vec<rusqlite::types::Value> = Vec::new();
         if !query.all {
             sql.push_str(" AND depth = 0");
         }
         if query.open_only {
             sql.push_str(" AND status = 'open'");
         }
-        if query.origin.is_some() {
-            sql.push_str(" AND origin = ?1");
+        if let Some(origin) = &query.origin {
+            params.push(origin.clone().into());
+            sql.push_str(&format!(" AND origin = ?{}", params.len()));
+        }
+        if let Some(task) = &query.task {
+            params.push(task.clone().into());
+            sql.push_str(&format!(
+                " AND origin = 'worker' AND json_valid(options) AND json_extract(options, '$.task') = ?{}",
+                params.len()
+            ));
+        }
+        if let Some(cursor) = &query.before {
+            params.push(cursor.updated_at.into());
+            params.push(cursor.id.clone().into());
+            let (at, id) = (params.len() - 1, params.len());
+            sql.push_str(&format!(
+                " AND (updated_at < ?{at} OR (updated_at = ?{at} AND id < ?{id}))"
+            ));
         }
         sql.push_str(" ORDER BY updated_at DESC, id DESC");
         if let Some(limit) = query.limit {
             sql.push_str(&format!(" LIMIT {limit}"));
         }
         let mut statement = conn.prepare_cached(&sql).map_err(|e| self.error(e))?;
-        let rows = match &query.origin {
-            Some(origin) => statement.query_map([origin], summary_row),
-            None => statement.query_map([], summary_row),
-        }
-        .map_err(|e| self.error(e))?;
+        let rows = statement
+            .query_map(rusqlite::params_from_iter(params), summary_row)
+            .map_err(|e| self.error(e))?;
         rows.collect::<Result<Vec<_>, _>>()
             .map_err(|e| self.error(e))
     }

@@ -325,3 +325,104 @@ fn sessions_settings_read_the_section_and_name_what_is_wrong() {
         assert!(error.contains(needle), "{yaml}: {error}");
     }
 }
+
+/// `count` top-level sessions (every tenth a board worker's run of task `t_paged`), then every
+/// page of the newest-first list walked with the cursor: each page holds at most `page` rows,
+/// no row comes twice, every session comes once; the task filter finds the worker runs.
+async fn paging_suite(store: SessionStore, count: usize, page: usize) {
+    use super::ListCursor;
+    for i in 0..count {
+        let (kind, options) = if i % 10 == 0 {
+            (
+                "worker",
+                serde_json::json!({"board": "default", "task": "t_paged", "run": i / 10}),
+            )
+        } else {
+            ("chat", serde_json::Value::Null)
+        };
+        store.opened(OpenedSession {
+            id: format!("s-{i:05}"),
+            agent_path: vec![format!("s-{i:05}")],
+            model: "m".into(),
+            origin: Origin {
+                kind: kind.into(),
+                options,
+            },
+        });
+    }
+    store.flush().await;
+    let mut seen = std::collections::HashSet::new();
+    let mut before: Option<ListCursor> = None;
+    let mut pages = 0;
+    loop {
+        let rows = store
+            .list(ListQuery {
+                limit: Some(page),
+                before: before.clone(),
+                ..ListQuery::default()
+            })
+            .await
+            .unwrap();
+        assert!(rows.len() <= page);
+        pages += 1;
+        for row in &rows {
+            assert!(seen.insert(row.id.clone()), "{} listed twice", row.id);
+        }
+        match rows.last() {
+            Some(last) if rows.len() == page => before = Some(ListCursor::after(last)),
+            _ => break,
+        }
+    }
+    assert_eq!(seen.len(), count);
+    assert!(pages >= count / page, "{pages} pages");
+    let runs = store
+        .list(ListQuery {
+            task: Some("t_paged".into()),
+            ..ListQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), count.div_ceil(10));
+    assert!(runs.iter().all(|s| s.origin == "worker"));
+    let none = store
+        .list(ListQuery {
+            task: Some("t_other".into()),
+            ..ListQuery::default()
+        })
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+    // The cursor's text form comes back as it went.
+    let cursor = ListCursor {
+        updated_at: 1_700_000_000_000,
+        id: "a.b".into(),
+    };
+    assert_eq!(ListCursor::decode(&cursor.encode()), Some(cursor));
+    assert_eq!(ListCursor::decode("nonsense"), None);
+    assert_eq!(ListCursor::decode("12."), None);
+}
+
+#[tokio::test]
+async fn ten_thousand_sqlite_sessions_are_listed_a_page_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    paging_suite(
+        SessionStore::open_sqlite(&dir.path().join("s.db")).unwrap(),
+        10_000,
+        500,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn postgres_sessions_are_listed_a_page_at_a_time() {
+    let Some(cluster) = troupe_kanban::store::test_cluster::cluster_url("session paging") else {
+        return;
+    };
+    let db = troupe_kanban::store::test_cluster::fresh_database(&cluster, "sessions_paging").await;
+    paging_suite(
+        SessionStore::connect_postgres(&db.url).await.unwrap(),
+        1_000,
+        70,
+    )
+    .await;
+}

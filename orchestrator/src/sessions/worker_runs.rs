@@ -42,6 +42,7 @@ impl StoredRunHistory {
             origin: Some("worker".into()),
             open_only: true,
             limit: Some(OPEN_SESSIONS_SEARCHED),
+            ..ListQuery::default()
         };
         let listed = match self.store.list(query).await {
             Ok(listed) => listed,
@@ -109,6 +110,7 @@ impl StoredRunHistory {
             origin: Some("worker".into()),
             open_only: false,
             limit: Some(SESSIONS_SEARCHED),
+            ..ListQuery::default()
         };
         let listed = match self.store.list(query).await {
             Ok(listed) => listed,

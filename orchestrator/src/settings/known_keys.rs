@@ -221,20 +221,17 @@ fn edit_distance(a: &str, b: &str) -> usize {
     rows[a.len()][b.len()]
 }
 
+/// Every key path the tree names (`model.base_url`, `pricing.<name>.input`), for the
+/// reference in docs/config.md.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    /// Every key path the tree names (`model.base_url`, `pricing.<name>.input`), for the
-    /// reference in docs/config.md.
-    fn key_paths(keys: &Keys, place: &str, out: &mut Vec<String>) {
+pub(crate) fn key_paths(keys: &Keys) -> Vec<String> {
+    fn walk(keys: &Keys, place: &str, out: &mut Vec<String>) {
         let (names, shaped): (Vec<&str>, &[(&str, Keys)]) = match keys {
             Keys::Any => return,
             Keys::Names(names) => (names.to_vec(), &[]),
             Keys::Union(lists) => (lists.iter().flat_map(|l| l.iter().copied()).collect(), &[]),
             Keys::Map(names, shaped) => (names.to_vec(), shaped),
-            Keys::Named(each) => return key_paths(each, &join(place, "<name>"), out),
+            Keys::Named(each) => return walk(each, &join(place, "<name>"), out),
         };
         for name in names {
             let path = join(place, name);
@@ -242,16 +239,24 @@ mod tests {
                 out.push(path.clone());
             }
             if let Some((_, shape)) = shaped.iter().find(|(n, _)| *n == name) {
-                key_paths(shape, &path, out);
+                walk(shape, &path, out);
             }
         }
     }
+    let mut out = Vec::new();
+    walk(keys, "", &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
 
     #[test]
     fn the_config_reference_names_every_key() {
         let doc = include_str!("../../../docs/config.md");
-        let mut paths = Vec::new();
-        key_paths(&TOP, "", &mut paths);
+        let paths = key_paths(&TOP);
         let missing: Vec<&String> = paths
             .iter()
             .filter(|p| !doc.contains(&format!("`{p}`")))

@@ -23,6 +23,7 @@ mod model;
 pub mod observability;
 pub mod plugins;
 pub mod review;
+pub mod reference;
 pub mod secrets;
 pub mod serve;
 mod sessions;

@@ -31,6 +31,8 @@ pub struct ServeConfig {
     pub port: u16,
     /// The bearer token, when the config sets one.
     pub token: Option<String>,
+    /// The dashboard token (every stored session), when the config sets one.
+    pub dashboard_token: Option<String>,
     /// Browser origins allowed to call the API (`*` for any); none by default.
     pub cors_origins: Vec<String>,
     /// Host names the server answers to besides its listen address (and `localhost` when it
@@ -48,6 +50,7 @@ impl Default for ServeConfig {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: DEFAULT_PORT,
             token: None,
+            dashboard_token: None,
             cors_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             feed_poll: DEFAULT_FEED_POLL,
@@ -61,6 +64,7 @@ pub(super) const KEYS: &[&str] = &[
     "bind",
     "port",
     "token",
+    "dashboard_token",
     "cors_origins",
     "allowed_hosts",
     "feed_poll_ms",
@@ -139,6 +143,15 @@ impl ServeConfig {
                 )
             })?;
             config.token = Some(text.to_string());
+        }
+        if let Some(value) = map.get("dashboard_token").filter(|v| !v.is_null()) {
+            let text = value.as_str().ok_or_else(|| {
+                invalid(
+                    "serve.dashboard_token",
+                    format!("expected a string, found {}", yaml_kind(value)),
+                )
+            })?;
+            config.dashboard_token = Some(text.to_string());
         }
         match map.get("cors_origins") {
             None | Some(Value::Null) => {}

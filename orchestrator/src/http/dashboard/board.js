@@ -4,7 +4,7 @@
 // rewrites only cards, never the scroll containers, so scroll positions survive updates.
 
 export const STATUSES = ["triage", "todo", "scheduled", "ready", "running", "blocked", "review", "done"];
-const CARD_HEIGHT = 86; // px, card plus gap; fixed so a column can place cards without measuring
+const CARD_HEIGHT = 106; // px, card plus gap; fixed so a column can place cards without measuring
 const OVERSCAN = 6;
 
 // Statuses an event kind moves a task to, applied at once so the card moves before the task
@@ -211,13 +211,16 @@ export class Board {
       this.handlers.selectionChanged();
     });
     const title = el("span", "title");
-    top.append(pick, title);
+    // The title has the card's whole width; the checkbox sits on the line below with the meta.
+    top.append(title);
+    const foot = el("div", "card-foot");
     const meta = el("div", "meta");
+    foot.append(pick, meta);
     const bar = el("div", "progress");
     const fill = el("span");
     bar.append(fill);
     const barText = el("span", "progress-text");
-    card.append(top, meta, bar, barText);
+    card.append(top, foot, bar, barText);
     card.parts = { pick, title, meta, bar, fill, barText };
     card.addEventListener("click", (e) => {
       if (e.target.closest(".pick")) return;
@@ -243,6 +246,9 @@ export class Board {
     meta.append(el("span", "age", age(task.created_at)));
     const run = runState(task);
     if (run) meta.append(el("span", `run ${run.kind}`, run.text));
+    // Whatever the card cannot show whole is in its tooltip.
+    meta.title = meta.textContent.trim() ? [...meta.children].map((s) => s.textContent).join(" · ") : "";
+    card.title = `${task.title}\n${meta.title}`;
     const p = this.progress(task.id);
     bar.hidden = !p;
     barText.hidden = !p;

@@ -1,10 +1,12 @@
 // The sessions view: the server's live sessions with their subagent trees and the tool calls
 // running now (read from each session's SSE stream), one queue of pending approvals from any
-// depth, soft and hard stops, and the board's running workers. A browser holds few
-// connections per host, so at most MAX_STREAMS sessions are followed at once, busy ones first.
+// depth, soft and hard stops, the board's running workers, and every session in the store
+// with its transcript (transcript.js). A browser holds few connections per host, so at most
+// MAX_STREAMS sessions are followed at once, busy ones first.
 
 import * as api from "./api.js";
 import { el, age, workerLabel } from "./board.js";
+import { StoredSessions, showTranscript } from "./transcript.js";
 
 const MAX_STREAMS = 3;
 const APPROVAL_POLL_MS = 1000;
@@ -17,6 +19,7 @@ export class SessionsView {
     this.streams = new Map(); // root session id -> {abort, last, tree: Map id -> node}
     this.approvals = [];
     this.timers = [];
+    this.stored = new StoredSessions(document.getElementById("stored-sessions"), ctx);
   }
 
   start() {
@@ -41,6 +44,8 @@ export class SessionsView {
     this.timers = [];
     for (const s of this.streams.values()) s.abort.abort();
     this.streams.clear();
+    // Signed out (maybe back in with another token): the stored list is read again.
+    this.stored.loaded = false;
   }
 
   async refreshApprovals() {
@@ -56,6 +61,10 @@ export class SessionsView {
   }
 
   async refreshSessions() {
+    if (!this.stored.loaded && !this.stored.loading) {
+      this.stored.loading = true;
+      this.stored.reload().finally(() => { this.stored.loading = false; }).catch(() => {});
+    }
     const { sessions } = await api.get("/api/sessions");
     this.sessions = sessions;
     const wanted = [...sessions]
@@ -249,6 +258,10 @@ export class SessionsView {
       const head = el("div", "session-head");
       head.append(el("code", "", s.session_id), el("span", `state ${s.busy ? "busy" : "idle"}`, s.busy ? "working" : "idle"));
       if (s.last_outcome && s.last_outcome.status) head.append(el("span", "muted", `last: ${s.last_outcome.status}`));
+      const transcript = el("button", "", "Transcript");
+      transcript.dataset.transcript = s.session_id;
+      transcript.addEventListener("click", () => showTranscript(s.session_id, this.ctx));
+      head.append(transcript);
       for (const mode of ["soft", "hard"]) {
         const b = el("button", mode === "hard" ? "danger" : "", mode === "hard" ? "Hard stop" : "Stop");
         b.dataset.stop = mode;

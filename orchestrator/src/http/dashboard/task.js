@@ -4,6 +4,7 @@
 
 import * as api from "./api.js";
 import { el, age, runState } from "./board.js";
+import { runSessions, showTranscript } from "./transcript.js";
 
 const TREE_DEPTH = 3;
 
@@ -175,6 +176,9 @@ export class TaskPanel {
         el("span", "", duration(ended - r.started_at)),
         el("span", "muted", r.summary || r.error || ""),
       );
+      const links = el("span", "run-transcripts");
+      links.dataset.run = String(r.id);
+      row.append(links);
       if (!r.outcome) {
         const stop = el("button", "danger", "Terminate");
         stop.addEventListener("click", () => this.act(() =>
@@ -183,12 +187,41 @@ export class TaskPanel {
       }
       this.runsEl.append(row);
     }
+    if (runs.length) this.fillRunTranscripts(task.id);
     this.eventsEl.textContent = "";
     for (const e of events.slice(-100).reverse()) {
       const li = el("li", "");
       li.append(el("span", "event-kind", e.kind), el("span", "muted", ` #${e.id} · ${age(e.created_at)} ago `),
         el("code", "", compact(e.payload)));
       this.eventsEl.append(li);
+    }
+  }
+
+  // Each run's worker session(s), as links to their transcripts: what the worker really did.
+  // Without the dashboard token the runs say where to get it.
+  async fillRunTranscripts(taskId) {
+    let found;
+    try {
+      found = await runSessions(taskId);
+    } catch {
+      return;
+    }
+    if (taskId !== this.id) return;
+    for (const slot of this.runsEl.querySelectorAll(".run-transcripts")) {
+      slot.textContent = "";
+      const sessions = found.byRun.get(Number(slot.dataset.run)) || [];
+      for (const s of sessions) {
+        const b = el("button", "", "Transcript");
+        b.dataset.transcript = s.session_id;
+        b.title = `${s.session_id} · ${s.messages} messages`;
+        b.addEventListener("click", () => showTranscript(s.session_id, this.ctx));
+        slot.append(b);
+      }
+      if (!sessions.length && found.refused) {
+        const note = el("span", "muted", "transcript: dashboard token");
+        note.title = "Sign in with the dashboard token to read the worker's transcript";
+        slot.append(note);
+      }
     }
   }
 

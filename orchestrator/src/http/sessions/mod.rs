@@ -8,7 +8,7 @@
 //! This file holds the [`SessionTable`] (one router task for every session's events, and the
 //! idle sweep) and each session's turn state; `routes.rs` opens, lists, messages and closes,
 //! `events.rs` holds the [`EventLog`] and its SSE and transcript routes, `approvals.rs` the
-//! approvals and `/stop`.
+//! approvals and `/stop`, `stored.rs` the list of every stored session (dashboard scope).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +26,7 @@ use super::errors::ApiError;
 mod approvals;
 mod events;
 mod routes;
+pub mod stored;
 #[cfg(test)]
 mod tests;
 
