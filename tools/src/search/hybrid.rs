@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Catalog;
+use super::actions::actions_in;
 use super::catalog::FastMap;
 use super::decision::{Evidence, FITTED, probability};
 use super::lexical::{LexicalIndex, PreparedQuery, QueryTerm};
@@ -67,6 +68,9 @@ struct NamedServices {
     /// With present services named: the best support among their tools for the query's other
     /// words (`None` when no present service is named).
     support: Option<f64>,
+    /// With present services named: the query asks them for actions and none of those is
+    /// offered by any of their tools ([`super::actions`]).
+    unoffered: bool,
 }
 
 fn named_services(
@@ -84,6 +88,7 @@ fn named_services(
         present: Vec::new(),
         absent: Vec::new(),
         support: None,
+        unoffered: false,
     };
     let mut skip: Vec<usize> = Vec::new();
     // Each served service's tools, ascending: looked up, never merged (a service may be the
@@ -129,6 +134,19 @@ fn named_services(
                 .map(|h| lexical.hit_coverage(h, prepared, if rest { &skip } else { &[] }))
                 .fold(0.0, f64::max),
         );
+        let rest: Vec<String> = (0..prepared.typed.len())
+            .filter(|c| !skip.contains(c))
+            .map(|c| prepared.typed[c].clone())
+            .collect();
+        let asked = actions_in(&rest);
+        if asked != 0 {
+            let actions = catalog.tool_actions();
+            let offered = lists
+                .iter()
+                .flat_map(|tools| tools.iter())
+                .fold(0, |set, &doc| set | actions.of(doc as usize));
+            named.unoffered = asked & offered == 0;
+        }
     }
     named
 }
@@ -411,6 +429,7 @@ fn rank(
             },
             length: (1.0 + typed as f64).ln(),
             service: if named.present.is_empty() { 0.0 } else { 1.0 },
+            unoffered: if named.unoffered { 1.0 } else { 0.0 },
         }
     });
     let mut verdict = Verdict {

@@ -18,6 +18,10 @@ use super::tokenize::stem;
 /// Weight of an expansion relative to a typed word (1.0).
 pub const EXPANSION_WEIGHT: f64 = 0.45;
 
+/// How many of [`GROUPS`] come first and are actions (verbs of what a tool does); the rest are
+/// objects. [`super::actions`] reads what a query asks a service to do from them.
+pub const ACTION_GROUPS: usize = 54;
+
 /// The groups, one string each, entries separated by `|`; an entry of several words is a phrase.
 pub const GROUPS: &[&str] = &[
     // Actions: the CRUD verbs and their everyday variants.
@@ -245,6 +249,22 @@ impl Vocabulary {
         out
     }
 
+    /// The groups (indices into [`GROUPS`]) of which an entry is in the stemmed `stems`,
+    /// phrases matched on consecutive stems, each group once, in order of first appearance.
+    pub fn groups_in(&self, stems: &[String]) -> Vec<usize> {
+        let mut out = Vec::new();
+        for start in 0..stems.len() {
+            for &(g, e) in self.by_first.get(&stems[start]).into_iter().flatten() {
+                let entry = &self.groups[g][e];
+                let end = start + entry.len();
+                if end <= stems.len() && stems[start..end] == entry[..] && !out.contains(&g) {
+                    out.push(g);
+                }
+            }
+        }
+        out
+    }
+
     /// The number of groups.
     pub fn len(&self) -> usize {
         self.groups.len()
@@ -341,6 +361,18 @@ mod tests {
         }
         let pr = v.expand(&stems("pr"));
         assert!(pr.iter().any(|e| e.stems == stems("pull request")));
+    }
+
+    #[test]
+    fn the_action_groups_come_before_the_objects() {
+        assert!(GROUPS[0].starts_with("create|"));
+        assert!(GROUPS[ACTION_GROUPS - 1].starts_with("invite|"));
+        assert!(GROUPS[ACTION_GROUPS].starts_with("repository|"));
+        let v = Vocabulary::new(&["create|add|set up", "delete|remove", "repository|repo"]);
+        assert_eq!(v.groups_in(&stems("remove the repo")), [1, 2]);
+        assert_eq!(v.groups_in(&stems("set up and add")), [0]);
+        assert!(v.groups_in(&stems("set the repo up")).contains(&2));
+        assert!(!v.groups_in(&stems("set the repo up")).contains(&0));
     }
 
     #[test]
