@@ -26,13 +26,35 @@ pub type ActionSet = u64;
 
 const _: () = assert!(ACTION_GROUPS <= ActionSet::BITS as usize);
 
-/// The actions of the groups named in `stems`.
+/// The actions a query's stems ask for. A word that also names an object ("post", "message",
+/// "record", "check") counts only when no other word asks an action: in "delete the message"
+/// the message is what is acted on, in "post it" the post is the action.
+pub fn asked_actions(stems: &[String]) -> ActionSet {
+    let entries = vocabulary().entries_in(stems);
+    let object_at = |at: &std::ops::Range<usize>| {
+        entries
+            .iter()
+            .any(|(o, other)| *o >= ACTION_GROUPS && other == at)
+    };
+    let actions = entries.iter().filter(|(g, _)| *g < ACTION_GROUPS);
+    let plain = actions
+        .clone()
+        .filter(|(_, at)| !object_at(at))
+        .fold(0, |set, (g, _)| set | (1 << g));
+    if plain != 0 {
+        plain
+    } else {
+        actions.fold(0, |set, (g, _)| set | (1 << g))
+    }
+}
+
+/// Every action named in `stems`, objects' words included: what a tool's text offers.
 pub fn actions_in(stems: &[String]) -> ActionSet {
     vocabulary()
-        .groups_in(stems)
+        .entries_in(stems)
         .into_iter()
-        .filter(|&g| g < ACTION_GROUPS)
-        .fold(0, |set, g| set | (1 << g))
+        .filter(|(g, _)| *g < ACTION_GROUPS)
+        .fold(0, |set, (g, _)| set | (1 << g))
 }
 
 /// The actions each tool of a catalog offers, in catalog order.
@@ -105,11 +127,17 @@ mod tests {
 
     #[test]
     fn a_query_asks_the_actions_its_words_name() {
-        let asked = actions_in(&stems("please remove the index"));
+        let asked = asked_actions(&stems("please remove the index"));
         assert_eq!(asked, actions_in(&stems("delete")));
         assert_eq!(actions_in(&stems("the index of the cluster")), 0);
         // A word of two senses asks both.
         let open = actions_in(&stems("open"));
         assert!(open.count_ones() >= 2, "{open:b}");
+        // A word that names an object too is an action only when no other word is.
+        let delete = actions_in(&stems("delete"));
+        assert_eq!(asked_actions(&stems("delete the message")), delete);
+        assert_ne!(actions_in(&stems("delete the message")), delete);
+        assert_eq!(asked_actions(&stems("post it")), actions_in(&stems("post")));
+        assert_ne!(asked_actions(&stems("post it")), 0);
     }
 }

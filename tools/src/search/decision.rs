@@ -83,17 +83,17 @@ pub struct Coefficients {
 
 /// The fitted decision (see the module docs for how it was fitted and how to refit it).
 pub const FITTED: Coefficients = Coefficients {
-    bias: -7.3617,
-    support: 3.6276,
-    margin: 0.4925,
-    similarity: 2.4306,
-    gap: 0.1868,
-    agreement: 1.4990,
-    unknown: -0.5922,
-    length: 0.5716,
-    service: -0.5868,
-    unoffered: -3.0254,
-    threshold: -2.7198,
+    bias: -6.8662,
+    support: 3.3410,
+    margin: 0.4828,
+    similarity: 2.2815,
+    gap: 0.0728,
+    agreement: 1.7771,
+    unknown: -0.7609,
+    length: 0.3375,
+    service: -0.3407,
+    unoffered: -2.8394,
+    threshold: -2.6456,
 };
 
 impl Coefficients {

@@ -16,8 +16,9 @@
 //!   similarity, means the same for a long sentence and a two-word query.
 //!
 //! and beside them the best similarity, its gap to the second, how far the legs agree on the
-//! first tool, the share of words no tool holds, the query's length and whether it names a served
-//! service. Until the embeddings are ready, or when the catalog is too small to make a background
+//! first tool, the share of words no tool holds, the query's length, whether it names a served
+//! service, and whether it asks that service for actions none of its tools offers
+//! ([`super::actions`]: the mark of a near miss). Until the embeddings are ready, or when the catalog is too small to make a background
 //! ([`MIN_BACKGROUND_TOOLS`]), there is no margin, and lexical support must reach
 //! [`COVERAGE_FLOOR`] alone. An exact tool name is always answered.
 //!
@@ -31,7 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Catalog;
-use super::actions::actions_in;
+use super::actions::asked_actions;
 use super::catalog::FastMap;
 use super::decision::{Evidence, FITTED, probability};
 use super::lexical::{LexicalIndex, PreparedQuery, QueryTerm};
@@ -138,7 +139,7 @@ fn named_services(
             .filter(|c| !skip.contains(c))
             .map(|c| prepared.typed[c].clone())
             .collect();
-        let asked = actions_in(&rest);
+        let asked = asked_actions(&rest);
         if asked != 0 {
             let actions = catalog.tool_actions();
             let offered = lists
@@ -620,6 +621,41 @@ mod tests {
         // An exact name is answered whatever the query names.
         let exact = c.hybrid_search("post_message", 5, None);
         assert!(exact.verdict.fits);
+    }
+
+    #[test]
+    fn an_action_no_tool_of_the_named_service_offers_is_evidence() {
+        let (c, sims) = slack_among_fillers();
+        let evidence = |q: &str| {
+            let lexical = c.lexical();
+            let prepared = lexical.prepare(q);
+            let hits = lexical.score(&prepared);
+            let a = rank(&c, lexical, prepared, &hits, Some(&sims), q, 5);
+            a.verdict.evidence.expect("a margin makes evidence")
+        };
+        // Slack's tools post and react; none pins or deletes.
+        assert_eq!(
+            evidence("pin the message in the slack channel").unoffered,
+            0.0,
+            "pin names no action of the vocabulary: nothing to weigh"
+        );
+        assert_eq!(
+            evidence("delete the message in the slack channel").unoffered,
+            1.0
+        );
+        assert_eq!(
+            evidence("post a message in the slack channel").unoffered,
+            0.0
+        );
+        assert_eq!(evidence("add a reaction on slack").unoffered, 0.0);
+        // Without a named service there is no service to ask.
+        assert_eq!(evidence("delete the message in the channel").unoffered, 0.0);
+        let with = evidence("delete the message in the slack channel");
+        let without = Evidence {
+            unoffered: 0.0,
+            ..with
+        };
+        assert!(FITTED.logit(&with) < FITTED.logit(&without));
     }
 
     #[test]

@@ -249,16 +249,16 @@ impl Vocabulary {
         out
     }
 
-    /// The groups (indices into [`GROUPS`]) of which an entry is in the stemmed `stems`,
-    /// phrases matched on consecutive stems, each group once, in order of first appearance.
-    pub fn groups_in(&self, stems: &[String]) -> Vec<usize> {
+    /// Every entry found in the stemmed `stems`: its group (an index into [`GROUPS`]) and the
+    /// positions it covers, phrases matched on consecutive stems, in order of position.
+    pub fn entries_in(&self, stems: &[String]) -> Vec<(usize, std::ops::Range<usize>)> {
         let mut out = Vec::new();
         for start in 0..stems.len() {
             for &(g, e) in self.by_first.get(&stems[start]).into_iter().flatten() {
                 let entry = &self.groups[g][e];
                 let end = start + entry.len();
-                if end <= stems.len() && stems[start..end] == entry[..] && !out.contains(&g) {
-                    out.push(g);
+                if end <= stems.len() && stems[start..end] == entry[..] {
+                    out.push((g, start..end));
                 }
             }
         }
@@ -369,10 +369,12 @@ mod tests {
         assert!(GROUPS[ACTION_GROUPS - 1].starts_with("invite|"));
         assert!(GROUPS[ACTION_GROUPS].starts_with("repository|"));
         let v = Vocabulary::new(&["create|add|set up", "delete|remove", "repository|repo"]);
-        assert_eq!(v.groups_in(&stems("remove the repo")), [1, 2]);
-        assert_eq!(v.groups_in(&stems("set up and add")), [0]);
-        assert!(v.groups_in(&stems("set the repo up")).contains(&2));
-        assert!(!v.groups_in(&stems("set the repo up")).contains(&0));
+        assert_eq!(
+            v.entries_in(&stems("remove the repo")),
+            [(1, 0..1), (2, 2..3)]
+        );
+        assert_eq!(v.entries_in(&stems("set up, add")), [(0, 0..2), (0, 2..3)]);
+        assert_eq!(v.entries_in(&stems("set the repo up")), [(2, 2..3)]);
     }
 
     #[test]
