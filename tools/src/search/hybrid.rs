@@ -650,7 +650,14 @@ mod tests {
         assert_eq!(evidence("add a reaction on slack").unoffered, 0.0);
         // Without a named service there is no service to ask.
         assert_eq!(evidence("delete the message in the channel").unoffered, 0.0);
-        let with = evidence("delete the message in the slack channel");
+        let q = "delete the message in the slack channel";
+        let lexical = c.lexical();
+        let prepared = lexical.prepare(q);
+        let hits = lexical.score(&prepared);
+        let a = rank(&c, lexical, prepared, &hits, Some(&sims), q, 5);
+        let text = super::super::explain::render_hybrid(&c, q, &a);
+        assert!(text.contains("actions not offered 1"), "{text}");
+        let with = evidence(q);
         let without = Evidence {
             unoffered: 0.0,
             ..with
@@ -717,6 +724,7 @@ mod tests {
         assert_eq!(a.verdict.logit, Some(FITTED.logit(&e)));
         let text = super::super::explain::render_hybrid(&c, "q", &a);
         assert!(text.contains("decision inputs: support 0.00"), "{text}");
+        assert!(text.contains("actions not offered 0"), "{text}");
         assert!(text.contains("decision: answered (fitted score"), "{text}");
         // A flat similarity profile is no evidence, however high.
         let flat: Vec<f32> = (0..60).map(|i| 0.6 + (i % 5) as f32 * 0.01).collect();
