@@ -11,6 +11,13 @@
 //! (what `tools/search-eval/fit_decision.py` fits the decision on); `--explain` prints each miss
 //! explained as `troupe tools search --explain` does; `--sweep` scores the same rankings for a
 //! range of decision thresholds (log-odds).
+//!
+//! To compare another sentence encoder on the same ranking, `--texts FILE` writes every text the
+//! semantic leg would encode (the tools' embedding texts, then the queries), one JSON object a
+//! line (`{"text", "kind": "tool" | "query"}`), and `--vectors FILE` ranks with vectors computed elsewhere for exactly those texts
+//! (`{"model": ID, "dims": N, "vectors": {TEXT: [..]}}`, unit length) instead of the bundled
+//! encoder; `tools/search-eval/encoder_compare.py` makes such a file. `--encode-time` times
+//! the encoder on each query alone (median and 90th percentile).
 
 #![allow(clippy::print_stdout, reason = "a scoring program prints its figures")]
 
@@ -23,6 +30,7 @@ use serde_json::Value;
 use troupe_tools::catalog_file::parse_catalog;
 use troupe_tools::search::Verdict;
 use troupe_tools::search::explain::render_hybrid;
+use troupe_tools::search::semantic::{Embedder, SemanticReady, ToolVectors};
 use troupe_tools::{Registry, ToolSearchConfig};
 
 #[derive(Default)]
@@ -53,7 +61,10 @@ fn run() -> Result<(), String> {
         .find(|(i, a)| {
             !a.starts_with("--")
                 && (*i == 0
-                    || !matches!(args[i - 1].as_str(), "--dump" | "--queries" | "--features"))
+                    || !matches!(
+                        args[i - 1].as_str(),
+                        "--dump" | "--queries" | "--features" | "--texts" | "--vectors"
+                    ))
         })
         .map(|(_, a)| a)
         .map(PathBuf::from)
@@ -75,11 +86,34 @@ fn run() -> Result<(), String> {
     let view = Registry::with_tools(defs).view_all();
     let config = ToolSearchConfig::default();
     let catalog = view.catalog(&config.defer);
+    if let Some(path) = value_of("--texts") {
+        // An encoder trained for retrieval may encode a query and a passage differently.
+        let mut out = String::new();
+        let tools = catalog.embedding_texts().into_iter().map(|t| (t, "tool"));
+        let asked = queries
+            .iter()
+            .filter_map(|q| q["query"].as_str().map(|t| (t.to_string(), "query")));
+        for (text, kind) in tools.chain(asked) {
+            out.push_str(&serde_json::json!({"text": text, "kind": kind}).to_string());
+            out.push('\n');
+        }
+        return std::fs::write(path, out).map_err(|e| format!("{path}: {e}"));
+    }
     let semantic = if lexical_only {
         None
+    } else if let Some(path) = value_of("--vectors") {
+        let table = VectorTable::read(&PathBuf::from(path))?;
+        let vectors = table.embed(&catalog.embedding_texts())?;
+        Some(std::sync::Arc::new(SemanticReady {
+            vectors: ToolVectors::new(table.dims, vectors),
+            embedder: std::sync::Arc::new(table),
+        }))
     } else {
         catalog.semantic_wait(&config.home, Duration::from_secs(600))
     };
+    if args.iter().any(|a| a == "--encode-time") {
+        encode_time(semantic.as_deref(), queries)?;
+    }
     let dump_path = value_of("--dump").map(PathBuf::from);
     let features_path = value_of("--features").map(PathBuf::from);
     let explain = args.iter().any(|a| a == "--explain");
@@ -301,7 +335,7 @@ fn features_line(
         serde_json::json!({
             "support": e.support, "margin": e.margin, "similarity": e.similarity, "gap": e.gap,
             "agreement": e.agreement, "unknown": e.unknown, "length": e.length,
-            "service": e.service,
+            "service": e.service, "unoffered": e.unoffered,
         })
     });
     serde_json::json!({
@@ -341,6 +375,90 @@ fn dump_query(
         "query": text, "style": q["style"], "expected": q["expected"],
         "typed": typed, "lexical": hits, "sims": sims,
     })
+}
+
+/// Encodes each query alone with the ranking's encoder and prints the median and 90th
+/// percentile time: the query's share of a hybrid call, for comparing encoders.
+fn encode_time(semantic: Option<&SemanticReady>, queries: &[Value]) -> Result<(), String> {
+    let ready = semantic.ok_or("--encode-time needs the semantic leg")?;
+    let texts: Vec<String> = queries
+        .iter()
+        .filter_map(|q| q["query"].as_str().map(String::from))
+        .collect();
+    // Warm the kernels and the thread pool first, as a running session has.
+    for t in texts.iter().take(5) {
+        ready.embedder.embed(std::slice::from_ref(t))?;
+    }
+    let mut ms = Vec::with_capacity(texts.len());
+    for t in &texts {
+        let start = std::time::Instant::now();
+        ready.embedder.embed(std::slice::from_ref(t))?;
+        ms.push(start.elapsed().as_secs_f64() * 1000.0);
+    }
+    ms.sort_by(f64::total_cmp);
+    if let (Some(median), Some(p90)) = (ms.get(ms.len() / 2), ms.get(ms.len() * 9 / 10)) {
+        println!(
+            "{} queries encoded one at a time by {}: median {median:.2} ms, p90 {p90:.2} ms",
+            ms.len(),
+            ready.embedder.model_id()
+        );
+    }
+    Ok(())
+}
+
+/// Vectors computed by another encoder for known texts: an [`Embedder`] that looks them up, so
+/// the ranking can be scored with an encoder troupe does not bundle.
+struct VectorTable {
+    model: String,
+    dims: usize,
+    vectors: std::collections::HashMap<String, Vec<f32>>,
+}
+
+impl VectorTable {
+    fn read(path: &PathBuf) -> Result<VectorTable, String> {
+        let v = read_json(path)?;
+        let dims = v["dims"]
+            .as_u64()
+            .ok_or("the vector file has no \"dims\"")? as usize;
+        let model = v["model"].as_str().unwrap_or("external").to_string();
+        let mut vectors = std::collections::HashMap::new();
+        for (text, row) in v["vectors"].as_object().ok_or("no \"vectors\" object")? {
+            let row: Vec<f32> = row
+                .as_array()
+                .ok_or("a vector is not an array")?
+                .iter()
+                .map(|x| x.as_f64().unwrap_or(0.0) as f32)
+                .collect();
+            vectors.insert(text.clone(), row);
+        }
+        Ok(VectorTable {
+            model,
+            dims,
+            vectors,
+        })
+    }
+}
+
+impl Embedder for VectorTable {
+    fn model_id(&self) -> &str {
+        &self.model
+    }
+
+    fn dimensions(&self) -> usize {
+        self.dims
+    }
+
+    fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+        texts
+            .iter()
+            .map(|t| {
+                self.vectors
+                    .get(t)
+                    .cloned()
+                    .ok_or_else(|| format!("no vector for {t:?}: rerun with --texts"))
+            })
+            .collect()
+    }
 }
 
 fn main() -> ExitCode {

@@ -23,7 +23,8 @@ import json
 import math
 import random
 
-FEATURES = ["support", "margin", "similarity", "gap", "agreement", "unknown", "length", "service"]
+FEATURES = ["support", "margin", "similarity", "gap", "agreement", "unknown", "length", "service",
+            "unoffered"]
 
 
 def load(paths):
@@ -146,7 +147,25 @@ def main():
         "absent one; 5 is the ratio of the issue's targets (at most 3 %% answerable queries "
         "answered with nothing, at most 15 %% absent ones answered)",
     )
+    ap.add_argument(
+        "--score",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="after fitting, score these --features files with the fitted decision (recall@5 "
+        "per style, answered with nothing, absent precision): how a refit would do on rankings "
+        "it was not fitted on, such as the held-out part, without rebuilding",
+    )
+    ap.add_argument(
+        "--without",
+        nargs="+",
+        default=[],
+        choices=FEATURES,
+        help="leave these features out of the fit (their coefficient stays 0)",
+    )
     args = ap.parse_args()
+    if args.without:
+        FEATURES[:] = [f for f in FEATURES if f not in args.without]
     rows, ruled, ruled_n = load(args.features)
     xs = [r[0] for r in rows]
     ys = [r[1] for r in rows]
@@ -210,6 +229,40 @@ def main():
         print(f"    {name}: {r:.4f},")
     print(f"    threshold: {t:.4f},")
     print("};")
+    for path in args.score:
+        score(path, bias, dict(zip(FEATURES, raw)), t)
+
+
+def score(path, bias, coefficients, t):
+    """Prints the figures of `path` (a --features file) under the given decision."""
+    by_style = {}
+    with open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            q = json.loads(line)
+            if q["ruled"] or q["evidence"] is None:
+                answered = q["fits"]
+            else:
+                z = bias + sum(c * float(q["evidence"][k]) for k, c in coefficients.items())
+                answered = z >= t
+            s = by_style.setdefault(q["style"], [0, 0, 0])
+            s[0] += 1
+            if q["label"]:
+                s[1] += answered and q["rank"] is not None and q["rank"] < 5
+                s[2] += not answered
+            else:
+                s[1] += not answered
+    print(f"\n{path}:")
+    hit = n = 0
+    for style, (count, good, empty) in sorted(by_style.items()):
+        if style == "absent":
+            print(f"  {style:8} {count:4}  absent precision {good / count:.3f}")
+        else:
+            print(f"  {style:8} {count:4}  recall@5 {good / count:.3f}  empty {empty / count:.3f}")
+            hit += good
+            n += count
+    print(f"  overall recall@5 {hit / max(n, 1):.3f}")
 
 
 if __name__ == "__main__":

@@ -177,6 +177,8 @@ pub struct Catalog {
     lexical: OnceLock<LexicalIndex>,
     /// Which tools serve each service a query may name, built on the first hybrid query.
     served: OnceLock<ServedBy>,
+    /// The actions each tool offers, read on the first query that names a served service.
+    actions: OnceLock<super::actions::ToolActions>,
     /// The hybrid ranking's tool embeddings, filled in the background.
     pub(super) semantic: super::semantic::SemanticSlot,
 }
@@ -316,6 +318,7 @@ impl Catalog {
             listings: Mutex::new(HashMap::new()),
             lexical: OnceLock::new(),
             served: OnceLock::new(),
+            actions: OnceLock::new(),
             semantic: Default::default(),
         }
     }
@@ -331,6 +334,12 @@ impl Catalog {
     pub fn served_by(&self) -> &ServedBy {
         self.served
             .get_or_init(|| ServedBy::build(services(), &self.defs, &self.labels()))
+    }
+
+    /// The actions each tool offers ([`super::actions`]), read on first use.
+    pub fn tool_actions(&self) -> &super::actions::ToolActions {
+        self.actions
+            .get_or_init(|| super::actions::ToolActions::build(&self.defs))
     }
 
     /// Each tool's source label, `None` for a tool without a source.

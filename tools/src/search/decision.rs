@@ -48,6 +48,9 @@ pub struct Evidence {
     pub length: f64,
     /// 1 when the query names a service some tools serve (support is then that of its tools).
     pub service: f64,
+    /// 1 when the query asks a named, served service for actions none of its tools offers
+    /// ([`super::actions`]): the mark of a near miss.
+    pub unoffered: f64,
 }
 
 /// The logistic regression's coefficients: `logit = bias + Σ coefficient × feature`, answered
@@ -72,22 +75,25 @@ pub struct Coefficients {
     pub length: f64,
     /// Per [`Evidence::service`].
     pub service: f64,
+    /// Per [`Evidence::unoffered`].
+    pub unoffered: f64,
     /// The log-odds from which a query is answered.
     pub threshold: f64,
 }
 
 /// The fitted decision (see the module docs for how it was fitted and how to refit it).
 pub const FITTED: Coefficients = Coefficients {
-    bias: -8.4143,
-    support: 4.6720,
-    margin: 0.2956,
-    similarity: 3.4970,
-    gap: 0.1213,
-    agreement: 1.7153,
-    unknown: 0.2754,
-    length: 0.8173,
-    service: -1.1459,
-    threshold: -2.8270,
+    bias: -6.8662,
+    support: 3.3410,
+    margin: 0.4828,
+    similarity: 2.2815,
+    gap: 0.0728,
+    agreement: 1.7771,
+    unknown: -0.7609,
+    length: 0.3375,
+    service: -0.3407,
+    unoffered: -2.8394,
+    threshold: -2.6456,
 };
 
 impl Coefficients {
@@ -102,6 +108,7 @@ impl Coefficients {
             + self.unknown * e.unknown
             + self.length * e.length
             + self.service * e.service
+            + self.unoffered * e.unoffered
     }
 
     /// Whether `e` answers the query.
@@ -129,6 +136,7 @@ mod tests {
             unknown: 0.0,
             length: 4f64.ln(),
             service: 0.0,
+            unoffered: 0.0,
         }
     }
 

@@ -59,7 +59,7 @@ pub fn render_hybrid(catalog: &Catalog, query: &str, answer: &HybridAnswer) -> S
                 out,
                 "  decision inputs: support {:.2}, margin {:.2} sd, similarity {:.3} (background \
                  {bg:.3}), gap {:.2} sd, agreement {:.2}, unknown words {:.2}, length {:.2}, \
-                 service named {}",
+                 service named {}, actions not offered {}",
                 e.support,
                 e.margin,
                 e.similarity,
@@ -67,7 +67,8 @@ pub fn render_hybrid(catalog: &Catalog, query: &str, answer: &HybridAnswer) -> S
                 e.agreement,
                 e.unknown,
                 e.length,
-                e.service
+                e.service,
+                e.unoffered
             );
             format!(
                 "fitted score {logit:.2} log-odds, probability {:.3}; answered from {:.2} log-odds \

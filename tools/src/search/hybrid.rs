@@ -16,8 +16,9 @@
 //!   similarity, means the same for a long sentence and a two-word query.
 //!
 //! and beside them the best similarity, its gap to the second, how far the legs agree on the
-//! first tool, the share of words no tool holds, the query's length and whether it names a served
-//! service. Until the embeddings are ready, or when the catalog is too small to make a background
+//! first tool, the share of words no tool holds, the query's length, whether it names a served
+//! service, and whether it asks that service for actions none of its tools offers
+//! ([`super::actions`]: the mark of a near miss). Until the embeddings are ready, or when the catalog is too small to make a background
 //! ([`MIN_BACKGROUND_TOOLS`]), there is no margin, and lexical support must reach
 //! [`COVERAGE_FLOOR`] alone. An exact tool name is always answered.
 //!
@@ -31,6 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Catalog;
+use super::actions::asked_actions;
 use super::catalog::FastMap;
 use super::decision::{Evidence, FITTED, probability};
 use super::lexical::{LexicalIndex, PreparedQuery, QueryTerm};
@@ -67,6 +69,9 @@ struct NamedServices {
     /// With present services named: the best support among their tools for the query's other
     /// words (`None` when no present service is named).
     support: Option<f64>,
+    /// With present services named: the query asks them for actions and none of those is
+    /// offered by any of their tools ([`super::actions`]).
+    unoffered: bool,
 }
 
 fn named_services(
@@ -84,6 +89,7 @@ fn named_services(
         present: Vec::new(),
         absent: Vec::new(),
         support: None,
+        unoffered: false,
     };
     let mut skip: Vec<usize> = Vec::new();
     // Each served service's tools, ascending: looked up, never merged (a service may be the
@@ -129,6 +135,19 @@ fn named_services(
                 .map(|h| lexical.hit_coverage(h, prepared, if rest { &skip } else { &[] }))
                 .fold(0.0, f64::max),
         );
+        let rest: Vec<String> = (0..prepared.typed.len())
+            .filter(|c| !skip.contains(c))
+            .map(|c| prepared.typed[c].clone())
+            .collect();
+        let asked = asked_actions(&rest);
+        if asked != 0 {
+            let actions = catalog.tool_actions();
+            let offered = lists
+                .iter()
+                .flat_map(|tools| tools.iter())
+                .fold(0, |set, &doc| set | actions.of(doc as usize));
+            named.unoffered = asked & offered == 0;
+        }
     }
     named
 }
@@ -411,6 +430,7 @@ fn rank(
             },
             length: (1.0 + typed as f64).ln(),
             service: if named.present.is_empty() { 0.0 } else { 1.0 },
+            unoffered: if named.unoffered { 1.0 } else { 0.0 },
         }
     });
     let mut verdict = Verdict {
@@ -604,6 +624,48 @@ mod tests {
     }
 
     #[test]
+    fn an_action_no_tool_of_the_named_service_offers_is_evidence() {
+        let (c, sims) = slack_among_fillers();
+        let evidence = |q: &str| {
+            let lexical = c.lexical();
+            let prepared = lexical.prepare(q);
+            let hits = lexical.score(&prepared);
+            let a = rank(&c, lexical, prepared, &hits, Some(&sims), q, 5);
+            a.verdict.evidence.expect("a margin makes evidence")
+        };
+        // Slack's tools post and react; none pins or deletes.
+        assert_eq!(
+            evidence("pin the message in the slack channel").unoffered,
+            0.0,
+            "pin names no action of the vocabulary: nothing to weigh"
+        );
+        assert_eq!(
+            evidence("delete the message in the slack channel").unoffered,
+            1.0
+        );
+        assert_eq!(
+            evidence("post a message in the slack channel").unoffered,
+            0.0
+        );
+        assert_eq!(evidence("add a reaction on slack").unoffered, 0.0);
+        // Without a named service there is no service to ask.
+        assert_eq!(evidence("delete the message in the channel").unoffered, 0.0);
+        let q = "delete the message in the slack channel";
+        let lexical = c.lexical();
+        let prepared = lexical.prepare(q);
+        let hits = lexical.score(&prepared);
+        let a = rank(&c, lexical, prepared, &hits, Some(&sims), q, 5);
+        let text = super::super::explain::render_hybrid(&c, q, &a);
+        assert!(text.contains("actions not offered 1"), "{text}");
+        let with = evidence(q);
+        let without = Evidence {
+            unoffered: 0.0,
+            ..with
+        };
+        assert!(FITTED.logit(&with) < FITTED.logit(&without));
+    }
+
+    #[test]
     fn a_named_service_is_weighed_by_what_its_tools_do() {
         let c = fixture();
         let lexical = c.lexical();
@@ -662,6 +724,7 @@ mod tests {
         assert_eq!(a.verdict.logit, Some(FITTED.logit(&e)));
         let text = super::super::explain::render_hybrid(&c, "q", &a);
         assert!(text.contains("decision inputs: support 0.00"), "{text}");
+        assert!(text.contains("actions not offered 0"), "{text}");
         assert!(text.contains("decision: answered (fitted score"), "{text}");
         // A flat similarity profile is no evidence, however high.
         let flat: Vec<f32> = (0..60).map(|i| 0.6 + (i % 5) as f32 * 0.01).collect();

@@ -10,13 +10,15 @@
 //! - [`hybrid`]: the default ranking ([`Catalog::hybrid_search`]): [`lexical`] (BM25F over
 //!   [`split`] words with the [`vocabulary`]'s expansions) fused with [`semantic`] (sentence
 //!   embeddings, computed in the background and cached on disk), and the "nothing fits" decision,
-//!   which also weighs the [`services`] a query names; its fitted coefficients are in [`decision`].
+//!   which also weighs the [`services`] a query names and whether their tools offer the
+//!   [`actions`] it asks; its fitted coefficients are in [`decision`].
 //! - [`merged`]: the reference ranking over a catalog plus a query's connector tools.
 //! - [`explain`]: the rankings explained for people (`troupe tools search --explain`).
 //! - [`listing`]: the listing forms and [`listing::short_desc`].
 //! - [`assemble`](mod@assemble): tiers and the model-visible tool list.
 //! - [`bridge_schemas`]: the three bridge tools' schemas and descriptions.
 
+pub mod actions;
 pub mod assemble;
 pub mod bm25;
 pub mod bridge_schemas;

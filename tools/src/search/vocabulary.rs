@@ -18,6 +18,10 @@ use super::tokenize::stem;
 /// Weight of an expansion relative to a typed word (1.0).
 pub const EXPANSION_WEIGHT: f64 = 0.45;
 
+/// How many of [`GROUPS`] come first and are actions (verbs of what a tool does); the rest are
+/// objects. [`super::actions`] reads what a query asks a service to do from them.
+pub const ACTION_GROUPS: usize = 54;
+
 /// The groups, one string each, entries separated by `|`; an entry of several words is a phrase.
 pub const GROUPS: &[&str] = &[
     // Actions: the CRUD verbs and their everyday variants.
@@ -245,6 +249,22 @@ impl Vocabulary {
         out
     }
 
+    /// Every entry found in the stemmed `stems`: its group (an index into [`GROUPS`]) and the
+    /// positions it covers, phrases matched on consecutive stems, in order of position.
+    pub fn entries_in(&self, stems: &[String]) -> Vec<(usize, std::ops::Range<usize>)> {
+        let mut out = Vec::new();
+        for start in 0..stems.len() {
+            for &(g, e) in self.by_first.get(&stems[start]).into_iter().flatten() {
+                let entry = &self.groups[g][e];
+                let end = start + entry.len();
+                if end <= stems.len() && stems[start..end] == entry[..] {
+                    out.push((g, start..end));
+                }
+            }
+        }
+        out
+    }
+
     /// The number of groups.
     pub fn len(&self) -> usize {
         self.groups.len()
@@ -341,6 +361,20 @@ mod tests {
         }
         let pr = v.expand(&stems("pr"));
         assert!(pr.iter().any(|e| e.stems == stems("pull request")));
+    }
+
+    #[test]
+    fn the_action_groups_come_before_the_objects() {
+        assert!(GROUPS[0].starts_with("create|"));
+        assert!(GROUPS[ACTION_GROUPS - 1].starts_with("invite|"));
+        assert!(GROUPS[ACTION_GROUPS].starts_with("repository|"));
+        let v = Vocabulary::new(&["create|add|set up", "delete|remove", "repository|repo"]);
+        assert_eq!(
+            v.entries_in(&stems("remove the repo")),
+            [(1, 0..1), (2, 2..3)]
+        );
+        assert_eq!(v.entries_in(&stems("set up, add")), [(0, 0..2), (0, 2..3)]);
+        assert_eq!(v.entries_in(&stems("set the repo up")), [(2, 2..3)]);
     }
 
     #[test]
