@@ -126,6 +126,10 @@ pub trait Journal: Send + Sync + fmt::Debug {
     fn call_phase(&self, session_id: &str, model_call_id: &str, phase: CallPhase) -> Durable;
     /// Where the background delegation `delegation_id` of the session is.
     fn delegation(&self, session_id: &str, delegation_id: &str, state: DelegationState);
+    /// The session's work is over (a board run settled, say): it stays readable and can be
+    /// reopened, but nothing should reopen it by itself. A process that merely stops does not
+    /// call this, so what it had open is found open again.
+    fn closed(&self, _session_id: &str) {}
 }
 
 /// A session's journal and how to reopen it.

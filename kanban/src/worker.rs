@@ -660,6 +660,7 @@ async fn drive_session(
         }
     }
     let resumed = answered_question(params).await;
+    let journal = config.persist.as_ref().map(|p| Arc::clone(&p.journal));
     let session_params = SessionParams {
         provider: Arc::clone(&params.profile.provider),
         view,
@@ -691,6 +692,11 @@ async fn drive_session(
     }
     let ending = converse(params, shared, &session, first).await;
     let _ = session.close().await;
+    // The run is over: the store lists the session as closed, not as open forever. A run that
+    // ends on a question reopens it (status open again) when the answer comes.
+    if let Some(journal) = journal {
+        journal.closed(session.id());
+    }
     (ending, Some(session.spent()))
 }
 

@@ -630,6 +630,10 @@ impl Journal for SessionStore {
             state,
         });
     }
+
+    fn closed(&self, session_id: &str) {
+        self.mark_closed(session_id);
+    }
 }
 
 /// Runs a read on the blocking pool.

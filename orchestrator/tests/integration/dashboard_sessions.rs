@@ -180,6 +180,26 @@ async fn the_dashboard_token_reads_every_stored_session_and_the_api_token_does_n
     };
     let chat_id = origin_of("chat");
     let worker_id = origin_of("worker");
+    // A worker's session is closed once its run settled, not left open forever.
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        let (status, page) = call_with(&served, dash, "/api/store/sessions?origin=worker").await;
+        assert_eq!(status, 200, "{page}");
+        let row = page["sessions"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|s| s["session_id"] == worker_id.as_str()))
+            .cloned()
+            .unwrap_or_default();
+        if row["status"] == "closed" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the worker's session is still {}: {page}",
+            row["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_eq!(origin_of("http"), stored.http_id);
     let newest_first: Vec<i64> = rows
         .iter()
