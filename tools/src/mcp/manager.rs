@@ -144,6 +144,7 @@ impl McpManager {
                 if conn.is_disabled() {
                     return None;
                 }
+                let _starting = super::starting::mark(conn.name());
                 conn.open_session().await.ok()
             }
         }))
