@@ -194,7 +194,11 @@ impl WireCompletion {
         for choice in self.choices.iter().flatten() {
             for message in [&choice.message, &choice.delta].into_iter().flatten() {
                 chars += text_len(&message.content);
-                let calls = message.tool_calls.iter().flatten().filter_map(|c| c.function.as_ref());
+                let calls = message
+                    .tool_calls
+                    .iter()
+                    .flatten()
+                    .filter_map(|c| c.function.as_ref());
                 for function in calls.chain(message.function_call.as_ref()) {
                     chars += text_len(&function.name) + text_len(&function.arguments);
                 }

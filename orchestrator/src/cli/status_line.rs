@@ -135,11 +135,9 @@ pub(crate) fn status_terminal() -> bool {
 
 /// `embedding tools ███░░ 1234/3309`: a bar of `done` out of `total`.
 pub(crate) fn progress_bar(label: &str, done: usize, total: usize) -> String {
-    let filled = if total == 0 {
-        0
-    } else {
-        (done.min(total) * BAR_CELLS) / total
-    };
+    let filled = (done.min(total) * BAR_CELLS)
+        .checked_div(total)
+        .unwrap_or(0);
     format!(
         "{label} {}{} {done}/{total}",
         "█".repeat(filled),
@@ -355,10 +353,7 @@ mod tests {
                 "░".repeat(13)
             )
         );
-        assert_eq!(
-            progress_bar("x", 5, 5),
-            format!("x {} 5/5", "█".repeat(20))
-        );
+        assert_eq!(progress_bar("x", 5, 5), format!("x {} 5/5", "█".repeat(20)));
         assert_eq!(progress_bar("x", 0, 0), format!("x {} 0/0", "░".repeat(20)));
     }
 

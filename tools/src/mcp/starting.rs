@@ -36,7 +36,7 @@ pub fn starting_now() -> Vec<(String, Duration)> {
         .iter()
         .map(|(_, name, at)| (name.clone(), at.elapsed()))
         .collect();
-    now.sort_by(|a, b| b.1.cmp(&a.1));
+    now.sort_by_key(|entry| std::cmp::Reverse(entry.1));
     now
 }
 
@@ -54,7 +54,10 @@ mod tests {
                 .filter(|n| n.ends_with("-starting-test"))
                 .collect()
         };
-        assert_eq!(names(starting_now()), ["alpha-starting-test", "beta-starting-test"]);
+        assert_eq!(
+            names(starting_now()),
+            ["alpha-starting-test", "beta-starting-test"]
+        );
         drop(first);
         assert_eq!(names(starting_now()), ["beta-starting-test"]);
         drop(second);

@@ -258,8 +258,10 @@ impl Inner {
             tracing::debug!(endpoint = %self.endpoint, model, attempts, text_mode, "model request");
             // In text mode the answer's text holds the calls' markup: it is parsed, not shown.
             let sink = request.stream.as_ref().filter(|_| !text_mode);
-            let attempt =
-                tokio::time::timeout(attempt_timeout, self.attempt(&body, sink, &mut forwarded, state));
+            let attempt = tokio::time::timeout(
+                attempt_timeout,
+                self.attempt(&body, sink, &mut forwarded, state),
+            );
             // Dropping the attempt drops the response and closes its connection.
             let outcome = tokio::select! {
                 biased;

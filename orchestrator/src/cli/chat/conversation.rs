@@ -23,8 +23,8 @@ use super::display::{Display, Style, TICK};
 use super::input::{LineEditor, Names, Read, TurnInput, read_masked, read_piped_line};
 use super::{ChatArgs, SessionChoice, session_options, summarise};
 use crate::api::{ApprovalStream, EventStream};
-use crate::cli::status_line::AnswerClock;
 use crate::cli::error::{CliError, EXIT_BUDGET, EXIT_DONE, EXIT_FAILED, EXIT_INTERRUPTED};
+use crate::cli::status_line::AnswerClock;
 use crate::cli::visible::{visible, visible_line};
 use crate::runtime::Runtime;
 

@@ -543,9 +543,7 @@ fn ask_with_clock(request: &PendingApproval) -> Option<ApprovalChoice> {
         visible_line(&request.reason)
     );
     let _ = stderr.flush();
-    drop(stderr);
     let clock = AnswerClock::start(ALLOW_PROMPT);
-    let mut stderr = std::io::stderr();
     let _ = write!(stderr, "{ALLOW_PROMPT}");
     let _ = stderr.flush();
     let mut line = String::new();

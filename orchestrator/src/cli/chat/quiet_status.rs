@@ -21,7 +21,10 @@ enum Phase {
         estimated: bool,
     },
     /// Tools are running (the last one started named).
-    Tool { label: String, since: Instant },
+    Tool {
+        label: String,
+        since: Instant,
+    },
 }
 
 /// The `-q` status line and what it shows.
@@ -122,10 +125,7 @@ impl QuietStatus {
                 } else {
                     String::new()
                 };
-                line.show(
-                    &format!("running {label}{more}"),
-                    &elapsed(since.elapsed()),
-                );
+                line.show(&format!("running {label}{more}"), &elapsed(since.elapsed()));
             }
         }
     }
