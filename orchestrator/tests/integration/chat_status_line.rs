@@ -16,6 +16,7 @@ use troupe_actors::model::mock_server::{Fault, MockServer, UNREADABLE_OUTPUT_MES
 use troupe_actors::model::{Script, ScriptTurn};
 
 use crate::chat_terminal::Project;
+use crate::support::mcp_servers::{everything_bin, servers_available};
 
 /// Longest wait for something to appear on the screen.
 const WAIT: Duration = Duration::from_secs(90);
@@ -204,6 +205,50 @@ async fn q_on_a_terminal_shows_the_model_thinking_with_time_and_tokens_then_eras
     // Erased before the answer: no status line is left on the screen.
     assert!(!screen.contains("model thinking"), "{screen}");
     assert!(!screen.contains("tokens so far"), "{screen}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn q_names_the_mcp_servers_still_starting_and_for_how_long() {
+    if !servers_available("q_names_the_mcp_servers_still_starting_and_for_how_long") {
+        return;
+    }
+    let server = MockServer::start(Script::new().turn(ScriptTurn::text(LONG_ANSWER)))
+        .await
+        .unwrap();
+    server.push_fault(Fault::SlowStream {
+        pause: Duration::from_millis(300),
+    });
+    // A server that takes its time to come up.
+    let everything = everything_bin().to_string_lossy().into_owned();
+    let project = Project::new(
+        &server,
+        &format!(
+            "mcp_servers:\n  slowpoke:\n    command: sh\n    args: [-c, \"sleep 5; exec '{everything}' stdio\"]\n"
+        ),
+    );
+    let term = Term::start(
+        &project.work(),
+        &project.home(),
+        &["chat", "-q", "count to twenty"],
+    );
+    let (seen, code, screen) = tokio::task::spawn_blocking(move || {
+        let seen = term.wait("the server named as starting", |s| {
+            s.contains("starting MCP servers: slowpoke")
+        });
+        (seen, term.exit_code(), term.screen())
+    })
+    .await
+    .unwrap();
+    let line = seen
+        .lines()
+        .find(|l| l.contains("starting MCP servers: slowpoke"))
+        .unwrap();
+    // `⠋ model thinking 1.2 s · 3 tokens so far · starting MCP servers: slowpoke 2.2 s`, or the
+    // line of the start itself: with the time it has taken.
+    assert!(line.trim_end().ends_with(" s"), "{line}");
+    assert_eq!(code, 0, "{screen}");
+    assert!(!screen.contains("starting MCP servers"), "{screen}");
+    assert!(screen.contains(LONG_ANSWER), "{screen}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -208,6 +208,7 @@ impl McpManager {
             let registry = Arc::clone(&registry);
             let stop = root.child_token();
             tokio::spawn(async move {
+                let _starting = super::starting::mark(conn.name());
                 // Dropping the start (on shutdown) kills the half-started server.
                 tokio::select! {
                     opened = conn.open_session() => {

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use troupe_actors::events::{EventKind, SessionEvent};
 
-use super::super::status_line::{SharedStatus, elapsed};
+use super::super::status_line::{SharedStatus, elapsed, mcp_starting};
 use super::super::visible::visible_line;
 
 /// What the turn waits for now.
@@ -101,23 +101,29 @@ impl QuietStatus {
 
     /// Redraws (the line itself keeps to ten redraws a second).
     pub(super) fn tick(&self) {
+        // Servers still starting after the runtime's grace are named while the turn goes on.
+        let starting = mcp_starting();
         let mut line = troupe_tools::sync::lock(&self.line);
         match &self.phase {
-            Phase::Idle => line.clear(),
+            Phase::Idle => match starting {
+                Some((text, time)) => line.show(&text, &time),
+                None => line.clear(),
+            },
             Phase::Thinking {
                 since,
                 tokens,
                 estimated,
             } => {
                 let about = if *estimated { "about " } else { "" };
-                line.show(
-                    "model thinking",
-                    &format!(
-                        "{} · {about}{tokens} token{} so far",
-                        elapsed(since.elapsed()),
-                        if *tokens == 1 { "" } else { "s" }
-                    ),
+                let mut time = format!(
+                    "{} · {about}{tokens} token{} so far",
+                    elapsed(since.elapsed()),
+                    if *tokens == 1 { "" } else { "s" }
                 );
+                if let Some((text, took)) = starting {
+                    time.push_str(&format!(" · {text} {took}"));
+                }
+                line.show("model thinking", &time);
             }
             Phase::Tool { label, since } => {
                 let more = if self.running > 1 {
@@ -125,7 +131,11 @@ impl QuietStatus {
                 } else {
                     String::new()
                 };
-                line.show(&format!("running {label}{more}"), &elapsed(since.elapsed()));
+                let mut time = elapsed(since.elapsed());
+                if let Some((text, took)) = starting {
+                    time.push_str(&format!(" · {text} {took}"));
+                }
+                line.show(&format!("running {label}{more}"), &time);
             }
         }
     }
