@@ -19,7 +19,7 @@ use crate::chat_terminal::Project;
 use crate::support::mcp_servers::{everything_bin, servers_available};
 
 /// Longest wait for something to appear on the screen.
-const WAIT: Duration = Duration::from_secs(90);
+const WAIT: Duration = Duration::from_secs(180);
 /// Longest wait for a command to end (embedding a catalog on a busy machine takes a while).
 const END_WAIT: Duration = Duration::from_secs(300);
 
@@ -101,13 +101,27 @@ impl Term {
         }
     }
 
+    /// Waits for the chat's prompt at the bottom: the line editor owns the terminal again (a
+    /// key pressed before that is read by the terminal's line mode, not by troupe).
+    fn wait_prompt(&self) {
+        self.wait("the prompt", |s| {
+            s.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(str::trim)
+                == Some("›")
+        });
+    }
+
     fn wait_for(&self, needle: &str) -> String {
         self.wait(&format!("{needle:?}"), |s| s.contains(needle))
     }
 
-    /// Waits for the command to end; its exit code.
+    /// Waits for the command to end; its exit code. tmux does not always reap the pane's
+    /// process at once, so one that exited and waits to be reaped counts too.
     fn exit_code(&self) -> i32 {
         let start = Instant::now();
+        let pid = self.tmux(&["display", "-p", "-t", "t", "#{pane_pid}"]);
         loop {
             let state = self.tmux(&[
                 "display",
@@ -118,6 +132,9 @@ impl Term {
             ]);
             if let Some(code) = state.trim().strip_prefix("1 ") {
                 return code.parse().unwrap();
+            }
+            if let Some(code) = zombie_exit_code(pid.trim()) {
+                return code;
             }
             assert!(
                 start.elapsed() < END_WAIT,
@@ -135,6 +152,18 @@ impl Drop for Term {
             .args(["-L", &self.socket, "kill-server"])
             .output();
     }
+}
+
+/// The exit code of a process that exited and waits to be reaped (state Z): field 52 of
+/// /proc/PID/stat holds its wait status.
+fn zombie_exit_code(pid: &str) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    if fields.first() != Some(&"Z") {
+        return None;
+    }
+    let status: i32 = fields.get(49)?.parse().ok()?;
+    Some((status >> 8) & 0xff)
 }
 
 fn quote(path: &Path) -> String {
@@ -335,6 +364,7 @@ async fn the_chat_shows_thinking_and_the_approval_wait_and_keeps_it_out_of_the_c
         term.line("y");
         let screen = term.wait_for("Done here.");
         term.wait("the turn's summary", |s| s.contains("── "));
+        term.wait_prompt();
         term.tmux(&["send-keys", "-t", "t", "C-d"]);
         assert_eq!(term.exit_code(), 0);
         screen
@@ -507,6 +537,7 @@ async fn the_chat_recovers_from_llama_cpps_parse_error_sent_as_http_500() {
         term.line("what does notes.txt say?");
         term.wait_for("The file says hello.");
         let screen = term.wait("the turn's summary", |s| s.contains("── "));
+        term.wait_prompt();
         term.tmux(&["send-keys", "-t", "t", "C-d"]);
         assert_eq!(term.exit_code(), 0, "{}", term.screen());
         screen
