@@ -196,6 +196,8 @@ pub struct CallOutcome {
     pub status: CallStatus,
     /// What the model reads.
     pub result: ToolResult,
-    /// From start to result.
+    /// From start to result, the wait for a person's approval left out.
     pub duration: Duration,
+    /// How long the call waited for a person's approval (zero when none was asked).
+    pub approval_wait: Duration,
 }

@@ -58,6 +58,19 @@ pub enum EventKind {
         /// The next piece of text.
         text: String,
     },
+    /// How much of the model's answer has arrived while a request runs (only for sessions that
+    /// ask for it with `SessionConfig::report_progress`; at most four a second).
+    ModelProgress {
+        /// The turn's id.
+        turn_id: String,
+        /// Answer tokens received so far in this request.
+        tokens: u64,
+        /// `true` when the count is characters / 4 (the server answered in one piece), not
+        /// streamed chunks.
+        estimated: bool,
+        /// Milliseconds since the request went out.
+        elapsed_ms: u64,
+    },
     /// The model answered a request; the tokens it reported (0 when the server reports none).
     ModelUsage {
         /// The turn's id.
@@ -134,8 +147,11 @@ pub enum EventKind {
         underlying_tool: String,
         /// How it ended.
         status: CallStatus,
-        /// Milliseconds from start to result, time waiting for a person included.
+        /// Milliseconds from start to result, the time waiting for a person's approval left
+        /// out: what the call itself took.
         duration_ms: u64,
+        /// Milliseconds the call waited for a person's approval (0 when none was asked).
+        approval_wait_ms: u64,
     },
     /// The session's `todo` list changed (the whole list after the change).
     TodoUpdated {
@@ -348,6 +364,7 @@ mod tests {
                 underlying_tool: "read_file".into(),
                 status: CallStatus::Denied,
                 duration_ms: 7,
+                approval_wait_ms: 1200,
             },
         };
         let value = serde_json::to_value(&event).unwrap();
@@ -355,6 +372,8 @@ mod tests {
         assert_eq!(value["session_id"], "s1");
         assert_eq!(value["status"], "denied");
         assert_eq!(value["underlying_tool"], "read_file");
+        assert_eq!(value["duration_ms"], 7);
+        assert_eq!(value["approval_wait_ms"], 1200);
     }
 
     #[test]

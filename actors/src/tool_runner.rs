@@ -124,6 +124,8 @@ struct Meta {
     /// Notes hooks asked to add to the result.
     notes: Vec<String>,
     started: Instant,
+    /// Time spent waiting for a person's approval: not part of the call's run time.
+    approval_wait: Duration,
     /// The call's span, named after the underlying tool.
     span: TraceSpan,
 }
@@ -358,7 +360,7 @@ impl ToolRunner {
         deadline: &Deadline,
         semaphore: Option<&Semaphore>,
     ) -> CallOutcome {
-        let (meta, runnable, ticket) = match prepared {
+        let (mut meta, runnable, ticket) = match prepared {
             Prepared::Done(meta, status, result) => return finish(ctx, meta, status, result),
             Prepared::Ready(meta, runnable, ticket) => (meta, runnable, ticket),
         };
@@ -370,6 +372,7 @@ impl ToolRunner {
                 verdict,
             } => {
                 let _waiting = deadline.human_wait();
+                let asked = Instant::now();
                 let wait =
                     TraceSpan::start("approval_wait", &meta.span, SpanKind::Internal, || {
                         vec![KeyValue::new(
@@ -384,6 +387,7 @@ impl ToolRunner {
                         Verdict::Interrupted
                     }
                 };
+                meta.approval_wait = asked.elapsed();
                 wait.set(|| {
                     vec![KeyValue::new(
                         "troupe.approval.verdict",
@@ -567,6 +571,7 @@ fn start(ctx: &BatchContext, entry: &CallEntry) -> Meta {
         arguments: Map::new(),
         notes: Vec::new(),
         started: Instant::now(),
+        approval_wait: Duration::ZERO,
         span: TraceSpan::start(
             format!("execute_tool {}", entry.underlying()),
             &ctx.trace,
@@ -623,13 +628,20 @@ fn finish(
         arguments: &meta.arguments,
     };
     ctx.hooks.post_tool_call(&info, status, &result);
-    let duration = meta.started.elapsed();
+    // A call's time is its own: the wait for a person's answer is reported apart.
+    let duration = meta.started.elapsed().saturating_sub(meta.approval_wait);
+    let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
     meta.span.set(|| {
         use crate::trace::{CallText, call_text};
         // Written straight from the map (no copy of it); masking is left to `call_text`.
         let arguments = serde_json::to_string(&meta.arguments).unwrap_or_default();
         vec![
             KeyValue::new("troupe.call.status", status.as_str()),
+            KeyValue::new("troupe.call.run_ms", millis(duration) as i64),
+            KeyValue::new(
+                "troupe.call.approval_wait_ms",
+                millis(meta.approval_wait) as i64,
+            ),
             call_text(CallText::Arguments, arguments, &meta.underlying),
             call_text(CallText::Result, result.to_model_text(), &meta.underlying),
         ]
@@ -647,7 +659,8 @@ fn finish(
             tool: meta.tool.clone(),
             underlying_tool: meta.underlying.clone(),
             status,
-            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+            duration_ms: millis(duration),
+            approval_wait_ms: millis(meta.approval_wait),
         },
     );
     CallOutcome {
@@ -659,6 +672,7 @@ fn finish(
         status,
         result,
         duration,
+        approval_wait: meta.approval_wait,
     }
 }
 

@@ -182,6 +182,31 @@ struct WireUsage {
 }
 
 impl WireCompletion {
+    /// Characters of model output (text, call names and arguments) the answer or chunk
+    /// carries: how much the model wrote, for a person's progress line.
+    pub(crate) fn output_chars(&self) -> usize {
+        let text_len = |value: &Option<Value>| match value {
+            Some(Value::String(text)) => text.chars().count(),
+            Some(Value::Null) | None => 0,
+            Some(other) => other.to_string().len(),
+        };
+        let mut chars = 0;
+        for choice in self.choices.iter().flatten() {
+            for message in [&choice.message, &choice.delta].into_iter().flatten() {
+                chars += text_len(&message.content);
+                let calls = message
+                    .tool_calls
+                    .iter()
+                    .flatten()
+                    .filter_map(|c| c.function.as_ref());
+                for function in calls.chain(message.function_call.as_ref()) {
+                    chars += text_len(&function.name) + text_len(&function.arguments);
+                }
+            }
+        }
+        chars
+    }
+
     /// The error message a server put in a 200 answer or a stream chunk, if any.
     /// Control characters are escaped: the text comes from the server and is shown on
     /// terminals and in logs.

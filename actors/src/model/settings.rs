@@ -4,7 +4,7 @@
 //! remembers about one session between its requests (its retry budget for the running turn,
 //! and whether it has switched to text tool calls).
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -216,6 +216,11 @@ pub struct SessionModelState {
     native_failures: AtomicU32,
     /// Retries spent in the running turn.
     retries_spent: AtomicU32,
+    /// Answer tokens received so far (all requests of the session), for a person's status
+    /// line; see [`SessionModelState::streamed`].
+    streamed_tokens: AtomicU64,
+    /// Whether some of `streamed_tokens` were estimated from characters rather than counted.
+    streamed_estimated: AtomicBool,
 }
 
 impl SessionModelState {
@@ -256,6 +261,25 @@ impl SessionModelState {
     /// Retries spent in the running turn.
     pub fn retries_spent(&self) -> u32 {
         self.retries_spent.load(Ordering::SeqCst)
+    }
+
+    /// Notes answer tokens as they arrive: counted one per streamed chunk (llama.cpp, vLLM and
+    /// OpenAI send about one token per chunk), or `estimated` from characters / 4 when the
+    /// server answered in one piece.
+    pub fn note_streamed(&self, tokens: u64, estimated: bool) {
+        self.streamed_tokens.fetch_add(tokens, Ordering::Relaxed);
+        if estimated {
+            self.streamed_estimated.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Answer tokens received so far over the session's requests, and whether any were
+    /// estimated. Callers take differences to count one request's.
+    pub fn streamed(&self) -> (u64, bool) {
+        (
+            self.streamed_tokens.load(Ordering::Relaxed),
+            self.streamed_estimated.load(Ordering::Relaxed),
+        )
     }
 }
 

@@ -46,6 +46,9 @@ pub struct SessionConfig {
     /// Emit the answer's text as it arrives (`TextDelta` events), for displays that show it
     /// live. Off by default: once text went out, a broken stream cannot be retried unseen.
     pub stream_text: bool,
+    /// Emit `ModelProgress` events while a model request runs (tokens received so far), for
+    /// a person's status line. Off by default.
+    pub report_progress: bool,
     /// What the session, with its subagents, may spend; a subagent also stays within what
     /// each ancestor has left.
     pub budget: Budget,
@@ -80,6 +83,7 @@ impl Default for SessionConfig {
             delegation: DelegationConfig::default(),
             background_delegation: false,
             stream_text: false,
+            report_progress: false,
             budget: Budget::default(),
             prices: Arc::new(PriceTable::default()),
             trace_parent: TraceSpan::default(),

@@ -122,6 +122,11 @@ impl Session {
         );
         let provider = Arc::clone(&self.provider);
         let addr = ctx.address();
+        // Tokens received so far, read from the shared model state (the provider counts them).
+        let progress = self
+            .config
+            .report_progress
+            .then(|| (Arc::clone(&self.model_state), self.model_state.streamed().0));
         let (events, session_id) = (self.events.clone(), self.id.clone());
         let span = tracing::info_span!("model_request", session_id = %self.id, turn_id = %turn_id, iteration = requests);
         tokio::spawn(
@@ -137,9 +142,24 @@ impl Session {
                         events.send(&session_id, EventKind::TextDelta { turn_id, text });
                     }
                 };
+                let asked = tokio::time::Instant::now();
+                let mut ticker = tokio::time::interval(PROGRESS_EVERY);
+                ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+                let mut reported = 0u64;
                 let result = loop {
                     tokio::select! {
                         result = &mut answer => break result,
+                        _ = ticker.tick(), if progress.is_some() => {
+                            if let Some((state, before)) = &progress {
+                                let (now, estimated) = state.streamed();
+                                let tokens = now.saturating_sub(*before);
+                                if tokens != reported {
+                                    reported = tokens;
+                                    let elapsed_ms = u64::try_from(asked.elapsed().as_millis()).unwrap_or(u64::MAX);
+                                    events.send(&session_id, EventKind::ModelProgress { turn_id: turn_id.clone(), tokens, estimated, elapsed_ms });
+                                }
+                            }
+                        }
                         Some(notice) = noticed.recv() => {
                             // Text sent before the notice is shown before it: a retry's
                             // notice says the text before it was not the answer.
@@ -210,6 +230,9 @@ fn notice_event(turn_id: &str, notice: ModelNotice) -> EventKind {
         },
     }
 }
+
+/// How often a running request reports the tokens received so far (`report_progress`).
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// The next streamed delta, or never when the session does not stream.
 async fn next_delta(

@@ -20,6 +20,7 @@ use troupe_kanban::profiles::{Profiles, WorkerProfile};
 
 use super::error::{CliError, EXIT_DONE, EXIT_FAILED, report};
 use super::kanban_render as render;
+use super::status_line::{REDRAW_EVERY, StatusLine, elapsed};
 use crate::kanban_api::Kanban;
 use crate::kanban_demo_model::{DemoModel, DemoPlan};
 use crate::runtime::{Runtime, RuntimeOptions};
@@ -141,12 +142,31 @@ async fn run_board(
     tokio::pin!(idle);
     let mut stop = std::pin::pin!(stop);
     let mut interrupted = false;
+    // On a terminal, a line says the board is working between events (a real model can take
+    // minutes before the first one).
+    let mut line = StatusLine::detect();
+    let mut ticker = tokio::time::interval(REDRAW_EVERY);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut last_event = Instant::now();
     loop {
         tokio::select! {
-            event = feed.next() => match event {
-                Ok(event) => view.show(&event).await,
-                Err(e) => eprintln!("troupe demo: cannot read the board's events: {e}"),
-            },
+            event = feed.next() => {
+                line.clear();
+                last_event = Instant::now();
+                match event {
+                    Ok(event) => view.show(&event).await,
+                    Err(e) => eprintln!("troupe demo: cannot read the board's events: {e}"),
+                }
+            }
+            _ = ticker.tick(), if line.enabled() => {
+                let running = view.running();
+                let text = if running == 0 {
+                    "waiting for the board's next event".to_string()
+                } else {
+                    format!("{running} task{} running", if running == 1 { "" } else { "s" })
+                };
+                line.show(&text, &format!("{} since the last event", elapsed(last_event.elapsed())));
+            }
             done = &mut idle => {
                 if let Err(e) = done {
                     eprintln!("troupe demo: {e}");
@@ -159,6 +179,7 @@ async fn run_board(
             }
         }
     }
+    line.clear();
     // What happened just before the board went idle is already stored: show it too.
     while let Ok(Some(event)) = feed.try_next().await {
         view.show(&event).await;
@@ -213,6 +234,14 @@ impl LiveView {
         }
     }
 
+    /// Tasks running as the events so far tell it.
+    fn running(&self) -> usize {
+        self.statuses
+            .values()
+            .filter(|s| **s == TaskStatus::Running)
+            .count()
+    }
+
     async fn title(&mut self, id: &TaskId) -> String {
         if let Some(t) = self.titles.get(id) {
             return t.clone();
@@ -253,11 +282,7 @@ impl LiveView {
         };
         let Some(status) = status else { return };
         self.statuses.insert(id.clone(), status);
-        let running = self
-            .statuses
-            .values()
-            .filter(|s| **s == TaskStatus::Running)
-            .count();
+        let running = self.running();
         self.peak = self.peak.max(running);
         let mark = match event.kind {
             EventKind::Created => "+",

@@ -16,6 +16,7 @@ pub(crate) mod memory;
 pub(crate) mod plugins;
 pub(crate) mod serve;
 pub(crate) mod sessions;
+pub(crate) mod status_line;
 pub(crate) mod tools;
 mod visible;
 

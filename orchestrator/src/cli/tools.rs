@@ -22,6 +22,7 @@ use troupe_tools::mcp::McpManager;
 
 use super::error::{CliError, EXIT_DONE, report};
 use super::mcp::start_configured;
+use super::status_line::{REDRAW_EVERY, StatusLine, elapsed, progress_bar, while_starting};
 use crate::catalog::load_catalog_file;
 use crate::settings::Settings;
 
@@ -165,14 +166,33 @@ async fn close(mcp: Option<McpManager>) {
 /// The command line answers once, so under the hybrid ranking it waits for the tool embeddings
 /// (from the cache under the troupe home, or computed and cached on a first run) rather than
 /// answering from the lexical leg alone as a session's first call does.
+/// On a terminal a progress bar counts the tools embedded (`embedding tools ███░░ 1234/3309`).
 fn wait_for_embeddings(loaded: &Loaded) {
     if loaded.config.ranking == Ranking::Hybrid {
         let catalog = loaded.view.catalog(&loaded.config.defer);
-        if catalog
-            .semantic_wait(&loaded.config.home, EMBEDDINGS_WAIT)
-            .is_none()
-            && default_embedder().is_some()
-        {
+        let home = &loaded.config.home;
+        let mut line = StatusLine::detect();
+        let ready = if line.enabled() {
+            let started = std::time::Instant::now();
+            let deadline = started + EMBEDDINGS_WAIT;
+            let mut ready = catalog.semantic(home);
+            while ready.is_none() && std::time::Instant::now() < deadline {
+                match catalog.embedding_progress() {
+                    Some((done, total)) => line.show(
+                        &progress_bar("embedding tools", done, total),
+                        &elapsed(started.elapsed()),
+                    ),
+                    // Not started (no encoder) or over: nothing more to wait for.
+                    None => break,
+                }
+                ready = catalog.semantic_wait(home, REDRAW_EVERY);
+            }
+            line.clear();
+            ready.or_else(|| catalog.semantic(home))
+        } else {
+            catalog.semantic_wait(home, EMBEDDINGS_WAIT)
+        };
+        if ready.is_none() && default_embedder().is_some() {
             tracing::warn!(
                 "tool search: the tool embeddings were not ready in time; ranking with the lexical leg alone"
             );
@@ -192,7 +212,8 @@ async fn load(source: &Source) -> Result<Loaded, String> {
             (Some(path), _) => (load_catalog_file(path).map_err(|e| e.to_string())?, None),
             (None, Some(_)) => {
                 let registry = Registry::new();
-                let (manager, statuses) = start_configured(&config, Arc::clone(&registry)).await;
+                let (manager, statuses) =
+                    while_starting(start_configured(&config, Arc::clone(&registry))).await;
                 for status in &statuses {
                     if let Some(error) = &status.last_error {
                         eprintln!(

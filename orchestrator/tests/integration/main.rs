@@ -22,6 +22,7 @@ mod backends;
 mod chat_cli;
 mod chat_models;
 mod chat_real_model;
+mod chat_status_line;
 mod chat_sudo;
 mod chat_terminal;
 mod chat_terminal_recovery;

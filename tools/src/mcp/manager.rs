@@ -144,6 +144,7 @@ impl McpManager {
                 if conn.is_disabled() {
                     return None;
                 }
+                let _starting = super::starting::mark(conn.name());
                 conn.open_session().await.ok()
             }
         }))
@@ -207,6 +208,7 @@ impl McpManager {
             let registry = Arc::clone(&registry);
             let stop = root.child_token();
             tokio::spawn(async move {
+                let _starting = super::starting::mark(conn.name());
                 // Dropping the start (on shutdown) kills the half-started server.
                 tokio::select! {
                     opened = conn.open_session() => {

@@ -20,6 +20,7 @@ mod connection;
 pub mod manager;
 pub mod names;
 mod result;
+pub mod starting;
 pub mod status;
 mod tool_handler;
 

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -330,6 +330,17 @@ pub fn embed_with_cache(
     home: &TroupeHome,
     texts: &[String],
 ) -> Result<ToolVectors, String> {
+    embed_counting(embedder, home, texts, &AtomicUsize::new(0))
+}
+
+/// [`embed_with_cache`], adding to `done` the tools embedded so far (those from the cache at
+/// once, the others batch by batch): one atomic add per batch, nothing the encoder notices.
+pub fn embed_counting(
+    embedder: &dyn Embedder,
+    home: &TroupeHome,
+    texts: &[String],
+    done: &AtomicUsize,
+) -> Result<ToolVectors, String> {
     let dims = embedder.dimensions();
     let path = cache_file(home, embedder.model_id());
     let mut cached = read_cache(&path, dims);
@@ -340,6 +351,7 @@ pub fn embed_with_cache(
     let missing: Vec<usize> = (0..texts.len())
         .filter(|&i| !cached.contains_key(&hashes[i]))
         .collect();
+    done.fetch_add(texts.len() - missing.len(), Ordering::Relaxed);
     let mut computed: HashMap<u64, Vec<f32>> = HashMap::with_capacity(missing.len());
     for batch in missing.chunks(EMBED_BATCH) {
         let batch_texts: Vec<String> = batch.iter().map(|&i| texts[i].clone()).collect();
@@ -354,6 +366,7 @@ pub fn embed_with_cache(
         for (&i, v) in batch.iter().zip(vectors) {
             computed.insert(hashes[i], v);
         }
+        done.fetch_add(batch.len(), Ordering::Relaxed);
     }
     let mut rows = Vec::with_capacity(texts.len());
     for h in &hashes {
@@ -386,6 +399,8 @@ pub fn embed_with_cache(
 pub struct SemanticSlot {
     started: AtomicBool,
     state: Arc<(Mutex<Progress>, Condvar)>,
+    /// Tools to embed (set when the work starts) and tools embedded so far, for a progress bar.
+    counts: Arc<(AtomicUsize, AtomicUsize)>,
 }
 
 /// How far the background thread got.
@@ -444,6 +459,8 @@ impl SemanticSlot {
             return None;
         }
         let texts = texts();
+        self.counts.0.store(texts.len(), Ordering::Relaxed);
+        let counts = Arc::clone(&self.counts);
         let state = Arc::clone(&self.state);
         let spawned = std::thread::Builder::new()
             .name("tool-embeddings".into())
@@ -455,7 +472,7 @@ impl SemanticSlot {
                     return;
                 };
                 let started = std::time::Instant::now();
-                let vectors = embed_with_cache(embedder.as_ref(), &home, &texts);
+                let vectors = embed_counting(embedder.as_ref(), &home, &texts, &counts.1);
                 match &vectors {
                     Ok(v) => tracing::debug!(tools = v.len(), elapsed = ?started.elapsed(), "tool search: embeddings ready"),
                     Err(e) => tracing::warn!(error = %e, "tool search: embedding the tools failed; ranking without the semantic leg"),
@@ -469,6 +486,18 @@ impl SemanticSlot {
             *crate::sync::lock(&self.state.0) = Progress::Unavailable;
         }
         None
+    }
+
+    /// While the embeddings are being computed: tools embedded so far and tools in all.
+    /// `None` when the work has not started or is over.
+    pub fn progress(&self) -> Option<(usize, usize)> {
+        if !self.started.load(Ordering::Acquire)
+            || !matches!(*crate::sync::lock(&self.state.0), Progress::Working)
+        {
+            return None;
+        }
+        let total = self.counts.0.load(Ordering::Relaxed);
+        Some((self.counts.1.load(Ordering::Relaxed).min(total), total))
     }
 
     /// The embeddings if they are ready.
@@ -488,6 +517,14 @@ impl SemanticSlot {
             .wait_timeout_while(guard, timeout, |s| matches!(s, Progress::Working))
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         guard.ready()
+    }
+}
+
+impl super::catalog::Catalog {
+    /// While this catalog's tool embeddings are being computed: tools embedded so far and in
+    /// all (for a progress bar on a person's terminal); `None` otherwise.
+    pub fn embedding_progress(&self) -> Option<(usize, usize)> {
+        self.semantic.progress()
     }
 }
 
@@ -583,6 +620,49 @@ mod tests {
         assert_eq!(read_cache(&path, 26).len(), 2);
         // Another model's dimensions: not read.
         assert!(read_cache(&path, 25).is_empty());
+    }
+
+    #[test]
+    fn embedding_counts_cached_tools_at_once_and_computed_ones_by_batch() {
+        let home = tempfile::tempdir().unwrap();
+        let enc = LetterEncoder {
+            calls: Default::default(),
+        };
+        let texts: Vec<String> = (0..150).map(|i| format!("tool number {i}")).collect();
+        let done = AtomicUsize::new(0);
+        embed_counting(&enc, &TroupeHome::at(home.path()), &texts[..10], &done).unwrap();
+        assert_eq!(done.load(Ordering::SeqCst), 10);
+        let done = AtomicUsize::new(0);
+        embed_counting(&enc, &TroupeHome::at(home.path()), &texts, &done).unwrap();
+        assert_eq!(done.load(Ordering::SeqCst), 150);
+        // Ten from the cache, 140 encoded in batches of EMBED_BATCH.
+        assert_eq!(enc.calls.load(Ordering::SeqCst), 150);
+    }
+
+    #[test]
+    fn a_slot_reports_progress_only_while_it_works() {
+        let home = tempfile::tempdir().unwrap();
+        let slot = SemanticSlot::default();
+        assert_eq!(slot.progress(), None);
+        let (release, gate) = std::sync::mpsc::channel::<()>();
+        let enc: Arc<dyn Embedder> = Arc::new(LetterEncoder {
+            calls: Default::default(),
+        });
+        let texts: Vec<String> = ["alpha", "beta"].map(String::from).to_vec();
+        let first = slot.get_or_start(
+            move || {
+                // Held until the test has seen the work under way.
+                let _ = gate.recv();
+                Some(enc)
+            },
+            TroupeHome::at(home.path()),
+            || texts,
+        );
+        assert!(first.is_none());
+        assert_eq!(slot.progress(), Some((0, 2)));
+        release.send(()).unwrap();
+        assert!(slot.wait(Duration::from_secs(10)).is_some());
+        assert_eq!(slot.progress(), None);
     }
 
     #[test]

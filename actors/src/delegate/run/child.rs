@@ -186,6 +186,7 @@ pub(super) async fn open_child(
         background_delegation: false,
         // Only the root's answer is shown as it streams.
         stream_text: false,
+        report_progress: false,
         // Its transcript is kept under its parent's, in the same journal.
         persist: ctx
             .config

@@ -258,8 +258,10 @@ impl Inner {
             tracing::debug!(endpoint = %self.endpoint, model, attempts, text_mode, "model request");
             // In text mode the answer's text holds the calls' markup: it is parsed, not shown.
             let sink = request.stream.as_ref().filter(|_| !text_mode);
-            let attempt =
-                tokio::time::timeout(attempt_timeout, self.attempt(&body, sink, &mut forwarded));
+            let attempt = tokio::time::timeout(
+                attempt_timeout,
+                self.attempt(&body, sink, &mut forwarded, state),
+            );
             // Dropping the attempt drops the response and closes its connection.
             let outcome = tokio::select! {
                 biased;
@@ -473,6 +475,7 @@ impl Inner {
         body: &Value,
         sink: Option<&UnboundedSender<StreamDelta>>,
         forwarded: &mut bool,
+        state: &SessionModelState,
     ) -> Result<ModelResponse, Next> {
         let mut builder = self
             .http
@@ -504,9 +507,9 @@ impl Inner {
             .is_some_and(|v| v.contains("text/event-stream"));
         // Servers do not always do as asked: read what was sent, not what was requested.
         if is_sse {
-            self.read_stream(response, sink, forwarded).await
+            self.read_stream(response, sink, forwarded, state).await
         } else {
-            self.read_whole(response, sink, forwarded).await
+            self.read_whole(response, sink, forwarded, state).await
         }
     }
 
@@ -515,6 +518,7 @@ impl Inner {
         response: reqwest::Response,
         sink: Option<&UnboundedSender<StreamDelta>>,
         forwarded: &mut bool,
+        state: &SessionModelState,
     ) -> Result<ModelResponse, Next> {
         let mut events = response.bytes_stream().eventsource();
         let mut assembler = Assembler::default();
@@ -547,7 +551,13 @@ impl Inner {
                     let message = chunk.error_message().unwrap_or_default();
                     return Err(stream_error(&message, *forwarded));
                 }
-                Ok(chunk) => chunk,
+                Ok(chunk) => {
+                    // Counted, not estimated: a chunk with output is about one token.
+                    if chunk.output_chars() > 0 {
+                        state.note_streamed(1, false);
+                    }
+                    chunk
+                }
                 // Keep-alive notes and other non-JSON lines carry no answer.
                 Err(_) if !data.starts_with('{') => {
                     tracing::debug!(data = %troupe_tools::text::escape_controls(&clip_bytes(data, 200)), "skipping a non-JSON stream event");
@@ -591,6 +601,7 @@ impl Inner {
         response: reqwest::Response,
         sink: Option<&UnboundedSender<StreamDelta>>,
         forwarded: &mut bool,
+        state: &SessionModelState,
     ) -> Result<ModelResponse, Next> {
         let bytes = response
             .bytes()
@@ -612,6 +623,8 @@ impl Inner {
                 ))
             )))
         })?;
+        // One piece: the server gives no per-token count here, so characters / 4 stand in.
+        state.note_streamed(chunk.output_chars().div_ceil(4) as u64, true);
         let mut assembler = Assembler::default();
         let mut deltas = Vec::new();
         assembler

@@ -154,3 +154,53 @@ async fn the_hard_deny_floor_holds_with_approvals_off() {
     assert_eq!(outcome.calls[0].status, CallStatus::Denied);
     assert_eq!(ran.load(Ordering::SeqCst), 0);
 }
+
+#[actix_rt::test]
+async fn the_wait_for_an_approval_is_reported_apart_from_the_calls_run_time() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let registry = deploy_registry(Arc::clone(&ran));
+    let sup = supervisor(ApprovalConfig::default(), AskFor(vec!["deploy"]));
+    let mut pending = sup.send(SubscribeApprovals).await.unwrap();
+    let session = open(&registry, deploy_script(), &sup, None, HookRegistry::new()).await;
+    let mut events = session.events();
+    let answerer = {
+        let sup = sup.clone();
+        tokio::spawn(async move {
+            let request = pending.recv().await.unwrap();
+            // The person takes a while to answer.
+            tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+            sup.send(AnswerApproval {
+                request_id: request.request_id,
+                choice: ApprovalChoice::Once,
+            })
+            .await
+            .unwrap()
+        })
+    };
+    let outcome = session.send("deploy it").await.unwrap();
+    assert!(answerer.await.unwrap());
+    let call = &outcome.calls[0];
+    assert_eq!(call.status, CallStatus::Ok);
+    assert!(
+        call.approval_wait >= std::time::Duration::from_millis(400),
+        "{call:?}"
+    );
+    // The tool answers at once: its run time holds none of the wait.
+    assert!(
+        call.duration < std::time::Duration::from_millis(300),
+        "{call:?}"
+    );
+    let finished = drain(&mut events)
+        .into_iter()
+        .find_map(|e| match e.kind {
+            EventKind::ToolCallFinished {
+                duration_ms,
+                approval_wait_ms,
+                ..
+            } => Some((duration_ms, approval_wait_ms)),
+            _ => None,
+        })
+        .unwrap();
+    assert!(finished.1 >= 400, "{finished:?}");
+    assert!(finished.0 < 300, "{finished:?}");
+}

@@ -24,6 +24,7 @@ use super::input::{LineEditor, Names, Read, TurnInput, read_masked, read_piped_l
 use super::{ChatArgs, SessionChoice, session_options, summarise};
 use crate::api::{ApprovalStream, EventStream};
 use crate::cli::error::{CliError, EXIT_BUDGET, EXIT_DONE, EXIT_FAILED, EXIT_INTERRUPTED};
+use crate::cli::status_line::AnswerClock;
 use crate::cli::visible::{visible, visible_line};
 use crate::runtime::Runtime;
 
@@ -35,6 +36,10 @@ const LEAVE_WAIT: Duration = Duration::from_secs(5);
 const SWITCH_NOTE: &str = "(troupe: the person switched the model or toolsets. The conversation goes on, but the shell starts again in the project directory and background processes started before were stopped; use absolute paths or cd again.)";
 /// Where the line editor keeps its history, under the troupe home.
 const HISTORY_FILE: &str = "state/chat_history";
+
+/// The question of an approval.
+const APPROVE_PROMPT: &str =
+    "  approve? [y]es once / [a]ll like it this session / [n]o / [?] arguments: ";
 
 /// What to do after a command or a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,15 +115,18 @@ pub(super) async fn run(
     } else {
         None
     };
+    let style = Style::detect();
     let choice = SessionChoice {
         stream_text: true,
+        // The live region's "model thinking" line counts the tokens received.
+        progress: style.live,
         ..SessionChoice::default()
     };
     let mut events = runtime.troupe().events();
     let options = session_options(args, runtime, script.clone(), &choice)?;
     let options = super::resumed(args, runtime, options).await?;
     let session = runtime.troupe().open_session(options).await?;
-    let mut display = Display::new(Style::detect(), session.id());
+    let mut display = Display::new(style, session.id());
     let provider = started(&mut events, &mut display, session.id()).await;
     let mut chat = Conversation {
         args,
@@ -598,12 +606,13 @@ impl Conversation<'_> {
         self.note(&format!("  why: {}", visible_line(&request.reason)));
         let mut interrupted = false;
         let choice = loop {
-            match self
-                .read_answer(
-                    "  approve? [y]es once / [a]ll like it this session / [n]o / [?] arguments: ",
-                )
-                .await
-            {
+            // The row above the prompt counts the time the call has waited for the answer.
+            let clock = AnswerClock::start(APPROVE_PROMPT);
+            let read = self.read_answer(APPROVE_PROMPT).await;
+            if let (Some(clock), Read::Line(answer)) = (clock, &read) {
+                clock.finish(APPROVE_PROMPT, answer);
+            }
+            match read {
                 Read::Line(answer) => match answer.trim().to_ascii_lowercase().as_str() {
                     "y" | "yes" | "o" | "once" => break ApprovalChoice::Once,
                     "a" | "s" | "session" => break ApprovalChoice::Session,

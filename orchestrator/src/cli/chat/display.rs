@@ -78,6 +78,16 @@ struct Live {
     started: Instant,
 }
 
+/// The model of the root session is working on an answer.
+#[derive(Debug, Clone, Copy)]
+struct Thinking {
+    since: Instant,
+    /// Answer tokens received so far (`ModelProgress`).
+    tokens: u64,
+    /// The count is characters / 4, not streamed chunks.
+    estimated: bool,
+}
+
 /// Counts for a turn or a whole conversation.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Usage {
@@ -116,6 +126,12 @@ pub(crate) struct Display {
     streamed: String,
     /// While a question is asked, nothing is drawn.
     paused: bool,
+    /// The root's model request in flight, drawn as the last live line until text or calls
+    /// come.
+    thinking: Option<Thinking>,
+    /// The call each open approval request is for, so its live line restarts its clock
+    /// once answered (the wait is not the call's run time).
+    asked: HashMap<String, String>,
     turn: Usage,
     total: Usage,
     turn_started: Instant,
@@ -133,6 +149,8 @@ impl Display {
             text_open: false,
             streamed: String::new(),
             paused: false,
+            thinking: None,
+            asked: HashMap::new(),
             turn: Usage::default(),
             total: Usage::default(),
             turn_started: Instant::now(),
@@ -180,10 +198,42 @@ impl Display {
             }
             EventKind::ModelRequest { .. } if event.session_id == self.root => {
                 self.streamed.clear();
+                self.thinking = Some(Thinking {
+                    since: Instant::now(),
+                    tokens: 0,
+                    estimated: false,
+                });
+                self.redraw();
+            }
+            EventKind::ModelProgress {
+                tokens, estimated, ..
+            } if event.session_id == self.root => {
+                if let Some(thinking) = &mut self.thinking {
+                    thinking.tokens = *tokens;
+                    thinking.estimated = *estimated;
+                }
             }
             EventKind::TextDelta { text, .. } if event.session_id == self.root => {
+                // The answer's own text shows the progress from here.
+                if self.thinking.take().is_some() {
+                    self.clear_region();
+                }
                 self.streamed.push_str(text);
                 self.write_text(text);
+            }
+            EventKind::ApprovalRequested {
+                request_id,
+                call_id,
+                ..
+            } => {
+                self.asked.insert(request_id.clone(), call_id.clone());
+            }
+            EventKind::ApprovalAnswered { request_id, .. } => {
+                if let Some(call_id) = self.asked.remove(request_id)
+                    && let Some(live) = self.live.iter_mut().find(|l| l.key == call_id)
+                {
+                    live.started = Instant::now();
+                }
             }
             EventKind::ModelUsage {
                 input_tokens,
@@ -191,6 +241,9 @@ impl Display {
                 cost_usd,
                 ..
             } => {
+                if event.session_id == self.root {
+                    self.thinking = None;
+                }
                 self.turn.model_requests += 1;
                 self.turn.input_tokens += input_tokens;
                 self.turn.output_tokens += output_tokens;
@@ -204,6 +257,9 @@ impl Display {
                 ..
             } => {
                 self.turn.tool_calls += 1;
+                if event.session_id == self.root {
+                    self.thinking = None;
+                }
                 if tool == "delegate_task" {
                     // Its subagents get lines of their own.
                     return;
@@ -214,6 +270,7 @@ impl Display {
                 call_id,
                 status,
                 duration_ms,
+                approval_wait_ms,
                 tool,
                 underlying_tool,
                 ..
@@ -225,7 +282,8 @@ impl Display {
                     .take_live(call_id)
                     .map(|l| l.label)
                     .unwrap_or_else(|| call_label(tool, underlying_tool, ""));
-                let line = self.status_line(depth, &label, *status, *duration_ms);
+                let line =
+                    self.status_line(depth, &label, *status, *duration_ms, *approval_wait_ms);
                 self.permanent(&line);
             }
             EventKind::SubagentSpawned {
@@ -337,6 +395,8 @@ impl Display {
     pub(crate) fn finish_turn(&mut self, answer: &str, status: &str) {
         self.clear_region();
         self.live.clear();
+        self.thinking = None;
+        self.asked.clear();
         let mut out = std::io::stdout().lock();
         let streamed = self.streamed.trim();
         if streamed.is_empty() || streamed != answer.trim() {
@@ -439,14 +499,31 @@ impl Display {
         Some(self.live.remove(at))
     }
 
-    fn status_line(&self, depth: usize, label: &str, status: CallStatus, ms: u64) -> String {
+    fn status_line(
+        &self,
+        depth: usize,
+        label: &str,
+        status: CallStatus,
+        ms: u64,
+        waited_ms: u64,
+    ) -> String {
         let ok = matches!(status, CallStatus::Ok);
         let mark = if ok {
             self.style.green("✓")
         } else {
             self.style.red("✗")
         };
-        let tail = format!("· {} {}", status.as_str(), seconds(ms as f64 / 1000.0));
+        // The call's own time; the wait for the person's answer is said apart.
+        let waited = if waited_ms > 0 {
+            format!(" · waited {} for you", seconds(waited_ms as f64 / 1000.0))
+        } else {
+            String::new()
+        };
+        let tail = format!(
+            "· {} {}{waited}",
+            status.as_str(),
+            seconds(ms as f64 / 1000.0)
+        );
         let room = width().saturating_sub(depth * 2 + 3 + tail.width() + 1);
         format!(
             "{}{mark} {} {}",
@@ -494,7 +571,11 @@ impl Display {
     }
 
     fn draw(&mut self) {
-        if !self.style.live || self.paused || self.text_open || self.live.is_empty() {
+        if !self.style.live
+            || self.paused
+            || self.text_open
+            || (self.live.is_empty() && self.thinking.is_none())
+        {
             return;
         }
         let width = width();
@@ -515,9 +596,25 @@ impl Display {
                 self.style.dim(&elapsed)
             );
         }
+        if let Some(thinking) = self.thinking {
+            let about = if thinking.estimated { "about " } else { "" };
+            let tail = format!(
+                "{} · {about}{} token{} so far",
+                seconds(thinking.since.elapsed().as_secs_f64()),
+                thinking.tokens,
+                plural(thinking.tokens)
+            );
+            let _ = writeln!(
+                out,
+                "{} {} {}",
+                self.style.yellow(&spinner.to_string()),
+                cut("model thinking", width.saturating_sub(3 + tail.width())),
+                self.style.dim(&tail)
+            );
+        }
         let _ = write!(out, "\x1b[?7h");
         let _ = out.flush();
-        self.drawn = self.live.len();
+        self.drawn = self.live.len() + usize::from(self.thinking.is_some());
     }
 }
 

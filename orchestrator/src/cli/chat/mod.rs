@@ -11,11 +11,13 @@ mod commands;
 mod conversation;
 pub(crate) mod display;
 mod input;
+mod quiet_status;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use super::status_line::{AnswerClock, SharedStatus, StatusLine, while_starting};
 use super::visible::visible_line;
 use clap::Args;
 use serde_json::{Value, json};
@@ -103,7 +105,7 @@ async fn run_inner(args: ChatArgs) -> Result<i32, CliError> {
         let options = RuntimeOptions::default()
             .with_background_delegation(false)
             .with_plugins(plugins);
-        let runtime = Runtime::start(config, options).await?;
+        let runtime = while_starting(Runtime::start(config, options)).await?;
         runtime.report_notices("troupe chat");
         let result = conversation::run(&args, &runtime, script).await;
         runtime.close().await;
@@ -127,12 +129,12 @@ async fn run_inner(args: ChatArgs) -> Result<i32, CliError> {
     }
     let script = script_provider(&args).map_err(CliError::usage)?;
     // A one-shot run cannot take a later message: delegations wait for their results.
-    let runtime = Runtime::start(
+    let runtime = while_starting(Runtime::start(
         config,
         RuntimeOptions::default()
             .with_background_delegation(false)
             .with_plugins(plugins),
-    )
+    ))
     .await?;
     runtime.report_notices("troupe chat");
     let result = converse(&args, &query, &runtime, script).await;
@@ -189,6 +191,8 @@ pub(crate) struct SessionChoice {
     pub(crate) model: Option<String>,
     /// Stream the answer's text as it arrives.
     pub(crate) stream_text: bool,
+    /// Report the tokens received while the model thinks (for a status line).
+    pub(crate) progress: bool,
 }
 
 /// The options of a chat session: the profile, toolsets, model and limits the flags ask for.
@@ -237,6 +241,7 @@ pub(crate) fn session_options(
         session_config.model = Some(model.clone());
     }
     session_config.stream_text = choice.stream_text;
+    session_config.report_progress = choice.progress;
     let origin = troupe_actors::journal::Origin {
         kind: "chat".into(),
         options: json!({"profile": args.profile, "toolsets": args.toolsets}),
@@ -300,16 +305,31 @@ async fn converse(
     script: Option<Arc<dyn ModelProvider>>,
 ) -> Result<i32, CliError> {
     let troupe = runtime.troupe();
-    let options = session_options(args, runtime, script, &SessionChoice::default())?;
+    // On a terminal, a line says what the turn waits for (never with --json: that is for a
+    // program, and its events share the screen).
+    let line = if args.json {
+        StatusLine::detect_off()
+    } else {
+        StatusLine::detect()
+    };
+    let choice = SessionChoice {
+        progress: line.enabled(),
+        ..SessionChoice::default()
+    };
+    let status: SharedStatus = Arc::new(Mutex::new(line));
+    let mut waiting = quiet_status::QuietStatus::new(Arc::clone(&status));
+    let options = session_options(args, runtime, script, &choice)?;
     let options = resumed(args, runtime, options).await?;
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     if interactive {
         let mut approvals = troupe.approvals().await?;
         let answerer = troupe.clone();
+        let status = Arc::clone(&status);
         tokio::spawn(async move {
             while let Some(request) = approvals.next().await {
+                let status = Arc::clone(&status);
                 let choice = tokio::task::spawn_blocking(move || {
-                    ask_on_terminal(&request).map(|c| (request.request_id, c))
+                    ask_on_terminal(&request, &status).map(|c| (request.request_id, c))
                 })
                 .await
                 .ok()
@@ -328,20 +348,34 @@ async fn converse(
         tokio::spawn(async move { session.send(query).await })
     };
     tokio::pin!(turn);
+    let mut ticker = tokio::time::interval(super::status_line::REDRAW_EVERY);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let drawing = troupe_tools::sync::lock(&status).enabled();
     let outcome = loop {
         tokio::select! {
             joined = &mut turn => break joined,
-            Some(event) = events.next() => show_event(&event, args.json),
+            Some(event) = events.next() => {
+                waiting.event(&event);
+                if shows_a_line(&event, args.json) {
+                    waiting.clear();
+                }
+                show_event(&event, args.json);
+                waiting.tick();
+            }
+            _ = ticker.tick(), if drawing => waiting.tick(),
             _ = tokio::signal::ctrl_c() => {
                 let _ = troupe.stop(session.id(), true).await;
             }
         }
     };
+    waiting.clear();
     // Events emitted before the answer are already queued: show them before the final line.
     while let Ok(Some(event)) = tokio::time::timeout(std::time::Duration::ZERO, events.next()).await
     {
         show_event(&event, args.json);
     }
+    drop(waiting);
+    troupe_tools::sync::lock(&status).pause();
     // The session ends with the command: its processes stop and the store marks it closed
     // (a one-shot session is not left "open" for ever).
     runtime.builtins().end_session(session.id()).await;
@@ -428,11 +462,25 @@ fn show_event(event: &SessionEvent, json_mode: bool) {
             underlying_tool,
             status,
             duration_ms,
+            approval_wait_ms,
             ..
-        } => eprintln!(
-            "· {}: {status} ({duration_ms} ms)",
-            visible_line(underlying_tool)
-        ),
+        } => {
+            // The call's own time; the wait for the person's answer is said apart.
+            let waited = if *approval_wait_ms > 0 {
+                format!(
+                    "; waited {} for your approval",
+                    super::status_line::elapsed(std::time::Duration::from_millis(
+                        *approval_wait_ms
+                    ))
+                )
+            } else {
+                String::new()
+            };
+            eprintln!(
+                "· {}: {status} ({duration_ms} ms{waited})",
+                visible_line(underlying_tool)
+            )
+        }
         EventKind::Stop { kind, .. } => eprintln!("· stop ({kind})"),
         EventKind::ProcessNotice { summary, .. } => eprintln!("· {}", visible_line(summary)),
         EventKind::TodoUpdated { todos, summary } => {
@@ -449,8 +497,33 @@ fn show_event(event: &SessionEvent, json_mode: bool) {
     }
 }
 
-/// Asks on the terminal; `None` when stdin is gone (the request then times out, closed).
-fn ask_on_terminal(request: &PendingApproval) -> Option<ApprovalChoice> {
+/// Whether `show_event` writes a line for `event` (the status line is erased first).
+fn shows_a_line(event: &SessionEvent, json_mode: bool) -> bool {
+    match &event.kind {
+        EventKind::Final { .. } => false,
+        _ if json_mode => true,
+        EventKind::ToolCallStarted { .. }
+        | EventKind::ToolCallFinished { .. }
+        | EventKind::Stop { .. }
+        | EventKind::ProcessNotice { .. }
+        | EventKind::TodoUpdated { .. } => true,
+        _ => false,
+    }
+}
+
+/// The question of an approval on the terminal.
+const ALLOW_PROMPT: &str = "  allow? [o]nce / [s]ession / [a]lways / [d]eny (default deny): ";
+
+/// Asks on the terminal, the status line put away meanwhile; `None` when stdin is gone (the
+/// request then times out, closed).
+fn ask_on_terminal(request: &PendingApproval, status: &SharedStatus) -> Option<ApprovalChoice> {
+    troupe_tools::sync::lock(status).pause();
+    let choice = ask_with_clock(request);
+    troupe_tools::sync::lock(status).resume();
+    choice
+}
+
+fn ask_with_clock(request: &PendingApproval) -> Option<ApprovalChoice> {
     // What the model wrote is shown with its control characters visible, so an escape
     // sequence cannot hide the real command from the person approving it.
     let shown = visible_line(&summarise(&request.arguments));
@@ -469,13 +542,19 @@ fn ask_on_terminal(request: &PendingApproval) -> Option<ApprovalChoice> {
         "  why approval is needed: {}",
         visible_line(&request.reason)
     );
-    let _ = write!(
-        stderr,
-        "  allow? [o]nce / [s]ession / [a]lways / [d]eny (default deny): "
-    );
+    let _ = stderr.flush();
+    let clock = AnswerClock::start(ALLOW_PROMPT);
+    let _ = write!(stderr, "{ALLOW_PROMPT}");
     let _ = stderr.flush();
     let mut line = String::new();
-    match std::io::stdin().lock().read_line(&mut line) {
+    let read = std::io::stdin().lock().read_line(&mut line);
+    if let Some(clock) = clock {
+        // At the end of input the cursor did not move to a new row: nothing to rewrite.
+        if matches!(read, Ok(n) if n > 0 && line.ends_with('\n')) {
+            clock.finish(ALLOW_PROMPT, &line);
+        }
+    }
+    match read {
         Ok(0) | Err(_) => None,
         Ok(_) => {
             Some(ApprovalChoice::parse(&line).unwrap_or(ApprovalChoice::Deny { reason: None }))

@@ -485,6 +485,7 @@ pub(super) fn outcome_json(outcome: &TurnOutcome) -> Value {
             "underlying_tool": call.underlying_tool,
             "status": call.status,
             "duration_ms": u64::try_from(call.duration.as_millis()).unwrap_or(u64::MAX),
+            "approval_wait_ms": u64::try_from(call.approval_wait.as_millis()).unwrap_or(u64::MAX),
         })).collect::<Vec<_>>(),
     })
 }
