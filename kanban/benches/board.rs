@@ -3,7 +3,7 @@
 //!
 //! Run with `cargo bench -p troupe-kanban --bench board` (set `BOARD_TASKS` / `BOARD_WORKERS`
 //! to change the size, `BOARD_THREADS` for the threads the workers run on; by default one per
-//! core, at most four). Prints tasks per second end to end, claims per second, and the p50 and
+//! core, at most four; `BOARD_BATCH` for the most jobs one SQLite commit takes, 1 for none). Prints tasks per second end to end, claims per second, and the p50 and
 //! p99 time from `ready` to `running`. Every task is ready from the start, so that time is
 //! mostly queueing behind the 32 slots; the report also gives the time from a worker ending to
 //! the next claim (the dispatcher's own latency).
@@ -24,7 +24,7 @@ use troupe_kanban::dispatcher::{DispatcherConfig, DispatcherEvent, DispatcherHan
 use troupe_kanban::domain::{BoardSlug, NewTask, TaskStatus};
 use troupe_kanban::hooks::DispatcherHooks;
 use troupe_kanban::profiles::{Profiles, WorkerProfile};
-use troupe_kanban::store::{SqliteStore, Store};
+use troupe_kanban::store::{SqliteOptions, SqliteStore, Store};
 use troupe_tools::Registry;
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -61,7 +61,10 @@ fn main() {
 
 async fn run(tasks: usize, workers: usize, threads: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).await.unwrap());
+    let mut opts = SqliteOptions::default();
+    opts.max_batch = env_usize("BOARD_BATCH", opts.max_batch);
+    println!("jobs per commit at most: {}", opts.max_batch);
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_with(dir.path(), opts).await.unwrap());
     let board = BoardSlug::default_board();
     let seed = Instant::now();
     for i in 0..tasks {

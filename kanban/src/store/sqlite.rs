@@ -25,7 +25,7 @@ use crate::store::backend::{Backend, run_ready};
 use crate::store::board_methods::board_methods;
 use crate::store::ops;
 use crate::store::schedule_methods::schedule_methods;
-use crate::store::sqlite_batch::{BoardJob, Mode, Pending, run_jobs};
+use crate::store::sqlite_batch::{BoardJob, MAX_BATCH, Mode, Pending, run_jobs};
 use crate::store::sqlite_schema::{self, MigrateOutcome};
 use crate::store::sqlite_tx::{Tx, TxResult, db_error};
 use crate::store::{
@@ -51,6 +51,9 @@ pub struct SqliteOptions {
     /// `synchronous = FULL` (an fsync per commit: survives power loss) instead of `NORMAL`
     /// (survives any process crash; a power loss may drop the last commits, never corrupt).
     pub fsync_every_commit: bool,
+    /// Most jobs waiting in a board's queue that share one commit (see `sqlite_batch.rs`);
+    /// `1` gives every call a transaction of its own.
+    pub max_batch: usize,
 }
 
 impl Default for SqliteOptions {
@@ -58,6 +61,7 @@ impl Default for SqliteOptions {
         SqliteOptions {
             busy_timeout: Duration::from_secs(10),
             fsync_every_commit: false,
+            max_batch: MAX_BATCH,
         }
     }
 }
@@ -361,9 +365,10 @@ impl Inner {
             dashmap::Entry::Vacant(vacant) => {
                 let (queue, jobs) = crossbeam::channel::unbounded();
                 let slug = board.clone();
+                let most = self.opts.max_batch.max(1);
                 std::thread::Builder::new()
                     .name("troupe-board".into())
-                    .spawn(move || run_jobs(&slug, &jobs))
+                    .spawn(move || run_jobs(&slug, &jobs, most))
                     .map_err(|e| {
                         StoreError::WorkerGone(format!(
                             "could not start a thread for board {board}: {e}"

@@ -23,7 +23,7 @@ use crate::store::backend::{Backend, run_ready};
 use crate::store::sqlite::Inner;
 use crate::store::sqlite_tx::{Tx, TxResult, db_error};
 
-/// Most jobs one transaction takes: enough to share a commit among every worker of a busy
+/// Most jobs one transaction takes by default: enough to share a commit among every worker of a busy
 /// dispatcher, few enough that the first caller of a batch does not wait long for the last.
 pub(super) const MAX_BATCH: usize = 64;
 
@@ -116,11 +116,11 @@ where
 
 /// A board thread's loop: jobs in the order they came, those waiting taken together, until the
 /// board is deleted or every handle of the store is gone (and what was queued has run).
-pub(super) fn run_jobs(board: &BoardSlug, jobs: &Receiver<Box<dyn BoardJob>>) {
-    let mut batch: Vec<Box<dyn BoardJob>> = Vec::with_capacity(MAX_BATCH);
+pub(super) fn run_jobs(board: &BoardSlug, jobs: &Receiver<Box<dyn BoardJob>>, most: usize) {
+    let mut batch: Vec<Box<dyn BoardJob>> = Vec::with_capacity(most);
     while let Ok(first) = jobs.recv() {
         batch.push(first);
-        while batch.len() < MAX_BATCH {
+        while batch.len() < most {
             match jobs.try_recv() {
                 Ok(job) => batch.push(job),
                 Err(_) => break,
