@@ -67,10 +67,19 @@ async fn run(tasks: usize, workers: usize, threads: usize) {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open_with(dir.path(), opts).await.unwrap());
     let board = BoardSlug::default_board();
     let seed = Instant::now();
-    for i in 0..tasks {
-        let task = NewTask::new(format!("task {i}")).with_assignee("coder");
-        store.create_task(&board, &task).await.unwrap();
-    }
+    // Many creations in flight at once, so they share commits (seeding is not timed).
+    use futures::StreamExt as _;
+    futures::stream::iter(0..tasks)
+        .map(|i| {
+            let (store, board) = (Arc::clone(&store), board.clone());
+            async move {
+                let task = NewTask::new(format!("task {i}")).with_assignee("coder");
+                store.create_task(&board, &task).await.unwrap();
+            }
+        })
+        .buffer_unordered(256)
+        .collect::<Vec<()>>()
+        .await;
     println!(
         "seeded {tasks} tasks in {:.1} s",
         seed.elapsed().as_secs_f64()
