@@ -408,7 +408,9 @@ impl Inner {
         conn.execute_batch(&format!(
             "PRAGMA synchronous = {sync}; PRAGMA cache_size = -{CACHE_KIB}"
         ))?;
-        conn.set_prepared_statement_cache_capacity(64);
+        // Room for every statement the board runs (the dynamic ones come in a few shapes each): an
+        // evicted statement is parsed and planned again on its next use.
+        conn.set_prepared_statement_cache_capacity(256);
         match sqlite_schema::migrate(&mut conn)? {
             MigrateOutcome::Current => Ok(Ok(conn)),
             MigrateOutcome::TooNew(v) => Ok(Err(v)),
