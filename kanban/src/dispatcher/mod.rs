@@ -18,7 +18,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -34,6 +34,7 @@ pub use crate::worker::WorkerFinished;
 use crate::worker::{TaskEnded, Worker, WorkerParams, WorkerStop};
 
 mod round;
+mod stats;
 mod wake;
 
 use round::{RoundInput, RoundOutput, ends_a_run, hung_round, run_round};
@@ -45,6 +46,8 @@ pub use crate::dispatcher_config::{
     DEFAULT_RATE_LIMIT_COOLDOWN, DEFAULT_STOP_GRACE, DEFAULT_STOP_NUDGES, DispatcherConfig,
 };
 pub use crate::reports::{ClaimedTask, DispatchReport, WorkerOutcome, WorkerReport};
+use stats::Counters;
+pub use stats::DispatcherStats;
 pub use wake::{ListenWake, PollWake, WakeSource};
 
 /// First pause after a round found the database out of reach; it doubles up to
@@ -80,63 +83,6 @@ pub enum DispatcherEvent {
     WorkerFinished(WorkerReport),
     /// A round ended.
     RoundFinished(DispatchReport),
-}
-
-/// Counters since the dispatcher started.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct DispatcherStats {
-    /// Rounds run.
-    pub rounds: u64,
-    /// Tasks claimed.
-    pub claimed: u64,
-    /// Workers that ended with their task completed.
-    pub completed: u64,
-    /// Workers that ended with their task blocked by the worker.
-    pub blocked: u64,
-    /// Runs recorded as failures (crash, timeout, spawn failure).
-    pub failed: u64,
-    /// Runs that ended without a terminal board call.
-    pub protocol_violations: u64,
-    /// Runs requeued after a rate limit.
-    pub rate_limited: u64,
-    /// Workers stopped because their task was archived, blocked or taken back.
-    pub stopped: u64,
-    /// Workers running now.
-    pub running: u64,
-}
-
-#[derive(Debug, Default)]
-struct Counters {
-    rounds: AtomicU64,
-    claimed: AtomicU64,
-    completed: AtomicU64,
-    blocked: AtomicU64,
-    failed: AtomicU64,
-    protocol_violations: AtomicU64,
-    rate_limited: AtomicU64,
-    stopped: AtomicU64,
-    running: AtomicU64,
-}
-
-impl Counters {
-    fn snapshot(&self) -> DispatcherStats {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        DispatcherStats {
-            rounds: get(&self.rounds),
-            claimed: get(&self.claimed),
-            completed: get(&self.completed),
-            blocked: get(&self.blocked),
-            failed: get(&self.failed),
-            protocol_violations: get(&self.protocol_violations),
-            rate_limited: get(&self.rate_limited),
-            stopped: get(&self.stopped),
-            running: get(&self.running),
-        }
-    }
-
-    fn bump(c: &AtomicU64) {
-        c.fetch_add(1, Ordering::Relaxed);
-    }
 }
 
 /// Why the dispatcher could not do what was asked.
