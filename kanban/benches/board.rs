@@ -2,7 +2,8 @@
 //! the scripted model, on an embedded SQLite board.
 //!
 //! Run with `cargo bench -p troupe-kanban --bench board` (set `BOARD_TASKS` / `BOARD_WORKERS`
-//! to change the size). Prints tasks per second end to end, claims per second, and the p50 and
+//! to change the size, `BOARD_THREADS` for the threads the workers run on; by default one per
+//! core, at most four; `BOARD_BATCH` for the most jobs one SQLite commit takes, 1 for none). Prints tasks per second end to end, claims per second, and the p50 and
 //! p99 time from `ready` to `running`. Every task is ready from the start, so that time is
 //! mostly queueing behind the 32 slots; the report also gives the time from a worker ending to
 //! the next claim (the dispatcher's own latency).
@@ -23,7 +24,7 @@ use troupe_kanban::dispatcher::{DispatcherConfig, DispatcherEvent, DispatcherHan
 use troupe_kanban::domain::{BoardSlug, NewTask, TaskStatus};
 use troupe_kanban::hooks::DispatcherHooks;
 use troupe_kanban::profiles::{Profiles, WorkerProfile};
-use troupe_kanban::store::{SqliteStore, Store};
+use troupe_kanban::store::{SqliteOptions, SqliteStore, Store};
 use troupe_tools::Registry;
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -45,24 +46,40 @@ fn main() {
     // `cargo bench` passes `--bench`; this program takes no arguments of its own.
     let tasks = env_usize("BOARD_TASKS", 10_000);
     let workers = env_usize("BOARD_WORKERS", 32);
+    let threads = env_usize(
+        "BOARD_THREADS",
+        troupe_kanban::dispatcher_config::default_worker_threads(),
+    );
     let runtime = || {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
             .unwrap()
     };
-    actix_rt::System::with_tokio_rt(runtime).block_on(run(tasks, workers));
+    actix_rt::System::with_tokio_rt(runtime).block_on(run(tasks, workers, threads));
 }
 
-async fn run(tasks: usize, workers: usize) {
+async fn run(tasks: usize, workers: usize, threads: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).await.unwrap());
+    let mut opts = SqliteOptions::default();
+    opts.max_batch = env_usize("BOARD_BATCH", opts.max_batch);
+    println!("jobs per commit at most: {}", opts.max_batch);
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_with(dir.path(), opts).await.unwrap());
     let board = BoardSlug::default_board();
     let seed = Instant::now();
-    for i in 0..tasks {
-        let task = NewTask::new(format!("task {i}")).with_assignee("coder");
-        store.create_task(&board, &task).await.unwrap();
-    }
+    // Many creations in flight at once, so they share commits (seeding is not timed).
+    use futures::StreamExt as _;
+    futures::stream::iter(0..tasks)
+        .map(|i| {
+            let (store, board) = (Arc::clone(&store), board.clone());
+            async move {
+                let task = NewTask::new(format!("task {i}")).with_assignee("coder");
+                store.create_task(&board, &task).await.unwrap();
+            }
+        })
+        .buffer_unordered(256)
+        .collect::<Vec<()>>()
+        .await;
     println!(
         "seeded {tasks} tasks in {:.1} s",
         seed.elapsed().as_secs_f64()
@@ -87,6 +104,7 @@ async fn run(tasks: usize, workers: usize) {
     let supervisor = Supervisor::new(approvals, Arc::new(DefaultRules::new(Vec::new()))).start();
     let config = DispatcherConfig::default()
         .with_max_in_progress(workers)
+        .with_worker_threads(threads)
         .with_interval(Duration::from_secs(1))
         .with_poll_interval(Duration::from_millis(50));
 
@@ -125,6 +143,7 @@ async fn run(tasks: usize, workers: usize) {
     drop(dispatcher);
 
     let done = store.stats(&board).await.unwrap().count(TaskStatus::Done);
+    exactly_once(store.as_ref(), &board, tasks).await;
     let all = store.list_tasks(&board, &Default::default()).await.unwrap();
     let mut waits = Vec::with_capacity(all.len());
     let mut first_claim = i64::MAX;
@@ -146,7 +165,7 @@ async fn run(tasks: usize, workers: usize) {
     gaps.sort_unstable();
 
     println!(
-        "tasks: {tasks}, workers: {workers}, done: {done}, claims: {}",
+        "tasks: {tasks}, workers: {workers}, threads: {threads}, done: {done}, claims: {}",
         stats.claimed
     );
     println!(
@@ -172,4 +191,37 @@ async fn run(tasks: usize, workers: usize) {
         "rounds: {}, completed: {}, failed: {}",
         stats.rounds, stats.completed, stats.failed
     );
+}
+
+/// Checks from the board's own event log that every task was claimed exactly once and
+/// completed exactly once, and that nothing else happened to any of them; panics otherwise.
+async fn exactly_once(store: &dyn Store, board: &BoardSlug, tasks: usize) {
+    use std::collections::HashMap;
+    use troupe_kanban::domain::{EventId, EventKind};
+    let mut seen: HashMap<String, (u32, u32)> = HashMap::with_capacity(tasks);
+    let mut cursor = EventId::START;
+    loop {
+        let page = store.events_since(board, cursor, 10_000).await.unwrap();
+        let Some(last) = page.last() else { break };
+        cursor = last.id;
+        for event in &page {
+            let Some(task) = &event.task_id else { continue };
+            let entry = seen.entry(task.to_string()).or_default();
+            match event.kind {
+                EventKind::Created => {}
+                EventKind::Claimed => entry.0 += 1,
+                EventKind::Completed => entry.1 += 1,
+                other => panic!("task {task} saw an unexpected {other:?} event"),
+            }
+        }
+    }
+    assert_eq!(seen.len(), tasks, "every task is on the board");
+    for (task, (claimed, completed)) in &seen {
+        assert_eq!(
+            (*claimed, *completed),
+            (1, 1),
+            "task {task}: claimed {claimed} times, completed {completed} times"
+        );
+    }
+    println!("checked: all {tasks} tasks claimed once and completed once");
 }

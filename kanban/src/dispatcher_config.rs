@@ -57,6 +57,15 @@ pub struct DispatcherConfig {
     /// `kanban.worker_assignable_profiles`: profiles a worker may assign the children it
     /// creates to, besides its own profile and the default assignee.
     pub worker_assignable_profiles: Vec<String>,
+    /// Threads (actix arbiters) the workers and their sessions run on, taken in turn: with
+    /// more than one, a busy board keeps every core working instead of one. `0` or `1` runs
+    /// them on the dispatcher's own arbiter.
+    pub worker_threads: usize,
+}
+
+/// Default number of worker threads: one per core, at most four.
+pub fn default_worker_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
 }
 
 impl Default for DispatcherConfig {
@@ -76,11 +85,18 @@ impl Default for DispatcherConfig {
             poll_interval: DEFAULT_POLL_INTERVAL,
             rate_limit_cooldown: DEFAULT_RATE_LIMIT_COOLDOWN,
             worker_assignable_profiles: Vec::new(),
+            worker_threads: default_worker_threads(),
         }
     }
 }
 
 impl DispatcherConfig {
+    /// Sets how many threads the workers run on (see [`DispatcherConfig::worker_threads`]).
+    pub fn with_worker_threads(mut self, threads: usize) -> Self {
+        self.worker_threads = threads;
+        self
+    }
+
     /// Sets the tick interval.
     pub fn with_interval(mut self, interval: Duration) -> Self {
         self.interval = interval;

@@ -18,7 +18,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -34,6 +34,7 @@ pub use crate::worker::WorkerFinished;
 use crate::worker::{TaskEnded, Worker, WorkerParams, WorkerStop};
 
 mod round;
+mod stats;
 mod wake;
 
 use round::{RoundInput, RoundOutput, ends_a_run, hung_round, run_round};
@@ -45,6 +46,8 @@ pub use crate::dispatcher_config::{
     DEFAULT_RATE_LIMIT_COOLDOWN, DEFAULT_STOP_GRACE, DEFAULT_STOP_NUDGES, DispatcherConfig,
 };
 pub use crate::reports::{ClaimedTask, DispatchReport, WorkerOutcome, WorkerReport};
+use stats::Counters;
+pub use stats::DispatcherStats;
 pub use wake::{ListenWake, PollWake, WakeSource};
 
 /// First pause after a round found the database out of reach; it doubles up to
@@ -80,63 +83,6 @@ pub enum DispatcherEvent {
     WorkerFinished(WorkerReport),
     /// A round ended.
     RoundFinished(DispatchReport),
-}
-
-/// Counters since the dispatcher started.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct DispatcherStats {
-    /// Rounds run.
-    pub rounds: u64,
-    /// Tasks claimed.
-    pub claimed: u64,
-    /// Workers that ended with their task completed.
-    pub completed: u64,
-    /// Workers that ended with their task blocked by the worker.
-    pub blocked: u64,
-    /// Runs recorded as failures (crash, timeout, spawn failure).
-    pub failed: u64,
-    /// Runs that ended without a terminal board call.
-    pub protocol_violations: u64,
-    /// Runs requeued after a rate limit.
-    pub rate_limited: u64,
-    /// Workers stopped because their task was archived, blocked or taken back.
-    pub stopped: u64,
-    /// Workers running now.
-    pub running: u64,
-}
-
-#[derive(Debug, Default)]
-struct Counters {
-    rounds: AtomicU64,
-    claimed: AtomicU64,
-    completed: AtomicU64,
-    blocked: AtomicU64,
-    failed: AtomicU64,
-    protocol_violations: AtomicU64,
-    rate_limited: AtomicU64,
-    stopped: AtomicU64,
-    running: AtomicU64,
-}
-
-impl Counters {
-    fn snapshot(&self) -> DispatcherStats {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        DispatcherStats {
-            rounds: get(&self.rounds),
-            claimed: get(&self.claimed),
-            completed: get(&self.completed),
-            blocked: get(&self.blocked),
-            failed: get(&self.failed),
-            protocol_violations: get(&self.protocol_violations),
-            rate_limited: get(&self.rate_limited),
-            stopped: get(&self.stopped),
-            running: get(&self.running),
-        }
-    }
-
-    fn bump(c: &AtomicU64) {
-        c.fetch_add(1, Ordering::Relaxed);
-    }
 }
 
 /// Why the dispatcher could not do what was asked.
@@ -246,6 +192,9 @@ impl DispatcherHandle {
             deferred: Vec::new(),
             backoff: Duration::ZERO,
             paused_until: None,
+            arbiters: Vec::new(),
+            next_arbiter: 0,
+            last_sweep: None,
         };
         let addr = dispatcher.start();
         DispatcherHandle {
@@ -411,12 +360,24 @@ pub struct Dispatcher {
     backoff: Duration,
     /// No automatic round starts before this (the database was out of reach).
     paused_until: Option<std::time::Instant>,
+    /// The threads workers run on (`config.worker_threads`), started with the dispatcher and
+    /// stopped with it; empty runs them on the dispatcher's own arbiter.
+    arbiters: Vec<actix::Arbiter>,
+    /// The arbiter the next worker starts on.
+    next_arbiter: usize,
+    /// When a round last fired due scheduled jobs.
+    last_sweep: Option<std::time::Instant>,
 }
 
 impl Actor for Dispatcher {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        if self.config.worker_threads > 1 {
+            self.arbiters = (0..self.config.worker_threads)
+                .map(|_| actix::Arbiter::new())
+                .collect();
+        }
         let addr = ctx.address();
         if let Some(mut wake) = self.wake.take() {
             self.wake_task = Some(actix::spawn(async move {
@@ -448,6 +409,10 @@ impl Actor for Dispatcher {
         }
         if let Some(task) = self.sweep_task.take() {
             task.abort();
+        }
+        // Every worker has ended by now (the actor stops only after the last one).
+        for arbiter in self.arbiters.drain(..) {
+            arbiter.stop();
         }
         for waiter in self.stop_waiters.drain(..) {
             let _ = waiter.send(());
@@ -499,6 +464,17 @@ impl Dispatcher {
         }
         let now = std::time::Instant::now();
         self.cooldowns.retain(|_, until| *until > now);
+        // A busy board runs a round per ending worker; sweeping scheduled jobs in each would
+        // cost two write transactions a round for nothing, while the dispatcher's own sweep
+        // runs every second anyway. Rounds asked for by hand, or without that sweep, do it.
+        let sweep = manual.is_some()
+            || !self.config.auto_dispatch
+            || self
+                .last_sweep
+                .is_none_or(|at| now.duration_since(at) >= crate::schedule::sweep::SWEEP_INTERVAL);
+        if sweep && kind == RoundKind::Full {
+            self.last_sweep = Some(now);
+        }
         let input = RoundInput {
             store: Arc::clone(&self.store),
             board: self.board.clone(),
@@ -517,6 +493,7 @@ impl Dispatcher {
             max: manual.as_ref().and_then(|m| m.max),
             dry_run: manual.as_ref().is_some_and(|m| m.dry_run),
             check_idle: !self.idle_waiters.is_empty(),
+            sweep,
         };
         self.in_round = true;
         let limit = ROUND_LIMIT;
@@ -714,7 +691,17 @@ impl Dispatcher {
                 .chain(self.config.worker_assignable_profiles.iter().cloned())
                 .collect(),
         };
-        let addr = Worker::new(params).start();
+        let worker_actor = Worker::new(params);
+        let addr = match self
+            .arbiters
+            .get(self.next_arbiter % self.arbiters.len().max(1))
+        {
+            Some(arbiter) => {
+                self.next_arbiter = self.next_arbiter.wrapping_add(1);
+                Worker::start_in_arbiter(&arbiter.handle(), move |_| worker_actor)
+            }
+            None => worker_actor.start(),
+        };
         self.running.insert(
             worker.clone(),
             Running {

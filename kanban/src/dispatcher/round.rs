@@ -68,6 +68,8 @@ pub(super) struct RoundInput {
     pub(super) max: Option<usize>,
     pub(super) dry_run: bool,
     pub(super) check_idle: bool,
+    /// Whether a full round fires due scheduled jobs first (see `Dispatcher::next_round`).
+    pub(super) sweep: bool,
 }
 
 pub(super) struct RoundOutput {
@@ -165,7 +167,7 @@ pub(super) async fn run_round(input: RoundInput) -> RoundOutput {
 
     // 2. Fire due scheduled jobs (full rounds only; a running dispatcher also sweeps every
     // second on its own), then reclaim and promote (not in a dry run: it changes nothing).
-    if input.kind == RoundKind::Full && !input.dry_run {
+    if input.kind == RoundKind::Full && !input.dry_run && input.sweep {
         let swept = crate::schedule::sweep::sweep(store, board).await;
         output.report.scheduled = swept.fired.into_iter().filter_map(|r| r.task_id).collect();
         if let Some(error) = swept.error

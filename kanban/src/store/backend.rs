@@ -16,7 +16,7 @@ use crate::domain::{
     Attachment, Board, BoardSlug, Comment, Event, EventId, EventKind, Link, ModelError, Run, RunId,
     RunOutcome, Task, TaskFilter, TaskId, TaskSort, TaskStatus, Timestamp,
 };
-use crate::store::StoreError;
+use crate::store::{Claim, ClaimSpec, StoreError};
 
 /// One column a status change writes besides `status` and `updated_at`.
 #[derive(Debug, Clone, Copy)]
@@ -321,6 +321,13 @@ pub(crate) trait Backend {
     async fn insert_attachment(&self, file: &FileRow<'_>) -> Result<i64, Self::Error>;
     /// Removes an attachment and returns what it was, if it existed.
     async fn delete_attachment(&self, attachment: i64) -> Result<Option<Attachment>, Self::Error>;
+    /// Claims, in one step, the best ready tasks that have no open parent, one per spec (all
+    /// of which name the same assignees), best first, writing no events. A backend without
+    /// such a step claims none here, and `claim_many` claims one by one.
+    async fn claim_batch(&self, specs: &[ClaimSpec]) -> Result<Vec<Claim>, Self::Error> {
+        let _ = specs;
+        Ok(Vec::new())
+    }
     /// Appends an event (it may get its id only at commit).
     fn event(&self, event: NewEvent<'_>) -> Result<(), Self::Error>;
 }

@@ -18,15 +18,15 @@ use crate::domain::{
     Attachment, Board, BoardSlug, Comment, Event, EventId, Link, Run, RunId, Task, TaskFilter,
     TaskId, TaskStatus, Timestamp,
 };
-use crate::store::StoreError;
 use crate::store::backend::{self, Backend, Pick, Set, Side, sql_int};
 use crate::store::postgres_error::PgTxError;
 use crate::store::rows::{
     self, ATTACHMENT_COLS, BOARD_COLS, COMMENT_COLS, EVENT_COLS, RUN_COLS, RowAccess, TASK_COLS,
 };
+use crate::store::{Claim, ClaimSpec, StoreError};
 
 /// The database clock in milliseconds, as a column.
-const CLOCK: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+pub(crate) const CLOCK: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 /// What every operation in this file returns.
 pub(crate) type TxResult<T> = Result<T, PgTxError>;
@@ -35,9 +35,9 @@ pub(crate) type TxResult<T> = Result<T, PgTxError>;
 pub(crate) type Param<'p> = &'p (dyn ToSql + Sync);
 
 /// Reading rows back: a value that does not parse means the board holds foreign data.
-struct Reader<'r> {
-    row: &'r Row,
-    board: &'r BoardSlug,
+pub(crate) struct Reader<'r> {
+    pub(crate) row: &'r Row,
+    pub(crate) board: &'r BoardSlug,
 }
 
 impl<'r> Reader<'r> {
@@ -127,7 +127,7 @@ pub(crate) struct PgTx<'a, 'b> {
     pub(crate) board: &'a BoardSlug,
     /// The database clock (shared by every host), in milliseconds: read when the operation
     /// starts and again with every task row it reads (see [`PgTx::clock`]).
-    now: AtomicI64,
+    pub(crate) now: AtomicI64,
     /// Events appended so far; numbered and written by [`PgTx::finish`].
     events: Mutex<Vec<PendingEvent>>,
     /// The board row as read in this transaction, until a step writes it: every operation
@@ -338,6 +338,10 @@ impl Backend for PgTx<'_, '_> {
 
     fn board(&self) -> &BoardSlug {
         self.board
+    }
+
+    async fn claim_batch(&self, specs: &[ClaimSpec]) -> TxResult<Vec<Claim>> {
+        crate::store::postgres_claims::claim_batch(self, specs).await
     }
 
     fn now(&self) -> Timestamp {

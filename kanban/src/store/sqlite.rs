@@ -4,15 +4,15 @@
 //! `BEGIN IMMEDIATE` transaction holding the change and its events (see `sqlite_tx.rs`), so
 //! several handles or processes on the same root never both claim a task. rusqlite is
 //! synchronous, so no call runs on an executor thread: a board's transactions go to that
-//! board's own thread, everything else to tokio's blocking pool.
+//! board's own thread (`sqlite_batch.rs`, which commits the jobs waiting in its queue together),
+//! everything else to tokio's blocking pool.
 
-use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use troupe_tools::sync::lock;
 
-use crossbeam::channel::{Receiver, SendError, Sender};
+use crossbeam::channel::{SendError, Sender};
 use dashmap::DashMap;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
@@ -25,6 +25,7 @@ use crate::store::backend::{Backend, run_ready};
 use crate::store::board_methods::board_methods;
 use crate::store::ops;
 use crate::store::schedule_methods::schedule_methods;
+use crate::store::sqlite_batch::{BoardJob, MAX_BATCH, Mode, Pending, run_jobs};
 use crate::store::sqlite_schema::{self, MigrateOutcome};
 use crate::store::sqlite_tx::{Tx, TxResult, db_error};
 use crate::store::{
@@ -35,8 +36,11 @@ use crate::store::{
 /// File name of a board's database inside its directory.
 const DB_FILE: &str = "kanban.db";
 
-/// One transaction (or a few) to run on a board's thread.
-type Job = Box<dyn FnOnce() + Send>;
+/// Most page cache one board connection keeps, in KiB.
+const CACHE_KIB: u32 = 64 * 1024;
+
+/// One transaction's work for a board's thread.
+type Job = Box<dyn BoardJob>;
 
 /// How a [`SqliteStore`] treats its files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +51,9 @@ pub struct SqliteOptions {
     /// `synchronous = FULL` (an fsync per commit: survives power loss) instead of `NORMAL`
     /// (survives any process crash; a power loss may drop the last commits, never corrupt).
     pub fsync_every_commit: bool,
+    /// Most jobs waiting in a board's queue that share one commit (see `sqlite_batch.rs`);
+    /// `1` gives every call a transaction of its own.
+    pub max_batch: usize,
 }
 
 impl Default for SqliteOptions {
@@ -54,6 +61,7 @@ impl Default for SqliteOptions {
         SqliteOptions {
             busy_timeout: Duration::from_secs(10),
             fsync_every_commit: false,
+            max_batch: MAX_BATCH,
         }
     }
 }
@@ -75,7 +83,7 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
-struct Inner {
+pub(super) struct Inner {
     /// The directory holding `boards/`.
     root: PathBuf,
     /// Lock wait and durability settings.
@@ -181,55 +189,61 @@ impl SqliteStore {
         }
     }
 
-    /// Runs `f` on `board`'s thread (inline when there is no tokio runtime, like
-    /// [`SqliteStore::blocking`]). Dropping the returned future does not stop `f`.
-    async fn on_board<T, F>(&self, board: BoardSlug, f: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Inner) -> Result<T, StoreError> + Send + 'static,
-    {
-        if tokio::runtime::Handle::try_current().is_err() {
-            return f(&self.inner);
-        }
-        let (answer, answered) = tokio::sync::oneshot::channel();
-        let inner = Arc::clone(&self.inner);
-        let mut job: Job = Box::new(move || {
-            let _ = answer.send(f(&inner));
-        });
-        // A queue whose thread is gone (it cannot be, short of an abort) gets a new thread.
-        for _ in 0..2 {
-            let queue = self.inner.board_thread(&board)?;
-            match queue.send(job) {
-                Ok(()) => {
-                    return answered.await.map_err(|_| {
-                        StoreError::WorkerGone(format!(
-                            "a transaction on board {board} ended without an answer (it panicked; see the log)"
-                        ))
-                    })?;
-                }
-                Err(SendError(back)) => {
-                    self.inner
-                        .threads
-                        .remove_if(&board, |_, q| q.same_channel(&queue));
-                    job = back;
-                }
-            }
-        }
-        Err(StoreError::WorkerGone(format!(
-            "no thread would take work for board {board}"
-        )))
-    }
-
-    /// A write on `board`, as one immediate transaction.
-    fn write<T, F>(&self, board: &BoardSlug, f: F) -> StoreFuture<'_, T>
+    /// Runs `f` in a transaction on `board`'s thread, where it may share a commit with the
+    /// jobs queued with it (inline, in a transaction of its own, when there is no tokio
+    /// runtime, like [`SqliteStore::blocking`]). Dropping the returned future does not stop `f`:
+    /// it commits or rolls back whole.
+    pub(super) fn submit<T, F>(&self, board: &BoardSlug, mode: Mode, f: F) -> StoreFuture<'_, T>
     where
         T: Send + 'static,
         F: FnOnce(&Tx<'_>) -> TxResult<T> + Send + 'static,
     {
         let board = board.clone();
-        Box::pin(self.on_board(board.clone(), move |inner| {
-            inner.transact(&board, TransactionBehavior::Immediate, f)
-        }))
+        Box::pin(async move {
+            if tokio::runtime::Handle::try_current().is_err() {
+                let behavior = match mode {
+                    Mode::Read => TransactionBehavior::Deferred,
+                    Mode::Write | Mode::Link => TransactionBehavior::Immediate,
+                };
+                return match self.inner.transact(&board, behavior, f) {
+                    Err(e) if mode == Mode::Link => Err(self.inner.relink(e)),
+                    other => other,
+                };
+            }
+            let (reply, answered) = tokio::sync::oneshot::channel();
+            let mut job: Job = Box::new(Pending::new(Arc::clone(&self.inner), mode, f, reply));
+            // A queue whose thread is gone (it cannot be, short of an abort) gets a new thread.
+            for _ in 0..2 {
+                let queue = self.inner.board_thread(&board)?;
+                match queue.send(job) {
+                    Ok(()) => {
+                        return answered.await.map_err(|_| {
+                            StoreError::WorkerGone(format!(
+                                "a transaction on board {board} ended without an answer (it panicked; see the log)"
+                            ))
+                        })?;
+                    }
+                    Err(SendError(back)) => {
+                        self.inner
+                            .threads
+                            .remove_if(&board, |_, q| q.same_channel(&queue));
+                        job = back;
+                    }
+                }
+            }
+            Err(StoreError::WorkerGone(format!(
+                "no thread would take work for board {board}"
+            )))
+        })
+    }
+
+    /// A write on `board`, as one immediate transaction (or part of one).
+    fn write<T, F>(&self, board: &BoardSlug, f: F) -> StoreFuture<'_, T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Tx<'_>) -> TxResult<T> + Send + 'static,
+    {
+        self.submit(board, Mode::Write, f)
     }
 
     /// A read on `board`, in one snapshot.
@@ -238,10 +252,7 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Tx<'_>) -> TxResult<T> + Send + 'static,
     {
-        let board = board.clone();
-        Box::pin(self.on_board(board.clone(), move |inner| {
-            inner.transact(&board, TransactionBehavior::Deferred, f)
-        }))
+        self.submit(board, Mode::Read, f)
     }
 
     /// A write that names other tasks (links, parents): a task missing here but present on
@@ -251,22 +262,7 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Tx<'_>) -> TxResult<T> + Send + 'static,
     {
-        let board = board.clone();
-        Box::pin(self.on_board(board.clone(), move |inner| {
-            match inner.transact(&board, TransactionBehavior::Immediate, f) {
-                Err(StoreError::TaskNotFound { board, id }) => {
-                    match inner.find_task_board(&id, &board) {
-                        Some(other_board) => Err(StoreError::CrossBoardLink {
-                            board,
-                            task: id,
-                            other_board,
-                        }),
-                        None => Err(StoreError::TaskNotFound { board, id }),
-                    }
-                }
-                other => other,
-            }
-        }))
+        self.submit(board, Mode::Link, f)
     }
 
     /// Starts a claim, then stops before committing and sleeps forever with the write lock
@@ -301,16 +297,6 @@ impl SqliteStore {
     }
 }
 
-/// A board thread's loop: jobs in the order they came, until the board is deleted or every
-/// handle of the store is gone (and what was queued has run). A thread lives as long as the
-/// board's connection does, which this handle also keeps.
-fn run_jobs(jobs: &Receiver<Job>) {
-    while let Ok(job) = jobs.recv() {
-        // A job that panics loses only its own answer (its caller sees the thread gone).
-        drop(std::panic::catch_unwind(AssertUnwindSafe(job)));
-    }
-}
-
 fn io_error(path: &Path, source: std::io::Error) -> StoreError {
     StoreError::Io {
         path: path.display().to_string(),
@@ -325,7 +311,11 @@ impl Inner {
 
     /// This handle's connection to `slug`, opened (and migrated) on first use. Without
     /// `create`, a board whose file does not exist is `BoardNotFound`.
-    fn conn(&self, slug: &BoardSlug, create: bool) -> Result<Arc<Mutex<Connection>>, StoreError> {
+    pub(super) fn conn(
+        &self,
+        slug: &BoardSlug,
+        create: bool,
+    ) -> Result<Arc<Mutex<Connection>>, StoreError> {
         let path = self.board_dir(slug).join(DB_FILE);
         // The common case takes one shard of the map for reading, briefly.
         let cached = self.conns.get(slug).map(|c| Arc::clone(c.value()));
@@ -374,9 +364,11 @@ impl Inner {
             dashmap::Entry::Occupied(found) => Ok(found.get().clone()),
             dashmap::Entry::Vacant(vacant) => {
                 let (queue, jobs) = crossbeam::channel::unbounded();
+                let slug = board.clone();
+                let most = self.opts.max_batch.max(1);
                 std::thread::Builder::new()
                     .name("troupe-board".into())
-                    .spawn(move || run_jobs(&jobs))
+                    .spawn(move || run_jobs(&slug, &jobs, most))
                     .map_err(|e| {
                         StoreError::WorkerGone(format!(
                             "could not start a thread for board {board}: {e}"
@@ -410,8 +402,15 @@ impl Inner {
         } else {
             "NORMAL"
         };
-        conn.execute_batch(&format!("PRAGMA synchronous = {sync}"))?;
-        conn.set_prepared_statement_cache_capacity(64);
+        // A page cache that holds a large board's hot pages (SQLite's default is 2 MiB): past
+        // it every read becomes a system call, and a board of 100,000 tasks ran markedly
+        // slower than one of 1,000. It grows only as pages are used.
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = {sync}; PRAGMA cache_size = -{CACHE_KIB}"
+        ))?;
+        // Room for every statement the board runs (the dynamic ones come in a few shapes each): an
+        // evicted statement is parsed and planned again on its next use.
+        conn.set_prepared_statement_cache_capacity(256);
         match sqlite_schema::migrate(&mut conn)? {
             MigrateOutcome::Current => Ok(Ok(conn)),
             MigrateOutcome::TooNew(v) => Ok(Err(v)),
@@ -482,6 +481,22 @@ impl Inner {
         }
         slugs.sort();
         Ok(slugs)
+    }
+
+    /// `TaskNotFound` from a write naming other tasks, told as a cross-board link when the
+    /// task is on another board. Called with no board's connection held.
+    pub(super) fn relink(&self, e: StoreError) -> StoreError {
+        match e {
+            StoreError::TaskNotFound { board, id } => match self.find_task_board(&id, &board) {
+                Some(other_board) => StoreError::CrossBoardLink {
+                    board,
+                    task: id,
+                    other_board,
+                },
+                None => StoreError::TaskNotFound { board, id },
+            },
+            other => other,
+        }
     }
 
     /// The board other than `except` that holds task `id`, if any.

@@ -67,8 +67,29 @@ pub(crate) async fn claim_many<B: Backend>(
     specs: &[ClaimSpec],
 ) -> Result<Vec<Claim>, B::Error> {
     ensure_live(b).await?;
-    let mut claims = Vec::with_capacity(specs.len());
-    for spec in specs {
+    // A backend that can claims the plain cases in one step; what is left (tasks found with
+    // an open parent, specs naming different profiles) goes one by one, as `claim_next` would.
+    let same_profiles = specs.windows(2).all(|w| w[0].assignees == w[1].assignees);
+    let mut claims = if same_profiles
+        && specs
+            .first()
+            .is_some_and(|s| s.assignees.as_ref().is_none_or(|a| !a.is_empty()))
+    {
+        b.claim_batch(specs).await?
+    } else {
+        Vec::new()
+    };
+    for claim in &claims {
+        emit(
+            b,
+            Some(&claim.task.id),
+            Some(claim.run.id),
+            EventKind::Claimed,
+            json!({"lock": claim.lease.worker.to_string(), "expires": claim.lease.expires_at.0,
+                   "run_id": claim.run.id.0, "from": TaskStatus::Ready.as_str()}),
+        )?;
+    }
+    for spec in specs.iter().skip(claims.len()) {
         match next_ready(b, spec).await? {
             Some(claim) => claims.push(claim),
             None => break,
