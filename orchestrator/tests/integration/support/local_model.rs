@@ -90,12 +90,15 @@ impl LocalModel {
     /// for an attempt (a cold prompt on a busy CPU took more than the default 10).
     pub(crate) fn troupe_yaml(&self, mode: &str, everything: &Path) -> String {
         format!(
-            "model:\n  base_url: {}\n  model: qwen2.5-coder-1.5b-instruct\n  tool_calls: {mode}\n  request_timeout: 1800\n  request_fields: {{temperature: 0, max_tokens: 512}}\n{NARROW_TOOLS}mcp_servers:\n  everything:\n    command: {}\n    args: [stdio]\ntools:\n  tool_search:\n    enabled: on\n",
+            "model:\n  base_url: {}\n  model: qwen2.5-coder-1.5b-instruct\n  tool_calls: {mode}\n  request_timeout: 1800\n  request_fields: {{temperature: 0, max_tokens: 512}}\n{NARROW_TOOLS}mcp_servers:\n  everything:\n    command: {}\n    args: [stdio]\n    env: {{BENCH_MARKER: {BENCH_MARKER}}}\ntools:\n  tool_search:\n    enabled: on\n",
             self.url,
             everything.display()
         )
     }
 }
+
+/// A value only server-everything's `get-env` tool can tell (set in its environment).
+pub(crate) const BENCH_MARKER: &str = "quartz-5521";
 
 /// Where scripts/install-test-deps.sh puts server-everything.
 pub(crate) fn everything_server() -> PathBuf {
