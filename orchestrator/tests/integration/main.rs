@@ -48,6 +48,7 @@ mod kanban_api;
 mod kanban_cli;
 mod kanban_multihost;
 mod kanban_reclaim;
+mod lean_prompt;
 mod mcp_serve;
 mod openai_api;
 mod plugin_tabs;
