@@ -71,12 +71,12 @@ const LEAN_SEARCH_GUIDE: &str = "Call it first whenever none of your listed tool
 Queries are keywords (app, action, object), several at once. Then run a match with `tool_call`.";
 
 /// The lean note on hosted connectors.
-const LEAN_CONNECTOR_NOTE: &str =
-    "Connector tools are named `connectors__<app>__<tool>`; connect an app with `manage_connections` first.";
+const LEAN_CONNECTOR_NOTE: &str = "Connector tools are named `connectors__<app>__<tool>`; connect an app with `manage_connections` first.";
 
 const LEAN_DESCRIBE: &str = "Gives the parameters of tools found with `tool_search`.";
 
-const LEAN_CALL: &str = "Runs one tool found with `tool_search`: calls is [{\"name\": ..., \"arguments\": {...}}].";
+const LEAN_CALL: &str =
+    "Runs one tool found with `tool_search`: calls is [{\"name\": ..., \"arguments\": {...}}].";
 
 /// The lean form of an assembly's tool list: direct tools shortened by [`lean_schema`], the
 /// bridge tools rewritten with their short texts and the assembly's listing.

@@ -42,10 +42,7 @@ impl Session {
             None => return,
         };
         let (tools, deferred, lean) = if final_round {
-            let lean = self
-                .config
-                .prompt_style
-                .is_lean(self.config.context_length);
+            let lean = self.config.prompt_style.is_lean(self.config.context_length);
             (Vec::new(), None, lean)
         } else {
             super::prompt::tool_list(&self.view, &self.config)

@@ -136,7 +136,10 @@ async fn measure(
             })
         );
     } else {
-        print!("{}", table(&kind, &counter.name(), chosen, &forms[0], &forms[1]));
+        print!(
+            "{}",
+            table(&kind, &counter.name(), chosen, &forms[0], &forms[1])
+        );
     }
     Ok(EXIT_DONE)
 }

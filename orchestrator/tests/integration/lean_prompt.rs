@@ -56,9 +56,10 @@ async fn first_request(model_extra: &str) -> Value {
     let dir = tempfile::tempdir().unwrap();
     write_config(dir.path(), &server.url(), model_extra);
     let path = dir.path().to_path_buf();
-    let output = tokio::task::spawn_blocking(move || troupe(&path, &["chat", "-q", "hi", "--json"]))
-        .await
-        .unwrap();
+    let output =
+        tokio::task::spawn_blocking(move || troupe(&path, &["chat", "-q", "hi", "--json"]))
+            .await
+            .unwrap();
     assert_eq!(
         output.status.code(),
         Some(0),
@@ -99,9 +100,13 @@ async fn a_small_context_gets_the_lean_prompt_and_a_large_one_the_full() {
     let search = tool(&small, "tool_search")["function"]["description"]
         .as_str()
         .unwrap();
-    assert!(search.contains("Call it first whenever none of your listed tools fits"));
-    // The listing is kept (cut to the budget), so the model sees the MCP tools' names.
-    assert!(search.contains("get-sum"), "{search}");
+    // (The first request may go out while the MCP server is still starting, so whether the
+    // listing is there yet depends on timing; `troupe prompt` waits for it, see below.)
+    assert!(
+        search.contains("Call it first whenever none of your listed tools fits"),
+        "{search}"
+    );
+    assert!(!search.contains("Every word counts"), "{search}");
     let read = tool(&small, "read_file");
     assert!(
         read["function"]["description"].as_str().unwrap().len() <= 125,
@@ -150,7 +155,11 @@ async fn prompt_stats_count_both_forms_and_the_lean_one_keeps_every_tool_and_par
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    write_config(dir.path(), "http://127.0.0.1:9/v1", "  context_length: 8192\n");
+    write_config(
+        dir.path(),
+        "http://127.0.0.1:9/v1",
+        "  context_length: 8192\n",
+    );
     let path = dir.path().to_path_buf();
     let (stats, full, lean) = tokio::task::spawn_blocking(move || {
         (
@@ -207,7 +216,10 @@ async fn prompt_stats_count_both_forms_and_the_lean_one_keeps_every_tool_and_par
         .unwrap_or_default();
     assert!(!listing.is_empty(), "{description}");
     let listing_tokens = listing.chars().count().div_ceil(4);
-    assert!(listing_tokens <= 8192 * 5 / 100, "{listing_tokens}: {listing}");
+    assert!(
+        listing_tokens <= 8192 * 5 / 100,
+        "{listing_tokens}: {listing}"
+    );
 }
 
 #[tokio::test]
@@ -216,9 +228,13 @@ async fn a_subagent_and_a_board_worker_are_measured_with_their_own_instructions(
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    write_config(dir.path(), "http://127.0.0.1:9/v1", "  context_length: 8192\n");
+    write_config(
+        dir.path(),
+        "http://127.0.0.1:9/v1",
+        "  context_length: 8192\n",
+    );
     let mut config = std::fs::read_to_string(dir.path().join("troupe.yaml")).unwrap();
-    config.push_str("profiles:\n  coder:\n    toolsets: [file]\n");
+    config.push_str("profiles:\n  coder:\n    toolsets: [core]\n");
     std::fs::write(dir.path().join("troupe.yaml"), config).unwrap();
     let path = dir.path().to_path_buf();
     let (worker, subagent, bad) = tokio::task::spawn_blocking(move || {
@@ -231,8 +247,23 @@ async fn a_subagent_and_a_board_worker_are_measured_with_their_own_instructions(
     .await
     .unwrap();
     assert!(worker["kind"].as_str().unwrap().starts_with("board worker"));
-    assert!(worker["system"].as_str().unwrap().contains("kanban_complete"));
+    assert!(
+        worker["system"]
+            .as_str()
+            .unwrap()
+            .contains("kanban_complete")
+    );
     assert_eq!(worker["lean"], true);
+    let names: Vec<&str> = worker["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"read_file") && !names.contains(&"tool_search"),
+        "{names:?}"
+    );
     assert!(
         subagent["system"]
             .as_str()
@@ -241,7 +272,10 @@ async fn a_subagent_and_a_board_worker_are_measured_with_their_own_instructions(
     );
     assert_eq!(bad.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&bad.stderr);
-    assert!(stderr.contains("no profile \"nobody\"") && stderr.contains("coder"), "{stderr}");
+    assert!(
+        stderr.contains("no profile \"nobody\"") && stderr.contains("coder"),
+        "{stderr}"
+    );
 }
 
 #[test]
