@@ -137,8 +137,9 @@ pub fn lean_schema(tool: &Value) -> Value {
     tool
 }
 
-/// A tool description cut to its first sentence, and at a word when that is still longer than
-/// [`LEAN_DESCRIPTION_MAX_CHARS`].
+/// A tool description cut to its first sentence; when that is still longer than
+/// [`LEAN_DESCRIPTION_MAX_CHARS`], cut at its last `;` or `:` within the limit (a whole
+/// clause), else at a word.
 pub fn lean_description(description: &str) -> String {
     let collapsed = description.split_whitespace().collect::<Vec<_>>().join(" ");
     let sentence = first_sentence(&collapsed);
@@ -146,6 +147,11 @@ pub fn lean_description(description: &str) -> String {
         return sentence.to_string();
     };
     let head = &sentence[..cut];
+    if let Some(clause) = head.rfind("; ").max(head.rfind(": ")).map(|i| &head[..i])
+        && clause.chars().count() >= LEAN_DESCRIPTION_MAX_CHARS / 3
+    {
+        return format!("{clause}.");
+    }
     let head = head.rfind(' ').map_or(head, |space| &head[..space]);
     format!("{}…", head.trim_end_matches([',', ';', ':', ' ']))
 }
@@ -346,6 +352,12 @@ mod tests {
         assert_eq!(
             lean_description("Read a file.  Pages of 500 lines; v1.5 works."),
             "Read a file."
+        );
+        assert_eq!(
+            lean_description(
+                "Read a text file as numbered lines, a page at a time: offset is the first line (from 1), limit the number of lines to show."
+            ),
+            "Read a text file as numbered lines, a page at a time."
         );
         let long = "word ".repeat(60);
         let cut = lean_description(&long);

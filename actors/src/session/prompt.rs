@@ -10,8 +10,9 @@ use troupe_tools::search::assemble;
 use super::config::{DEFAULT_SYSTEM_PROMPT, SessionConfig};
 
 /// The system prompt of the lean form when the config gives none: short, and plain about
-/// answering from tool results rather than from a guess.
-pub const LEAN_SYSTEM_PROMPT: &str = "You are an assistant that works with tools. A file's content, a count, a listing or a value a tool can give must come from calling that tool, never from a guess. Answer plainly from the results.";
+/// using a tool for what a tool can tell. (A wording that ended on "answer from the results"
+/// made Qwen2.5-Coder-1.5B open its text-mode replies with an invented `<tool_response`.)
+pub const LEAN_SYSTEM_PROMPT: &str = "You are a careful assistant that gets things done with the tools you are given. Never guess what a tool can tell you (a file's content, a count, a value): use the tool, then answer plainly.";
 
 /// The system prompt (without the memory snapshot and todo list a running session adds) and
 /// the tool list a session with `config` and `view` sends.
@@ -71,8 +72,14 @@ pub(super) fn base_system_prompt(config: &SessionConfig, lean: bool) -> String {
 /// What the system prompt says about the tools behind `tool_search`.
 pub(super) fn deferred_note(count: usize, lean: bool) -> String {
     if lean {
+        // Servers still starting (or connectors only) give no count yet.
+        let more = if count == 0 {
+            "Other tools".to_string()
+        } else {
+            format!("{count} more tools")
+        };
         format!(
-            "\n\n{count} more tools are not in your list. When none of your tools fits the request, call tool_search with keywords before you answer: never say that no tool exists without searching. Run what it finds with tool_call."
+            "\n\n{more} are not in your list. When none of your tools fits the request, call tool_search with keywords before you answer: never say that no tool exists without searching. Run what it finds with tool_call."
         )
     } else {
         format!(
