@@ -130,7 +130,12 @@ async fn a_small_context_gets_the_lean_prompt_and_a_large_one_the_full() {
         "  context_length: {LEAN_CONTEXT_MAX}\n  prompt_style: full\n"
     ))
     .await;
-    assert_eq!(tool(&kept, "tool_search"), tool(&large, "tool_search"));
+    assert_eq!(tool(&kept, "read_file"), tool(&large, "read_file"));
+    assert!(system_of(&kept).starts_with(troupe_actors::session::DEFAULT_SYSTEM_PROMPT));
+    let search = tool(&kept, "tool_search")["function"]["description"]
+        .as_str()
+        .unwrap();
+    assert!(!search.contains("Call it first whenever"), "{search}");
 }
 
 /// Every property name and `required` list of `schema`, at every depth, as paths.
