@@ -13,9 +13,10 @@ use crate::deferral::MANAGE_CONNECTIONS;
 use crate::search::assemble::Assembly;
 use crate::search::listing::short_desc;
 
-/// Largest context (tokens) for which `auto` picks the lean prompt: a local model served with
-/// 16k or less, where the full prompt's 2–4k tokens are a large share.
-pub const LEAN_CONTEXT_MAX: i64 = 16_384;
+/// Largest context (tokens) for which `auto` picks the lean prompt: one the full prompt's 2–4k
+/// tokens would crowd. (At 8k, Qwen2.5-Coder-1.5B did a little better with the full prompt, see
+/// docs/benchmarks.md.)
+pub const LEAN_CONTEXT_MAX: i64 = 4_096;
 
 /// Longest tool description in the lean prompt, in characters (its first sentence, cut at a
 /// word when longer).
@@ -338,7 +339,8 @@ mod tests {
     fn styles_parse_and_choose_by_context() {
         assert_eq!(PromptStyle::parse(" Lean "), Some(PromptStyle::Lean));
         assert_eq!(PromptStyle::parse("tiny"), None);
-        assert!(PromptStyle::Auto.is_lean(Some(8192)));
+        assert!(PromptStyle::Auto.is_lean(Some(4096)));
+        assert!(!PromptStyle::Auto.is_lean(Some(8192)));
         assert!(PromptStyle::Auto.is_lean(Some(LEAN_CONTEXT_MAX)));
         assert!(!PromptStyle::Auto.is_lean(Some(LEAN_CONTEXT_MAX + 1)));
         assert!(!PromptStyle::Auto.is_lean(None));

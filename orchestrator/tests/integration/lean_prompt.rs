@@ -90,7 +90,7 @@ async fn a_small_context_gets_the_lean_prompt_and_a_large_one_the_full() {
     if !servers_available("a_small_context_gets_the_lean_prompt_and_a_large_one_the_full") {
         return;
     }
-    let small = first_request("  context_length: 8192\n").await;
+    let small = first_request("  context_length: 4096\n").await;
     let system = system_of(&small);
     assert!(
         system.contains("call tool_search with keywords before you answer")
@@ -163,7 +163,7 @@ async fn prompt_stats_count_both_forms_and_the_lean_one_keeps_every_tool_and_par
     write_config(
         dir.path(),
         "http://127.0.0.1:9/v1",
-        "  context_length: 8192\n",
+        "  context_length: 4096\n",
     );
     let path = dir.path().to_path_buf();
     let (stats, full, lean) = tokio::task::spawn_blocking(move || {
@@ -209,7 +209,7 @@ async fn prompt_stats_count_both_forms_and_the_lean_one_keeps_every_tool_and_par
         assert!(ld.len() <= fd.len(), "{ld}");
     }
 
-    // The bridge's listing stays within its budget: 5% of the 8192-token context.
+    // The bridge's listing stays within its budget: 5% of the 4096-token context.
     let search = lean_tools
         .iter()
         .find(|t| t["function"]["name"] == "tool_search")
@@ -222,7 +222,7 @@ async fn prompt_stats_count_both_forms_and_the_lean_one_keeps_every_tool_and_par
     assert!(!listing.is_empty(), "{description}");
     let listing_tokens = listing.chars().count().div_ceil(4);
     assert!(
-        listing_tokens <= 8192 * 5 / 100,
+        listing_tokens <= 4096 * 5 / 100,
         "{listing_tokens}: {listing}"
     );
 }
@@ -236,7 +236,7 @@ async fn a_subagent_and_a_board_worker_are_measured_with_their_own_instructions(
     write_config(
         dir.path(),
         "http://127.0.0.1:9/v1",
-        "  context_length: 8192\n",
+        "  context_length: 4096\n",
     );
     let mut config = std::fs::read_to_string(dir.path().join("troupe.yaml")).unwrap();
     config.push_str("profiles:\n  coder:\n    toolsets: [core]\n");

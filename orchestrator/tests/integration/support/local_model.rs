@@ -99,8 +99,8 @@ impl LocalModel {
 }
 
 /// `context_length` for the config: what each of the server's slots holds (`--ctx 16384
-/// --parallel 2` gives 8192), which picks the lean prompt; `TROUPE_LLM_CONTEXT` sets another
-/// (for a server started by hand), `0` leaves it out (the full prompt, as before it existed).
+/// --parallel 2` gives 8192); `TROUPE_LLM_CONTEXT` sets another
+/// (for a server started by hand), `0` leaves it out.
 fn context_line() -> String {
     match std::env::var("TROUPE_LLM_CONTEXT") {
         Ok(n) if n.trim() == "0" => String::new(),
