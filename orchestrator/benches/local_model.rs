@@ -1,4 +1,4 @@
-//! Ten small agent tasks against a real local model (Qwen2.5-Coder-1.5B under llama.cpp,
+//! Fifteen small agent tasks against a real local model (Qwen2.5-Coder-1.5B under llama.cpp,
 //! `scripts/llm/`) through `troupe chat`, in each tool-call mode (`native`, `text`, `auto`):
 //! the success rate and the median turn time per mode, as a Markdown table for
 //! docs/benchmarks.md. Opt-in, not a CI bench:
@@ -66,6 +66,14 @@ impl Outcome<'_> {
         })
     }
 
+    /// Whether the answer holds `n` as a whole number (`7`, not the 7 inside `17`).
+    fn says_number(&self, n: usize) -> bool {
+        self.answer
+            .replace(',', "")
+            .split(|c: char| !c.is_ascii_digit())
+            .any(|w| w == n.to_string())
+    }
+
     fn ran_nothing(&self) -> bool {
         !self.events.iter().any(|e| e["type"] == "tool_call_started")
     }
@@ -76,6 +84,10 @@ fn contains(text: &str, wanted: &str) -> bool {
         .to_lowercase()
         .contains(&wanted.to_lowercase())
 }
+
+/// 137 numbered log lines: a count the model can only get by reading the file.
+const EVENTS_LOG_LINES: usize = 137;
+const EVENTS_LOG: &str = include_str!("local_model_events.log");
 
 const TASKS: &[Task] = &[
     Task {
@@ -146,6 +158,53 @@ const TASKS: &[Task] = &[
         files: &[("first.txt", "lantern\n"), ("second.txt", "harbor\n")],
         check: |o| o.says("lantern") && o.says("harbor"),
     },
+    // Five tasks whose answer only a tool can give: a count of lines or files, a file found by
+    // name, and two MCP tools named by what they do, not by `tool_search` (a model that says
+    // "no tool found" without searching fails them).
+    Task {
+        name: "count_lines",
+        prompt: "How many lines does events.log have? Reply with the number.",
+        files: &[("events.log", EVENTS_LOG)],
+        check: |o| o.says_number(EVENTS_LOG_LINES),
+    },
+    Task {
+        name: "count_files",
+        prompt: "How many .log files are in the logs folder? Reply with the number.",
+        files: &[
+            ("logs/api.log", "x\n"),
+            ("logs/auth.log", "x\n"),
+            ("logs/cache.log", "x\n"),
+            ("logs/db.log", "x\n"),
+            ("logs/edge.log", "x\n"),
+            ("logs/feed.log", "x\n"),
+            ("logs/gate.log", "x\n"),
+            ("logs/readme.txt", "these are logs\n"),
+            ("logs/notes.md", "# notes\n"),
+        ],
+        check: |o| o.says_number(7),
+    },
+    Task {
+        name: "find_file",
+        prompt: "Somewhere under the docs folder there is a file named needle.md. What word is written on its first line?",
+        files: &[
+            ("docs/intro.md", "welcome\n"),
+            ("docs/guide/setup.md", "install\n"),
+            ("docs/guide/deep/needle.md", "marigold\nthe rest\n"),
+        ],
+        check: |o| o.says("marigold"),
+    },
+    Task {
+        name: "mcp_sum",
+        prompt: "Add 48213 and 91907 with the MCP server's tool for sums, and reply with its result.",
+        files: &[],
+        check: |o| o.ran("mcp_everything_get-sum") && o.says("140120"),
+    },
+    Task {
+        name: "mcp_env",
+        prompt: "What value does the environment variable BENCH_MARKER have inside the MCP server? Reply with the value.",
+        files: &[],
+        check: |o| o.ran("mcp_everything_get-env") && o.says(local_model::BENCH_MARKER),
+    },
     Task {
         name: "no_tool",
         prompt: "What is the capital of France? Answer in one word.",
@@ -184,7 +243,7 @@ fn run(
     )
     .unwrap();
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
+    let mut child = Command::new(troupe_binary())
         .current_dir(dir.path())
         .env("TROUPE_HOME", home)
         .stdin(Stdio::null())
@@ -235,6 +294,14 @@ fn run(
         retries: count("model_retry"),
         switched: count("tool_calls_switched") > 0,
     }
+}
+
+/// The troupe binary to measure: `TROUPE_BENCH_BIN` when set (to compare a saved build with
+/// the current one while the workspace is rebuilt), else the one cargo built for this bench.
+fn troupe_binary() -> std::path::PathBuf {
+    std::env::var_os("TROUPE_BENCH_BIN")
+        .filter(|b| !b.is_empty())
+        .map_or_else(|| env!("CARGO_BIN_EXE_troupe").into(), Into::into)
 }
 
 fn median(values: &mut [f64]) -> f64 {

@@ -36,6 +36,7 @@ pub mod deferral;
 mod error;
 pub mod home;
 pub mod input_limits;
+pub mod lean;
 pub mod lenient;
 pub mod mcp;
 pub mod memory;

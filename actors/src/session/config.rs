@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use troupe_tools::ToolSearchConfig;
+use troupe_tools::lean::PromptStyle;
 use troupe_tools::memory::MemoryStore;
 
 use crate::delegate::DelegationConfig;
@@ -29,6 +30,8 @@ pub struct SessionConfig {
     pub tool_search: ToolSearchConfig,
     /// The model's context window in tokens, when known (sizes the listing).
     pub context_length: Option<i64>,
+    /// The full prompt or the lean one for small contexts (`auto`: by `context_length`).
+    pub prompt_style: PromptStyle,
     /// Overrides the provider's model name.
     pub model: Option<String>,
     /// Upper bound on generated tokens per request.
@@ -76,6 +79,7 @@ impl Default for SessionConfig {
             max_iterations: DEFAULT_MAX_ITERATIONS,
             tool_search: ToolSearchConfig::default(),
             context_length: None,
+            prompt_style: PromptStyle::default(),
             model: None,
             max_tokens: None,
             runner: RunnerLimits::default(),

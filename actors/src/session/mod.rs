@@ -26,6 +26,7 @@ mod control;
 mod handle;
 mod lifecycle;
 mod outcome;
+mod prompt;
 mod request;
 mod routing;
 mod turn;
@@ -37,6 +38,7 @@ pub use control::{
 };
 pub use handle::SessionHandle;
 pub use outcome::{SessionError, TurnOutcome, TurnStatus};
+pub use prompt::{LEAN_SYSTEM_PROMPT, ModelPrompt, model_prompt};
 
 use std::sync::Arc;
 
@@ -151,12 +153,8 @@ pub struct SessionParams {
 }
 
 impl Session {
-    fn system_prompt(&self, deferred: Option<usize>) -> String {
-        let mut prompt = self
-            .config
-            .system_prompt
-            .clone()
-            .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_string());
+    fn system_prompt(&self, deferred: Option<usize>, lean: bool) -> String {
+        let mut prompt = prompt::base_system_prompt(&self.config, lean);
         if let Some(memory) = &self.memory_snapshot {
             prompt.push_str("\n\n");
             prompt.push_str(memory);
@@ -171,9 +169,7 @@ impl Session {
             ));
         }
         if let Some(count) = deferred {
-            prompt.push_str(&format!(
-                "\n\n{count} more tools are available but not listed directly. Find them with tool_search (its description lists them), read one's parameters with tool_describe, and run it with tool_call."
-            ));
+            prompt.push_str(&prompt::deferred_note(count, lean));
         }
         prompt
     }

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use actix::prelude::*;
 use opentelemetry::KeyValue;
 use tracing::Instrument;
-use troupe_tools::search::assemble;
 
 use super::Session;
 use super::outcome::TurnStatus;
@@ -42,20 +41,15 @@ impl Session {
             }
             None => return,
         };
-        let (tools, deferred) = if final_round {
-            (Vec::new(), None)
+        let (tools, deferred, lean) = if final_round {
+            let lean = self.config.prompt_style.is_lean(self.config.context_length);
+            (Vec::new(), None, lean)
         } else {
-            let assembly = assemble(
-                &self.view,
-                self.config.context_length,
-                &self.config.tool_search,
-            );
-            let deferred = assembly.activated.then_some(assembly.deferred_count);
-            (assembly.tools, deferred)
+            super::prompt::tool_list(&self.view, &self.config)
         };
         let mut messages = Vec::with_capacity(self.conversation.len() + 2);
         messages.push(ChatMessage::System {
-            content: self.system_prompt(deferred),
+            content: self.system_prompt(deferred, lean),
         });
         messages.extend(self.conversation.iter().cloned());
         if final_round {

@@ -14,6 +14,7 @@ mod kanban_render;
 pub(crate) mod mcp;
 pub(crate) mod memory;
 pub(crate) mod plugins;
+mod prompt;
 pub(crate) mod serve;
 pub(crate) mod sessions;
 pub(crate) mod status_line;
@@ -63,6 +64,9 @@ pub(crate) enum Command {
     /// Whether what troupe.yaml names works here: the model server, MCP servers, stores,
     /// the terminal backend, Landlock and bubblewrap, disk (`--json` for a program).
     Doctor(doctor::DoctorArgs),
+    /// What a session sends the model before the conversation (system prompt and tool
+    /// schemas); `--stats` counts it in tokens, full and lean.
+    Prompt(prompt::PromptArgs),
 }
 
 impl Cli {
@@ -98,6 +102,7 @@ pub(crate) async fn run(cli: Cli) -> i32 {
         Command::Memory(args) => memory::run(args).await,
         Command::Config(command) => config::run(command),
         Command::Doctor(args) => doctor::run(args).await,
+        Command::Prompt(args) => prompt::run(args).await,
     }
 }
 

@@ -430,6 +430,7 @@ impl Runtime {
         let mut session = SessionConfig {
             tool_search: config.tool_search.clone(),
             context_length: config.model.context_length,
+            prompt_style: config.model.prompt_style,
             cwd: builtins.config().default_cwd.clone(),
             budget: config.budget,
             prices: Arc::clone(&config.prices),

@@ -35,6 +35,7 @@ const MODEL: &[&str] = &[
     "model",
     "default",
     "context_length",
+    "prompt_style",
 ];
 
 /// A profile's own keys, besides the provider's; its `terminal:` checks its own keys.

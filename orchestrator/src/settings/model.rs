@@ -9,6 +9,7 @@ use troupe_actors::model::{
     ModelProvider, OpenAiConfig, OpenAiProvider, ProviderSettings, ScriptedProvider,
 };
 use troupe_tools::home::TroupeHome;
+use troupe_tools::lean::{LEAN_CONTEXT_MAX, PromptStyle};
 use troupe_tools::text::yaml_kind;
 
 use super::ProfileSettings;
@@ -29,8 +30,11 @@ pub struct ModelSection {
     pub api_key_env: Option<String>,
     /// Model name.
     pub model: Option<String>,
-    /// Context window in tokens, when known; sizes the tool listing.
+    /// Context window in tokens, when known; sizes the tool listing and, with `prompt_style:
+    /// auto`, picks the lean prompt when small.
     pub context_length: Option<i64>,
+    /// `prompt_style`: the full prompt, the lean one, or `auto` (lean for a small context).
+    pub prompt_style: PromptStyle,
     /// `tool_calls`, `retry_budget`, `request_fields`, `request_timeout` (see `ProviderSettings`).
     pub provider: ProviderSettings,
 }
@@ -165,12 +169,26 @@ pub(super) fn model_section(root: &Map<String, Value>) -> Result<ModelSection, C
             });
         }
     };
+    let raw_style = map.get("prompt_style").unwrap_or(&Value::Null);
+    let prompt_style = match raw_style {
+        Value::Null => Some(PromptStyle::default()),
+        Value::String(text) => PromptStyle::parse(text),
+        _ => None,
+    }
+    .ok_or_else(|| ConfigError::Invalid {
+        key: "model.prompt_style".into(),
+        problem: format!(
+            "expected one of {} (auto: lean when context_length is at most {LEAN_CONTEXT_MAX}), found {raw_style}",
+            PromptStyle::ALLOWED.join(", ")
+        ),
+    })?;
     Ok(ModelSection {
         base_url: string("base_url")?,
         api_key: string("api_key")?,
         api_key_env: string("api_key_env")?,
         model: string("model")?.or(string("default")?),
         context_length,
+        prompt_style,
         provider: ProviderSettings::default()
             .overlay(&map, "model")
             .map_err(|problem| keyed_error("model", problem))?,

@@ -121,6 +121,7 @@ pub const SECTIONS: &[Section] = &[
             row("model.api_key", "string", Unset, "the key itself (prefer `api_key_env`)"),
             row("model.api_key_env", "string", Rule("`TROUPE_API_KEY`, else `OPENAI_API_KEY`"), "the variable holding the key; a warning when it is not set"),
             row("model.context_length", "integer", Rule("unknown"), "tokens in the model's context window; sizes the tool listing"),
+            row("model.prompt_style", "`auto`, `full` or `lean`", Code(|| format!("`auto` (lean when `context_length` is at most {})", troupe_tools::lean::LEAN_CONTEXT_MAX)), "the lean prompt keeps every tool's name and parameters with shorter descriptions and tells the model to search before saying a tool is missing (docs/local-models.md)"),
             row("model.tool_calls", "`auto`, `native` or `text`", Code(|| format!("`{}`", ProviderSettings::default().tool_calls.as_str())), "how tool calls travel; `auto` switches to text after the server fails to parse calls twice"),
             row("model.retry_budget", "integer", Code(|| ProviderSettings::default().retry_budget.to_string()), "retries per turn, over all its requests"),
             row("model.request_fields", "mapping", Unset, "extra request fields (`stop`, `cache_prompt`, ...)"),

@@ -52,6 +52,7 @@ mod kanban_cli;
 mod kanban_multihost;
 mod kanban_reclaim;
 mod kanban_review;
+mod lean_prompt;
 mod mcp_serve;
 mod openai_api;
 mod plugin_tabs;

@@ -84,18 +84,33 @@ impl LocalModel {
 const NARROW_TOOLS: &str = "toolsets:\n  enabled: [core, mcp-everything]\n  blocked_tools: [terminal, process, patch, execute_code]\n";
 
 impl LocalModel {
-    /// A troupe.yaml for this model in tool-call `mode`, with the narrow tool set and
-    /// server-everything (at `everything`) behind tool search; greedy sampling, at most 512
+    /// A troupe.yaml for this model in tool-call `mode`, its context per slot, the narrow tool
+    /// set and server-everything (at `everything`) behind tool search; greedy sampling, at most 512
     /// tokens a reply so a model that rambles cannot hold a run for minutes, and 30 minutes
     /// for an attempt (a cold prompt on a busy CPU took more than the default 10).
     pub(crate) fn troupe_yaml(&self, mode: &str, everything: &Path) -> String {
         format!(
-            "model:\n  base_url: {}\n  model: qwen2.5-coder-1.5b-instruct\n  tool_calls: {mode}\n  request_timeout: 1800\n  request_fields: {{temperature: 0, max_tokens: 512}}\n{NARROW_TOOLS}mcp_servers:\n  everything:\n    command: {}\n    args: [stdio]\ntools:\n  tool_search:\n    enabled: on\n",
+            "model:\n  base_url: {}\n  model: qwen2.5-coder-1.5b-instruct\n{}  tool_calls: {mode}\n  request_timeout: 1800\n  request_fields: {{temperature: 0, max_tokens: 512}}\n{NARROW_TOOLS}mcp_servers:\n  everything:\n    command: {}\n    args: [stdio]\n    env: {{BENCH_MARKER: {BENCH_MARKER}}}\ntools:\n  tool_search:\n    enabled: on\n",
             self.url,
+            context_line(),
             everything.display()
         )
     }
 }
+
+/// `context_length` for the config: what each of the server's slots holds (`--ctx 16384
+/// --parallel 2` gives 8192); `TROUPE_LLM_CONTEXT` sets another
+/// (for a server started by hand), `0` leaves it out.
+fn context_line() -> String {
+    match std::env::var("TROUPE_LLM_CONTEXT") {
+        Ok(n) if n.trim() == "0" => String::new(),
+        Ok(n) if n.trim().parse::<u32>().is_ok() => format!("  context_length: {}\n", n.trim()),
+        _ => "  context_length: 8192\n".to_string(),
+    }
+}
+
+/// A value only server-everything's `get-env` tool can tell (set in its environment).
+pub(crate) const BENCH_MARKER: &str = "quartz-5521";
 
 /// Where scripts/install-test-deps.sh puts server-everything.
 pub(crate) fn everything_server() -> PathBuf {
