@@ -1,7 +1,7 @@
 //! A profile's `review:` key: whether its workers' completions wait for review, and who
 //! reviews them. Written as `person`, `agent` (the profile named `reviewer` reviews), or a
 //! mapping `{by: person}` / `{by: agent, profile: NAME, max_rounds: N}`. The reviewer profile
-//! must be one of `profiles:`; [`check_reviewers`] says so once every profile is read.
+//! must be one of `profiles:`; `check_reviewers` says so once every profile is read.
 
 use std::collections::BTreeMap;
 
