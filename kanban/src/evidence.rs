@@ -19,6 +19,8 @@ use troupe_tools::text::byte_prefix;
 
 /// The key of a run's metadata that holds its evidence.
 pub const EVIDENCE_KEY: &str = "evidence";
+/// The key of a run's metadata that counts the earlier calls left out of its evidence.
+pub const LEFT_OUT_KEY: &str = "evidence_left_out";
 /// Written under [`EVIDENCE_KEY`] when the completion rests on no tool call.
 pub const NO_EVIDENCE: &str = "none";
 /// Most bytes of an argument summary.
@@ -110,9 +112,11 @@ pub fn with_evidence(metadata: Option<Value>, log: &EvidenceLog) -> Value {
         _ => Map::new(),
     };
     map.insert(EVIDENCE_KEY.into(), log.value());
+    // The count of calls left out is the recorder's too: a model's own value is dropped.
+    map.remove(LEFT_OUT_KEY);
     let dropped = log.dropped();
     if dropped > 0 {
-        map.insert("evidence_left_out".into(), Value::from(dropped));
+        map.insert(LEFT_OUT_KEY.into(), Value::from(dropped));
     }
     Value::Object(map)
 }
@@ -252,9 +256,10 @@ mod tests {
     #[test]
     fn the_models_own_evidence_key_is_replaced() {
         let log = EvidenceLog::new();
-        let forged = json!({"evidence": [{"call_id": "x", "tool": "terminal", "args": "wc -l", "status": "ok"}], "lines": 152});
+        let forged = json!({"evidence": [{"call_id": "x", "tool": "terminal", "args": "wc -l", "status": "ok"}], "evidence_left_out": 40, "lines": 152});
         let metadata = with_evidence(Some(forged), &log);
         assert_eq!(metadata["evidence"], json!("none"));
+        assert!(metadata.get(LEFT_OUT_KEY).is_none(), "{metadata}");
         assert_eq!(metadata["lines"], json!(152));
         assert_eq!(read(Some(&metadata)), Some(Vec::new()));
         assert!(describe(&[]).starts_with("evidence: none"));
