@@ -50,23 +50,27 @@ async fn run_all(cluster: &Cluster, tasks: usize, slots: usize) -> Result<()> {
         let workers = processes * slots;
         eprintln!("kanban_hosts: {processes} PostgreSQL process(es), {workers} workers in all");
         // The store alone: claim then complete in a loop, no actors, no model.
-        let (pg, pg_rollbacks) = store_loop_postgres(cluster, tasks, processes, slots).await?;
+        let (pg, pg_rollbacks, pg_cost) =
+            store_loop_postgres(cluster, tasks, processes, slots).await?;
         let lite = store_loop_sqlite(tasks, workers).await?;
         rows.push(Row {
             case: format!("store loop, {workers} claimers"),
             processes,
             pg,
             pg_rollbacks,
+            pg_cost,
             lite,
         });
         // End to end: `troupe kanban worker` processes running scripted sessions.
-        let (pg, pg_rollbacks) = end_to_end_postgres(cluster, tasks, processes, slots).await?;
+        let (pg, pg_rollbacks, pg_cost) =
+            end_to_end_postgres(cluster, tasks, processes, slots).await?;
         let lite = end_to_end_sqlite(tasks, workers).await?;
         rows.push(Row {
             case: format!("worker processes, {workers} workers"),
             processes,
             pg,
             pg_rollbacks,
+            pg_cost,
             lite,
         });
     }
@@ -88,6 +92,31 @@ async fn run_all(cluster: &Cluster, tasks: usize, slots: usize) -> Result<()> {
             r.lite.tasks_per_s
         ));
     }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    out.push_str(&format!(
+        "\nWhere a PostgreSQL task's CPU goes (server: every process of the cluster; client: \
+         this program for the store loop, the worker processes end to end). Ceiling: the rate \
+         at which {cores} cores would be busy with nothing else.\n\n\
+         | case | PostgreSQL processes | server CPU per task | client CPU per task | transactions per task | ceiling on {cores} cores |\n\
+         | --- | --- | --- | --- | --- | --- |\n"
+    ));
+    for r in &rows {
+        match &r.pg_cost {
+            Some(c) => out.push_str(&format!(
+                "| {} | {} | {:.0} µs | {:.0} µs | {:.1} | {:.0} tasks/s |\n",
+                r.case,
+                r.processes,
+                c.server_us,
+                c.client_us,
+                c.transactions,
+                cores as f64 * 1e6 / (c.server_us + c.client_us).max(1.0)
+            )),
+            None => out.push_str(&format!(
+                "| {} | {} | (server not readable) | | | |\n",
+                r.case, r.processes
+            )),
+        }
+    }
     print_table(&out);
     Ok(())
 }
@@ -103,6 +132,8 @@ struct Row {
     pg: Figures,
     /// Transactions the PostgreSQL database rolled back: mostly claims lost to another claimer.
     pg_rollbacks: i64,
+    /// What one PostgreSQL task cost in CPU and transactions, when the server could be read.
+    pg_cost: Option<Cost>,
     lite: Figures,
 }
 
@@ -132,6 +163,8 @@ fn env_count(name: &str, default: usize) -> Result<usize> {
 struct Cluster {
     url: String,
     started: Option<PathBuf>,
+    /// The cluster's directory (`TROUPE_TEST_POSTGRES_DIR`), to find its server processes.
+    dir: Option<PathBuf>,
 }
 
 impl Cluster {
@@ -139,7 +172,12 @@ impl Cluster {
         if let Ok(url) = std::env::var("TROUPE_TEST_POSTGRES_URL")
             && !url.trim().is_empty()
         {
-            return Ok(Cluster { url, started: None });
+            let dir = std::env::var_os("TROUPE_TEST_POSTGRES_DIR").map(PathBuf::from);
+            return Ok(Cluster {
+                url,
+                started: None,
+                dir,
+            });
         }
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let env_file = std::env::temp_dir().join(format!(
@@ -164,9 +202,14 @@ impl Cluster {
             .find_map(|l| l.strip_prefix("TROUPE_TEST_POSTGRES_URL="))
             .ok_or_else(|| anyhow!("{} names no URL", env_file.display()))?
             .to_string();
+        let dir = text
+            .lines()
+            .find_map(|l| l.strip_prefix("TROUPE_TEST_POSTGRES_DIR="))
+            .map(PathBuf::from);
         Ok(Cluster {
             url,
             started: Some(env_file),
+            dir,
         })
     }
 
@@ -285,7 +328,7 @@ async fn store_loop_postgres(
     tasks: usize,
     hosts: usize,
     per_host: usize,
-) -> Result<(Figures, i64)> {
+) -> Result<(Figures, i64, Option<Cost>)> {
     let url = cluster.fresh_database().await?;
     let seed_store = PostgresStore::connect(&url).await?;
     seed(&seed_store, tasks).await?;
@@ -294,8 +337,12 @@ async fn store_loop_postgres(
     for _ in 0..hosts {
         stores.push(Arc::new(PostgresStore::connect(&url).await?));
     }
+    let before = Cpu::now(cluster);
     drain(stores, per_host).await?;
-    Ok((figures(&seed_store, tasks).await?, rolled_back(&url).await?))
+    let counts = transactions(&url).await?;
+    let after = Cpu::now(cluster);
+    let cost = Cost::between(before, after, |c| c.own, counts, tasks);
+    Ok((figures(&seed_store, tasks).await?, counts.rolled_back, cost))
 }
 
 async fn store_loop_sqlite(tasks: usize, claimers: usize) -> Result<Figures> {
@@ -445,17 +492,29 @@ async fn end_to_end_postgres(
     tasks: usize,
     processes: usize,
     slots: usize,
-) -> Result<(Figures, i64)> {
+) -> Result<(Figures, i64, Option<Cost>)> {
     let url = cluster.fresh_database().await?;
     let store = PostgresStore::connect(&url).await?;
     seed(&store, tasks).await?;
+    let before = Cpu::now(cluster);
     let figures = run_workers(&store, &url, tasks, processes, slots).await?;
-    Ok((figures, rolled_back(&url).await?))
+    let counts = transactions(&url).await?;
+    let after = Cpu::now(cluster);
+    let cost = Cost::between(before, after, |c| c.children, counts, tasks);
+    Ok((figures, counts.rolled_back, cost))
 }
 
-/// Transactions the database at `url` has rolled back, read once the claimers' connections have
-/// closed (a backend reports its counts when it ends).
-async fn rolled_back(url: &str) -> Result<i64> {
+/// Transactions the database at `url` has committed and rolled back.
+#[derive(Debug, Clone, Copy)]
+struct Transactions {
+    committed: i64,
+    /// Mostly claims lost to another claimer.
+    rolled_back: i64,
+}
+
+/// The database's transaction counts, read once the claimers' connections have closed (a
+/// backend reports its counts when it ends).
+async fn transactions(url: &str) -> Result<Transactions> {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let config: tokio_postgres::Config = url.parse().context("parsing the database URL")?;
     let (client, conn) = config
@@ -465,14 +524,128 @@ async fn rolled_back(url: &str) -> Result<i64> {
     let conn = tokio::spawn(conn);
     let row = client
         .query_one(
-            "SELECT xact_rollback FROM pg_stat_database WHERE datname = current_database()",
+            "SELECT xact_commit, xact_rollback FROM pg_stat_database \
+             WHERE datname = current_database()",
             &[],
         )
         .await
         .context("reading pg_stat_database")?;
     drop(client);
     let _ = conn.await;
-    Ok(row.get(0))
+    Ok(Transactions {
+        committed: row.get(0),
+        rolled_back: row.get(1),
+    })
+}
+
+// ---- where the CPU goes ----
+
+/// CPU seconds used so far, from /proc: by this program, by its children that have ended
+/// (the worker processes), and by the PostgreSQL cluster's processes.
+#[derive(Debug, Clone, Copy)]
+struct Cpu {
+    own: f64,
+    children: f64,
+    /// `None` when the cluster's directory is not known or its server cannot be read.
+    server: Option<f64>,
+}
+
+/// One task's share of a run's CPU and transactions.
+#[derive(Debug, Clone, Copy)]
+struct Cost {
+    server_us: f64,
+    client_us: f64,
+    transactions: f64,
+}
+
+impl Cost {
+    fn between(
+        before: Cpu,
+        after: Cpu,
+        client: impl Fn(&Cpu) -> f64,
+        counts: Transactions,
+        tasks: usize,
+    ) -> Option<Cost> {
+        let server = after.server? - before.server?;
+        let per_task = |seconds: f64| seconds * 1e6 / tasks as f64;
+        Some(Cost {
+            server_us: per_task(server),
+            client_us: per_task(client(&after) - client(&before)),
+            // The counts include seeding's transactions; take them off (one per task created).
+            transactions: (counts.committed + counts.rolled_back - tasks as i64).max(0) as f64
+                / tasks as f64,
+        })
+    }
+}
+
+impl Cpu {
+    fn now(cluster: &Cluster) -> Cpu {
+        let ticks = clock_ticks();
+        let own = proc_times("self").unwrap_or([0; 4]);
+        Cpu {
+            own: (own[0] + own[1]) as f64 / ticks,
+            children: (own[2] + own[3]) as f64 / ticks,
+            server: cluster
+                .dir
+                .as_deref()
+                .and_then(server_ticks)
+                .map(|t| t as f64 / ticks),
+        }
+    }
+}
+
+/// The cluster's CPU in clock ticks: the postmaster with every child it has reaped, plus the
+/// children still running (backends, the WAL writer, …).
+fn server_ticks(dir: &Path) -> Option<u64> {
+    let pid_file = std::fs::read_to_string(dir.join("data/postmaster.pid")).ok()?;
+    let postmaster: u32 = pid_file.lines().next()?.trim().parse().ok()?;
+    let [user, system, child_user, child_system] = proc_times(&postmaster.to_string())?;
+    let mut total = user + system + child_user + child_system;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        if proc_parent(pid) == Some(postmaster)
+            && let Some([user, system, _, _]) = proc_times(pid)
+        {
+            total += user + system;
+        }
+    }
+    Some(total)
+}
+
+/// The fields of /proc/PID/stat after the command name (the first is the state, field 3).
+fn proc_stat_fields(pid: &str) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+fn proc_parent(pid: &str) -> Option<u32> {
+    proc_stat_fields(pid)?.get(1)?.parse().ok()
+}
+
+/// utime, stime, cutime and cstime of a process (fields 14 to 17), in clock ticks.
+fn proc_times(pid: &str) -> Option<[u64; 4]> {
+    let fields = proc_stat_fields(pid)?;
+    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
+    Some([field(14)?, field(15)?, field(16)?, field(17)?])
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`; 100 on every Linux this runs on).
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|t| t.trim().parse::<f64>().ok())
+        .filter(|t| *t > 0.0)
+        .unwrap_or(100.0)
 }
 
 async fn end_to_end_sqlite(tasks: usize, workers: usize) -> Result<Figures> {

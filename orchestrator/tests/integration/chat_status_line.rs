@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use troupe_actors::model::mock_server::{Fault, MockServer, UNREADABLE_OUTPUT_MESSAGE};
@@ -17,158 +17,7 @@ use troupe_actors::model::{Script, ScriptTurn};
 
 use crate::chat_terminal::Project;
 use crate::support::mcp_servers::{everything_bin, servers_available};
-
-/// Longest wait for something to appear on the screen.
-const WAIT: Duration = Duration::from_secs(180);
-/// Longest wait for a command to end (embedding a catalog on a busy machine takes a while).
-const END_WAIT: Duration = Duration::from_secs(300);
-
-/// A tmux pane (100×30) running one troupe command line, kept after it exits.
-struct Term {
-    socket: String,
-}
-
-impl Term {
-    /// Runs `troupe ARGS` in `dir` with `home` as the troupe home and warnings-only logs.
-    fn start(dir: &Path, home: &Path, args: &[&str]) -> Term {
-        assert!(
-            Command::new("tmux").arg("-V").output().is_ok(),
-            "these tests read troupe's screen in tmux; install it (apt-get install tmux, or bash scripts/install-test-deps.sh)"
-        );
-        let socket = format!(
-            "troupe-status-{}-{}",
-            std::process::id(),
-            uuid::Uuid::new_v4().simple()
-        );
-        let mut command = format!(
-            "cd {} && exec env -u TROUPE_BASE_URL -u OPENAI_BASE_URL -u NO_COLOR TROUPE_LOG=warn TROUPE_HOME={} TROUPE_BUNDLED_PLUGINS={} {}",
-            quote(dir),
-            quote(home),
-            quote(&home.join("no-bundled")),
-            quote(Path::new(env!("CARGO_BIN_EXE_troupe"))),
-        );
-        for arg in args {
-            command.push(' ');
-            command.push_str(&quote(Path::new(arg)));
-        }
-        let conf = home.join("tmux-status.conf");
-        std::fs::create_dir_all(home).unwrap();
-        std::fs::write(&conf, "set -g remain-on-exit on\n").unwrap();
-        let status = Command::new("tmux")
-            .args(["-L", &socket, "-f"])
-            .arg(&conf)
-            .args(["new-session", "-d", "-x", "100", "-y", "30"])
-            .args(["-s", "t", &command])
-            .status()
-            .unwrap();
-        assert!(status.success(), "tmux could not start");
-        Term { socket }
-    }
-
-    fn tmux(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.socket])
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Types `text`, then Enter.
-    fn line(&self, text: &str) {
-        self.tmux(&["send-keys", "-t", "t", "-l", text]);
-        self.tmux(&["send-keys", "-t", "t", "Enter"]);
-    }
-
-    /// The screen and its scrollback, as text.
-    fn screen(&self) -> String {
-        self.tmux(&["capture-pane", "-p", "-J", "-S", "-500", "-t", "t"])
-    }
-
-    /// Waits until `found` holds for the screen; returns it.
-    fn wait(&self, what: &str, found: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.screen();
-            if found(&screen) {
-                return screen;
-            }
-            assert!(
-                start.elapsed() < WAIT,
-                "waited {WAIT:?} for {what}; the screen:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Waits for the chat's prompt at the bottom: the line editor owns the terminal again (a
-    /// key pressed before that is read by the terminal's line mode, not by troupe).
-    fn wait_prompt(&self) {
-        self.wait("the prompt", |s| {
-            s.lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .map(str::trim)
-                == Some("›")
-        });
-    }
-
-    fn wait_for(&self, needle: &str) -> String {
-        self.wait(&format!("{needle:?}"), |s| s.contains(needle))
-    }
-
-    /// Waits for the command to end; its exit code. tmux does not always reap the pane's
-    /// process at once, so one that exited and waits to be reaped counts too.
-    fn exit_code(&self) -> i32 {
-        let start = Instant::now();
-        let pid = self.tmux(&["display", "-p", "-t", "t", "#{pane_pid}"]);
-        loop {
-            let state = self.tmux(&[
-                "display",
-                "-p",
-                "-t",
-                "t",
-                "#{pane_dead} #{pane_dead_status}",
-            ]);
-            if let Some(code) = state.trim().strip_prefix("1 ") {
-                return code.parse().unwrap();
-            }
-            if let Some(code) = zombie_exit_code(pid.trim()) {
-                return code;
-            }
-            assert!(
-                start.elapsed() < END_WAIT,
-                "the command did not end; the screen:\n{}",
-                self.screen()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Term {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .output();
-    }
-}
-
-/// The exit code of a process that exited and waits to be reaped (state Z): field 52 of
-/// /proc/PID/stat holds its wait status.
-fn zombie_exit_code(pid: &str) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    if fields.first() != Some(&"Z") {
-        return None;
-    }
-    let status: i32 = fields.get(49)?.parse().ok()?;
-    Some((status >> 8) & 0xff)
-}
-
-fn quote(path: &Path) -> String {
-    format!("'{}'", path.to_string_lossy().replace('\'', "'\\''"))
-}
+use crate::support::terminal::Pane;
 
 /// The number before `after` in `text` (`12 tokens so far` → 12), the last one on screen.
 fn number_before(text: &str, after: &str) -> Option<f64> {
@@ -202,7 +51,7 @@ async fn q_on_a_terminal_shows_the_model_thinking_with_time_and_tokens_then_eras
         pause: Duration::from_millis(250),
     });
     let project = Project::new(&server, "");
-    let term = Term::start(
+    let term = Pane::command(
         &project.work(),
         &project.home(),
         &["chat", "-q", "count to twenty"],
@@ -255,7 +104,7 @@ async fn q_names_the_mcp_servers_still_starting_and_for_how_long() {
             "mcp_servers:\n  slowpoke:\n    command: sh\n    args: [-c, \"sleep 5; exec '{everything}' stdio\"]\n"
         ),
     );
-    let term = Term::start(
+    let term = Pane::command(
         &project.work(),
         &project.home(),
         &["chat", "-q", "count to twenty"],
@@ -294,7 +143,7 @@ async fn q_shows_the_approval_wait_and_reports_the_tools_time_without_it() {
     .unwrap();
     let project = Project::new(&server, "approvals: {mode: manual}\n");
     std::fs::create_dir_all(project.work().join("victim-q")).unwrap();
-    let term = Term::start(
+    let term = Pane::command(
         &project.work(),
         &project.home(),
         &["chat", "-q", "remove it"],
@@ -348,7 +197,7 @@ async fn the_chat_shows_thinking_and_the_approval_wait_and_keeps_it_out_of_the_c
     });
     let project = Project::new(&server, "approvals: {mode: manual}\n");
     std::fs::create_dir_all(project.work().join("victim-chat")).unwrap();
-    let term = Term::start(&project.work(), &project.home(), &["chat"]);
+    let term = Pane::command(&project.work(), &project.home(), &["chat"]);
     let screen = tokio::task::spawn_blocking(move || {
         term.wait_for("Ctrl-D to leave");
         term.line("remove it");
@@ -365,7 +214,7 @@ async fn the_chat_shows_thinking_and_the_approval_wait_and_keeps_it_out_of_the_c
         let screen = term.wait_for("Done here.");
         term.wait("the turn's summary", |s| s.contains("── "));
         term.wait_prompt();
-        term.tmux(&["send-keys", "-t", "t", "C-d"]);
+        term.key("C-d");
         assert_eq!(term.exit_code(), 0);
         screen
     })
@@ -466,7 +315,7 @@ fn the_first_search_on_a_large_catalog_shows_a_bar_of_the_tools_embedded() {
     let catalog = catalog_of(dir.path(), 200);
     let home = dir.path().join("home");
     let catalog_arg = catalog.to_string_lossy().into_owned();
-    let term = Term::start(
+    let term = Pane::command(
         dir.path(),
         &home,
         &[
@@ -531,14 +380,14 @@ async fn the_chat_recovers_from_llama_cpps_parse_error_sent_as_http_500() {
     }
     let project = Project::new(&server, "");
     std::fs::write(project.work().join("notes.txt"), "hello from a file\n").unwrap();
-    let term = Term::start(&project.work(), &project.home(), &["chat"]);
+    let term = Pane::command(&project.work(), &project.home(), &["chat"]);
     let screen = tokio::task::spawn_blocking(move || {
         term.wait_for("Ctrl-D to leave");
         term.line("what does notes.txt say?");
         term.wait_for("The file says hello.");
         let screen = term.wait("the turn's summary", |s| s.contains("── "));
         term.wait_prompt();
-        term.tmux(&["send-keys", "-t", "t", "C-d"]);
+        term.key("C-d");
         assert_eq!(term.exit_code(), 0, "{}", term.screen());
         screen
     })

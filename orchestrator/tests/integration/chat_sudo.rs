@@ -16,7 +16,8 @@ use serde_json::json;
 use troupe_actors::model::mock_server::MockServer;
 use troupe_actors::model::{Script, ScriptTurn};
 
-use crate::chat_terminal::{Pane, Project};
+use crate::chat_terminal::Project;
+use crate::support::terminal::Pane;
 
 /// The one password the fake sudo takes.
 const PASSWORD: &str = "Typed-S3cret-9431";

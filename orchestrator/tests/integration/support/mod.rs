@@ -8,3 +8,4 @@ pub(crate) mod local_model;
 pub(crate) mod mcp_servers;
 pub(crate) mod plugin_world;
 pub(crate) mod serve;
+pub(crate) mod terminal;
