@@ -8,7 +8,6 @@
 //! `achievements_figures` (ignored) times a cold scan of 10,000 sessions and a warm rescan
 //! for docs/benchmarks.md.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -20,7 +19,7 @@ use troupe_actors::journal::{Journal, OpenedSession, Origin};
 use troupe_actors::model::{ChatMessage, ToolCallRequest};
 use troupe_actors::usage::Spend;
 
-use crate::support::browser::{Browser, browser_available};
+use crate::support::browser::{Browser, browser_available, screenshots};
 use crate::support::serve::{Served, TOKEN, TroupeDir};
 
 const STEP: Duration = Duration::from_secs(90);
@@ -29,10 +28,6 @@ fn yaml(store: &str) -> String {
     format!(
         "model:\n  base_url: \"{{{{MODEL_URL}}}}\"\n  model: mock-model\nkanban:\n  store: \"{{{{STORE}}}}\"\nsessions:\n  store: \"{store}\"\n"
     )
-}
-
-fn shots() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard")
 }
 
 /// What the generated sessions hold, to check the badges' figures against.
@@ -135,15 +130,6 @@ async fn generate(store: &SessionStore, prefix: &str, count: usize) -> Expected 
     }
     store.flush().await;
     expected
-}
-
-async fn sign_in(page: &Browser) {
-    page.wait_for("!document.getElementById('signin').hidden", STEP)
-        .await
-        .unwrap();
-    page.click("#signin-token").await.unwrap();
-    page.type_text(TOKEN).await.unwrap();
-    page.press("Enter").await.unwrap();
 }
 
 /// `troupe serve` in `dir`, its scan resting `pause_ms` between batches.
@@ -261,9 +247,9 @@ async fn the_first_scan_shows_partial_results_then_the_full_set_and_rescans_only
     let view = "document.getElementById('view-plugin-achievements')";
     let in_page = async {
         let Some(page) = &page else { return None };
-        std::fs::create_dir_all(shots()).unwrap();
+        std::fs::create_dir_all(screenshots()).unwrap();
         page.navigate(&format!("{}/", served.base)).await.unwrap();
-        sign_in(page).await;
+        page.sign_in(TOKEN).await.unwrap();
         page.wait_for("!!document.getElementById('tab-plugin-achievements')", STEP)
             .await
             .unwrap();
@@ -279,7 +265,7 @@ async fn the_first_scan_shows_partial_results_then_the_full_set_and_rescans_only
             .eval("document.getElementById('ach-progress').textContent")
             .await
             .unwrap();
-        page.screenshot(&shots().join("achievements-partial.png"))
+        page.screenshot(&screenshots().join("achievements-partial.png"))
             .await
             .unwrap();
         page.wait_for(
@@ -296,7 +282,7 @@ async fn the_first_scan_shows_partial_results_then_the_full_set_and_rescans_only
             .eval("document.querySelector('[data-badge=team-lead] .ach-how').textContent")
             .await
             .unwrap();
-        page.screenshot(&shots().join("achievements.png"))
+        page.screenshot(&screenshots().join("achievements.png"))
             .await
             .unwrap();
         Some((partial, progress, unlocked, how))

@@ -14,13 +14,12 @@
 //! `dashboard_figures` (ignored) measures first paint at 5,000 tasks and event-to-card latency
 //! for docs/benchmarks.md.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::support::browser::{Browser, browser_available};
+use crate::support::browser::{Browser, browser_available, screenshots};
 use crate::support::serve::{Served, TOKEN, TroupeDir};
 
 /// The server's config: the mock model, a board store, approvals asked over HTTP for
@@ -52,20 +51,6 @@ const WORKER_SCRIPT: &str = "cursor: conversation\nwhen_exhausted: Done.\nturns:
 /// How long any one step may take before the test fails (the steps themselves are quick; this
 /// only turns a hang into a failure on a loaded machine).
 const STEP: Duration = Duration::from_secs(60);
-
-fn shots() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard")
-}
-
-/// Signs the page in with `token` (the sign-in form must be showing).
-async fn sign_in(page: &Browser, token: &str) {
-    page.wait_for("!document.getElementById('signin').hidden", STEP)
-        .await
-        .unwrap();
-    page.click("#signin-token").await.unwrap();
-    page.type_text(token).await.unwrap();
-    page.press("Enter").await.unwrap();
-}
 
 /// Runs `troupe kanban create …` and returns the new task's id.
 async fn cli_task(dir: &TroupeDir, args: &[&str]) -> String {
@@ -124,7 +109,7 @@ async fn the_board_signs_in_follows_the_cli_and_workers_and_takes_comments() {
     page.navigate(&format!("{base}/")).await.unwrap();
 
     // A wrong token: the sign-in comes back, saying the token was refused.
-    sign_in(&page, "not-the-token-0123456789").await;
+    page.sign_in("not-the-token-0123456789").await.unwrap();
     let error = page
         .wait_for(
             "(() => { const e = document.getElementById('signin-error'); \
@@ -146,7 +131,7 @@ async fn the_board_signs_in_follows_the_cli_and_workers_and_takes_comments() {
     );
 
     // The right one: the board loads and the feed goes live.
-    sign_in(&page, TOKEN).await;
+    page.sign_in(TOKEN).await.unwrap();
     page.wait_for("document.body.dataset.boardLoaded === 'default'", STEP)
         .await
         .unwrap();
@@ -202,7 +187,9 @@ async fn the_board_signs_in_follows_the_cli_and_workers_and_takes_comments() {
     page.wait_for(&format!("{} === 'done'", column_of(&worker_id)), STEP)
         .await
         .unwrap();
-    page.screenshot(&shots().join("board.png")).await.unwrap();
+    page.screenshot(&screenshots().join("board.png"))
+        .await
+        .unwrap();
 
     // A comment added in the page is in `troupe kanban show`.
     page.click(&format!(".card[data-task-id=\"{cli_id}\"]"))
@@ -231,7 +218,9 @@ async fn the_board_signs_in_follows_the_cli_and_workers_and_takes_comments() {
             .any(|c| c["body"] == "COMMENT-FROM-THE-PAGE"),
         "{shown}"
     );
-    page.screenshot(&shots().join("task.png")).await.unwrap();
+    page.screenshot(&screenshots().join("task.png"))
+        .await
+        .unwrap();
 
     // A fan-out: the parent's card counts its finished children. Completing the parent in its
     // panel lets the children run; a bulk action completes both; the mark reaches 2/2.
@@ -387,7 +376,7 @@ async fn the_board_signs_in_follows_the_cli_and_workers_and_takes_comments() {
     page.wait_for("document.getElementById('task-panel').hidden", STEP)
         .await
         .unwrap();
-    page.screenshot(&shots().join("board-other-theme.png"))
+    page.screenshot(&screenshots().join("board-other-theme.png"))
         .await
         .unwrap();
 
@@ -459,7 +448,7 @@ async fn approvals_from_two_levels_down_and_a_hard_stop_are_answered_in_the_page
     let served = Served::start(&dir, &["--no-dispatch"]).await;
     let page = Browser::launch().await.unwrap();
     page.navigate(&format!("{}/", served.base)).await.unwrap();
-    sign_in(&page, TOKEN).await;
+    page.sign_in(TOKEN).await.unwrap();
     page.wait_for("document.body.dataset.boardLoaded === 'default'", STEP)
         .await
         .unwrap();
@@ -518,7 +507,7 @@ async fn approvals_from_two_levels_down_and_a_hard_stop_are_answered_in_the_page
     )
     .await
     .unwrap();
-    page.screenshot(&shots().join("approvals.png"))
+    page.screenshot(&screenshots().join("approvals.png"))
         .await
         .unwrap();
 

@@ -25,12 +25,7 @@ async fn the_page_shows_the_plan_and_answers_a_question() {
     let served = Served::start(&dir, &["--no-dispatch"]).await;
     let page = Browser::launch().await.unwrap();
     page.navigate(&format!("{}/", served.base)).await.unwrap();
-    page.wait_for("!document.getElementById('signin').hidden", STEP)
-        .await
-        .unwrap();
-    page.click("#signin-token").await.unwrap();
-    page.type_text(TOKEN).await.unwrap();
-    page.press("Enter").await.unwrap();
+    page.sign_in(TOKEN).await.unwrap();
     page.wait_for("document.body.dataset.boardLoaded === 'default'", STEP)
         .await
         .unwrap();

@@ -13,13 +13,12 @@
 //!
 //! Screenshots go to `target/tmp/dashboard/`.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::support::browser::{Browser, browser_available};
+use crate::support::browser::{Browser, browser_available, screenshots};
 use crate::support::serve::{Served, TOKEN, TroupeDir};
 
 const YAML: &str = r#"model:
@@ -42,10 +41,6 @@ const SCRIPT: &str = "cursor: conversation\nwhen_exhausted: Done.\nturns:\n  - m
 const DASHBOARD_TOKEN: &str = "dashboard-token-for-the-tests-0123456789";
 
 const STEP: Duration = Duration::from_secs(60);
-
-fn shots() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard")
-}
 
 /// `troupe serve` with the dashboard token set.
 async fn start(dir: &TroupeDir) -> Served {
@@ -300,14 +295,9 @@ async fn the_dashboard_token_reads_every_stored_session_and_the_api_token_does_n
     );
 }
 
-/// Signs the page in with `token` (the sign-in form must be showing).
+/// Signs the page in with `token` and waits for the dashboard to show.
 async fn sign_in(page: &Browser, token: &str) {
-    page.wait_for("!document.getElementById('signin').hidden", STEP)
-        .await
-        .unwrap();
-    page.click("#signin-token").await.unwrap();
-    page.type_text(token).await.unwrap();
-    page.press("Enter").await.unwrap();
+    page.sign_in(token).await.unwrap();
     page.wait_for("!document.getElementById('app').hidden", STEP)
         .await
         .unwrap();
@@ -321,7 +311,7 @@ async fn the_sessions_tab_and_a_task_panel_open_workers_transcripts() {
     let dir = TroupeDir::new(YAML, SCRIPT).await;
     let served = start(&dir).await;
     let stored = populate(&dir, &served).await;
-    std::fs::create_dir_all(shots()).unwrap();
+    std::fs::create_dir_all(screenshots()).unwrap();
     let page = Browser::launch().await.unwrap();
     page.call(
         "Emulation.setDeviceMetricsOverride",
@@ -347,7 +337,9 @@ async fn the_sessions_tab_and_a_task_panel_open_workers_transcripts() {
         ))
         .await
         .unwrap();
-    page.screenshot(&shots().join("cards.png")).await.unwrap();
+    page.screenshot(&screenshots().join("cards.png"))
+        .await
+        .unwrap();
     assert_eq!(
         fits,
         json!([3, true, true]),
@@ -362,7 +354,7 @@ async fn the_sessions_tab_and_a_task_panel_open_workers_transcripts() {
     )
     .await
     .unwrap();
-    page.screenshot(&shots().join("stored-sessions.png"))
+    page.screenshot(&screenshots().join("stored-sessions.png"))
         .await
         .unwrap();
     page.click(".stored-row[data-origin=\"worker\"] button[data-transcript]")
@@ -379,7 +371,7 @@ async fn the_sessions_tab_and_a_task_panel_open_workers_transcripts() {
         .await
         .unwrap();
     assert_eq!(ran, json!(["kanban_complete"]), "the worker ran no command");
-    page.screenshot(&shots().join("worker-transcript.png"))
+    page.screenshot(&screenshots().join("worker-transcript.png"))
         .await
         .unwrap();
     page.eval("document.getElementById('transcript').close()")
@@ -403,7 +395,7 @@ async fn the_sessions_tab_and_a_task_panel_open_workers_transcripts() {
     )
     .await
     .unwrap();
-    page.screenshot(&shots().join("task-run-transcript.png"))
+    page.screenshot(&screenshots().join("task-run-transcript.png"))
         .await
         .unwrap();
     page.eval("document.getElementById('transcript').close()")
@@ -421,8 +413,8 @@ async fn the_sessions_tab_and_a_task_panel_open_workers_transcripts() {
     )
     .await
     .unwrap();
-    page.screenshot(&shots().join("stored-sessions-api-token.png"))
+    page.screenshot(&screenshots().join("stored-sessions-api-token.png"))
         .await
         .unwrap();
-    eprintln!("screenshots in {}", shots().display());
+    eprintln!("screenshots in {}", screenshots().display());
 }

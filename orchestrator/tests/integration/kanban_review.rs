@@ -431,12 +431,7 @@ async fn the_task_panel_shows_no_evidence_and_approves_in_chromium() {
     let served = Served::start(&dir, &[]).await;
     let page = Browser::launch().await.unwrap();
     page.navigate(&format!("{}/", served.base)).await.unwrap();
-    page.wait_for("!document.getElementById('signin').hidden", step)
-        .await
-        .unwrap();
-    page.click("#signin-token").await.unwrap();
-    page.type_text(crate::support::serve::TOKEN).await.unwrap();
-    page.press("Enter").await.unwrap();
+    page.sign_in(crate::support::serve::TOKEN).await.unwrap();
     let card = format!(".card[data-task-id=\"{id}\"]");
     page.wait_for(&format!("!!document.querySelector('{card}')"), step)
         .await

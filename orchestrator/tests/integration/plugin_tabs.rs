@@ -7,13 +7,13 @@
 //! screenshot goes to `target/tmp/dashboard/plugin-tab.png`. A user plugin named
 //! `achievements` replaces the bundled one.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::support::browser::{Browser, browser_available};
+use crate::support::browser::{Browser, browser_available, screenshots};
 use crate::support::serve::{Served, TOKEN, TroupeDir};
 
 const YAML: &str =
@@ -37,10 +37,6 @@ const MAIN_JS: &str = r#"export function mount(root, ctx) {
 
 /// The route's program: echoes the request it was given inside its answer.
 const GREET_SH: &str = "#!/bin/sh\nread -r request\nprintf '{\"greeting\": \"hello from the hello plugin\", \"request\": %s}\\n' \"$request\"\n";
-
-fn shots() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard")
-}
 
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -88,15 +84,6 @@ fn user_plugins(home: &Path) {
         &mine.join("dashboard/mine.js"),
         "export function mount(root) { root.textContent = 'mine'; }\n",
     );
-}
-
-async fn sign_in(page: &Browser) {
-    page.wait_for("!document.getElementById('signin').hidden", STEP)
-        .await
-        .unwrap();
-    page.click("#signin-token").await.unwrap();
-    page.type_text(TOKEN).await.unwrap();
-    page.press("Enter").await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -324,7 +311,7 @@ async fn a_user_plugin_adds_a_tab_and_a_route_and_a_broken_one_stays_off_alone()
     }
     let page = Browser::launch().await.unwrap();
     page.navigate(&format!("{}/", served.base)).await.unwrap();
-    sign_in(&page).await;
+    page.sign_in(TOKEN).await.unwrap();
     page.wait_for("document.body.dataset.pluginTabs === '3'", STEP)
         .await
         .unwrap();
@@ -352,8 +339,8 @@ async fn a_user_plugin_adds_a_tab_and_a_route_and_a_broken_one_stays_off_alone()
             .unwrap(),
         true
     );
-    std::fs::create_dir_all(shots()).unwrap();
-    page.screenshot(&shots().join("plugin-tab.png"))
+    std::fs::create_dir_all(screenshots()).unwrap();
+    page.screenshot(&screenshots().join("plugin-tab.png"))
         .await
         .unwrap();
 

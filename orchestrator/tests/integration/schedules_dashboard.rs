@@ -116,12 +116,7 @@ async fn jobs_show_in_the_dashboard_fire_from_serve_and_pause_from_the_page() {
     }
     let page = Browser::launch().await.unwrap();
     page.navigate(&format!("{}/", served.base)).await.unwrap();
-    page.wait_for("!document.getElementById('signin').hidden", STEP)
-        .await
-        .unwrap();
-    page.click("#signin-token").await.unwrap();
-    page.type_text(TOKEN).await.unwrap();
-    page.press("Enter").await.unwrap();
+    page.sign_in(TOKEN).await.unwrap();
     page.wait_for("document.body.dataset.boardLoaded === 'default'", STEP)
         .await
         .unwrap();

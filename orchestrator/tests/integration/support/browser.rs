@@ -292,6 +292,19 @@ impl Browser {
         }
     }
 
+    /// Fills the dashboard's sign-in form with `token` and sends it. The form must be showing
+    /// or about to be; whether the token is taken is for the caller to check.
+    pub(crate) async fn sign_in(&self, token: &str) -> Result<(), String> {
+        self.wait_for(
+            "!document.getElementById('signin').hidden",
+            Duration::from_secs(90),
+        )
+        .await?;
+        self.click("#signin-token").await?;
+        self.type_text(token).await?;
+        self.press("Enter").await
+    }
+
     /// Types `text` into the focused element.
     pub(crate) async fn type_text(&self, text: &str) -> Result<(), String> {
         self.call("Input.insertText", json!({"text": text}))
@@ -413,4 +426,9 @@ impl Drop for Browser {
         }
         let _ = self.child.start_kill();
     }
+}
+
+/// Where the browser tests leave their screenshots.
+pub(crate) fn screenshots() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard")
 }
