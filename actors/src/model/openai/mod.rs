@@ -27,11 +27,16 @@ use super::{
 };
 
 mod config;
+mod follow_up;
 mod served;
 #[cfg(test)]
 mod tests;
 
 pub use config::{DEFAULT_MODEL, OpenAiConfig};
+use follow_up::{
+    Next, gave_up, is_unreadable_output, refused_optional_field, refuses_tools,
+    retry_unless_forwarded, stream_error, with_note,
+};
 
 /// A [`ModelProvider`] over an OpenAI-compatible chat-completions endpoint. Cheap to clone; the
 /// clones share one connection pool.
@@ -54,19 +59,6 @@ struct Inner {
     memory: ModeMemory,
     /// What the server lists at `/models`, asked once when needed.
     served: served::ServedModels,
-}
-
-/// How one failed attempt should be followed up.
-#[derive(Debug)]
-enum Next {
-    /// Give up with this error.
-    Fail(ModelError),
-    /// Try again; the server may have said when.
-    Retry(ModelError, Option<Duration>),
-    /// The server could not parse what the model wrote (its tool-call parser failed).
-    Unreadable(ModelError),
-    /// The server does not take the `tools` field.
-    RefusedTools(ModelError),
 }
 
 /// Unreadable native answers in one session before `auto` switches it to text tool calls.
@@ -781,64 +773,6 @@ fn add_stop(fields: &mut Map<String, Value>, stop: &str) {
     fields.insert("stop".into(), Value::Array(list));
 }
 
-/// Whether an error message says the server's parser could not read what the model wrote
-/// (llama.cpp: "The model produced output that does not match the expected ... format"; vLLM
-/// and others: "failed to parse tool call ...").
-fn is_unreadable_output(message: &str) -> bool {
-    let message = message.to_ascii_lowercase();
-    [
-        "does not match the expected",
-        "model produced output",
-        "failed to parse",
-        "could not parse",
-        "unable to parse",
-        "error parsing",
-        "parse tool call",
-        "parsing tool call",
-        "invalid tool call",
-    ]
-    .iter()
-    .any(|needle| message.contains(needle))
-}
-
-/// Whether a 400 says the server takes no `tools` (or no tool calls for this model).
-fn refuses_tools(message: &str) -> bool {
-    let message = message.to_ascii_lowercase();
-    // A refused optional field is dropped instead (see `refused_optional_field`).
-    let optional = ["stream_options", "parallel_tool_calls"]
-        .iter()
-        .any(|field| message.contains(field));
-    !optional
-        && message.contains("tool")
-        && [
-            "not support",
-            "unsupported",
-            "unknown",
-            "unrecognized",
-            "not allowed",
-            "not permitted",
-            "extra inputs",
-        ]
-        .iter()
-        .any(|needle| message.contains(needle))
-}
-
-/// An error the server put in a 200 answer or a stream: a parse failure of the model's output,
-/// or a passing failure worth a retry (unless text already reached the listener).
-fn stream_error(message: &str, forwarded: bool) -> Next {
-    let error = ModelError::Protocol(format!(
-        "the server reported an error instead of an answer: {message}"
-    ));
-    // Unreadable output is asked again even after text was shown: the retry notice tells the
-    // listener that what it showed is not the answer (a chat on a terminal streams every
-    // answer, and must recover from a parse error as a one-shot run does).
-    if is_unreadable_output(message) {
-        Next::Unreadable(error)
-    } else {
-        retry_unless_forwarded(error, forwarded)
-    }
-}
-
 /// Sends the collected deltas to the listener, if any, and notes that some arrived.
 fn forward(
     sink: Option<&UnboundedSender<StreamDelta>>,
@@ -856,48 +790,5 @@ fn forward(
         }
     } else {
         deltas.clear();
-    }
-}
-
-/// The optional field a 400 or 422 answer complains about, when the request carries it
-/// (`stream_options` and `parallel_tool_calls` are unknown to some servers).
-fn refused_optional_field(error: &ModelError, body: &Value) -> Option<&'static str> {
-    let ModelError::Status {
-        status: 400 | 422,
-        body: message,
-    } = error
-    else {
-        return None;
-    };
-    ["stream_options", "parallel_tool_calls"]
-        .into_iter()
-        .find(|field| message.contains(field) && body.get(field).is_some())
-}
-
-fn retry_unless_forwarded(error: ModelError, forwarded: bool) -> Next {
-    if forwarded {
-        Next::Fail(error)
-    } else {
-        Next::Retry(error, None)
-    }
-}
-
-fn gave_up(error: ModelError, attempts: u32) -> ModelError {
-    with_note(error, &format!("gave up after {attempts} attempts"))
-}
-
-/// Adds a note to the error's text, keeping its kind.
-fn with_note(error: ModelError, note: &str) -> ModelError {
-    match error {
-        ModelError::Status { status, body } => ModelError::Status {
-            status,
-            body: format!("{body} ({note})"),
-        },
-        ModelError::Unreachable { url, reason } => ModelError::Unreachable {
-            url,
-            reason: format!("{reason} ({note})"),
-        },
-        ModelError::Protocol(text) => ModelError::Protocol(format!("{text} ({note})")),
-        other => other,
     }
 }
