@@ -1,7 +1,8 @@
 //! The hybrid ranking (`tools.tool_search.ranking: hybrid`, the default): the lexical leg
 //! ([`super::lexical`]) and, once the tool embeddings are ready, the semantic leg
-//! ([`super::semantic`]), fused by reciprocal rank fusion, exact names always first, and a
-//! calibrated "nothing fits" decision.
+//! ([`super::semantic`]), fused by reciprocal rank fusion (near-ties broken by each leg's own
+//! scores, [`score_tie_break`]), exact names always first, and a calibrated "nothing fits"
+//! decision.
 //!
 //! # Nothing fits
 //! Embeddings always find a nearest tool, and BM25 finds one for any shared word, so a hit is no
@@ -640,6 +641,55 @@ mod tests {
         let mut sims: Vec<f32> = (0..62).map(|i| 0.1 + (i % 5) as f32 * 0.01).collect();
         sims[60] = 0.8;
         (catalog(&tools), sims)
+    }
+
+    #[test]
+    fn the_legs_scores_break_a_tie_of_ranks() {
+        // Sixty fillers, then a tool that only mentions messages and one that is about them.
+        let names: Vec<String> = (0..60).map(|i| format!("tool_{i}")).collect();
+        let mut tools: Vec<(&str, &str, &str)> = names
+            .iter()
+            .map(|n| (n.as_str(), "misc", "Does a thing."))
+            .collect();
+        tools.push((
+            "add_reaction",
+            "slack",
+            "Add an emoji reaction to a message.",
+        ));
+        tools.push(("post_message", "slack", "Post a message to a channel."));
+        let c = catalog(&tools);
+        let q = "message channel";
+        let lexical = c.lexical();
+        let prepared = lexical.prepare(q);
+        let hits = lexical.score(&prepared);
+        let order: Vec<&str> = hits
+            .iter()
+            .map(|h| c.defs()[h.doc].name.as_str())
+            .collect();
+        assert_eq!(order, ["post_message", "add_reaction"]);
+        // The semantic leg ranks them the other way round, by a hair: the reciprocal ranks tie,
+        // and catalog order alone would put add_reaction first.
+        let mut sims: Vec<f32> = (0..62).map(|i| 0.1 + (i % 5) as f32 * 0.01).collect();
+        sims[60] = 0.80;
+        sims[61] = 0.79;
+        let a = rank(&c, lexical, prepared.clone(), &hits, Some(&sims), q, 5);
+        let first = |a: &HybridAnswer| c.defs()[a.ranked[0].doc].name.clone();
+        assert_eq!(a.ranked[0].lexical.map(|l| l.0), Some(1));
+        assert_eq!(first(&a), "post_message", "{:?}", a.ranked);
+        // A wide semantic gap against a lexical one: the semantic leg's first wins the tie.
+        sims[61] = 0.30;
+        let b = rank(&c, lexical, prepared.clone(), &hits, Some(&sims), q, 5);
+        assert_eq!(first(&b), "add_reaction", "{:?}", b.ranked);
+        // Both legs' first: the tie-break does not overturn a clear lead of ranks.
+        let mut flipped = sims.clone();
+        flipped[60] = 0.30;
+        flipped[61] = 0.80;
+        let d = rank(&c, lexical, prepared.clone(), &hits, Some(&flipped), q, 5);
+        assert_eq!(first(&d), "post_message");
+        // Without the semantic leg the lexical order stands as it was.
+        let e = rank(&c, lexical, prepared, &hits, None, q, 5);
+        assert_eq!(first(&e), "post_message");
+        assert_eq!(e.ranked[0].score, LEXICAL_WEIGHT / (RRF_K + 1.0));
     }
 
     #[test]
