@@ -17,7 +17,10 @@
 //! line (`{"text", "kind": "tool" | "query"}`), and `--vectors FILE` ranks with vectors computed elsewhere for exactly those texts
 //! (`{"model": ID, "dims": N, "vectors": {TEXT: [..]}}`, unit length) instead of the bundled
 //! encoder; `tools/search-eval/encoder_compare.py` makes such a file. `--encode-time` times
-//! the encoder on each query alone (median and 90th percentile).
+//! the encoder on each query alone (median and 90th percentile). `--vecs FILE` writes the raw
+//! vectors instead of scoring (each tool's embedding text, its head — name and first sentence —
+//! and each query: `{"full", "head", "head_text", "queries"}`), for the offline variants in
+//! `tools/search-eval/offline_variants.py`.
 
 #![allow(clippy::print_stdout, reason = "a scoring program prints its figures")]
 

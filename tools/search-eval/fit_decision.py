@@ -173,10 +173,10 @@ def main():
     ap.add_argument(
         "--max-silent",
         type=float,
-        default=0.03,
+        default=0.0,
         help="choose the threshold as the highest log-odds at which at most this share of the "
-        "answerable queries is answered with nothing (the issue's target, 3 %%); 0 chooses it by "
-        "--silence-cost instead",
+        "answerable queries is answered with nothing (0.03 is the issue's target); 0, the "
+        "default and what FITTED was made with, chooses it by --silence-cost instead",
     )
     ap.add_argument(
         "--score",

@@ -6,10 +6,7 @@
 //! project's validation set (`tools/search-eval/validation/queries_tune.json`, 378 tools) and the
 //! dev set (`../shared/retrieval/queries_dev.json`, 420 tools): each query's evidence is a row,
 //! labelled 1 when some tool answers it and 0 for the absent ones; L2-regularised logistic
-//! regression, and the threshold on the fitted log-odds chosen on the same rows: the highest at
-//! which at most 3 % of the answerable queries are answered with nothing (the bound on
-//! wrong silences; `--max-silent`), so that as many absent queries as that allows are turned
-//! away. The held-out
+//! regression, and the threshold on the fitted probability chosen on the same rows. The held-out
 //! part (`queries_heldout.json`) took no part in it. To refit after a change to the ranking or to
 //! the evidence (a feature's definition changes what its coefficient means):
 //!
@@ -86,17 +83,17 @@ pub struct Coefficients {
 
 /// The fitted decision (see the module docs for how it was fitted and how to refit it).
 pub const FITTED: Coefficients = Coefficients {
-    bias: -6.6650,
-    support: 3.2249,
-    margin: 0.4871,
-    similarity: 2.3000,
-    gap: 0.0718,
-    agreement: 1.6863,
-    unknown: -0.8565,
-    length: 0.3008,
-    service: -0.3408,
-    unoffered: -2.8841,
-    threshold: -2.3438,
+    bias: -6.8662,
+    support: 3.3410,
+    margin: 0.4828,
+    similarity: 2.2815,
+    gap: 0.0728,
+    agreement: 1.7771,
+    unknown: -0.7609,
+    length: 0.3375,
+    service: -0.3407,
+    unoffered: -2.8394,
+    threshold: -2.6456,
 };
 
 impl Coefficients {

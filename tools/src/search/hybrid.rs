@@ -1,8 +1,7 @@
 //! The hybrid ranking (`tools.tool_search.ranking: hybrid`, the default): the lexical leg
 //! ([`super::lexical`]) and, once the tool embeddings are ready, the semantic leg
-//! ([`super::semantic`]), fused by reciprocal rank fusion (near-ties broken by each leg's own
-//! scores, [`score_tie_break`]), exact names always first, and a calibrated "nothing fits"
-//! decision.
+//! ([`super::semantic`]), fused by reciprocal rank fusion, exact names always first, and a
+//! calibrated "nothing fits" decision.
 //!
 //! # Nothing fits
 //! Embeddings always find a nearest tool, and BM25 finds one for any shared word, so a hit is no
@@ -54,13 +53,6 @@ pub const LEXICAL_CANDIDATES: usize = 200;
 pub const LEXICAL_WEIGHT: f64 = 1.0;
 /// Weight of the semantic leg in the fusion.
 pub const SEMANTIC_WEIGHT: f64 = 1.0;
-/// Weight of the fusion's tie-break from each leg's own scale (see [`score_tie_break`]): small
-/// beside the reciprocal ranks (a rank apart near the head is worth about 0.008), so it reorders
-/// near-ties and rarely more.
-pub const SCORE_TIE_WEIGHT: f64 = 0.01;
-/// How much the lexical leg's share of its best score counts in the tie-break beside the
-/// similarity in standard deviations (a tool's similarity spreads over a few deviations).
-pub const TIE_LEXICAL_SCALE: f64 = 3.0;
 /// Lexical support that answers a query when the semantic leg has not run.
 pub const COVERAGE_FLOOR: f64 = 0.6;
 /// Fewest tools whose similarities make a background: in a catalog of `n` tools no margin can
@@ -158,33 +150,6 @@ fn named_services(
         }
     }
     named
-}
-
-/// Adds to each fused score a small term from the legs' own scales: the similarity in standard
-/// deviations under the best (0 for the best) and the BM25F score as a share of the best hit's
-/// (0 for a tool the lexical leg did not find), weighed by [`SCORE_TIE_WEIGHT`]. Reciprocal
-/// ranks keep the fusion robust to each leg's scale, but they also forget that the second tool
-/// of one leg may be far behind its first or level with it; this term puts that back where the
-/// ranks nearly tie. Only with the semantic leg: the lexical leg alone ranks as before.
-fn score_tie_break(
-    fused: &mut [(usize, f64)],
-    lexical_hits: &[super::lexical::LexicalHit],
-    sims: &[f32],
-    top: f32,
-    sd: f64,
-) {
-    let best_lexical = lexical_hits.first().map_or(0.0, |h| h.score);
-    let lexical_score: FastMap<usize, f64> =
-        lexical_hits.iter().map(|h| (h.doc, h.score)).collect();
-    for (doc, score) in fused.iter_mut() {
-        let semantic = f64::from(sims[*doc] - top) / sd;
-        let lexical = if best_lexical > 0.0 {
-            lexical_score.get(doc).map_or(0.0, |s| s / best_lexical)
-        } else {
-            0.0
-        };
-        *score += SCORE_TIE_WEIGHT * (semantic + TIE_LEXICAL_SCALE * lexical);
-    }
 }
 
 /// One tool of a hybrid answer, with why it is there.
@@ -375,7 +340,6 @@ fn rank(
     let mut margin = None;
     let mut best_sim = None;
     let mut gap = 0.0;
-    let mut sd_all = 0.0;
     if let Some(sims) = sims.filter(|s| s.len() == n && n > 0) {
         let mean = sims.iter().map(|&s| f64::from(s)).sum::<f64>() / n as f64;
         let var = sims
@@ -392,7 +356,6 @@ fn rank(
         }
         order.sort_unstable_by(by_similarity);
         let top = sims[order[0]];
-        sd_all = var.sqrt().max(1e-6);
         best_sim = Some(top);
         background = Some(mean as f32);
         if n >= MIN_BACKGROUND_TOOLS {
@@ -412,11 +375,6 @@ fn rank(
             });
             fused[slot].1 += s;
         }
-    }
-    // Each fused tool's reciprocal-rank score alone, for the decision's agreement.
-    let rrf_of: FastMap<usize, f64> = fused.iter().copied().collect();
-    if let (Some(sims), Some(top)) = (sims.filter(|s| s.len() == n), best_sim) {
-        score_tie_break(&mut fused, lexical_hits, sims, top, sd_all);
     }
     // Exact names first, whatever the legs say.
     let exact = catalog.exact_name(&query.trim().to_lowercase());
@@ -456,8 +414,8 @@ fn rank(
         let best_fused = (LEXICAL_WEIGHT + SEMANTIC_WEIGHT) / (RRF_K + 1.0);
         let first = fused
             .iter()
-            .find(|(_, s)| s.is_finite())
-            .and_then(|(doc, _)| rrf_of.get(doc).copied())
+            .map(|&(_, s)| s)
+            .find(|s| s.is_finite())
             .unwrap_or(0.0);
         Evidence {
             support: coverage,
@@ -641,55 +599,6 @@ mod tests {
         let mut sims: Vec<f32> = (0..62).map(|i| 0.1 + (i % 5) as f32 * 0.01).collect();
         sims[60] = 0.8;
         (catalog(&tools), sims)
-    }
-
-    #[test]
-    fn the_legs_scores_break_a_tie_of_ranks() {
-        // Sixty fillers, then a tool that only mentions messages and one that is about them.
-        let names: Vec<String> = (0..60).map(|i| format!("tool_{i}")).collect();
-        let mut tools: Vec<(&str, &str, &str)> = names
-            .iter()
-            .map(|n| (n.as_str(), "misc", "Does a thing."))
-            .collect();
-        tools.push((
-            "add_reaction",
-            "slack",
-            "Add an emoji reaction to a message.",
-        ));
-        tools.push(("post_message", "slack", "Post a message to a channel."));
-        let c = catalog(&tools);
-        let q = "message channel";
-        let lexical = c.lexical();
-        let prepared = lexical.prepare(q);
-        let hits = lexical.score(&prepared);
-        let order: Vec<&str> = hits
-            .iter()
-            .map(|h| c.defs()[h.doc].name.as_str())
-            .collect();
-        assert_eq!(order, ["post_message", "add_reaction"]);
-        // The semantic leg ranks them the other way round, by a hair: the reciprocal ranks tie,
-        // and catalog order alone would put add_reaction first.
-        let mut sims: Vec<f32> = (0..62).map(|i| 0.1 + (i % 5) as f32 * 0.01).collect();
-        sims[60] = 0.80;
-        sims[61] = 0.79;
-        let a = rank(&c, lexical, prepared.clone(), &hits, Some(&sims), q, 5);
-        let first = |a: &HybridAnswer| c.defs()[a.ranked[0].doc].name.clone();
-        assert_eq!(a.ranked[0].lexical.map(|l| l.0), Some(1));
-        assert_eq!(first(&a), "post_message", "{:?}", a.ranked);
-        // A wide semantic gap against a lexical one: the semantic leg's first wins the tie.
-        sims[61] = 0.30;
-        let b = rank(&c, lexical, prepared.clone(), &hits, Some(&sims), q, 5);
-        assert_eq!(first(&b), "add_reaction", "{:?}", b.ranked);
-        // Both legs' first: the tie-break does not overturn a clear lead of ranks.
-        let mut flipped = sims.clone();
-        flipped[60] = 0.30;
-        flipped[61] = 0.80;
-        let d = rank(&c, lexical, prepared.clone(), &hits, Some(&flipped), q, 5);
-        assert_eq!(first(&d), "post_message");
-        // Without the semantic leg the lexical order stands as it was.
-        let e = rank(&c, lexical, prepared, &hits, None, q, 5);
-        assert_eq!(first(&e), "post_message");
-        assert_eq!(e.ranked[0].score, LEXICAL_WEIGHT / (RRF_K + 1.0));
     }
 
     #[test]
