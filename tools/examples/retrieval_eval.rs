@@ -398,7 +398,7 @@ fn write_vecs(
         .map(|t| match t.find(". ") {
             Some(i) => {
                 let rest = &t[i + 2..];
-                match rest.find(|c| c == '.' || c == '\n') {
+                match rest.find(['.', '\n']) {
                     Some(j) => t[..i + 2 + j].to_string(),
                     None => t.clone(),
                 }
