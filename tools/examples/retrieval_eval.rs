@@ -17,7 +17,10 @@
 //! line (`{"text", "kind": "tool" | "query"}`), and `--vectors FILE` ranks with vectors computed elsewhere for exactly those texts
 //! (`{"model": ID, "dims": N, "vectors": {TEXT: [..]}}`, unit length) instead of the bundled
 //! encoder; `tools/search-eval/encoder_compare.py` makes such a file. `--encode-time` times
-//! the encoder on each query alone (median and 90th percentile).
+//! the encoder on each query alone (median and 90th percentile). `--vecs FILE` writes the raw
+//! vectors instead of scoring (each tool's embedding text, its head — name and first sentence —
+//! and each query: `{"full", "head", "head_text", "queries"}`), for the offline variants in
+//! `tools/search-eval/offline_variants.py`.
 
 #![allow(clippy::print_stdout, reason = "a scoring program prints its figures")]
 
@@ -63,7 +66,7 @@ fn run() -> Result<(), String> {
                 && (*i == 0
                     || !matches!(
                         args[i - 1].as_str(),
-                        "--dump" | "--queries" | "--features" | "--texts" | "--vectors"
+                        "--dump" | "--queries" | "--features" | "--texts" | "--vectors" | "--vecs"
                     ))
         })
         .map(|(_, a)| a)
@@ -111,6 +114,10 @@ fn run() -> Result<(), String> {
     } else {
         catalog.semantic_wait(&config.home, Duration::from_secs(600))
     };
+    if let Some(path) = value_of("--vecs") {
+        let ready = semantic.as_deref().ok_or("--vecs needs the semantic leg")?;
+        return write_vecs(&catalog, ready, queries, &PathBuf::from(path));
+    }
     if args.iter().any(|a| a == "--encode-time") {
         encode_time(semantic.as_deref(), queries)?;
     }
@@ -375,6 +382,55 @@ fn dump_query(
         "query": text, "style": q["style"], "expected": q["expected"],
         "typed": typed, "lexical": hits, "sims": sims,
     })
+}
+
+/// Writes the raw vectors for offline study: each tool's embedding text and its head (name and
+/// first sentence of the description), and each query.
+fn write_vecs(
+    catalog: &troupe_tools::search::Catalog,
+    ready: &SemanticReady,
+    queries: &[Value],
+    path: &PathBuf,
+) -> Result<(), String> {
+    let full = catalog.embedding_texts();
+    let head: Vec<String> = full
+        .iter()
+        .map(|t| match t.find(". ") {
+            Some(i) => {
+                let rest = &t[i + 2..];
+                match rest.find(['.', '\n']) {
+                    Some(j) => t[..i + 2 + j].to_string(),
+                    None => t.clone(),
+                }
+            }
+            None => t.clone(),
+        })
+        .collect();
+    let texts: Vec<String> = queries
+        .iter()
+        .filter_map(|q| q["query"].as_str().map(String::from))
+        .collect();
+    let round = |vs: Vec<Vec<f32>>| -> Vec<Vec<f64>> {
+        vs.into_iter()
+            .map(|v| {
+                v.into_iter()
+                    .map(|x| (f64::from(x) * 1e4).round() / 1e4)
+                    .collect()
+            })
+            .collect()
+    };
+    let enc = |t: &[String]| -> Result<Vec<Vec<f32>>, String> {
+        let mut out = Vec::new();
+        for c in t.chunks(32) {
+            out.extend(ready.embedder.embed(c)?);
+        }
+        Ok(out)
+    };
+    let v = serde_json::json!({
+        "full": round(enc(&full)?), "head": round(enc(&head)?), "head_text": head,
+        "queries": round(enc(&texts)?),
+    });
+    std::fs::write(path, v.to_string()).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Encodes each query alone with the ranking's encoder and prints the median and 90th

@@ -134,6 +134,29 @@ def best_threshold(zs, ys, silence_cost, ruled=(0, 0), ruled_n=(0, 0)):
     )
 
 
+def capped_threshold(zs, ys, max_silent, ruled=(0, 0), ruled_n=(0, 0)):
+    """The highest log-odds threshold at which the share of answerable queries answered with
+    nothing stays within `max_silent`: absent precision made as high as it can be under the
+    issue's own bound on wrong silences. Unlike a cost ratio, whose minimum can jump between two
+    distant thresholds when one query moves, this moves by one query at a time. Queries a rule
+    decided count with their fixed outcome."""
+    n_pos = sum(ys) + ruled_n[1]
+    s = sorted(set(zs))
+    candidates = [s[0] - 1e-3] + [(a + b) / 2 for a, b in zip(s, s[1:])]
+    best = candidates[0]
+    for t in candidates:
+        silenced = sum(z < t for z, y in zip(zs, ys) if y == 1) + ruled[1]
+        if silenced / n_pos <= max_silent:
+            best = t
+    return best
+
+
+def choose_threshold(zs, ys, args, ruled=(0, 0), ruled_n=(0, 0)):
+    if args.max_silent > 0:
+        return capped_threshold(zs, ys, args.max_silent, ruled, ruled_n)
+    return best_threshold(zs, ys, args.silence_cost, ruled, ruled_n)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("features", nargs="+", help="JSON-lines files from --features")
@@ -146,6 +169,14 @@ def main():
         help="cost of answering an answerable query with nothing, relative to answering an "
         "absent one; 5 is the ratio of the issue's targets (at most 3 %% answerable queries "
         "answered with nothing, at most 15 %% absent ones answered)",
+    )
+    ap.add_argument(
+        "--max-silent",
+        type=float,
+        default=0.0,
+        help="choose the threshold as the highest log-odds at which at most this share of the "
+        "answerable queries is answered with nothing (0.03 is the issue's target); 0, the "
+        "default and what FITTED was made with, chooses it by --silence-cost instead",
     )
     ap.add_argument(
         "--score",
@@ -191,8 +222,8 @@ def main():
         m_, s_ = standardise([xs[i] for i in train])
         st = lambda x: [(v - m) / s for v, m, s in zip(x, m_, s_)]
         w = fit([st(xs[i]) for i in train], [ys[i] for i in train], args.l2)
-        t = best_threshold(
-            logits(w, [st(xs[i]) for i in train]), [ys[i] for i in train], args.silence_cost
+        t = choose_threshold(
+            logits(w, [st(xs[i]) for i in train]), [ys[i] for i in train], args
         )
         for i, z in zip(test, logits(w, [st(xs[i]) for i in test])):
             answered_pos += ys[i] == 1 and z >= t
@@ -204,7 +235,7 @@ def main():
 
     w = fit([std(x) for x in xs], ys, args.l2)
     zs = logits(w, [std(x) for x in xs])
-    t = best_threshold(zs, ys, args.silence_cost, ruled, ruled_n)
+    t = choose_threshold(zs, ys, args, ruled, ruled_n)
     silenced = (sum(z < t for z, y in zip(zs, ys) if y) + ruled[1]) / (sum(ys) + ruled_n[1])
     answered = (sum(z >= t for z, y in zip(zs, ys) if not y) + ruled[0]) / (
         len(ys) - sum(ys) + ruled_n[0]
