@@ -85,3 +85,98 @@ fn same_tools(a: &ToolsetView, b: &ToolsetView) -> bool {
         && a.len() == b.len()
         && gateway
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use actix::prelude::*;
+    use serde_json::{Value, json};
+    use tokio_util::sync::CancellationToken;
+    use troupe_tools::{CallContext, Registry, ToolDef};
+
+    use super::*;
+    use crate::domain::{BoardSlug, NewTask, WorkerId};
+    use crate::store::{ClaimSpec, SqliteStore, Store};
+    use crate::worker_tools::TerminalNote;
+
+    struct Sink;
+    impl Actor for Sink {
+        type Context = Context<Self>;
+    }
+    impl Handler<TerminalNote> for Sink {
+        type Result = ();
+        fn handle(&mut self, _note: TerminalNote, _ctx: &mut Self::Context) {}
+    }
+
+    async fn shown(view: &ToolsetView, session: &str) -> (bool, Value) {
+        let ctx = CallContext::new(session, "call", CancellationToken::new());
+        let result = view.call("kanban_show", Default::default(), ctx).await;
+        let text = result.to_model_text();
+        (
+            result.is_error,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    #[actix_rt::test]
+    async fn shared_tools_act_on_the_calling_sessions_task_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).await.unwrap());
+        let board = BoardSlug::default_board();
+        let sink = Sink.start().recipient();
+        let mut bindings = Vec::new();
+        for title in ["first", "second"] {
+            let task = store
+                .create_task(&board, &NewTask::new(title))
+                .await
+                .unwrap()
+                .task;
+            let worker = WorkerId::local();
+            store
+                .claim_task(&board, &task.id, &ClaimSpec::new(worker.clone()))
+                .await
+                .unwrap();
+            bindings.push(Arc::new(TaskBinding::new(
+                Arc::clone(&store),
+                board.clone(),
+                task.id,
+                worker,
+                "coder",
+                Duration::from_secs(60),
+                sink.clone(),
+            )));
+        }
+        let registry = Registry::with_tools([ToolDef::new("echo", "Echo.", json!({}))]);
+        let catalog = WorkerCatalog::default();
+        let view = catalog.view_for(&registry.view_all());
+        // Made once: the second worker gets the very same definitions.
+        let again = catalog.view_for(&registry.view_all());
+        assert!(Arc::ptr_eq(
+            view.get("kanban_show").unwrap(),
+            again.get("kanban_show").unwrap()
+        ));
+        assert!(view.contains("echo") && view.contains("kanban_complete"));
+
+        let one = catalog.bind("session-1", Arc::clone(&bindings[0]));
+        let _two = catalog.bind("session-2", Arc::clone(&bindings[1]));
+        let (error, task) = shown(&view, "session-1").await;
+        assert!(!error, "{task}");
+        assert_eq!(task["id"], json!(bindings[0].task()), "{task}");
+        let (_, task) = shown(&again, "session-2").await;
+        assert_eq!(task["id"], json!(bindings[1].task()), "{task}");
+        // A session bound to no task reaches none, nor does one whose worker has ended.
+        let (error, text) = shown(&view, "session-3").await;
+        assert!(error, "{text}");
+        assert!(text.to_string().contains("runs no board task"), "{text}");
+        drop(one);
+        let (error, text) = shown(&view, "session-1").await;
+        assert!(error, "an ended worker's session reaches nothing: {text}");
+
+        // A changed registry gives a new view with the new tool; the old one is not reused.
+        registry.register(ToolDef::new("later", "Came later.", json!({})));
+        let fresh = catalog.view_for(&registry.view_all());
+        assert!(fresh.contains("later") && fresh.contains("kanban_show"));
+        assert!(!view.contains("later"));
+    }
+}
