@@ -219,12 +219,7 @@ impl Handler<BatchFinished> for Session {
         // A tool that ends the turn succeeded: the batch's answers are in the conversation,
         // and the model is not asked again.
         let ended_by = msg.outcomes.iter().find(|o| {
-            o.status == CallStatus::Ok
-                && self
-                    .config
-                    .end_turn_after
-                    .iter()
-                    .any(|name| *name == o.underlying_tool)
+            o.status == CallStatus::Ok && self.config.end_turn_after.contains(&o.underlying_tool)
         });
         let ending = ended_by.map(|o| o.result.to_model_text());
         let Some(turn) = self.turn.as_mut() else {
