@@ -65,6 +65,7 @@ pub mod run_history;
 pub mod schedule;
 pub mod store;
 pub mod worker;
+pub mod worker_catalog;
 pub mod worker_context;
 pub mod worker_question;
 pub mod worker_tools;

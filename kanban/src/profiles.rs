@@ -25,6 +25,8 @@ pub struct WorkerProfile {
     pub session: SessionConfig,
     /// Whether its completions wait for review instead of going straight to `done`.
     pub review: Option<crate::review::ReviewPolicy>,
+    /// Its workers' tools, made once and shared by its workers (clones share it too).
+    pub(crate) catalog: crate::worker_catalog::WorkerCatalog,
 }
 
 impl std::fmt::Debug for WorkerProfile {
@@ -51,6 +53,7 @@ impl WorkerProfile {
             view,
             session: SessionConfig::default(),
             review: None,
+            catalog: crate::worker_catalog::WorkerCatalog::default(),
         }
     }
 

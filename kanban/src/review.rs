@@ -90,6 +90,7 @@ pub async fn approve(
         summary: Some(summary),
         metadata: Some(json!({"review": {"by": by, "verdict": "approved"}})),
         worker: None,
+        usage: None,
     };
     let task = store.approve_review(board, id, &done).await?;
     if let Some(comment) = comment {

@@ -5,7 +5,10 @@
 //! it stops hard before the lease can lapse, so another host's run never overlaps it. Past the
 //! task's `max_runtime` it is stopped softly, then hard after a grace. The task's
 //! `kanban_complete` and `kanban_block` write the board and tell the worker so with a
-//! [`TerminalNote`] message. When the session ends it settles the run with the store: a terminal
+//! [`TerminalNote`] message; the session's turn ends with such a call, without asking the model
+//! again, and `kanban_complete` writes the run's spend with the completion. A fresh session
+//! uses its profile's shared view ([`crate::worker_catalog`]), its kanban tools bound to the
+//! task through the session. When the session ends it settles the run with the store: a terminal
 //! call (complete or block) needs nothing more; ending without one, after reminders, is a protocol
 //! violation; a model failure is a crash (or a rate-limited requeue); a timeout or a failed start
 //! is recorded as such. Started by the [`Dispatcher`](crate::dispatcher::Dispatcher), to which it
@@ -488,9 +491,14 @@ async fn run_task(
             None
         }
     };
-    if let Some(spent) = spent {
-        // After the run settled: a run ended by the session's own kanban_complete is closed
-        // by then too, and its usage belongs with it all the same.
+    // A completion wrote the run's spend in its own transaction; it is written again only
+    // when the session spent more after it (a subagent of the same batch). Any other ending
+    // writes it now, on the run it closed.
+    if let Some(spent) = spent
+        && binding
+            .written_spend()
+            .is_none_or(|w| spent_more(&spent, &w))
+    {
         let usage = serde_json::to_value(spent).unwrap_or_default();
         if let Err(error) = store
             .record_run_usage(board, params.claim.run.id, &usage)
@@ -522,6 +530,16 @@ async fn run_task(
     trace.end();
     tracing::debug!(task = %task.id, outcome = report.outcome.as_str(), "worker finished");
     report
+}
+
+/// Whether `now` holds model work that `written` does not (the working time, which goes on
+/// for the few moments the session takes to end after the completion, is not counted).
+fn spent_more(now: &Spend, written: &Spend) -> bool {
+    now.requests > written.requests
+        || now.input_tokens > written.input_tokens
+        || now.output_tokens > written.output_tokens
+        || now.cost_usd > written.cost_usd
+        || now.unpriced_requests > written.unpriced_requests
 }
 
 /// A completion the profile's review holds in `review`: a reviewer profile reviews it now;
@@ -615,7 +633,6 @@ async fn drive_session(
     trace: &TraceSpan,
 ) -> (Ending, Option<Spend>) {
     let profile_view = ready_profile_view(&params.profile.view, shared).await;
-    let view = task_view(&profile_view, task_tools(binding));
     let profile_config = &params.profile.session;
     let mut config = SessionConfig {
         system_prompt: Some(system_prompt(profile_config.system_prompt.as_deref())),
@@ -625,6 +642,9 @@ async fn drive_session(
             .budget
             .tighter(params.claim.task.budget.unwrap_or_default()),
         trace_parent: trace.clone(),
+        // A completion or a block ends the session's work: the model is not asked again, so
+        // the spend kanban_complete writes with the completion is the run's whole spend.
+        end_turn_after: vec!["kanban_complete".into(), "kanban_block".into()],
         ..profile_config.clone()
     };
     // The session is kept with its board, task and run, so a later run can read what this one
@@ -660,6 +680,14 @@ async fn drive_session(
         }
     }
     let resumed = answered_question(params).await;
+    // A fresh session gets the profile's shared view, its kanban tools bound to this task
+    // through the session once it is open (before its first turn). A reopened session may
+    // go on with calls it left unanswered as soon as it opens, so it gets tools bound to the
+    // task from the start, in a view of its own.
+    let view = match &resumed {
+        None => params.profile.catalog.view_for(&profile_view),
+        Some(_) => task_view(&profile_view, task_tools(binding)),
+    };
     let journal = config.persist.as_ref().map(|p| Arc::clone(&p.journal));
     let session_params = SessionParams {
         provider: Arc::clone(&params.profile.provider),
@@ -690,6 +718,11 @@ async fn drive_session(
     if let Ok(mut slot) = shared.session.lock() {
         *slot = Some(session.clone());
     }
+    let _bound = params
+        .profile
+        .catalog
+        .bind(session.id(), Arc::clone(binding));
+    binding.spends_of(session.clone());
     let ending = converse(params, shared, &session, first).await;
     let _ = session.close().await;
     // The run is over: the store lists the session as closed, not as open forever. A run that

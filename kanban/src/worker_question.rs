@@ -17,13 +17,13 @@ use troupe_tools::{CallContext, ToolDef, ToolHandler, ToolKind, ToolResult};
 use crate::domain::{Comment, Run, RunOutcome, Task, TaskStatus};
 use crate::store::BlockRequest;
 use crate::worker_context::{COMMENT_CAP, clip};
-use crate::worker_tools::{KANBAN_TOOLSET, TaskBinding, TerminalNote, store_error};
+use crate::worker_tools::{Bound, KANBAN_TOOLSET, TaskBinding, TerminalNote, store_error};
 
 /// How a worker's question comment begins; the answer is what is written after it.
 pub const QUESTION_HEADING: &str = "Question from the worker";
 
-/// The board's `clarify`, bound to `binding`'s task.
-pub fn clarify_tool(binding: &Arc<TaskBinding>) -> ToolDef {
+/// The board's `clarify`, acting for `bound`'s task.
+pub(crate) fn clarify_tool(bound: &Bound) -> ToolDef {
     let (_, parameters) = clarify_schema();
     ToolDef::new(
         CLARIFY_TOOL,
@@ -36,17 +36,20 @@ pub fn clarify_tool(binding: &Arc<TaskBinding>) -> ToolDef {
     .with_toolset(KANBAN_TOOLSET)
     .with_kind(ToolKind::Core)
     .with_handler(Arc::new(Ask {
-        binding: Arc::clone(binding),
+        bound: bound.clone(),
     }))
 }
 
 struct Ask {
-    binding: Arc<TaskBinding>,
+    bound: Bound,
 }
 
 impl ToolHandler for Ask {
-    fn call(&self, args: Map<String, Value>, _ctx: CallContext) -> BoxFuture<'static, ToolResult> {
-        let binding = Arc::clone(&self.binding);
+    fn call(&self, args: Map<String, Value>, ctx: CallContext) -> BoxFuture<'static, ToolResult> {
+        let binding = match self.bound.resolve(&ctx.session_id) {
+            Ok(binding) => binding,
+            Err(refused) => return Box::pin(std::future::ready(refused)),
+        };
         Box::pin(async move { ask(&binding, &args).await.unwrap_or_else(|error| error) })
     }
 }

@@ -4,8 +4,10 @@
 //! Every handler is bound to one task through a [`TaskBinding`]: it may read and change only
 //! that task, except that `kanban_create` makes children of it and `kanban_link` links only the
 //! task and its own children. Writes first confirm the worker still holds the lease, and
-//! children may be assigned only to the worker's own profile or the allowed ones. The
-//! [`Worker`](crate::worker::Worker) builds the tools with [`task_tools`]; `kanban_complete`
+//! children may be assigned only to the worker's own profile or the allowed ones. A
+//! [`Worker`](crate::worker::Worker) takes its profile's shared tools, which find the task
+//! through the calling session ([`crate::worker_catalog`]); [`task_tools`] makes them for one
+//! task (a resumed session, tests). `kanban_complete`
 //! and `kanban_block` tell it what they did with a [`TerminalNote`] message, which it folds
 //! into its [`TerminalCall`].
 
@@ -15,6 +17,8 @@ use std::time::Duration;
 use actix::{Message, Recipient};
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
+use troupe_actors::session::SessionHandle;
+use troupe_actors::usage::Spend;
 use troupe_tools::clarify::CLARIFY_TOOL;
 use troupe_tools::{
     CallContext, Registry, ToolDef, ToolHandler, ToolHints, ToolKind, ToolResult, ToolsetView,
@@ -97,6 +101,11 @@ pub struct TaskBinding {
     evidence: Arc<EvidenceLog>,
     /// Whether a completion waits for review instead of going to `done`.
     review: bool,
+    /// The session whose spend a completion writes on the run, once it is open.
+    session: std::sync::OnceLock<SessionHandle>,
+    /// The spend a successful completion wrote, so the worker writes it again only when the
+    /// session spent more after it.
+    written_spend: std::sync::Mutex<Option<Spend>>,
 }
 
 impl std::fmt::Debug for TaskBinding {
@@ -135,7 +144,20 @@ impl TaskBinding {
             report_to,
             evidence: EvidenceLog::new(),
             review: false,
+            session: std::sync::OnceLock::new(),
+            written_spend: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Makes `kanban_complete` write what `session` (the worker's) has spent on the run, in
+    /// the completion's own transaction. Set once; later calls change nothing.
+    pub fn spends_of(&self, session: SessionHandle) {
+        let _ = self.session.set(session);
+    }
+
+    /// What a successful completion wrote as the run's spend, if it wrote any.
+    pub fn written_spend(&self) -> Option<Spend> {
+        *troupe_tools::sync::lock(&self.written_spend)
     }
 
     /// Makes `kanban_complete` send the task to `review` instead of `done`.
@@ -217,6 +239,82 @@ impl TaskBinding {
             .await
             .map(|l| l.children)
             .map_err(store_error)
+    }
+}
+
+/// Whose task a worker tool acts on.
+#[derive(Clone)]
+pub(crate) enum Bound {
+    /// One task's, fixed when the tool was made ([`task_tools`]).
+    Task(Arc<TaskBinding>),
+    /// The calling session's, looked up on every call: the tools a profile's workers share
+    /// ([`crate::worker_catalog`]), built once instead of once per task.
+    Session(Arc<SessionBindings>),
+}
+
+impl Bound {
+    /// The binding the call of `session` acts for; a session with none is refused.
+    pub(crate) fn resolve(&self, session: &str) -> Result<Arc<TaskBinding>, ToolResult> {
+        match self {
+            Bound::Task(binding) => Ok(Arc::clone(binding)),
+            Bound::Session(bindings) => bindings.get(session).ok_or_else(|| {
+                ToolResult::error(
+                    "Refused: this session runs no board task, so the kanban tools have nothing to act on. Do the work with your other tools and answer in text.",
+                )
+            }),
+        }
+    }
+}
+
+/// Which task each live worker session acts on, for the tools shared by a profile's workers.
+/// A worker adds its session when the session opens and the entry goes when the worker's
+/// [`SessionBinding`] is dropped, so a call can only ever reach the task of the session that
+/// made it.
+#[derive(Default)]
+pub(crate) struct SessionBindings {
+    by_session: std::sync::Mutex<std::collections::HashMap<String, Arc<TaskBinding>>>,
+}
+
+impl SessionBindings {
+    fn get(&self, session: &str) -> Option<Arc<TaskBinding>> {
+        troupe_tools::sync::lock(&self.by_session)
+            .get(session)
+            .cloned()
+    }
+
+    /// Binds `session` to `binding` until the returned guard is dropped.
+    pub(crate) fn bind(
+        self: &Arc<Self>,
+        session: &str,
+        binding: Arc<TaskBinding>,
+    ) -> SessionBinding {
+        troupe_tools::sync::lock(&self.by_session)
+            .insert(session.to_string(), Arc::clone(&binding));
+        SessionBinding {
+            bindings: Arc::clone(self),
+            session: session.to_string(),
+            binding,
+        }
+    }
+}
+
+/// A session's entry in [`SessionBindings`]; dropping it removes the entry (only its own: a
+/// later binding of the same session id is left alone).
+pub(crate) struct SessionBinding {
+    bindings: Arc<SessionBindings>,
+    session: String,
+    binding: Arc<TaskBinding>,
+}
+
+impl Drop for SessionBinding {
+    fn drop(&mut self) {
+        let mut map = troupe_tools::sync::lock(&self.bindings.by_session);
+        if map
+            .get(&self.session)
+            .is_some_and(|b| Arc::ptr_eq(b, &self.binding))
+        {
+            map.remove(&self.session);
+        }
     }
 }
 
@@ -308,12 +406,15 @@ enum Op {
 
 struct Handler {
     op: Op,
-    binding: Arc<TaskBinding>,
+    bound: Bound,
 }
 
 impl ToolHandler for Handler {
     fn call(&self, args: Map<String, Value>, ctx: CallContext) -> BoxFuture<'static, ToolResult> {
-        let binding = Arc::clone(&self.binding);
+        let binding = match self.bound.resolve(&ctx.session_id) {
+            Ok(binding) => binding,
+            Err(refused) => return Box::pin(std::future::ready(refused)),
+        };
         let op = self.op;
         let session = ctx.session_id;
         Box::pin(async move {
@@ -437,11 +538,15 @@ async fn complete(
     if let Value::Object(map) = &mut metadata {
         map.insert("session".into(), Value::String(session.to_string()));
     }
+    // The spend so far is the run's whole spend: the session ends its turn after this call
+    // without asking the model again (`SessionConfig::end_turn_after`).
+    let spent = b.session.get().map(SessionHandle::spent);
     let done = Completion {
         result: result.or_else(|| summary.clone()),
         summary,
         metadata: Some(metadata),
         worker: Some(b.worker.clone()),
+        usage: spent.and_then(|s| serde_json::to_value(s).ok()),
     };
     b.tell(TerminalNote::Begun);
     let written = if b.review {
@@ -451,6 +556,9 @@ async fn complete(
     };
     match written {
         Ok(task) => {
+            if let Some(spent) = spent {
+                *troupe_tools::sync::lock(&b.written_spend) = Some(spent);
+            }
             b.tell(TerminalNote::Completed(Box::new(task.clone())));
             let next = if b.review {
                 "The task was sent for review: it is done once a reviewer approves. End your turn now with a one-line note."
@@ -591,13 +699,7 @@ async fn link(b: &TaskBinding, args: &Map<String, Value>) -> Result<ToolResult, 
     ))
 }
 
-fn def(
-    name: &str,
-    description: &str,
-    parameters: Value,
-    op: Op,
-    binding: &Arc<TaskBinding>,
-) -> ToolDef {
+fn def(name: &str, description: &str, parameters: Value, op: Op, bound: &Bound) -> ToolDef {
     let hints = ToolHints {
         read_only: matches!(op, Op::Show),
         parallel_safe: matches!(op, Op::Show),
@@ -611,7 +713,7 @@ fn def(
         .with_hints(hints)
         .with_handler(Arc::new(Handler {
             op,
-            binding: Arc::clone(binding),
+            bound: bound.clone(),
         }))
 }
 
@@ -625,6 +727,11 @@ fn own_task_param() -> Value {
 /// The worker tools bound to `binding`'s task: the seven `kanban_*` tools, and the board's
 /// `clarify`, which [`task_view`] keeps only when the profile offers `clarify`.
 pub fn task_tools(binding: &Arc<TaskBinding>) -> Vec<ToolDef> {
+    tool_defs(&Bound::Task(Arc::clone(binding)))
+}
+
+/// The worker tools acting for `bound`.
+pub(crate) fn tool_defs(binding: &Bound) -> Vec<ToolDef> {
     vec![
         crate::worker_question::clarify_tool(binding),
         def(

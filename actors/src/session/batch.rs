@@ -216,6 +216,12 @@ impl Handler<BatchFinished> for Session {
                 content: answer.content.clone(),
             });
         }
+        // A tool that ends the turn succeeded: the batch's answers are in the conversation,
+        // and the model is not asked again.
+        let ended_by = msg.outcomes.iter().find(|o| {
+            o.status == CallStatus::Ok && self.config.end_turn_after.contains(&o.underlying_tool)
+        });
+        let ending = ended_by.map(|o| o.result.to_model_text());
         let Some(turn) = self.turn.as_mut() else {
             return;
         };
@@ -223,6 +229,10 @@ impl Handler<BatchFinished> for Session {
         let running = std::mem::take(&mut turn.running);
         turn.repeats.ran(&running, &ok);
         turn.calls.extend(msg.outcomes);
+        if let Some(text) = ending {
+            self.finish_turn(text, TurnStatus::Completed, None);
+            return;
+        }
         let drained_by_budget = turn.out_of_budget.take().is_some();
         // Read again rather than kept from when time ran out: a person may have raised the
         // budget meanwhile (answering a subagent's question about it).

@@ -70,6 +70,11 @@ pub struct SessionConfig {
     /// The background process registry whose notices (a process ended, printed a watched
     /// line) the session reads; `None`: no notices reach it. Subagents share their parent's.
     pub processes: Option<troupe_tools::builtin::ProcessRegistry>,
+    /// Tools whose successful call ends the turn: once a batch in which one of them succeeded
+    /// has finished, the turn ends with that tool's answer as its text and the model is not
+    /// asked again (a board worker's `kanban_complete`: nothing is left for the model to do,
+    /// and its spend is final when the tool writes it). Empty by default.
+    pub end_turn_after: Vec<String>,
 }
 
 impl Default for SessionConfig {
@@ -94,6 +99,7 @@ impl Default for SessionConfig {
             persist: None,
             memory: None,
             processes: None,
+            end_turn_after: Vec::new(),
         }
     }
 }

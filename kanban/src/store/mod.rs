@@ -136,6 +136,9 @@ pub struct Completion {
     pub metadata: Option<serde_json::Value>,
     /// When a worker completes, its identity: it must hold the current lease.
     pub worker: Option<WorkerId>,
+    /// What the run spent (its model requests' tokens and cost), written on the run in the
+    /// completion's own transaction, as [`Store::record_run_usage`] would.
+    pub usage: Option<serde_json::Value>,
 }
 
 /// How a task is blocked.

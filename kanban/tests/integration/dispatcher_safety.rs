@@ -704,6 +704,7 @@ async fn a_wide_fan_in_gets_a_capped_first_message_that_names_what_it_left_out()
             result: Some("r".repeat(FIELD_CAP)),
             metadata: Some(json!({"notes": "m".repeat(FIELD_CAP)})),
             worker: Some(claim.lease.worker),
+            usage: None,
         };
         b.store.complete(&b.slug, &parent.id, &done).await.unwrap();
         parents.push(parent.id);

@@ -93,3 +93,61 @@ async fn bad_arguments_and_unknown_tools_get_their_own_error_results() {
             .contains("no tool called 'nope'")
     );
 }
+
+#[actix_rt::test]
+async fn a_tool_in_end_turn_after_ends_the_turn_when_it_succeeds() {
+    let registry = Registry::with_tools([
+        tool("finish", read_only(), |args, _ctx| {
+            Box::pin(async move {
+                if args["ok"] == json!(true) {
+                    ToolResult::text("finished")
+                } else {
+                    ToolResult::error("refused: not yet")
+                }
+            })
+        }),
+        tool("echo", read_only(), |_args, _ctx| {
+            Box::pin(async { ToolResult::text("echoed") })
+        }),
+    ]);
+    // A refused call does not end the turn; a successful one ends it once its batch (the
+    // echo beside it included) has run, without the model's closing answer.
+    let script = Script::new()
+        .turn(ScriptTurn::tool_call("finish", json!({"ok": false})))
+        .turn(
+            ScriptTurn::tool_call("finish", json!({"ok": true})).with_tool_call("echo", json!({})),
+        )
+        .turn(ScriptTurn::text("never asked for"));
+    let sup = supervisor(ApprovalConfig::default(), DefaultRules::default());
+    let session = SessionHandle::open(SessionParams {
+        provider: Arc::new(ScriptedProvider::new(script)),
+        view: registry.view_all(),
+        config: SessionConfig {
+            end_turn_after: vec!["finish".into()],
+            ..SessionConfig::default()
+        },
+        hooks: HookRegistry::new(),
+        supervisor: sup.clone(),
+        parent: None,
+        upstream_events: None,
+    })
+    .await
+    .unwrap();
+    let outcome = session.send("go").await.unwrap();
+    assert_eq!(outcome.status, TurnStatus::Completed, "{outcome:?}");
+    assert_eq!(outcome.text, "finished");
+    assert_eq!(outcome.model_requests, 2, "{outcome:?}");
+    let statuses: Vec<CallStatus> = outcome.calls.iter().map(|c| c.status).collect();
+    assert_eq!(
+        statuses,
+        [CallStatus::Error, CallStatus::Ok, CallStatus::Ok],
+        "{outcome:?}"
+    );
+    assert_eq!(session.spent().requests, 2);
+    // The conversation ends on the batch's results, every call answered.
+    let conversation = session.conversation().await.unwrap();
+    assert!(
+        matches!(conversation.last(), Some(ChatMessage::Tool { .. })),
+        "{conversation:?}"
+    );
+}

@@ -272,6 +272,10 @@ pub(crate) async fn complete<B: Backend>(
             b.insert_run(&run).await?
         }
     };
+    // The run's spend goes with its completion: one transaction, no separate write after.
+    if let Some(usage) = &done.usage {
+        b.write_run_usage(run_id, usage).await?;
+    }
     cas(
         b,
         &task,
@@ -431,6 +435,7 @@ pub(crate) async fn request_review<B: Backend>(
         summary: summary.map(str::to_string),
         metadata: None,
         worker: worker.cloned(),
+        usage: None,
     };
     submit_for_review(b, id, &done).await
 }
@@ -452,6 +457,9 @@ pub(crate) async fn submit_for_review<B: Backend>(
         ..RunEnd::with(RunOutcome::ReviewRequested)
     };
     let run = close_run(b, &task, end).await?;
+    if let (Some(run), Some(usage)) = (run, &done.usage) {
+        b.write_run_usage(run, usage).await?;
+    }
     cas(
         b,
         &task,

@@ -81,12 +81,15 @@ pub async fn claims_open_a_lease_and_a_run(b: &dyn SuiteBackend) {
             &high,
             &Completion {
                 worker: Some(stranger),
+                usage: Some(serde_json::json!({"requests": 99})),
                 ..Completion::default()
             },
         )
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::LeaseNotHeld { .. }), "{err}");
+    // A refused completion writes nothing, its spend neither.
+    assert_eq!(s.run(&board, claim.run.id).await.unwrap().usage, None);
     let done = s
         .complete(
             &board,
@@ -96,6 +99,7 @@ pub async fn claims_open_a_lease_and_a_run(b: &dyn SuiteBackend) {
                 summary: Some("first line\nsecond".into()),
                 metadata: Some(serde_json::json!({"files": 2})),
                 worker: Some(spec.worker.clone()),
+                usage: Some(serde_json::json!({"requests": 1, "output_tokens": 7})),
             },
         )
         .await
@@ -105,8 +109,12 @@ pub async fn claims_open_a_lease_and_a_run(b: &dyn SuiteBackend) {
     let run = s.run(&board, claim.run.id).await.unwrap();
     assert_eq!(run.outcome, Some(RunOutcome::Completed));
     assert_eq!(run.metadata, Some(serde_json::json!({"files": 2})));
-    assert_eq!(run.usage, None);
-    // What the run spent is written after it ended, and read back as written.
+    // The spend given with the completion is on the run it closed.
+    assert_eq!(
+        run.usage,
+        Some(serde_json::json!({"requests": 1, "output_tokens": 7}))
+    );
+    // What the run spent may also be written after it ended, and is read back as written.
     let usage = serde_json::json!({"requests": 2, "input_tokens": 30, "cost_usd": 0.25});
     s.record_run_usage(&board, claim.run.id, &usage)
         .await
@@ -542,6 +550,7 @@ pub async fn a_completion_in_review_keeps_its_result(b: &dyn SuiteBackend) {
         summary: Some("counted the lines".into()),
         metadata: Some(serde_json::json!({"evidence": []})),
         worker: Some(WorkerId::local()),
+        usage: Some(serde_json::json!({"requests": 3})),
     };
     let err = s.submit_for_review(&board, &id, &done).await.unwrap_err();
     assert!(matches!(err, StoreError::LeaseNotHeld { .. }), "{err}");
@@ -557,6 +566,7 @@ pub async fn a_completion_in_review_keeps_its_result(b: &dyn SuiteBackend) {
     assert_eq!(run.outcome, Some(RunOutcome::ReviewRequested));
     assert_eq!(run.summary.as_deref(), Some("counted the lines"));
     assert_eq!(run.metadata, Some(serde_json::json!({"evidence": []})));
+    assert_eq!(run.usage, Some(serde_json::json!({"requests": 3})));
     assert!(kinds(&*s, &id).await.contains(&EventKind::ReviewRequested));
     let yes = Completion {
         summary: Some("approved".into()),

@@ -284,6 +284,7 @@ async fn apply_patch(
                 summary: patch.summary.clone(),
                 metadata: patch.metadata.clone(),
                 worker: None,
+                usage: None,
             };
             store.complete(board, id, &done).await
         }
