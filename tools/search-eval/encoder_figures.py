@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The figures that compare two encoders for tool search's semantic leg beyond the whole search
-(issue 45; docs/benchmarks.md, "all-MiniLM-L6-v2 for the semantic leg"): the semantic leg alone,
+(docs/benchmarks.md, "all-MiniLM-L6-v2 for the semantic leg"): the semantic leg alone,
 the hybrid ranking with the decision aside, and how well the semantic margin tells answerable
 from absent queries.
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Scores variants of the hybrid ranking and of the "nothing fits" evidence offline, from what
 the retrieval example writes, so an idea is measured on the tuning part and the dev set in
-seconds before any Rust is written (issue 45; figures in docs/benchmarks.md, "Tool search on our
+seconds before any Rust is written (figures in docs/benchmarks.md, "Tool search on our
 own set: what else was tried").
 
     E=target/debug/examples/retrieval_eval
