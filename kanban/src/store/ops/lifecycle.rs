@@ -2,8 +2,9 @@
 //! terminal calls, archiving, scheduling, review, reclaiming and releasing leases, failures
 //! and rate limits.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::payload::{Payload, Shown, payload};
 use super::{
     cas, check_holder, close_run, emit, ensure_live, held_lease, non_empty, promote_children,
     runnable, source_status, task,
@@ -29,7 +30,7 @@ pub(crate) async fn promote<B: Backend>(b: &B) -> Result<Vec<TaskId>, B::Error> 
             Some(&id),
             None,
             EventKind::Promoted,
-            json!({"from": "scheduled", "to": to.as_str()}),
+            payload! {"from": "scheduled", "to": to.as_str()},
         )?;
         if to == TaskStatus::Ready {
             promoted.push(id);
@@ -43,7 +44,7 @@ pub(crate) async fn promote<B: Backend>(b: &B) -> Result<Vec<TaskId>, B::Error> 
             Some(&id),
             None,
             EventKind::Promoted,
-            json!({"from": "todo", "to": "ready"}),
+            payload! {"from": "todo", "to": "ready"},
         )?;
         promoted.push(id);
     }
@@ -85,8 +86,8 @@ pub(crate) async fn claim_many<B: Backend>(
             Some(&claim.task.id),
             Some(claim.run.id),
             EventKind::Claimed,
-            json!({"lock": claim.lease.worker.to_string(), "expires": claim.lease.expires_at.0,
-                   "run_id": claim.run.id.0, "from": TaskStatus::Ready.as_str()}),
+            payload! {"lock": Shown(&claim.lease.worker), "expires": claim.lease.expires_at.0,
+            "run_id": claim.run.id.0, "from": TaskStatus::Ready.as_str()},
         )?;
     }
     for spec in specs.iter().skip(claims.len()) {
@@ -151,7 +152,7 @@ async fn try_claim<B: Backend>(
             Some(&task.id),
             None,
             EventKind::ClaimRejected,
-            json!({"open_parents": ids}),
+            payload! {"open_parents": ids},
         )?;
         return Ok(None);
     }
@@ -184,7 +185,7 @@ async fn try_claim<B: Backend>(
         Some(&task.id),
         Some(run_id),
         EventKind::Claimed,
-        json!({"lock": lock, "expires": expires.0, "run_id": run_id.0, "from": task.status.as_str()}),
+        payload! {"lock": lock, "expires": expires.0, "run_id": run_id.0, "from": task.status.as_str()},
     )?;
     Ok(Some(Claim {
         task: super::task(b, &task.id).await?,
@@ -224,7 +225,7 @@ pub(crate) async fn heartbeat<B: Backend>(
         Some(id),
         Some(lease.run_id),
         EventKind::Heartbeat,
-        json!({"expires": expires.0}),
+        payload! {"expires": expires.0},
     )?;
     Ok(Lease {
         worker: worker.clone(),
@@ -296,7 +297,7 @@ pub(crate) async fn complete<B: Backend>(
         Some(id),
         Some(run_id),
         EventKind::Completed,
-        json!({"result_len": result_len, "summary": summary.map(rules::summary_line)}),
+        payload! {"result_len": result_len, "summary": summary.map(rules::summary_line)},
     )?;
     promote_children(b, id).await?;
     super::task(b, id).await
@@ -328,12 +329,16 @@ pub(crate) async fn block<B: Backend>(
         ],
     )
     .await?;
-    let mut payload = json!({"reason": req.reason, "kind": d.kind, "recurrences": d.recurrences,
-                             "to": d.target.as_str()});
+    let mut payload = Payload::new();
+    payload
+        .field("reason", &req.reason)
+        .field("kind", &d.kind)
+        .field("recurrences", &d.recurrences)
+        .field("to", d.target.as_str());
     if d.event == EventKind::BlockLoopDetected {
-        payload["limit"] = json!(crate::domain::BLOCK_RECURRENCE_LIMIT);
+        payload.field("limit", &crate::domain::BLOCK_RECURRENCE_LIMIT);
     }
-    emit(b, Some(id), run, d.event, payload)?;
+    emit(b, Some(id), run, d.event, payload.finish())?;
     Ok(Transitioned {
         task: super::task(b, id).await?,
         ended_lease: task.lease,
@@ -357,7 +362,7 @@ pub(crate) async fn unblock<B: Backend>(b: &B, id: &TaskId) -> Result<Task, B::E
         Some(id),
         None,
         EventKind::Unblocked,
-        json!({"from": task.status.as_str(), "to": to.as_str()}),
+        payload! {"from": task.status.as_str(), "to": to.as_str()},
     )?;
     super::task(b, id).await
 }
@@ -377,7 +382,7 @@ pub(crate) async fn archive<B: Backend>(b: &B, id: &TaskId) -> Result<Transition
         Some(id),
         run,
         EventKind::Archived,
-        json!({"from": task.status.as_str()}),
+        payload! {"from": task.status.as_str()},
     )?;
     promote_children(b, id).await?;
     Ok(Transitioned {
@@ -400,7 +405,7 @@ pub(crate) async fn schedule<B: Backend>(
         Some(id),
         None,
         EventKind::Scheduled,
-        json!({"from": task.status.as_str(), "until": until.0}),
+        payload! {"from": task.status.as_str(), "until": until.0},
     )?;
     super::task(b, id).await
 }
@@ -415,7 +420,7 @@ pub(crate) async fn specify<B: Backend>(b: &B, id: &TaskId) -> Result<Task, B::E
         Some(id),
         None,
         EventKind::Specified,
-        json!({"to": to.as_str()}),
+        payload! {"to": to.as_str()},
     )?;
     super::task(b, id).await
 }
@@ -467,7 +472,7 @@ pub(crate) async fn submit_for_review<B: Backend>(
         Some(id),
         run,
         EventKind::ReviewRequested,
-        json!({"summary": summary.map(rules::summary_line)}),
+        payload! {"summary": summary.map(rules::summary_line)},
     )?;
     super::task(b, id).await
 }
@@ -487,7 +492,7 @@ pub(crate) async fn request_changes<B: Backend>(
         Some(id),
         None,
         EventKind::ChangesRequested,
-        json!({"reason": reason, "to": to.as_str()}),
+        payload! {"reason": reason, "to": to.as_str()},
     )?;
     super::task(b, id).await
 }
@@ -523,18 +528,21 @@ async fn take_back<B: Backend>(
     };
     close_run(b, task, end).await?;
     cas(b, task, to, &[Set::EndLease]).await?;
-    let mut payload = json!({"lock": lease.worker.to_string(), "claim_expires": lease.expires_at.0,
-                             "last_heartbeat_at": task.last_heartbeat_at.map(|t| t.0),
-                             "to": to.as_str()});
+    let mut payload = Payload::new();
+    payload
+        .field("lock", &Shown(&lease.worker))
+        .field("claim_expires", &lease.expires_at.0)
+        .field("last_heartbeat_at", &task.last_heartbeat_at.map(|t| t.0))
+        .field("to", to.as_str());
     if released {
-        payload["released"] = Value::Bool(true);
+        payload.field("released", &true);
     }
     emit(
         b,
         Some(id),
         Some(lease.run_id),
         EventKind::Reclaimed,
-        payload,
+        payload.finish(),
     )?;
     super::task(b, id).await
 }
@@ -614,7 +622,7 @@ pub(crate) async fn record_failure<B: Backend>(
         Some(id),
         run,
         d.event,
-        json!({"error": f.error, "failures": d.failures, "limit": d.limit, "to": to.as_str()}),
+        payload! {"error": f.error, "failures": d.failures, "limit": d.limit, "to": to.as_str()},
     )?;
     if d.gave_up {
         emit(
@@ -622,8 +630,8 @@ pub(crate) async fn record_failure<B: Backend>(
             Some(id),
             run,
             EventKind::GaveUp,
-            json!({"failures": d.failures, "effective_limit": d.limit,
-                   "limit_source": d.limit_source, "error": f.error}),
+            payload! {"failures": d.failures, "effective_limit": d.limit,
+            "limit_source": d.limit_source, "error": f.error},
         )?;
     }
     Ok(FailureOutcome {
@@ -657,7 +665,7 @@ pub(crate) async fn requeue_rate_limited<B: Backend>(
         Some(id),
         run,
         EventKind::RateLimited,
-        json!({"error": error, "to": to.as_str()}),
+        payload! {"error": error, "to": to.as_str()},
     )?;
     super::task(b, id).await
 }

@@ -6,8 +6,6 @@
 //! lease holder's checks); `board.rs` the operations on a board's contents, `lifecycle.rs` those
 //! that move tasks through their statuses.
 
-use serde_json::{Value, json};
-
 use crate::domain::{EventKind, Lease, ModelError, RunId, Task, TaskId, TaskStatus, WorkerId};
 use crate::store::StoreError;
 use crate::store::backend::{Backend, NewEvent, RunEnd, Set, Side};
@@ -15,7 +13,10 @@ use crate::store::rules;
 
 mod board;
 mod lifecycle;
+pub(crate) mod payload;
 mod schedules;
+
+use payload::payload;
 
 // A task row as `create_task` builds it, for the rules' tests.
 #[cfg(test)]
@@ -50,13 +51,13 @@ fn non_empty(field: &'static str, value: &str, example: &str) -> Result<(), Mode
 
 // ---- building blocks ----
 
-/// Appends an event.
+/// Appends an event; `payload` is JSON text (see [`payload!`]).
 fn emit<B: Backend>(
     b: &B,
     task: Option<&TaskId>,
     run: Option<RunId>,
     kind: EventKind,
-    payload: Value,
+    payload: String,
 ) -> Result<(), B::Error> {
     b.event(NewEvent {
         task,
@@ -177,7 +178,7 @@ async fn promote_children<B: Backend>(b: &B, parent: &TaskId) -> Result<(), B::E
                 Some(&child),
                 None,
                 EventKind::Promoted,
-                json!({"from": "todo", "to": "ready", "by": parent.as_str()}),
+                payload! {"from": "todo", "to": "ready", "by": parent.as_str()},
             )?;
         }
     }
