@@ -243,6 +243,11 @@ pub(crate) trait Backend {
 
     /// The board row; `BoardNotFound` when there is none.
     async fn board_row(&self) -> Result<Board, Self::Error>;
+    /// Whether the board is archived; `BoardNotFound` when it has no row (a backend that can
+    /// answers without reading the whole row).
+    async fn board_archived(&self) -> Result<bool, Self::Error> {
+        Ok(self.board_row().await?.archived_at.is_some())
+    }
     /// A task of this board, if it exists.
     async fn try_task(&self, id: &TaskId) -> Result<Option<Task>, Self::Error>;
     /// Whether a task of this id exists (a backend that can answers without reading the row).

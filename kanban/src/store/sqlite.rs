@@ -453,7 +453,7 @@ impl Inner {
                 now: Timestamp::now(),
             };
             // A board file whose creation never finished has no board row: not a board yet.
-            run_ready(t.board, t.board_row())
+            run_ready(t.board, t.board_archived())
                 .and_then(|_| f(&t))
                 .map_err(|e| e.into_store(board))?
         };

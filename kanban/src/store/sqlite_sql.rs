@@ -24,6 +24,9 @@ use crate::store::rows::{
 /// The board row.
 pub(super) const BOARD_ROW: &str = concat!("SELECT ", board_cols!(), " FROM board WHERE id = 1");
 
+/// Whether the board is archived (no row: no board).
+pub(super) const BOARD_ARCHIVED: &str = "SELECT archived_at IS NOT NULL FROM board WHERE id = 1";
+
 /// One task by id (?1).
 pub(super) const TASK_BY_ID: &str = concat!("SELECT ", task_cols!(), " FROM tasks WHERE id = ?1");
 
@@ -314,6 +317,7 @@ pub(super) const INSERT_EVENT: &str = "INSERT INTO task_events (task_id, run_id,
 #[cfg(test)]
 pub(super) const FIXED: &[&str] = &[
     BOARD_ROW,
+    BOARD_ARCHIVED,
     TASK_BY_ID,
     TASK_EXISTS,
     TASK_BY_KEY,

@@ -169,6 +169,17 @@ impl Backend for Tx<'_> {
             })
     }
 
+    async fn board_archived(&self) -> TxResult<bool> {
+        self.row(sql::BOARD_ARCHIVED, [], |r| r.get(0))
+            .optional()?
+            .ok_or_else(|| {
+                StoreError::BoardNotFound {
+                    slug: self.board.clone(),
+                }
+                .into()
+            })
+    }
+
     async fn try_task(&self, id: &TaskId) -> TxResult<Option<Task>> {
         Ok(self
             .row(sql::TASK_BY_ID, [id.as_str()], |r| rows::task(r))

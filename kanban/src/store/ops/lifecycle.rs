@@ -9,7 +9,9 @@ use super::{
     cas, check_holder, close_run, emit, ensure_live, held_lease, non_empty, promote_children,
     runnable, source_status, task,
 };
-use crate::domain::{EventKind, Lease, RunOutcome, Task, TaskId, TaskStatus, Timestamp, WorkerId};
+use crate::domain::{
+    EventKind, Lease, Run, RunOutcome, Task, TaskId, TaskStatus, Timestamp, WorkerId,
+};
 use crate::store::backend::{Backend, Pick, RunEnd, RunRow, Set, sql_int};
 use crate::store::rules;
 use crate::store::{
@@ -187,15 +189,54 @@ async fn try_claim<B: Backend>(
         EventKind::Claimed,
         payload! {"lock": lock, "expires": expires.0, "run_id": run_id.0, "from": task.status.as_str()},
     )?;
+    let lease = Lease {
+        worker: spec.worker.clone(),
+        expires_at: expires,
+        run_id,
+    };
+    // The task and run as just written, without reading them back (two statements and two
+    // row decodes less per claim). Only a worker id that would not read back the same (no
+    // host, say) takes the long way, so the answer is always what a read would give.
+    if WorkerId::parse(&lock).ok().as_ref() != Some(&spec.worker) {
+        return Ok(Some(Claim {
+            task: super::task(b, &task.id).await?,
+            lease,
+            run: super::run(b, run_id).await?,
+        }));
+    }
     Ok(Some(Claim {
-        task: super::task(b, &task.id).await?,
-        lease: Lease {
-            worker: spec.worker.clone(),
-            expires_at: expires,
-            run_id,
+        task: claimed(task, &lease, now),
+        run: Run {
+            id: run_id,
+            task_id: task.id.clone(),
+            profile: task.assignee.clone(),
+            source_status: task.status,
+            worker: Some(spec.worker.clone()),
+            lease_expires_at: Some(expires),
+            max_runtime_seconds: run.max_runtime_seconds.and_then(|s| u64::try_from(s).ok()),
+            last_heartbeat_at: Some(now),
+            started_at: now,
+            ended_at: None,
+            outcome: None,
+            summary: None,
+            metadata: None,
+            error: None,
+            usage: None,
         },
-        run: super::run(b, run_id).await?,
+        lease,
     }))
+}
+
+/// `task` as the claim's status change leaves it (see the columns [`try_claim`] writes).
+fn claimed(task: &Task, lease: &Lease, now: Timestamp) -> Task {
+    Task {
+        status: TaskStatus::Running,
+        updated_at: now,
+        started_at: task.started_at.or(Some(now)),
+        lease: Some(lease.clone()),
+        last_heartbeat_at: Some(now),
+        ..task.clone()
+    }
 }
 
 pub(crate) async fn heartbeat<B: Backend>(

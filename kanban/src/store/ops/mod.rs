@@ -80,7 +80,7 @@ pub(crate) async fn task<B: Backend>(b: &B, id: &TaskId) -> Result<Task, B::Erro
 
 /// The board row, refused when the board is archived.
 async fn ensure_live<B: Backend>(b: &B) -> Result<(), B::Error> {
-    if b.board_row().await?.archived_at.is_some() {
+    if b.board_archived().await? {
         return Err(StoreError::BoardArchived {
             slug: b.board().clone(),
         }
