@@ -389,8 +389,11 @@ fn shape(set: &Set<'_>) -> SetShape {
     }
 }
 
+/// A status change's shape and its statement.
+type KeptSwap = (Box<[SetShape]>, Arc<str>);
+
 /// The status changes built so far, by shape.
-static SWAPS: Mutex<Vec<(Box<[SetShape]>, Arc<str>)>> = Mutex::new(Vec::new());
+static SWAPS: Mutex<Vec<KeptSwap>> = Mutex::new(Vec::new());
 
 /// The compare-and-swap statement writing `sets` (see [`backend::swap_statement`]; their
 /// values are bound from ?5 on): built the first time its shape is asked for, then the same
