@@ -190,8 +190,8 @@ pub(crate) struct NewEvent<'a> {
     pub(crate) run: Option<RunId>,
     /// What happened.
     pub(crate) kind: EventKind,
-    /// The details.
-    pub(crate) payload: Value,
+    /// The details, as JSON text (written straight to text, see `ops/payload.rs`).
+    pub(crate) payload: String,
 }
 
 /// Which task ids a lifecycle sweep or a claim looks for.
@@ -243,8 +243,17 @@ pub(crate) trait Backend {
 
     /// The board row; `BoardNotFound` when there is none.
     async fn board_row(&self) -> Result<Board, Self::Error>;
+    /// Whether the board is archived; `BoardNotFound` when it has no row (a backend that can
+    /// answers without reading the whole row).
+    async fn board_archived(&self) -> Result<bool, Self::Error> {
+        Ok(self.board_row().await?.archived_at.is_some())
+    }
     /// A task of this board, if it exists.
     async fn try_task(&self, id: &TaskId) -> Result<Option<Task>, Self::Error>;
+    /// Whether a task of this id exists (a backend that can answers without reading the row).
+    async fn task_exists(&self, id: &TaskId) -> Result<bool, Self::Error> {
+        Ok(self.try_task(id).await?.is_some())
+    }
     /// The newest live task holding an idempotency key.
     async fn task_by_key(&self, key: &str) -> Result<Option<Task>, Self::Error>;
     /// Tasks matching a filter.

@@ -30,6 +30,7 @@ mod sqlite;
 mod sqlite_batch;
 mod sqlite_schedules;
 mod sqlite_schema;
+mod sqlite_sql;
 mod sqlite_tx;
 #[cfg(feature = "test-suite")]
 pub mod suite;

@@ -7,31 +7,76 @@ use crate::domain::{
     RunOutcome, Task, TaskId, TaskStatus, Timestamp, WorkerId, Workspace,
 };
 
+// Each column list is a macro as well as a constant, so that a backend can build its fixed
+// statements with `concat!` at compile time (SQLite's, in `sqlite_sql.rs`) and not with
+// `format!` on every call.
+
 /// The columns [`task`] reads, in order.
-pub(crate) const TASK_COLS: &str = "id, title, body, assignee, status, priority, tenant, \
-    idempotency_key, created_by, created_at, updated_at, started_at, completed_at, \
-    workspace_kind, workspace_path, max_runtime_seconds, max_retries, result, \
-    consecutive_failures, protocol_violations, last_failure_error, block_kind, block_reason, \
-    block_recurrences, claim_lock, claim_expires, current_run_id, last_heartbeat_at, \
-    scheduled_until, budget, traceparent";
+macro_rules! task_cols {
+    () => {
+        "id, title, body, assignee, status, priority, tenant, idempotency_key, created_by, \
+         created_at, updated_at, started_at, completed_at, workspace_kind, workspace_path, \
+         max_runtime_seconds, max_retries, result, consecutive_failures, protocol_violations, \
+         last_failure_error, block_kind, block_reason, block_recurrences, claim_lock, \
+         claim_expires, current_run_id, last_heartbeat_at, scheduled_until, budget, traceparent"
+    };
+}
 
 /// The columns [`run`] reads, in order.
-pub(crate) const RUN_COLS: &str = "id, task_id, profile, source_status, claim_lock, \
-    claim_expires, max_runtime_seconds, last_heartbeat_at, started_at, ended_at, outcome, \
-    summary, metadata, error, usage";
+macro_rules! run_cols {
+    () => {
+        "id, task_id, profile, source_status, claim_lock, claim_expires, max_runtime_seconds, \
+         last_heartbeat_at, started_at, ended_at, outcome, summary, metadata, error, usage"
+    };
+}
 
 /// The columns [`event`] reads, in order.
-pub(crate) const EVENT_COLS: &str = "id, task_id, run_id, kind, payload, created_at";
+macro_rules! event_cols {
+    () => {
+        "id, task_id, run_id, kind, payload, created_at"
+    };
+}
 
 /// The columns [`attachment`] reads, in order.
-pub(crate) const ATTACHMENT_COLS: &str =
-    "id, task_id, filename, content_type, size, uploaded_by, created_at";
+macro_rules! attachment_cols {
+    () => {
+        "id, task_id, filename, content_type, size, uploaded_by, created_at"
+    };
+}
 
 /// The columns [`comment`] reads, in order.
-pub(crate) const COMMENT_COLS: &str = "id, task_id, author, body, created_at";
+macro_rules! comment_cols {
+    () => {
+        "id, task_id, author, body, created_at"
+    };
+}
 
 /// The columns [`board`] reads, in order.
-pub(crate) const BOARD_COLS: &str = "slug, name, description, created_at, archived_at";
+macro_rules! board_cols {
+    () => {
+        "slug, name, description, created_at, archived_at"
+    };
+}
+
+pub(crate) use {attachment_cols, board_cols, comment_cols, event_cols, run_cols, task_cols};
+
+/// The columns [`task`] reads, in order.
+pub(crate) const TASK_COLS: &str = task_cols!();
+
+/// The columns [`run`] reads, in order.
+pub(crate) const RUN_COLS: &str = run_cols!();
+
+/// The columns [`event`] reads, in order.
+pub(crate) const EVENT_COLS: &str = event_cols!();
+
+/// The columns [`attachment`] reads, in order.
+pub(crate) const ATTACHMENT_COLS: &str = attachment_cols!();
+
+/// The columns [`comment`] reads, in order.
+pub(crate) const COMMENT_COLS: &str = comment_cols!();
+
+/// The columns [`board`] reads, in order.
+pub(crate) const BOARD_COLS: &str = board_cols!();
 
 /// One result row, read by column index.
 pub(crate) trait RowAccess {

@@ -14,6 +14,7 @@ use troupe_tools::sync::lock;
 
 use crossbeam::channel::{SendError, Sender};
 use dashmap::DashMap;
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::domain::{
@@ -304,6 +305,36 @@ fn io_error(path: &Path, source: std::io::Error) -> StoreError {
     }
 }
 
+/// Sets a board connection up the way the store runs it; returns the journal mode SQLite took
+/// (WAL, unless the file system refuses it).
+pub(super) fn tune(conn: &Connection, fsync_every_commit: bool) -> rusqlite::Result<String> {
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    let sync = if fsync_every_commit { "FULL" } else { "NORMAL" };
+    // A page cache that holds a large board's hot pages (SQLite's default is 2 MiB): past
+    // it every read becomes a system call, and a board of 100,000 tasks ran markedly
+    // slower than one of 1,000. It grows only as pages are used.
+    //
+    // `temp_store = MEMORY` keeps the journal of a savepoint (each job of a shared commit
+    // runs in one, see `sqlite_batch.rs`) in memory: otherwise it spills to a temporary
+    // file, which costs an open, writes and a close per commit. It holds the pages one job
+    // changed, so it stays small.
+    conn.execute_batch(&format!(
+        "PRAGMA synchronous = {sync}; PRAGMA cache_size = -{CACHE_KIB}; \
+         PRAGMA temp_store = MEMORY"
+    ))?;
+    // Plans that do not depend on bound values. Without this, SQLite marks a statement to be
+    // planned again whenever a value bound to it changes, if that value might change the plan
+    // (it guesses so for an equality it filters by, when the value could be 0 or 1, and for a
+    // bound LIMIT); and rusqlite's cache clears the bindings of every statement it takes back,
+    // which counts as such a change. So half the board's statements were parsed and planned
+    // again on every use. The store's plans come from its indexes, not from values.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    // Room for every statement the board runs (all of fixed text, see `sqlite_sql.rs`): an
+    // evicted statement is parsed and planned again on its next use.
+    conn.set_prepared_statement_cache_capacity(256);
+    Ok(mode)
+}
+
 impl Inner {
     fn board_dir(&self, slug: &BoardSlug) -> PathBuf {
         self.root.join("boards").join(slug.as_str())
@@ -393,24 +424,10 @@ impl Inner {
         }
         let mut conn = Connection::open_with_flags(path, flags)?;
         conn.busy_timeout(self.opts.busy_timeout)?;
-        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        let mode = tune(&conn, self.opts.fsync_every_commit)?;
         if !mode.eq_ignore_ascii_case("wal") {
             tracing::warn!(board = %slug, mode, "SQLite refused WAL mode; continuing in this mode");
         }
-        let sync = if self.opts.fsync_every_commit {
-            "FULL"
-        } else {
-            "NORMAL"
-        };
-        // A page cache that holds a large board's hot pages (SQLite's default is 2 MiB): past
-        // it every read becomes a system call, and a board of 100,000 tasks ran markedly
-        // slower than one of 1,000. It grows only as pages are used.
-        conn.execute_batch(&format!(
-            "PRAGMA synchronous = {sync}; PRAGMA cache_size = -{CACHE_KIB}"
-        ))?;
-        // Room for every statement the board runs (the dynamic ones come in a few shapes each): an
-        // evicted statement is parsed and planned again on its next use.
-        conn.set_prepared_statement_cache_capacity(256);
         match sqlite_schema::migrate(&mut conn)? {
             MigrateOutcome::Current => Ok(Ok(conn)),
             MigrateOutcome::TooNew(v) => Ok(Err(v)),
@@ -436,7 +453,7 @@ impl Inner {
                 now: Timestamp::now(),
             };
             // A board file whose creation never finished has no board row: not a board yet.
-            run_ready(t.board, t.board_row())
+            run_ready(t.board, t.board_archived())
                 .and_then(|_| f(&t))
                 .map_err(|e| e.into_store(board))?
         };

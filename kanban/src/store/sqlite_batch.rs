@@ -158,7 +158,7 @@ fn run_batch(
         now: Timestamp::now(),
     };
     // A board file whose creation never finished has no board row: not a board yet.
-    run_ready(board, open.board_row()).map_err(|e| e.into_store(board))?;
+    run_ready(board, open.board_archived()).map_err(|e| e.into_store(board))?;
     if let [job] = jobs {
         // Alone: the transaction is the job's own, and a failure rolls all of it back.
         if run_caught(job.as_mut(), &open) {

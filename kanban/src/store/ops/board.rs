@@ -3,8 +3,9 @@
 
 use std::collections::HashSet;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::payload::payload;
 use super::{cas, emit, ensure_live, non_empty, task};
 use crate::domain::{
     ATTACHMENT_CAP_BYTES, Attachment, Board, BoardStats, Comment, Event, EventId, EventKind,
@@ -36,7 +37,7 @@ pub(crate) async fn create_board<B: Backend>(b: &B, new: &NewBoard) -> Result<Bo
         None,
         None,
         EventKind::BoardCreated,
-        json!({"slug": b.board().as_str()}),
+        payload! {"slug": b.board().as_str()},
     )?;
     b.board_row().await
 }
@@ -51,7 +52,7 @@ pub(crate) async fn archive_board<B: Backend>(b: &B) -> Result<Board, B::Error> 
             None,
             None,
             EventKind::BoardArchived,
-            json!({"slug": b.board().as_str()}),
+            payload! {"slug": b.board().as_str()},
         )?;
     }
     b.board_row().await
@@ -106,7 +107,7 @@ pub(crate) async fn create_task<B: Backend>(b: &B, new: &NewTask) -> Result<Crea
         Some(&id),
         None,
         EventKind::Created,
-        json!({"status": status.as_str(), "parents": parent_ids, "assignee": new.assignee}),
+        payload! {"status": status.as_str(), "parents": parent_ids, "assignee": new.assignee},
     )?;
     Ok(Created {
         task: task(b, &id).await?,
@@ -159,7 +160,7 @@ pub(crate) fn new_task_row(
 async fn fresh_id<B: Backend>(b: &B) -> Result<TaskId, B::Error> {
     for _ in 0..16 {
         let id = TaskId::generate();
-        if b.try_task(&id).await?.is_none() {
+        if !b.task_exists(&id).await? {
             return Ok(id);
         }
     }
@@ -226,7 +227,7 @@ pub(crate) async fn patch_task<B: Backend>(
         Some(id),
         None,
         EventKind::Edited,
-        json!({"fields": fields}),
+        payload! {"fields": fields},
     )?;
     if let Some(pr) = p.priority.filter(|pr| *pr != task.priority) {
         emit(
@@ -234,7 +235,7 @@ pub(crate) async fn patch_task<B: Backend>(
             Some(id),
             None,
             EventKind::Reprioritized,
-            json!({"from": task.priority, "to": pr}),
+            payload! {"from": task.priority, "to": pr},
         )?;
     }
     super::task(b, id).await
@@ -260,7 +261,7 @@ pub(crate) async fn assign_task<B: Backend>(
         Some(id),
         None,
         EventKind::Assigned,
-        json!({"from": task.assignee, "to": assignee}),
+        payload! {"from": task.assignee, "to": assignee},
     )?;
     super::task(b, id).await
 }
@@ -321,8 +322,8 @@ pub(crate) async fn link<B: Backend>(
         Some(child),
         None,
         EventKind::Linked,
-        json!({"parent": parent.as_str(), "child": child.as_str(),
-               "child_status": if demote { "todo" } else { child_task.status.as_str() }}),
+        payload! {"parent": parent.as_str(), "child": child.as_str(),
+        "child_status": if demote { "todo" } else { child_task.status.as_str() }},
     )
 }
 
@@ -362,7 +363,7 @@ pub(crate) async fn unlink<B: Backend>(
         Some(child),
         None,
         EventKind::Unlinked,
-        json!({"parent": parent.as_str(), "child": child.as_str()}),
+        payload! {"parent": parent.as_str(), "child": child.as_str()},
     )?;
     let task = task(b, child).await?;
     if task.status == TaskStatus::Todo && b.open_parents(child).await?.is_empty() {
@@ -372,7 +373,7 @@ pub(crate) async fn unlink<B: Backend>(
             Some(child),
             None,
             EventKind::Promoted,
-            json!({"from": "todo", "to": "ready"}),
+            payload! {"from": "todo", "to": "ready"},
         )?;
     }
     Ok(())
@@ -423,7 +424,7 @@ pub(crate) async fn add_comment<B: Backend>(
         Some(id),
         None,
         EventKind::Commented,
-        json!({"comment_id": cid, "author": author}),
+        payload! {"comment_id": cid, "author": author},
     )?;
     // A comment on a task parked by a worker's question is the answer: the task goes back to
     // the queue in the same transaction, from whichever door the comment came in by.
@@ -539,7 +540,7 @@ pub(crate) async fn attach<B: Backend>(
         Some(id),
         None,
         EventKind::Attached,
-        json!({"attachment_id": aid, "filename": name, "size": size}),
+        payload! {"attachment_id": aid, "filename": name, "size": size},
     )?;
     Ok(Attachment {
         id: aid,
@@ -586,6 +587,6 @@ pub(crate) async fn remove_attachment<B: Backend>(b: &B, attachment: i64) -> Res
         Some(&found.task_id),
         None,
         EventKind::AttachmentRemoved,
-        json!({"attachment_id": attachment, "filename": found.filename}),
+        payload! {"attachment_id": attachment, "filename": found.filename},
     )
 }

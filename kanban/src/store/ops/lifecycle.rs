@@ -2,13 +2,16 @@
 //! terminal calls, archiving, scheduling, review, reclaiming and releasing leases, failures
 //! and rate limits.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::payload::{Payload, Shown, payload};
 use super::{
     cas, check_holder, close_run, emit, ensure_live, held_lease, non_empty, promote_children,
     runnable, source_status, task,
 };
-use crate::domain::{EventKind, Lease, RunOutcome, Task, TaskId, TaskStatus, Timestamp, WorkerId};
+use crate::domain::{
+    EventKind, Lease, Run, RunOutcome, Task, TaskId, TaskStatus, Timestamp, WorkerId,
+};
 use crate::store::backend::{Backend, Pick, RunEnd, RunRow, Set, sql_int};
 use crate::store::rules;
 use crate::store::{
@@ -29,7 +32,7 @@ pub(crate) async fn promote<B: Backend>(b: &B) -> Result<Vec<TaskId>, B::Error> 
             Some(&id),
             None,
             EventKind::Promoted,
-            json!({"from": "scheduled", "to": to.as_str()}),
+            payload! {"from": "scheduled", "to": to.as_str()},
         )?;
         if to == TaskStatus::Ready {
             promoted.push(id);
@@ -43,7 +46,7 @@ pub(crate) async fn promote<B: Backend>(b: &B) -> Result<Vec<TaskId>, B::Error> 
             Some(&id),
             None,
             EventKind::Promoted,
-            json!({"from": "todo", "to": "ready"}),
+            payload! {"from": "todo", "to": "ready"},
         )?;
         promoted.push(id);
     }
@@ -85,8 +88,8 @@ pub(crate) async fn claim_many<B: Backend>(
             Some(&claim.task.id),
             Some(claim.run.id),
             EventKind::Claimed,
-            json!({"lock": claim.lease.worker.to_string(), "expires": claim.lease.expires_at.0,
-                   "run_id": claim.run.id.0, "from": TaskStatus::Ready.as_str()}),
+            payload! {"lock": Shown(&claim.lease.worker), "expires": claim.lease.expires_at.0,
+            "run_id": claim.run.id.0, "from": TaskStatus::Ready.as_str()},
         )?;
     }
     for spec in specs.iter().skip(claims.len()) {
@@ -151,7 +154,7 @@ async fn try_claim<B: Backend>(
             Some(&task.id),
             None,
             EventKind::ClaimRejected,
-            json!({"open_parents": ids}),
+            payload! {"open_parents": ids},
         )?;
         return Ok(None);
     }
@@ -184,17 +187,56 @@ async fn try_claim<B: Backend>(
         Some(&task.id),
         Some(run_id),
         EventKind::Claimed,
-        json!({"lock": lock, "expires": expires.0, "run_id": run_id.0, "from": task.status.as_str()}),
+        payload! {"lock": lock, "expires": expires.0, "run_id": run_id.0, "from": task.status.as_str()},
     )?;
+    let lease = Lease {
+        worker: spec.worker.clone(),
+        expires_at: expires,
+        run_id,
+    };
+    // The task and run as just written, without reading them back (two statements and two
+    // row decodes less per claim). Only a worker id that would not read back the same (no
+    // host, say) takes the long way, so the answer is always what a read would give.
+    if WorkerId::parse(&lock).ok().as_ref() != Some(&spec.worker) {
+        return Ok(Some(Claim {
+            task: super::task(b, &task.id).await?,
+            lease,
+            run: super::run(b, run_id).await?,
+        }));
+    }
     Ok(Some(Claim {
-        task: super::task(b, &task.id).await?,
-        lease: Lease {
-            worker: spec.worker.clone(),
-            expires_at: expires,
-            run_id,
+        task: claimed(task, &lease, now),
+        run: Run {
+            id: run_id,
+            task_id: task.id.clone(),
+            profile: task.assignee.clone(),
+            source_status: task.status,
+            worker: Some(spec.worker.clone()),
+            lease_expires_at: Some(expires),
+            max_runtime_seconds: run.max_runtime_seconds.and_then(|s| u64::try_from(s).ok()),
+            last_heartbeat_at: Some(now),
+            started_at: now,
+            ended_at: None,
+            outcome: None,
+            summary: None,
+            metadata: None,
+            error: None,
+            usage: None,
         },
-        run: super::run(b, run_id).await?,
+        lease,
     }))
+}
+
+/// `task` as the claim's status change leaves it (see the columns [`try_claim`] writes).
+fn claimed(task: &Task, lease: &Lease, now: Timestamp) -> Task {
+    Task {
+        status: TaskStatus::Running,
+        updated_at: now,
+        started_at: task.started_at.or(Some(now)),
+        lease: Some(lease.clone()),
+        last_heartbeat_at: Some(now),
+        ..task.clone()
+    }
 }
 
 pub(crate) async fn heartbeat<B: Backend>(
@@ -224,7 +266,7 @@ pub(crate) async fn heartbeat<B: Backend>(
         Some(id),
         Some(lease.run_id),
         EventKind::Heartbeat,
-        json!({"expires": expires.0}),
+        payload! {"expires": expires.0},
     )?;
     Ok(Lease {
         worker: worker.clone(),
@@ -300,7 +342,7 @@ pub(crate) async fn complete<B: Backend>(
         Some(id),
         Some(run_id),
         EventKind::Completed,
-        json!({"result_len": result_len, "summary": summary.map(rules::summary_line)}),
+        payload! {"result_len": result_len, "summary": summary.map(rules::summary_line)},
     )?;
     promote_children(b, id).await?;
     super::task(b, id).await
@@ -332,12 +374,16 @@ pub(crate) async fn block<B: Backend>(
         ],
     )
     .await?;
-    let mut payload = json!({"reason": req.reason, "kind": d.kind, "recurrences": d.recurrences,
-                             "to": d.target.as_str()});
+    let mut payload = Payload::new();
+    payload
+        .field("reason", &req.reason)
+        .field("kind", &d.kind)
+        .field("recurrences", &d.recurrences)
+        .field("to", d.target.as_str());
     if d.event == EventKind::BlockLoopDetected {
-        payload["limit"] = json!(crate::domain::BLOCK_RECURRENCE_LIMIT);
+        payload.field("limit", &crate::domain::BLOCK_RECURRENCE_LIMIT);
     }
-    emit(b, Some(id), run, d.event, payload)?;
+    emit(b, Some(id), run, d.event, payload.finish())?;
     Ok(Transitioned {
         task: super::task(b, id).await?,
         ended_lease: task.lease,
@@ -361,7 +407,7 @@ pub(crate) async fn unblock<B: Backend>(b: &B, id: &TaskId) -> Result<Task, B::E
         Some(id),
         None,
         EventKind::Unblocked,
-        json!({"from": task.status.as_str(), "to": to.as_str()}),
+        payload! {"from": task.status.as_str(), "to": to.as_str()},
     )?;
     super::task(b, id).await
 }
@@ -381,7 +427,7 @@ pub(crate) async fn archive<B: Backend>(b: &B, id: &TaskId) -> Result<Transition
         Some(id),
         run,
         EventKind::Archived,
-        json!({"from": task.status.as_str()}),
+        payload! {"from": task.status.as_str()},
     )?;
     promote_children(b, id).await?;
     Ok(Transitioned {
@@ -404,7 +450,7 @@ pub(crate) async fn schedule<B: Backend>(
         Some(id),
         None,
         EventKind::Scheduled,
-        json!({"from": task.status.as_str(), "until": until.0}),
+        payload! {"from": task.status.as_str(), "until": until.0},
     )?;
     super::task(b, id).await
 }
@@ -419,7 +465,7 @@ pub(crate) async fn specify<B: Backend>(b: &B, id: &TaskId) -> Result<Task, B::E
         Some(id),
         None,
         EventKind::Specified,
-        json!({"to": to.as_str()}),
+        payload! {"to": to.as_str()},
     )?;
     super::task(b, id).await
 }
@@ -475,7 +521,7 @@ pub(crate) async fn submit_for_review<B: Backend>(
         Some(id),
         run,
         EventKind::ReviewRequested,
-        json!({"summary": summary.map(rules::summary_line)}),
+        payload! {"summary": summary.map(rules::summary_line)},
     )?;
     super::task(b, id).await
 }
@@ -495,7 +541,7 @@ pub(crate) async fn request_changes<B: Backend>(
         Some(id),
         None,
         EventKind::ChangesRequested,
-        json!({"reason": reason, "to": to.as_str()}),
+        payload! {"reason": reason, "to": to.as_str()},
     )?;
     super::task(b, id).await
 }
@@ -531,18 +577,21 @@ async fn take_back<B: Backend>(
     };
     close_run(b, task, end).await?;
     cas(b, task, to, &[Set::EndLease]).await?;
-    let mut payload = json!({"lock": lease.worker.to_string(), "claim_expires": lease.expires_at.0,
-                             "last_heartbeat_at": task.last_heartbeat_at.map(|t| t.0),
-                             "to": to.as_str()});
+    let mut payload = Payload::new();
+    payload
+        .field("lock", &Shown(&lease.worker))
+        .field("claim_expires", &lease.expires_at.0)
+        .field("last_heartbeat_at", &task.last_heartbeat_at.map(|t| t.0))
+        .field("to", to.as_str());
     if released {
-        payload["released"] = Value::Bool(true);
+        payload.field("released", &true);
     }
     emit(
         b,
         Some(id),
         Some(lease.run_id),
         EventKind::Reclaimed,
-        payload,
+        payload.finish(),
     )?;
     super::task(b, id).await
 }
@@ -622,7 +671,7 @@ pub(crate) async fn record_failure<B: Backend>(
         Some(id),
         run,
         d.event,
-        json!({"error": f.error, "failures": d.failures, "limit": d.limit, "to": to.as_str()}),
+        payload! {"error": f.error, "failures": d.failures, "limit": d.limit, "to": to.as_str()},
     )?;
     if d.gave_up {
         emit(
@@ -630,8 +679,8 @@ pub(crate) async fn record_failure<B: Backend>(
             Some(id),
             run,
             EventKind::GaveUp,
-            json!({"failures": d.failures, "effective_limit": d.limit,
-                   "limit_source": d.limit_source, "error": f.error}),
+            payload! {"failures": d.failures, "effective_limit": d.limit,
+            "limit_source": d.limit_source, "error": f.error},
         )?;
     }
     Ok(FailureOutcome {
@@ -665,7 +714,7 @@ pub(crate) async fn requeue_rate_limited<B: Backend>(
         Some(id),
         run,
         EventKind::RateLimited,
-        json!({"error": error, "to": to.as_str()}),
+        payload! {"error": error, "to": to.as_str()},
     )?;
     super::task(b, id).await
 }

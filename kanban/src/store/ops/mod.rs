@@ -6,8 +6,6 @@
 //! lease holder's checks); `board.rs` the operations on a board's contents, `lifecycle.rs` those
 //! that move tasks through their statuses.
 
-use serde_json::{Value, json};
-
 use crate::domain::{EventKind, Lease, ModelError, RunId, Task, TaskId, TaskStatus, WorkerId};
 use crate::store::StoreError;
 use crate::store::backend::{Backend, NewEvent, RunEnd, Set, Side};
@@ -15,7 +13,10 @@ use crate::store::rules;
 
 mod board;
 mod lifecycle;
+pub(crate) mod payload;
 mod schedules;
+
+use payload::payload;
 
 // A task row as `create_task` builds it, for the rules' tests.
 #[cfg(test)]
@@ -50,13 +51,13 @@ fn non_empty(field: &'static str, value: &str, example: &str) -> Result<(), Mode
 
 // ---- building blocks ----
 
-/// Appends an event.
+/// Appends an event; `payload` is JSON text (see [`payload!`]).
 fn emit<B: Backend>(
     b: &B,
     task: Option<&TaskId>,
     run: Option<RunId>,
     kind: EventKind,
-    payload: Value,
+    payload: String,
 ) -> Result<(), B::Error> {
     b.event(NewEvent {
         task,
@@ -79,7 +80,7 @@ pub(crate) async fn task<B: Backend>(b: &B, id: &TaskId) -> Result<Task, B::Erro
 
 /// The board row, refused when the board is archived.
 async fn ensure_live<B: Backend>(b: &B) -> Result<(), B::Error> {
-    if b.board_row().await?.archived_at.is_some() {
+    if b.board_archived().await? {
         return Err(StoreError::BoardArchived {
             slug: b.board().clone(),
         }
@@ -177,7 +178,7 @@ async fn promote_children<B: Backend>(b: &B, parent: &TaskId) -> Result<(), B::E
                 Some(&child),
                 None,
                 EventKind::Promoted,
-                json!({"from": "todo", "to": "ready", "by": parent.as_str()}),
+                payload! {"from": "todo", "to": "ready", "by": parent.as_str()},
             )?;
         }
     }

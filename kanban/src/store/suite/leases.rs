@@ -39,6 +39,50 @@ async fn low_high_and_for_coder(s: &dyn Store) -> (TaskId, TaskId, TaskId) {
     (low, high, mine)
 }
 
+/// What a claim answers is what the board then holds: the task and its run read back equal the
+/// claim's, for a first claim and for one after a release (which keeps the first start time),
+/// one by one and in a batch.
+pub async fn a_claim_answers_what_is_stored(b: &dyn SuiteBackend) {
+    let s = b.open().await.unwrap();
+    let board = default_board();
+    let limited = NewTask::new("limited")
+        .with_assignee("coder")
+        .with_max_runtime(Duration::from_secs(90));
+    let first = s.create_task(&board, &limited).await.unwrap().task.id;
+    new_task(&*s, "plain").await;
+    new_task(&*s, "another").await;
+    let stored = |claim: crate::store::Claim| {
+        let s = Arc::clone(&s);
+        async move {
+            let board = default_board();
+            assert_eq!(claim.task, s.task(&board, &claim.task.id).await.unwrap());
+            assert_eq!(claim.run, s.run(&board, claim.run.id).await.unwrap());
+            assert_eq!(claim.task.lease.as_ref(), Some(&claim.lease));
+            claim
+        }
+    };
+    let coder = long_ttl().with_assignees(vec!["coder".into()]);
+    let claim = stored(s.claim_next(&board, &coder).await.unwrap().unwrap()).await;
+    assert_eq!(claim.task.id, first);
+    assert_eq!(claim.run.max_runtime_seconds, Some(90));
+    let started = claim.task.started_at;
+    s.release(&board, &first, &claim.lease.worker)
+        .await
+        .unwrap();
+    let again = stored(s.claim_task(&board, &first, &long_ttl()).await.unwrap()).await;
+    assert_eq!(
+        again.task.started_at, started,
+        "a second claim keeps the first start"
+    );
+    for claim in s
+        .claim_many(&board, &[long_ttl(), long_ttl()])
+        .await
+        .unwrap()
+    {
+        stored(claim).await;
+    }
+}
+
 /// A claim moves the best ready task to `running` with a lease, a run and a `claimed` event;
 /// nobody can claim it again; the holder completes it.
 pub async fn claims_open_a_lease_and_a_run(b: &dyn SuiteBackend) {

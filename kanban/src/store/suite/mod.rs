@@ -34,12 +34,13 @@ pub use integrity::{
     reopening_sees_every_commit,
 };
 pub use leases::{
-    a_comment_answers_a_question_block, a_completion_in_review_keeps_its_result,
-    a_worker_releases_only_its_own_lease, archiving_ends_the_run_and_frees_children,
-    batched_claims_take_the_best_tasks_in_order, blocks_go_to_blocked_todo_or_triage,
-    claims_open_a_lease_and_a_run, failures_count_to_the_effective_limit,
-    heartbeats_extend_only_the_holders_lease, lapsed_leases_are_reclaimed,
-    rate_limits_requeue_without_counting, review_round_trip, scheduled_tasks_wait_for_their_time,
+    a_claim_answers_what_is_stored, a_comment_answers_a_question_block,
+    a_completion_in_review_keeps_its_result, a_worker_releases_only_its_own_lease,
+    archiving_ends_the_run_and_frees_children, batched_claims_take_the_best_tasks_in_order,
+    blocks_go_to_blocked_todo_or_triage, claims_open_a_lease_and_a_run,
+    failures_count_to_the_effective_limit, heartbeats_extend_only_the_holders_lease,
+    lapsed_leases_are_reclaimed, rate_limits_requeue_without_counting, review_round_trip,
+    scheduled_tasks_wait_for_their_time,
 };
 pub use schedules::{
     due_jobs_fire_once_across_handles, missed_runs_catch_up_once_or_skip,
@@ -78,6 +79,7 @@ macro_rules! store_suite {
             completing_parents_promotes_children,
             links_refuse_self_cycles_and_other_boards,
             claims_open_a_lease_and_a_run,
+            a_claim_answers_what_is_stored,
             batched_claims_take_the_best_tasks_in_order,
             task_context_is_what_its_parts_say,
             heartbeats_extend_only_the_holders_lease,
