@@ -904,7 +904,7 @@ impl Backend for PgTx<'_, '_> {
             task: e.task.map(|t| t.as_str().to_string()),
             run: e.run.map(|r| r.0),
             kind: e.kind.as_str(),
-            payload: e.payload.to_string(),
+            payload: e.payload,
         });
         Ok(())
     }
