@@ -2,11 +2,11 @@
 //! into one [`ToolsetView`] once per state of the profile's tools instead of once per task.
 //!
 //! The kanban tools in it do not carry a task: each call finds its task through the calling
-//! session ([`SessionBindings`]), which the worker binds when its session opens and unbinds
-//! when it ends. A session of another profile, a subagent (its toolsets never hold `kanban`)
-//! or a session whose worker has ended finds no task and is refused. What a worker sees is
-//! what [`task_view`] gives for a single task: the profile's grant, its `clarify` swapped for
-//! the board's, and the kanban tools.
+//! session (`SessionBindings` in `worker_tools`), which the worker binds when its session
+//! opens and unbinds when it ends. A session of another profile, a subagent (its toolsets
+//! never hold `kanban`) or a session whose worker has ended finds no task and is refused.
+//! What a worker sees is what [`task_view`] gives for a single task: the profile's grant, its
+//! `clarify` swapped for the board's, and the kanban tools.
 
 use std::sync::{Arc, Mutex};
 
