@@ -19,6 +19,7 @@ mod ops;
 mod postgres;
 mod postgres_claims;
 mod postgres_error;
+mod postgres_rows;
 mod postgres_schedules;
 mod postgres_schema;
 mod postgres_tx;

@@ -23,8 +23,9 @@ use crate::store::backend::Backend;
 use crate::store::board_methods::board_methods;
 use crate::store::ops;
 use crate::store::postgres_error::{PgTxError, pg_error};
+use crate::store::postgres_rows::board_from_row;
 use crate::store::postgres_schema::{self, MigrateOutcome};
-use crate::store::postgres_tx::{PgTx, TxResult, board_from_row, channel_name};
+use crate::store::postgres_tx::{PgTx, TxResult, channel_name};
 use crate::store::schedule_methods::schedule_methods;
 use crate::store::{
     BlockRequest, Claim, ClaimSpec, Completion, Created, Failure, FailureOutcome, Reclaimed, Store,

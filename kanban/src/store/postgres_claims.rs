@@ -14,7 +14,8 @@ use std::sync::atomic::Ordering;
 use tokio_postgres::types::ToSql;
 
 use crate::domain::{Lease, Task, TaskStatus};
-use crate::store::postgres_tx::{CLOCK, PgTx, Reader, TxResult};
+use crate::store::postgres_rows::Reader;
+use crate::store::postgres_tx::{CLOCK, PgTx, TxResult};
 use crate::store::rows::{self, RUN_COLS, RowAccess, TASK_COLS};
 use crate::store::{Claim, ClaimSpec};
 

@@ -20,6 +20,7 @@ use crate::domain::{
 };
 use crate::store::backend::{self, Backend, Pick, Set, Side, sql_int};
 use crate::store::postgres_error::PgTxError;
+use crate::store::postgres_rows::Reader;
 use crate::store::rows::{
     self, ATTACHMENT_COLS, BOARD_COLS, COMMENT_COLS, EVENT_COLS, RUN_COLS, RowAccess, TASK_COLS,
 };
@@ -33,58 +34,6 @@ pub(crate) type TxResult<T> = Result<T, PgTxError>;
 
 /// A query parameter.
 pub(crate) type Param<'p> = &'p (dyn ToSql + Sync);
-
-/// Reading rows back: a value that does not parse means the board holds foreign data.
-pub(crate) struct Reader<'r> {
-    pub(crate) row: &'r Row,
-    pub(crate) board: &'r BoardSlug,
-}
-
-impl<'r> Reader<'r> {
-    fn get<T: tokio_postgres::types::FromSql<'r>>(&self, idx: usize) -> TxResult<T> {
-        self.row
-            .try_get(idx)
-            .map_err(|e| self.corrupt(idx, e.to_string()))
-    }
-}
-
-impl RowAccess for Reader<'_> {
-    type Error = PgTxError;
-
-    fn int(&self, idx: usize) -> TxResult<i64> {
-        self.get(idx)
-    }
-
-    fn opt_int(&self, idx: usize) -> TxResult<Option<i64>> {
-        self.get(idx)
-    }
-
-    fn text(&self, idx: usize) -> TxResult<&str> {
-        self.get(idx)
-    }
-
-    fn opt_text(&self, idx: usize) -> TxResult<Option<&str>> {
-        self.get(idx)
-    }
-
-    fn bad<E: std::error::Error + Send + Sync + 'static>(&self, idx: usize, e: E) -> PgTxError {
-        self.corrupt(idx, e.to_string())
-    }
-
-    fn corrupt(&self, idx: usize, what: String) -> PgTxError {
-        let column = self.row.columns().get(idx).map_or("?", |c| c.name());
-        StoreError::Corrupt {
-            board: self.board.clone(),
-            what: format!("column {column}: {what}"),
-        }
-        .into()
-    }
-}
-
-/// Reads a board row ([`BOARD_COLS`]).
-pub(crate) fn board_from_row(row: &Row, board: &BoardSlug) -> Result<Board, StoreError> {
-    rows::board(&Reader { row, board }).map_err(|e| e.into_store(board))
-}
 
 /// Every status change: the task's new status and time ($1, $2) where it is still in the status
 /// it was read in ($3 the id, $4 that status, $5 the board); the other columns written go
