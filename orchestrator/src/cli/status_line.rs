@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+use unicode_width::UnicodeWidthStr;
+
+use crate::cli::chat::display::cut;
 
 /// Spinner frames, one per redraw.
 const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
@@ -302,25 +304,6 @@ fn waiting_text(frame: usize, waited: Duration, color: bool) -> String {
     } else {
         format!("{spinner} waiting for your answer… {time}")
     }
-}
-
-/// `text` cut to `room` columns, with `…` when cut.
-fn cut(text: &str, room: usize) -> String {
-    if text.width() <= room {
-        return text.to_string();
-    }
-    let mut out = String::new();
-    let mut used = 0;
-    for c in text.chars() {
-        let w = c.width().unwrap_or(0);
-        if used + w + 1 > room {
-            break;
-        }
-        used += w;
-        out.push(c);
-    }
-    out.push('…');
-    out
 }
 
 /// The columns of the terminal stderr is on (80 when it does not say).
