@@ -38,7 +38,7 @@ use crate::store::{
 const DB_FILE: &str = "kanban.db";
 
 /// Most page cache one board connection keeps, in KiB.
-const CACHE_KIB: u32 = 64 * 1024;
+const CACHE_KIB: u32 = 16 * 1024;
 
 /// One transaction's work for a board's thread.
 type Job = Box<dyn BoardJob>;
@@ -311,8 +311,11 @@ pub(super) fn tune(conn: &Connection, fsync_every_commit: bool) -> rusqlite::Res
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
     let sync = if fsync_every_commit { "FULL" } else { "NORMAL" };
     // A page cache that holds a large board's hot pages (SQLite's default is 2 MiB): past
-    // it every read becomes a system call, and a board of 100,000 tasks ran markedly
-    // slower than one of 1,000. It grows only as pages are used.
+    // it every read becomes a system call. It grows only as pages are used. Not larger:
+    // a commit that split a b-tree page walks the whole cache (SQLite parks a page under
+    // a page number past the file's end while it reorders a split, and the clean-up at
+    // commit then visits every slot), so a 64 MiB cache full of a 100,000-task board cost
+    // more per commit than the reads it saved, once task ids made the hot pages few.
     //
     // `temp_store = MEMORY` keeps the journal of a savepoint (each job of a shared commit
     // runs in one, see `sqlite_batch.rs`) in memory: otherwise it spills to a temporary

@@ -156,13 +156,15 @@ pub(crate) fn new_task_row(
     }
 }
 
-/// A random id not yet used on this board.
+/// An id not yet used on this board: the next of the process's sequence, or after a
+/// collision the first of a new random range.
 async fn fresh_id<B: Backend>(b: &B) -> Result<TaskId, B::Error> {
     for _ in 0..16 {
         let id = TaskId::generate();
         if !b.task_exists(&id).await? {
             return Ok(id);
         }
+        TaskId::jump();
     }
     // 16 collisions in a row in a 32-bit space means the board is nearly full.
     Err(StoreError::Corrupt {
