@@ -4,15 +4,15 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
-use crate::config::DeferSet;
+use crate::config::{DeferSet, ToolSearchConfig};
 use crate::deferral::is_deferrable;
 use crate::error::ToolsError;
 use crate::registry::{Entry, Registry};
-use crate::search::Catalog;
+use crate::search::{Assembly, Catalog};
 use crate::tool::{CallContext, ToolDef, ToolResult};
 
 /// Which tools a view grants: the enabled toolsets (all when `None`), minus the disabled ones,
@@ -73,6 +73,9 @@ struct Inner {
     by_name: HashMap<String, usize>,
     /// Hash of the tool definitions in the view, in order: the catalog version.
     fingerprint: u64,
+    /// The last tool list assembled from this view, with the context length and settings it
+    /// was made for (see [`ToolsetView::assembled`]).
+    assembled: Mutex<Option<(Option<i64>, ToolSearchConfig, Assembly)>>,
 }
 
 impl std::fmt::Debug for ToolsetView {
@@ -127,6 +130,7 @@ impl ToolsetView {
                 tools,
                 by_name,
                 fingerprint: h.finish(),
+                assembled: Mutex::new(None),
             }),
         }
     }
@@ -255,6 +259,29 @@ impl ToolsetView {
                     .collect(),
             )
         })
+    }
+
+    /// The assembly `build` makes for `context_length` and `config`, made once per view and
+    /// those inputs: the sessions over one view (a board profile's workers, a chat's turns)
+    /// share its tool list instead of writing every definition out again for each request.
+    /// The view's tools never change, so only those inputs decide.
+    pub(crate) fn assembled(
+        &self,
+        context_length: Option<i64>,
+        config: &ToolSearchConfig,
+        build: impl FnOnce() -> Assembly,
+    ) -> Assembly {
+        if let Some((length, settings, assembly)) =
+            crate::sync::lock(&self.inner.assembled).as_ref()
+            && *length == context_length
+            && settings == config
+        {
+            return assembly.clone();
+        }
+        let built = build();
+        *crate::sync::lock(&self.inner.assembled) =
+            Some((context_length, config.clone(), built.clone()));
+        built
     }
 
     /// Runs `name` with `arguments`. A name outside the view, or a catalog-only definition,

@@ -85,8 +85,9 @@ pub struct ToolCallRequest {
 pub struct ModelRequest {
     /// The conversation so far.
     pub messages: Vec<ChatMessage>,
-    /// The tools the model may call: OpenAI-style function definitions.
-    pub tools: Vec<Value>,
+    /// The tools the model may call: OpenAI-style function definitions. Shared: the requests
+    /// of sessions over one tool view reuse one list instead of building it for each.
+    pub tools: Arc<[Value]>,
     /// Overrides the provider's configured model name.
     pub model: Option<String>,
     /// Upper bound on generated tokens.

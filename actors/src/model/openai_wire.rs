@@ -735,7 +735,8 @@ mod tests {
             tools: vec![
                 json!({"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}),
                 json!({"name": "bare", "parameters": {"type": "object"}}),
-            ],
+            ]
+            .into(),
             model: None,
             max_tokens: Some(64),
             stream: None,
@@ -764,7 +765,7 @@ mod tests {
         assert_eq!(body["messages"][3]["tool_call_id"], "c1");
 
         let plain = ModelRequest {
-            tools: Vec::new(),
+            tools: Vec::new().into(),
             max_tokens: None,
             ..request
         };

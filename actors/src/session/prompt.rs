@@ -2,6 +2,8 @@
 //! the full form or the lean one (`SessionConfig::prompt_style`, see [`troupe_tools::lean`]).
 //! One place, so `troupe prompt` measures exactly what a session sends.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 use troupe_tools::ToolsetView;
 use troupe_tools::lean::lean_tools;
@@ -37,7 +39,7 @@ pub fn model_prompt(view: &ToolsetView, config: &SessionConfig) -> ModelPrompt {
     }
     ModelPrompt {
         system,
-        tools,
+        tools: tools.to_vec(),
         lean,
         deferred,
     }
@@ -48,12 +50,12 @@ pub fn model_prompt(view: &ToolsetView, config: &SessionConfig) -> ModelPrompt {
 pub(super) fn tool_list(
     view: &ToolsetView,
     config: &SessionConfig,
-) -> (Vec<Value>, Option<usize>, bool) {
+) -> (Arc<[Value]>, Option<usize>, bool) {
     let lean = config.prompt_style.is_lean(config.context_length);
     let assembly = assemble(view, config.context_length, &config.tool_search);
     let deferred = assembly.activated.then_some(assembly.deferred_count);
     let tools = if lean {
-        lean_tools(&assembly)
+        lean_tools(&assembly).into()
     } else {
         assembly.tools
     };

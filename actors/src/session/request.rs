@@ -43,7 +43,7 @@ impl Session {
         };
         let (tools, deferred, lean) = if final_round {
             let lean = self.config.prompt_style.is_lean(self.config.context_length);
-            (Vec::new(), None, lean)
+            (Vec::new().into(), None, lean)
         } else {
             super::prompt::tool_list(&self.view, &self.config)
         };

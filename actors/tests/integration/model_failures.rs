@@ -51,7 +51,8 @@ fn ask(state: &Arc<SessionModelState>, messages: Vec<ChatMessage>) -> Asked {
             tools: vec![json!({"type": "function", "function": {"name": "add",
                 "description": "Adds two numbers.",
                 "parameters": {"type": "object", "properties": {"a": {"type": "number"},
-                    "b": {"type": "number"}}}}})],
+                    "b": {"type": "number"}}}}})]
+            .into(),
             model: None,
             max_tokens: None,
             stream: None,

@@ -45,7 +45,7 @@ fn tools() -> Vec<serde_json::Value> {
 fn request(messages: Vec<ChatMessage>) -> ModelRequest {
     ModelRequest {
         messages,
-        tools: tools(),
+        tools: tools().into(),
         model: None,
         max_tokens: None,
         stream: None,

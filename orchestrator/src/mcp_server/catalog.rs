@@ -27,12 +27,13 @@ pub(super) fn bridge_tools(bridge: &ToolsetView, config: &ToolSearchConfig) -> V
     let assembly = assemble(bridge, None, config);
     let mut schemas: Vec<Value> = assembly
         .tools
-        .into_iter()
+        .iter()
         .filter(|t| {
             t["function"]["name"]
                 .as_str()
                 .is_some_and(troupe_tools::deferral::is_bridge_name)
         })
+        .cloned()
         .collect();
     if schemas.len() != 3 {
         schemas = bridge_schemas(0, false, &Listing::none(), config).to_vec();

@@ -5,7 +5,6 @@
 //! authorization headers, private-key blocks, passwords in database URLs and JWTs. Tool output,
 //! receipts and what `process` shows from a background process's output go through [`redact`].
 
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use regex::{Captures, Regex};
@@ -176,8 +175,25 @@ const OWN_SECRET_MIN_CHARS: usize = 8;
 /// Secret values troupe was handed other than through its environment (see [`remember_secret`]).
 static REMEMBERED: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-/// The pattern for troupe's own secrets, with the fingerprint of the values it was built from.
-static OWN_PATTERN: Mutex<Option<(u64, Option<Arc<Regex>>)>> = Mutex::new(None);
+/// Secret values in troupe's environment: variables whose names say secret. Read once, as
+/// troupe never changes its own environment after it starts (its one `set_var` sets a thread
+/// count); reading it for every tool result (a copy of every variable, each name matched
+/// against the secret names) cost a sixth of a board worker's CPU.
+static ENV_SECRETS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+        .filter(|(name, value)| {
+            super::sandbox_env::is_secret_name(name)
+                && value.chars().count() >= OWN_SECRET_MIN_CHARS
+                && !value.starts_with('/')
+        })
+        .map(|(_, value)| value)
+        .collect()
+});
+
+/// The pattern for troupe's own secrets, with how many remembered secrets it was built with
+/// (they are only ever added to).
+static OWN_PATTERN: Mutex<Option<(usize, Option<Arc<Regex>>)>> = Mutex::new(None);
 
 /// Adds a secret troupe holds (a key read from a config file, say) to those [`redact`] masks
 /// in every encoding, like the secrets in troupe's environment.
@@ -190,18 +206,9 @@ pub fn remember_secret(value: &str) {
     }
 }
 
-/// troupe's own secret values: environment variables whose names say secret, and remembered ones.
-fn own_secret_values() -> Vec<String> {
-    let mut values: Vec<String> = std::env::vars_os()
-        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
-        .filter(|(name, value)| {
-            super::sandbox_env::is_secret_name(name)
-                && value.chars().count() >= OWN_SECRET_MIN_CHARS
-                && !value.starts_with('/')
-        })
-        .map(|(_, value)| value)
-        .collect();
-    values.extend(crate::sync::lock(&REMEMBERED).iter().cloned());
+/// troupe's own secret values: environment variables whose names say secret, and `remembered`.
+fn own_secret_values(remembered: &[String]) -> Vec<String> {
+    let mut values: Vec<String> = ENV_SECRETS.iter().chain(remembered).cloned().collect();
     values.sort();
     values.dedup();
     values
@@ -289,19 +296,17 @@ impl std::fmt::Debug for OwnSecrets {
 }
 
 impl OwnSecrets {
-    /// Reads the environment and the remembered secrets now; the pattern is rebuilt only when
-    /// the values changed since the last reading.
+    /// The secrets of the environment and those remembered so far; the pattern is rebuilt only
+    /// when a secret was remembered since it was built.
     pub fn current() -> OwnSecrets {
-        let values = own_secret_values();
-        if values.is_empty() {
+        let remembered = crate::sync::lock(&REMEMBERED);
+        if remembered.is_empty() && ENV_SECRETS.is_empty() {
             return OwnSecrets::default();
         }
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        values.hash(&mut hasher);
-        let fingerprint = hasher.finish();
         let mut cached = crate::sync::lock(&OWN_PATTERN);
-        if cached.as_ref().is_none_or(|(f, _)| *f != fingerprint) {
-            *cached = Some((fingerprint, own_secret_pattern(&values).map(Arc::new)));
+        if cached.as_ref().is_none_or(|(n, _)| *n != remembered.len()) {
+            let values = own_secret_values(&remembered);
+            *cached = Some((remembered.len(), own_secret_pattern(&values).map(Arc::new)));
         }
         OwnSecrets {
             pattern: cached.as_ref().and_then(|(_, re)| re.clone()),

@@ -34,7 +34,8 @@ pub struct Assembly {
     /// min(threshold_pct % of the context, listing_max_tokens), computed whatever happens.
     pub listing_budget: i64,
     /// The OpenAI-style definitions the model sees: visible tools in order, then the bridges.
-    pub tools: Vec<Value>,
+    /// Shared, as one view's assembly serves many requests.
+    pub tools: Arc<[Value]>,
     /// The listing text inside the `tool_search` description, if any.
     pub listing: Option<String>,
 }
@@ -71,7 +72,9 @@ pub fn assemble(
             return assemble_while_starting(view.tools(), &starting, context_length, config);
         }
     }
-    let assembly = assemble_with(view.tools(), &catalog, context_length, config);
+    let assembly = view.assembled(context_length, config, || {
+        assemble_with(view.tools(), &catalog, context_length, config)
+    });
     if assembly.activated && config.ranking == crate::config::Ranking::Hybrid {
         // The model can search from now on: start the tool embeddings (from the cache under the
         // troupe home, or computed) in the background, so they are likely ready by its first
@@ -109,7 +112,7 @@ fn bridge_without_catalog(tools: Vec<Value>, listing_budget: i64) -> Assembly {
         deferred_tokens: 0,
         threshold_tokens: listing_budget,
         listing_budget,
-        tools,
+        tools: tools.into(),
         listing: None,
     }
 }
@@ -141,7 +144,7 @@ fn assemble_with(
     let connections = incoming.iter().any(|d| d.name == MANAGE_CONNECTIONS);
     let listing_budget = config.listing_budget(context_length);
     let all_defs = || incoming.iter().map(|d| d.to_openai()).collect::<Vec<_>>();
-    let passthrough = |deferred_tokens, threshold_tokens, tools| Assembly {
+    let passthrough = |deferred_tokens, threshold_tokens, tools: Vec<Value>| Assembly {
         activated: false,
         tier: 0,
         listing_form: ListingForm::None,
@@ -149,7 +152,7 @@ fn assemble_with(
         deferred_tokens,
         threshold_tokens,
         listing_budget,
-        tools,
+        tools: tools.into(),
         listing: None,
     };
 
@@ -200,7 +203,7 @@ fn assemble_with(
         deferred_tokens,
         threshold_tokens: listing_budget,
         listing_budget,
-        tools,
+        tools: tools.into(),
         listing: listing.text,
     }
 }
@@ -372,5 +375,22 @@ mod tests {
         let fresh = assemble_defs(view.tools(), Some(200_000), &c);
         assert_eq!(first, again);
         assert_eq!(first, fresh);
+    }
+
+    #[test]
+    fn a_view_shares_its_tool_list_until_the_inputs_change() {
+        let view = big_view();
+        let c = ToolSearchConfig::default();
+        let first = assemble(&view, Some(200_000), &c);
+        let again = assemble(&view.clone(), Some(200_000), &c);
+        assert!(Arc::ptr_eq(&first.tools, &again.tools));
+        // Another context length or other settings: assembled afresh, for those inputs.
+        let small = assemble(&view, Some(8_000), &c);
+        assert!(!Arc::ptr_eq(&first.tools, &small.tools));
+        assert_eq!(small, assemble_defs(view.tools(), Some(8_000), &c));
+        let off = ToolSearchConfig::from_raw(&json!({"enabled": "off"}));
+        let passthrough = assemble(&view, Some(8_000), &off);
+        assert!(!passthrough.activated);
+        assert_eq!(passthrough, assemble_defs(view.tools(), Some(8_000), &off));
     }
 }

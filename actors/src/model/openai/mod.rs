@@ -426,7 +426,7 @@ impl Inner {
         if text_mode {
             rewritten = ModelRequest {
                 messages: text_mode_messages(&request.messages, &request.tools),
-                tools: Vec::new(),
+                tools: Vec::new().into(),
                 ..request.clone()
             };
             request = &rewritten;

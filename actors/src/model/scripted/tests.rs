@@ -5,7 +5,7 @@ use tokio::sync::mpsc;
 fn request(messages: Vec<ChatMessage>) -> ModelRequest {
     ModelRequest {
         messages,
-        tools: Vec::new(),
+        tools: Vec::new().into(),
         model: None,
         max_tokens: None,
         stream: None,
