@@ -54,6 +54,9 @@ impl ViewSpec {
     }
 }
 
+/// How many tool lists a view keeps, one per context length and settings it was asked for.
+const ASSEMBLIES_KEPT: usize = 4;
+
 /// An immutable, cheap-to-clone scoped view of a [`Registry`].
 ///
 /// A view narrowed from another ([`ToolsetView::narrow`]) applies its parent's specs first, so it
@@ -73,9 +76,9 @@ struct Inner {
     by_name: HashMap<String, usize>,
     /// Hash of the tool definitions in the view, in order: the catalog version.
     fingerprint: u64,
-    /// The last tool list assembled from this view, with the context length and settings it
-    /// was made for (see [`ToolsetView::assembled`]).
-    assembled: Mutex<Option<(Option<i64>, ToolSearchConfig, Assembly)>>,
+    /// The tool lists assembled from this view, with the context length and settings each was
+    /// made for, newest last (see [`ToolsetView::assembled`]).
+    assembled: Mutex<Vec<(Option<i64>, ToolSearchConfig, Assembly)>>,
 }
 
 impl std::fmt::Debug for ToolsetView {
@@ -130,7 +133,7 @@ impl ToolsetView {
                 tools,
                 by_name,
                 fingerprint: h.finish(),
-                assembled: Mutex::new(None),
+                assembled: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -264,23 +267,27 @@ impl ToolsetView {
     /// The assembly `build` makes for `context_length` and `config`, made once per view and
     /// those inputs: the sessions over one view (a board profile's workers, a chat's turns)
     /// share its tool list instead of writing every definition out again for each request.
-    /// The view's tools never change, so only those inputs decide.
+    /// The view's tools never change, so only those inputs decide. A few input sets are kept,
+    /// for profiles that share a view but not their model's context length or settings.
     pub(crate) fn assembled(
         &self,
         context_length: Option<i64>,
         config: &ToolSearchConfig,
         build: impl FnOnce() -> Assembly,
     ) -> Assembly {
-        if let Some((length, settings, assembly)) =
-            crate::sync::lock(&self.inner.assembled).as_ref()
-            && *length == context_length
-            && settings == config
-        {
-            return assembly.clone();
+        let found = crate::sync::lock(&self.inner.assembled)
+            .iter()
+            .find(|(length, settings, _)| *length == context_length && settings == config)
+            .map(|(_, _, assembly)| assembly.clone());
+        if let Some(assembly) = found {
+            return assembly;
         }
         let built = build();
-        *crate::sync::lock(&self.inner.assembled) =
-            Some((context_length, config.clone(), built.clone()));
+        let mut kept = crate::sync::lock(&self.inner.assembled);
+        if kept.len() >= ASSEMBLIES_KEPT {
+            kept.remove(0);
+        }
+        kept.push((context_length, config.clone(), built.clone()));
         built
     }
 

@@ -392,5 +392,14 @@ mod tests {
         let passthrough = assemble(&view, Some(8_000), &off);
         assert!(!passthrough.activated);
         assert_eq!(passthrough, assemble_defs(view.tools(), Some(8_000), &off));
+        // Both kept: asking again for either gives the list made for it.
+        assert!(Arc::ptr_eq(
+            &assemble(&view, Some(200_000), &c).tools,
+            &first.tools
+        ));
+        assert!(Arc::ptr_eq(
+            &assemble(&view, Some(8_000), &c).tools,
+            &small.tools
+        ));
     }
 }
