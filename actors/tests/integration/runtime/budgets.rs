@@ -34,17 +34,7 @@ async fn open_with_budget_on(
         prices: Arc::new(prices),
         ..SessionConfig::default()
     };
-    SessionHandle::open(SessionParams {
-        provider: Arc::new(ScriptedProvider::new(script)),
-        view: registry.view_all(),
-        config,
-        hooks: HookRegistry::new(),
-        supervisor: sup,
-        parent: None,
-        upstream_events: None,
-    })
-    .await
-    .unwrap()
+    open_with(registry, script, &sup, config).await
 }
 
 fn counting_step(ran: &Arc<AtomicUsize>) -> ToolDef {

@@ -119,20 +119,16 @@ async fn a_tool_in_end_turn_after_ends_the_turn_when_it_succeeds() {
         )
         .turn(ScriptTurn::text("never asked for"));
     let sup = supervisor(ApprovalConfig::default(), DefaultRules::default());
-    let session = SessionHandle::open(SessionParams {
-        provider: Arc::new(ScriptedProvider::new(script)),
-        view: registry.view_all(),
-        config: SessionConfig {
+    let session = open_with(
+        &registry,
+        script,
+        &sup,
+        SessionConfig {
             end_turn_after: vec!["finish".into()],
             ..SessionConfig::default()
         },
-        hooks: HookRegistry::new(),
-        supervisor: sup.clone(),
-        parent: None,
-        upstream_events: None,
-    })
-    .await
-    .unwrap();
+    )
+    .await;
     let outcome = session.send("go").await.unwrap();
     assert_eq!(outcome.status, TurnStatus::Completed, "{outcome:?}");
     assert_eq!(outcome.text, "finished");

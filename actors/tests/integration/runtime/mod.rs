@@ -88,6 +88,35 @@ async fn open(
         },
         ..SessionConfig::default()
     };
+    open_as(registry, script, supervisor, parent, hooks, config).await
+}
+
+/// A root session on `script` with `config` and no hooks.
+async fn open_with(
+    registry: &Arc<Registry>,
+    script: Script,
+    supervisor: &Addr<Supervisor>,
+    config: SessionConfig,
+) -> SessionHandle {
+    open_as(
+        registry,
+        script,
+        supervisor,
+        None,
+        HookRegistry::new(),
+        config,
+    )
+    .await
+}
+
+async fn open_as(
+    registry: &Arc<Registry>,
+    script: Script,
+    supervisor: &Addr<Supervisor>,
+    parent: Option<String>,
+    hooks: HookRegistry,
+    config: SessionConfig,
+) -> SessionHandle {
     SessionHandle::open(SessionParams {
         provider: Arc::new(ScriptedProvider::new(script)),
         view: registry.view_all(),

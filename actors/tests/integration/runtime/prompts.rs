@@ -31,17 +31,7 @@ async fn the_batch_deadline_skips_time_spent_waiting_for_a_person() {
         },
         ..SessionConfig::default()
     };
-    let session = SessionHandle::open(SessionParams {
-        provider: Arc::new(ScriptedProvider::new(script)),
-        view: registry.view_all(),
-        config,
-        hooks: HookRegistry::new(),
-        supervisor: sup.clone(),
-        parent: None,
-        upstream_events: None,
-    })
-    .await
-    .unwrap();
+    let session = open_with(&registry, script, &sup, config).await;
     let answerer = {
         let sup = sup.clone();
         tokio::spawn(async move {
@@ -147,22 +137,16 @@ async fn identical_requests_share_one_prompt_and_prompts_come_in_call_order() {
 async fn streamed_text_arrives_as_deltas_when_asked_for() {
     let registry = Registry::with_tools([]);
     let sup = supervisor(ApprovalConfig::default(), DefaultRules::default());
-    let session = SessionHandle::open(SessionParams {
-        provider: Arc::new(ScriptedProvider::new(
-            Script::new().turn(ScriptTurn::text("Hello there, streamed.")),
-        )),
-        view: registry.view_all(),
-        config: SessionConfig {
+    let session = open_with(
+        &registry,
+        Script::new().turn(ScriptTurn::text("Hello there, streamed.")),
+        &sup,
+        SessionConfig {
             stream_text: true,
             ..SessionConfig::default()
         },
-        hooks: HookRegistry::new(),
-        supervisor: sup.clone(),
-        parent: None,
-        upstream_events: None,
-    })
-    .await
-    .unwrap();
+    )
+    .await;
     let mut events = session.events();
     let outcome = session.send("hi").await.unwrap();
     assert_eq!(outcome.text, "Hello there, streamed.");
