@@ -4,7 +4,8 @@
 //! context, and the hybrid ranking: building its lexical index and its index of the services the
 //! tools serve, its lexical legs on one and seven queries, encoding one query with the sentence
 //! encoder, a whole one-query call with the embeddings ready, embedding the 3,309 tools once,
-//! and loading their embeddings from the on-disk cache.
+//! and loading their embeddings from the on-disk cache; and with six phrasings a tool: what they
+//! add to a query, to loading from the cache, and a whole one-query call with them.
 //! Run with `cargo bench -p troupe-tools --bench search`.
 
 use std::hint::black_box;
@@ -18,7 +19,11 @@ use troupe_tools::bridge::tool_search;
 use troupe_tools::catalog_file::parse_catalog;
 use troupe_tools::deferral::is_deferrable;
 use troupe_tools::search::lexical::LexicalIndex;
-use troupe_tools::search::semantic::{default_embedder, embed_with_cache};
+use troupe_tools::search::phrasings::{PhrasingLegs, Phrasings};
+use troupe_tools::search::semantic::{
+    Embedder, SemanticReady, ToolVectors, cache_file, content_hash, default_embedder,
+    embed_with_cache, write_cache,
+};
 use troupe_tools::search::services::{ServedBy, services};
 use troupe_tools::search::{Catalog, assemble};
 use troupe_tools::{Ranking, Registry, ToolDef, ToolSearchConfig, ToolsetView, TroupeHome};
@@ -171,7 +176,7 @@ fn hybrid(c: &mut Criterion, view: &ToolsetView, one: &Value, seven: &Value) {
     group.finish();
 
     let ready = catalog
-        .semantic_wait(&config.home, Duration::from_secs(1800))
+        .semantic_wait(&config, Duration::from_secs(1800))
         .expect("the embeddings become ready");
     assert!(ready.vectors.is_ok());
     let query = one_q[0].clone();
@@ -180,6 +185,110 @@ fn hybrid(c: &mut Criterion, view: &ToolsetView, one: &Value, seven: &Value) {
     });
     c.bench_function("tool_search/hybrid_query_1", |b| {
         b.iter(|| tool_search(view, &config, black_box(one)))
+    });
+    phrasings(c, catalog.defs(), &ready, &one_q[0], embedder.as_ref());
+}
+
+/// Six phrasings a tool, made of its own description's words (what they say does not matter
+/// here, only how many there are), with vectors spread over the sphere: what phrasings add to a
+/// one-query call, and to loading the embeddings from the cache.
+fn phrasings(
+    c: &mut Criterion,
+    deferred: &[Arc<ToolDef>],
+    ready: &SemanticReady,
+    query: &str,
+    embedder: &dyn Embedder,
+) {
+    let tools: Vec<(String, Vec<String>)> = deferred
+        .iter()
+        .map(|d| {
+            let words: Vec<&str> = d.description().split_whitespace().collect();
+            let phrasings = (0..6)
+                .map(|k| {
+                    let start = (k * 3).min(words.len());
+                    let end = (start + 8).min(words.len());
+                    format!("please {} {k}", words[start..end].join(" "))
+                })
+                .collect();
+            (d.name.clone(), phrasings)
+        })
+        .collect();
+    let phrasings = Arc::new(Phrasings::new(None, tools));
+    // A home whose cache already holds the tools' vectors and the phrasings'.
+    let home_dir = tempfile::tempdir().expect("a temporary troupe home");
+    let home = TroupeHome::at(home_dir.path());
+    let fresh = Registry::with_tools(deferred.iter().map(|d| d.as_ref().clone())).view_all();
+    let config = ToolSearchConfig::default()
+        .with_home(home.clone())
+        .with_phrasings(Some(Arc::clone(&phrasings)));
+    let catalog = fresh.catalog(&config.defer);
+    let texts = catalog.embedding_texts();
+    let pairs = phrasings.for_catalog(catalog.defs());
+    let dims = embedder.dimensions();
+    let own = ready.vectors.as_ref().expect("the tools' vectors");
+    let query_vector = embedder
+        .embed(&[query.to_string()])
+        .expect("encodes")
+        .remove(0);
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut spread = || {
+        let mut v: Vec<f32> = (0..dims)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            })
+            .collect();
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter_mut().for_each(|x| *x /= n);
+        v
+    };
+    let phrasing_rows: Vec<Vec<f32>> = pairs.iter().map(|_| spread()).collect();
+    let mut rest = std::collections::HashMap::new();
+    for (text, row) in texts.iter().zip(own.rows()) {
+        rest.insert(content_hash(embedder.model_id(), text), row.to_vec());
+    }
+    for ((_, text), row) in pairs.iter().zip(&phrasing_rows) {
+        rest.insert(content_hash(embedder.model_id(), text), row.clone());
+    }
+    write_cache(&cache_file(&home, embedder.model_id()), dims, &[], &rest)
+        .expect("writes the cache");
+
+    let legs = PhrasingLegs::new(
+        texts.len(),
+        &pairs,
+        ToolVectors::new(dims, phrasing_rows).expect("vectors"),
+    )
+    .expect("legs");
+    let lexical = catalog.lexical();
+    let hits = lexical.score_top(&lexical.prepare(query), 200);
+    let sims = own.similarities(&query_vector);
+    c.bench_function("tool_search/hybrid_phrasings_added_3309x6", |b| {
+        b.iter(|| {
+            let order = legs.lexical_order(black_box(query), &hits, 40);
+            let mut sims = sims.clone();
+            legs.blend_similarities(&query_vector, &mut sims);
+            black_box((order, sims))
+        })
+    });
+    let all: Vec<String> = texts
+        .iter()
+        .cloned()
+        .chain(pairs.iter().map(|(_, t)| t.clone()))
+        .collect();
+    let mut group = c.benchmark_group("tool_search");
+    group.sample_size(10);
+    group.bench_function("hybrid_embeddings_from_cache_with_phrasings", |b| {
+        b.iter(|| embed_with_cache(embedder, &home, black_box(&all)).expect("loads"))
+    });
+    group.finish();
+    catalog
+        .semantic_wait(&config, Duration::from_secs(600))
+        .expect("the embeddings come from the cache");
+    let one = json!({"queries": [query]});
+    c.bench_function("tool_search/hybrid_query_1_with_phrasings", |b| {
+        b.iter(|| tool_search(&fresh, &config, black_box(&one)))
     });
 }
 

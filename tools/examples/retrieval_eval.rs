@@ -6,6 +6,8 @@
 //! `cargo run -p troupe-tools --example retrieval_eval -- DIR [--verbose] [--lexical]`, where DIR
 //! holds `catalog.json` and `queries_dev.json` (`{query, expected: [names], style}` each).
 //! `--queries FILE` reads the queries from FILE (a path, or a name inside DIR) instead.
+//! `--phrasings FILE` ranks with the tools' phrasings from FILE (`troupe tools phrasings`);
+//! without it, DIR's `phrasings.json` when there is one; `--no-phrasings` ranks without them.
 //! `--lexical` ranks without the semantic leg; `--dump FILE` writes each query's raw evidence;
 //! `--features FILE` writes each query's "nothing fits" evidence and label, one JSON object a line
 //! (what `tools/search-eval/fit_decision.py` fits the decision on); `--explain` prints each miss
@@ -33,6 +35,7 @@ use serde_json::Value;
 use troupe_tools::catalog_file::parse_catalog;
 use troupe_tools::search::Verdict;
 use troupe_tools::search::explain::render_hybrid;
+use troupe_tools::search::phrasings::Phrasings;
 use troupe_tools::search::semantic::{Embedder, SemanticReady, ToolVectors};
 use troupe_tools::{Registry, ToolSearchConfig};
 
@@ -66,7 +69,13 @@ fn run() -> Result<(), String> {
                 && (*i == 0
                     || !matches!(
                         args[i - 1].as_str(),
-                        "--dump" | "--queries" | "--features" | "--texts" | "--vectors" | "--vecs"
+                        "--dump"
+                            | "--queries"
+                            | "--features"
+                            | "--texts"
+                            | "--vectors"
+                            | "--vecs"
+                            | "--phrasings"
                     ))
         })
         .map(|(_, a)| a)
@@ -87,7 +96,18 @@ fn run() -> Result<(), String> {
         .as_array()
         .ok_or_else(|| format!("{} is not an array", queries_path.display()))?;
     let view = Registry::with_tools(defs).view_all();
-    let config = ToolSearchConfig::default();
+    // A set's own phrasings file is used unless told otherwise, as its catalog is.
+    let phrasings_path = match value_of("--phrasings") {
+        Some(path) => Some(PathBuf::from(path)),
+        None => Some(dir.join("phrasings.json")).filter(|p| p.exists()),
+    };
+    let phrasings = match phrasings_path {
+        Some(path) if !args.iter().any(|a| a == "--no-phrasings") => {
+            Some(std::sync::Arc::new(Phrasings::read(&path)?))
+        }
+        _ => None,
+    };
+    let config = ToolSearchConfig::default().with_phrasings(phrasings);
     let catalog = view.catalog(&config.defer);
     if let Some(path) = value_of("--texts") {
         // An encoder trained for retrieval may encode a query and a passage differently.
@@ -107,12 +127,13 @@ fn run() -> Result<(), String> {
     } else if let Some(path) = value_of("--vectors") {
         let table = VectorTable::read(&PathBuf::from(path))?;
         let vectors = table.embed(&catalog.embedding_texts())?;
-        Some(std::sync::Arc::new(SemanticReady {
-            vectors: ToolVectors::new(table.dims, vectors),
-            embedder: std::sync::Arc::new(table),
-        }))
+        let table_dims = table.dims;
+        Some(std::sync::Arc::new(SemanticReady::new(
+            std::sync::Arc::new(table),
+            ToolVectors::new(table_dims, vectors),
+        )))
     } else {
-        catalog.semantic_wait(&config.home, Duration::from_secs(600))
+        catalog.semantic_wait(&config, Duration::from_secs(600))
     };
     if let Some(path) = value_of("--vecs") {
         let ready = semantic.as_deref().ok_or("--vecs needs the semantic leg")?;
@@ -265,12 +286,16 @@ fn run() -> Result<(), String> {
         }
     }
     println!(
-        "{}: recall@5 {:.3}, MRR {:.3}, absent precision {:.3} (semantic leg {})",
+        "{}: recall@5 {:.3}, MRR {:.3}, absent precision {:.3} (semantic leg {}, {})",
         queries_path.display(),
         tot.r5 as f64 / tot.n.max(1) as f64,
         tot.rr / tot.n.max(1) as f64,
         absent.0 as f64 / absent.1.max(1) as f64,
-        if semantic.is_some() { "on" } else { "off" }
+        if semantic.is_some() { "on" } else { "off" },
+        match semantic.as_deref().and_then(|s| s.phrasings.as_ref()) {
+            Some(p) => format!("phrasings for {} tools", p.phrased_tools()),
+            None => "no phrasings".to_string(),
+        }
     );
     Ok(())
 }

@@ -2,11 +2,13 @@
 //! reference's defaults, aliases, fallbacks and clamps, so a typo never disables tool search.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::home::TroupeHome;
 use crate::lenient::{py_float, py_int, py_str};
+use crate::search::phrasings::Phrasings;
 
 /// Default share of the context window the listing may take, in percent.
 pub const DEFAULT_THRESHOLD_PCT: f64 = 5.0;
@@ -176,6 +178,9 @@ pub struct ToolSearchConfig {
     /// troupe's home, where the hybrid ranking caches tool embeddings (`cache/tool-embeddings`).
     /// Not a key of the file: [`TroupeHome::from_env`] unless the caller hands its own down.
     pub home: TroupeHome,
+    /// Requests people might type for each tool, from the file `phrasings` names (read by the
+    /// caller, which knows the folder a relative path follows: [`Phrasings::read`]).
+    pub phrasings: Option<Arc<Phrasings>>,
 }
 
 impl Default for ToolSearchConfig {
@@ -190,6 +195,7 @@ impl Default for ToolSearchConfig {
             defer: DeferSet::default(),
             ranking: Ranking::Hybrid,
             home: TroupeHome::from_env(),
+            phrasings: None,
         }
     }
 }
@@ -276,7 +282,14 @@ impl ToolSearchConfig {
                 .map(Ranking::parse)
                 .unwrap_or_default(),
             home: TroupeHome::from_env(),
+            phrasings: None,
         }
+    }
+
+    /// These settings with `phrasings` for the hybrid ranking.
+    pub fn with_phrasings(mut self, phrasings: Option<Arc<Phrasings>>) -> Self {
+        self.phrasings = phrasings;
+        self
     }
 
     /// These settings with the embedding cache in `home`.

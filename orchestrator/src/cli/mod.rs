@@ -13,6 +13,7 @@ mod kanban_demo;
 mod kanban_render;
 pub(crate) mod mcp;
 pub(crate) mod memory;
+mod phrasings;
 pub(crate) mod plugins;
 mod prompt;
 pub(crate) mod serve;

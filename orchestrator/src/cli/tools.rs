@@ -40,6 +40,9 @@ pub(crate) enum ToolsCommand {
     Call(CallArgs),
     /// Print the tool list a model would see at a given context length.
     Assemble(AssembleArgs),
+    /// Ask the configured model, once per tool, for requests people might type for it, and
+    /// keep them in the phrasings file tool search ranks with.
+    Phrasings(super::phrasings::PhrasingsArgs),
 }
 
 /// Where the tools come from.
@@ -100,20 +103,35 @@ pub(crate) struct AssembleArgs {
 }
 
 /// The tools and settings a command works on.
-struct Loaded {
-    view: ToolsetView,
-    config: ToolSearchConfig,
+pub(super) struct Loaded {
+    pub(super) view: ToolsetView,
+    pub(super) config: ToolSearchConfig,
+    /// The whole config file (defaults without --config).
+    pub(super) settings: Settings,
     /// The MCP servers started for a live catalog; shut down when the command ends.
-    mcp: Option<McpManager>,
+    pub(super) mcp: Option<McpManager>,
 }
 
 /// Runs one `troupe tools` command; returns the exit code.
 pub(crate) async fn run(command: ToolsCommand) -> i32 {
+    let command = match command {
+        ToolsCommand::Phrasings(args) => {
+            return match super::phrasings::run(args).await {
+                Ok(summary) => {
+                    println!("{summary}");
+                    EXIT_DONE
+                }
+                Err(message) => report("tools phrasings", Err(CliError::usage(message))),
+            };
+        }
+        other => other,
+    };
     let source = match &command {
         ToolsCommand::Search(a) => &a.bridge.source,
         ToolsCommand::Describe(a) => &a.source,
         ToolsCommand::Call(a) => &a.source,
         ToolsCommand::Assemble(a) => &a.source,
+        ToolsCommand::Phrasings(a) => &a.source,
     };
     // An unusable catalog or config is bad input; anything else is answered in the JSON object.
     let loaded = match load(source).await {
@@ -151,13 +169,14 @@ pub(crate) async fn run(command: ToolsCommand) -> i32 {
         },
         ToolsCommand::Call(a) => call(&loaded, &a.args, a.dry_run).await,
         ToolsCommand::Assemble(a) => assembly_json(&loaded, a.context_length),
+        ToolsCommand::Phrasings(_) => Value::Null,
     };
     println!("{output}");
     close(loaded.mcp).await;
     EXIT_DONE
 }
 
-async fn close(mcp: Option<McpManager>) {
+pub(super) async fn close(mcp: Option<McpManager>) {
     if let Some(mcp) = mcp {
         mcp.shutdown().await;
     }
@@ -170,12 +189,12 @@ async fn close(mcp: Option<McpManager>) {
 fn wait_for_embeddings(loaded: &Loaded) {
     if loaded.config.ranking == Ranking::Hybrid {
         let catalog = loaded.view.catalog(&loaded.config.defer);
-        let home = &loaded.config.home;
+        let config = &loaded.config;
         let mut line = StatusLine::detect();
         let ready = if line.enabled() {
             let started = std::time::Instant::now();
             let deadline = started + EMBEDDINGS_WAIT;
-            let mut ready = catalog.semantic(home);
+            let mut ready = catalog.semantic(config);
             while ready.is_none() && std::time::Instant::now() < deadline {
                 match catalog.embedding_progress() {
                     Some((done, total)) => line.show(
@@ -185,12 +204,12 @@ fn wait_for_embeddings(loaded: &Loaded) {
                     // Not started (no encoder) or over: nothing more to wait for.
                     None => break,
                 }
-                ready = catalog.semantic_wait(home, REDRAW_EVERY);
+                ready = catalog.semantic_wait(config, REDRAW_EVERY);
             }
             line.clear();
-            ready.or_else(|| catalog.semantic(home))
+            ready.or_else(|| catalog.semantic(config))
         } else {
-            catalog.semantic_wait(home, EMBEDDINGS_WAIT)
+            catalog.semantic_wait(config, EMBEDDINGS_WAIT)
         };
         if ready.is_none() && default_embedder().is_some() {
             tracing::warn!(
@@ -202,7 +221,7 @@ fn wait_for_embeddings(loaded: &Loaded) {
 
 /// The catalog file when one is given; otherwise the live tools of the MCP servers the config
 /// file declares.
-async fn load(source: &Source) -> Result<Loaded, String> {
+pub(super) async fn load(source: &Source) -> Result<Loaded, String> {
     let config = match &source.config {
         Some(path) => Settings::load(path).map_err(|e| e.to_string())?,
         None => Settings::default(),
@@ -242,7 +261,8 @@ async fn load(source: &Source) -> Result<Loaded, String> {
     }
     Ok(Loaded {
         view: registry.view_all(),
-        config: config.tool_search,
+        config: config.tool_search.clone(),
+        settings: config,
         mcp,
     })
 }

@@ -28,6 +28,7 @@ pub mod secrets;
 pub mod serve;
 mod sessions;
 pub mod terminal;
+pub(crate) mod tool_search;
 mod toolsets;
 
 use std::collections::BTreeMap;
@@ -214,12 +215,15 @@ impl Settings {
         let section = |name: &str| root.get(name).unwrap_or(&Value::Null);
         let home = TroupeHome::from_env();
         let tools = mapping(section("tools"), "tools")?;
-        let tool_search =
-            ToolSearchConfig::from_raw(tools.get("tool_search").unwrap_or(&Value::Null))
-                .with_home(home.clone());
         let base = path
             .and_then(Path::parent)
             .filter(|p| !p.as_os_str().is_empty());
+        let tool_search = tool_search::tool_search_section(
+            tools.get("tool_search").unwrap_or(&Value::Null),
+            &config_dir(base),
+            &home,
+            &mut warnings,
+        )?;
         let terminal = terminal::TerminalSettings::from_sections(
             section("terminal"),
             section("code_execution"),
@@ -283,6 +287,16 @@ impl Settings {
             .as_deref()
             .and_then(Path::parent)
             .filter(|p| !p.as_os_str().is_empty())
+    }
+
+    /// The phrasings file `tools.tool_search.phrasings` names, resolved against the file's
+    /// folder; `None` when it names none.
+    pub fn phrasings_path(&self) -> Result<Option<PathBuf>, ConfigError> {
+        let section = self
+            .section("tools")
+            .get("tool_search")
+            .unwrap_or(&Value::Null);
+        tool_search::phrasings_path(section, &config_dir(self.base_dir()))
     }
 
     /// The MCP servers `mcp_servers` names, with relative paths resolved against the file's

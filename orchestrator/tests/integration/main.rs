@@ -61,6 +61,7 @@ mod schedules_chat;
 mod schedules_dashboard;
 mod schedules_multihost;
 mod secrets_cli;
+mod tools_phrasings_cli;
 mod tools_search_cli;
 mod traces;
 mod troupe_api;

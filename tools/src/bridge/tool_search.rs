@@ -91,7 +91,7 @@ impl LocalPass {
         let catalog = view.catalog(&config.defer);
         // Never waits: until the tool embeddings are ready, the lexical legs answer alone.
         let semantic = match config.ranking {
-            Ranking::Hybrid => catalog.semantic(&config.home),
+            Ranking::Hybrid => catalog.semantic(config),
             Ranking::Reference => None,
         };
         let mut hits = Vec::with_capacity(queries.len());
@@ -278,7 +278,7 @@ pub fn tool_search_explain(
     let (queries, limit) = search_args(config, args)?;
     let catalog = view.catalog(&config.defer);
     let semantic = match config.ranking {
-        Ranking::Hybrid => catalog.semantic(&config.home),
+        Ranking::Hybrid => catalog.semantic(config),
         Ranking::Reference => None,
     };
     let mut out = format!("{} tools searched\n", catalog.len());

@@ -79,7 +79,7 @@ pub fn assemble(
         // The model can search from now on: start the tool embeddings (from the cache under the
         // troupe home, or computed) in the background, so they are likely ready by its first
         // `tool_search` call. This returns at once.
-        catalog.semantic(&config.home);
+        catalog.semantic(config);
     }
     assembly
 }

@@ -4,7 +4,7 @@
 //! # How the coefficients were made
 //! [`FITTED`] was fitted by `tools/search-eval/fit_decision.py` on the tuning part of the
 //! project's validation set (`tools/search-eval/validation/queries_tune.json`, 378 tools) and the
-//! dev set (`../shared/retrieval/queries_dev.json`, 420 tools): each query's evidence is a row,
+//! dev set (`tools/search-eval/dev/queries_dev.json`, 420 tools): each query's evidence is a row,
 //! labelled 1 when some tool answers it and 0 for the absent ones; L2-regularised logistic
 //! regression, and the threshold on the fitted probability chosen on the same rows. The held-out
 //! part (`queries_heldout.json`) took no part in it. To refit after a change to the ranking or to
@@ -12,12 +12,14 @@
 //!
 //! ```sh
 //! cargo run -p troupe-tools --example retrieval_eval -- tools/search-eval/validation \
-//!     --queries queries_tune.json --features /tmp/tune.jsonl
-//! cargo run -p troupe-tools --example retrieval_eval -- ../shared/retrieval --features /tmp/dev.jsonl
+//!     --queries queries_tune.json --features /tmp/tune.jsonl --no-phrasings
+//! cargo run -p troupe-tools --example retrieval_eval -- tools/search-eval/dev \
+//!     --features /tmp/dev.jsonl --no-phrasings
 //! python3 tools/search-eval/fit_decision.py /tmp/tune.jsonl /tmp/dev.jsonl
 //! ```
 //!
-//! and paste the `Coefficients` it prints over [`FITTED`]. `troupe tools search --explain` shows
+//! and paste the `Coefficients` it prints over [`FITTED`]; the same commands without
+//! `--no-phrasings` (each set's `phrasings.json` is then used) give [`FITTED_PHRASED`]. `troupe tools search --explain` shows
 //! each query's evidence and fitted probability.
 //!
 //! The decision applies when the semantic leg ran on a catalog large enough for a background (see
@@ -94,6 +96,23 @@ pub const FITTED: Coefficients = Coefficients {
     service: -0.3407,
     unoffered: -2.8394,
     threshold: -2.6456,
+};
+
+/// The decision when phrasings took part ([`super::phrasings`]): they move similarities and
+/// the fused order, so the evidence has another spread. Fitted the same way as [`FITTED`], on
+/// the same queries ranked with the sets' `phrasings.json`.
+pub const FITTED_PHRASED: Coefficients = Coefficients {
+    bias: -8.0112,
+    support: 3.4411,
+    margin: 0.4961,
+    similarity: 1.8501,
+    gap: 0.7091,
+    agreement: 2.8169,
+    unknown: -1.2387,
+    length: 0.3424,
+    service: -0.3561,
+    unoffered: -2.5233,
+    threshold: -3.0912,
 };
 
 impl Coefficients {

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::Catalog;
-use super::decision::{FITTED, probability};
+use super::decision::probability;
 use super::hybrid::{COVERAGE_FLOOR, HybridAnswer, MIN_BACKGROUND_TOOLS};
 use super::semantic::SemanticReady;
 
@@ -53,6 +53,19 @@ pub fn render_hybrid(catalog: &Catalog, query: &str, answer: &HybridAnswer) -> S
         "lexical leg only (built without the semantic feature)"
     };
     let _ = writeln!(out, "  legs: {legs}");
+    if answer.phrased_tools > 0 {
+        let _ = writeln!(
+            out,
+            "  phrasings: {} tools (the lexical score is BM25F and the phrasings' BM25, each as a \
+             share of its best; a similarity is blended with the closest phrasing's)",
+            answer.phrased_tools
+        );
+    }
+    let score_name = if answer.phrased_tools > 0 {
+        "score"
+    } else {
+        "BM25F"
+    };
     let evidence = match (v.evidence, v.logit, v.background) {
         (Some(e), Some(logit), Some(bg)) => {
             let _ = writeln!(
@@ -74,8 +87,8 @@ pub fn render_hybrid(catalog: &Catalog, query: &str, answer: &HybridAnswer) -> S
                 "fitted score {logit:.2} log-odds, probability {:.3}; answered from {:.2} log-odds \
                  (probability {:.3})",
                 probability(logit),
-                FITTED.threshold,
-                probability(FITTED.threshold)
+                v.threshold,
+                probability(v.threshold)
             )
         }
         _ if v.similarity.is_some() => format!(
@@ -127,7 +140,7 @@ pub fn render_hybrid(catalog: &Catalog, query: &str, answer: &HybridAnswer) -> S
         };
         let _ = writeln!(out, "  {}. {name} ({score})", i + 1);
         match m.lexical {
-            Some((rank, bm25f)) => {
+            Some((rank, score)) => {
                 let terms: Vec<String> = m
                     .matched
                     .iter()
@@ -138,7 +151,7 @@ pub fn render_hybrid(catalog: &Catalog, query: &str, answer: &HybridAnswer) -> S
                     .collect();
                 let _ = writeln!(
                     out,
-                    "     lexical: rank {rank}, BM25F {bm25f:.3}, support {:.2}, matched {}",
+                    "     lexical: rank {rank}, {score_name} {score:.3}, support {:.2}, matched {}",
                     m.coverage,
                     if terms.is_empty() {
                         "nothing".to_string()

@@ -34,13 +34,13 @@ use std::time::Duration;
 use super::Catalog;
 use super::actions::asked_actions;
 use super::catalog::FastMap;
-use super::decision::{Evidence, FITTED, probability};
+use super::decision::{Evidence, FITTED, FITTED_PHRASED, probability};
 use super::lexical::{LexicalIndex, PreparedQuery, QueryTerm};
 use super::semantic::{SemanticReady, default_embedder, embedding_text};
 use super::services::{services, stems_of};
 use super::split::for_each_split_word;
 use super::tokenize::{for_each_raw_word, stem};
-use crate::home::TroupeHome;
+use crate::config::ToolSearchConfig;
 
 /// Reciprocal rank fusion constant: 1 / (k + rank), ranks from 1.
 pub const RRF_K: f64 = 10.0;
@@ -189,8 +189,11 @@ pub struct Verdict {
     pub margin: Option<f64>,
     /// The decision's inputs, when the semantic leg gave a margin.
     pub evidence: Option<Evidence>,
-    /// The fitted log-odds that something fits ([`FITTED`] on `evidence`).
+    /// The fitted log-odds that something fits ([`FITTED`] on `evidence`, or
+    /// [`FITTED_PHRASED`] when phrasings took part).
     pub logit: Option<f64>,
+    /// The log-odds from which those coefficients answer.
+    pub threshold: f64,
     /// Services the query names that some tools serve; `coverage` is then the support of those
     /// tools for the query's other words.
     pub services: Vec<String>,
@@ -201,7 +204,7 @@ pub struct Verdict {
 
 impl Verdict {
     /// Whether the same evidence would answer the query with `threshold` in place of the fitted
-    /// log-odds threshold: the decision itself at `FITTED.threshold`, and what a sweep compares.
+    /// log-odds threshold: the decision itself at `self.threshold`, and what a sweep compares.
     pub fn answered_at(&self, threshold: f64) -> bool {
         // An absent service decides only alone: beside a served one it is the topic ("a GitHub
         // issue about the Telegram bot"), not where the work runs.
@@ -232,6 +235,9 @@ pub struct HybridAnswer {
     pub verdict: Verdict,
     /// Whether the semantic leg took part (its embeddings were ready).
     pub semantic_used: bool,
+    /// Tools whose phrasings took part (0 without a phrasings file, or before the embeddings
+    /// are ready). With them, a match's lexical score is a blend of shares, not BM25F.
+    pub phrased_tools: usize,
 }
 
 impl HybridAnswer {
@@ -241,14 +247,21 @@ impl HybridAnswer {
     }
 }
 
-/// The query's embedding and its similarity to every tool, when the semantic leg can run.
+/// The query's similarity to every tool (blended with the tool's closest phrasing, when there
+/// are phrasings), when the semantic leg can run.
 fn semantic_scores(ready: &SemanticReady, query: &str) -> Option<Vec<f32>> {
     let vectors = ready.vectors.as_ref().ok()?;
     if query.trim().is_empty() || vectors.is_empty() {
         return None;
     }
     match ready.embedder.embed(&[query.to_string()]) {
-        Ok(mut v) if v.len() == 1 => Some(vectors.similarities(&v.remove(0))),
+        Ok(v) if v.len() == 1 => {
+            let mut sims = vectors.similarities(&v[0]);
+            if let Some(phrasings) = &ready.phrasings {
+                phrasings.blend_similarities(&v[0], &mut sims);
+            }
+            Some(sims)
+        }
         Ok(_) => None,
         Err(e) => {
             tracing::warn!(error = %e, "tool search: encoding the query failed; lexical leg only");
@@ -261,20 +274,29 @@ impl Catalog {
     /// The tool embeddings when ready. The first call starts computing them in the background
     /// (from the on-disk cache where it can) and, like every call until they are done, returns
     /// `None` at once. `None` also when the `semantic` feature is off or the encoder failed.
-    /// The cache is read and written in `home` (the first call's home is the one used).
-    pub fn semantic(&self, home: &TroupeHome) -> Option<Arc<SemanticReady>> {
+    /// The cache is read and written in the settings' home, and the settings' phrasings are
+    /// embedded with the tools (the first call's settings are the ones used).
+    pub fn semantic(&self, config: &ToolSearchConfig) -> Option<Arc<SemanticReady>> {
         self.semantic
-            .get_or_start(default_embedder, home.clone(), || self.embedding_texts())
+            .get_or_start(default_embedder, config.home.clone(), || {
+                let phrasings = config
+                    .phrasings
+                    .as_ref()
+                    .map(|p| p.for_catalog(self.defs()))
+                    .unwrap_or_default();
+                (self.embedding_texts(), phrasings)
+            })
     }
 
     /// Like [`Catalog::semantic`], but waits up to `timeout` for the embeddings: for the command
     /// line and benchmarks, which answer once; a session never waits.
     pub fn semantic_wait(
         &self,
-        home: &TroupeHome,
+        config: &ToolSearchConfig,
         timeout: Duration,
     ) -> Option<Arc<SemanticReady>> {
-        self.semantic(home).or_else(|| self.semantic.wait(timeout))
+        self.semantic(config)
+            .or_else(|| self.semantic.wait(timeout))
     }
 
     /// Each tool's embedding text, in catalog order.
@@ -299,39 +321,61 @@ impl Catalog {
         let lexical = self.lexical();
         let prepared = lexical.prepare(query);
         let lexical_hits = lexical.score_top(&prepared, LEXICAL_CANDIDATES);
+        // With phrasings the lexical leg's order weighs them too; the evidence does not.
+        let phrasings = semantic.and_then(|s| s.phrasings.as_ref());
+        let leg: Vec<(usize, f64)> = match phrasings {
+            Some(phrasings) => phrasings.lexical_order(query, &lexical_hits, LEG_DEPTH),
+            None => lexical_hits.iter().map(|h| (h.doc, h.score)).collect(),
+        };
         let sims = semantic.and_then(|s| semantic_scores(s, query));
         rank(
             self,
-            lexical,
-            prepared,
-            &lexical_hits,
-            sims.as_deref(),
+            Legs {
+                lexical,
+                prepared,
+                lexical_hits: &lexical_hits,
+                lexical_leg: &leg,
+                sims: sims.as_deref(),
+                phrased_tools: phrasings.map_or(0, |p| p.phrased_tools()),
+            },
             query,
             limit,
         )
     }
 }
 
-fn rank(
-    catalog: &Catalog,
-    lexical: &LexicalIndex,
+/// What the legs found for one query.
+struct Legs<'a> {
+    lexical: &'a LexicalIndex,
     prepared: PreparedQuery,
-    lexical_hits: &[super::lexical::LexicalHit],
-    sims: Option<&[f32]>,
-    query: &str,
-    limit: usize,
-) -> HybridAnswer {
+    /// BM25F over the tools' own text: the evidence.
+    lexical_hits: &'a [super::lexical::LexicalHit],
+    /// The lexical leg's order in the fusion, `(tool, score)`.
+    lexical_leg: &'a [(usize, f64)],
+    sims: Option<&'a [f32]>,
+    phrased_tools: usize,
+}
+
+fn rank(catalog: &Catalog, legs: Legs<'_>, query: &str, limit: usize) -> HybridAnswer {
+    let Legs {
+        lexical,
+        prepared,
+        lexical_hits,
+        lexical_leg,
+        sims,
+        phrased_tools,
+    } = legs;
     let n = catalog.len();
     let mut fused: Vec<(usize, f64)> = Vec::new();
     let mut slot_of = FastMap::<usize, usize>::default();
     let mut lex_of = FastMap::<usize, (usize, f64)>::default();
     let mut sem_of = FastMap::<usize, (usize, f32)>::default();
-    for (i, hit) in lexical_hits.iter().take(LEG_DEPTH).enumerate() {
+    for (i, &(doc, score)) in lexical_leg.iter().take(LEG_DEPTH).enumerate() {
         let rank = i + 1;
-        lex_of.insert(hit.doc, (rank, hit.score));
+        lex_of.insert(doc, (rank, score));
         let s = LEXICAL_WEIGHT / (RRF_K + rank as f64);
-        let slot = *slot_of.entry(hit.doc).or_insert_with(|| {
-            fused.push((hit.doc, 0.0));
+        let slot = *slot_of.entry(doc).or_insert_with(|| {
+            fused.push((doc, 0.0));
             fused.len() - 1
         });
         fused[slot].1 += s;
@@ -433,6 +477,11 @@ fn rank(
             unoffered: if named.unoffered { 1.0 } else { 0.0 },
         }
     });
+    let fitted = if phrased_tools > 0 {
+        &FITTED_PHRASED
+    } else {
+        &FITTED
+    };
     let mut verdict = Verdict {
         fits: false,
         exact: !exact.is_empty(),
@@ -440,12 +489,13 @@ fn rank(
         similarity: best_sim,
         background,
         margin,
-        logit: evidence.as_ref().map(|e| FITTED.logit(e)),
+        logit: evidence.as_ref().map(|e| fitted.logit(e)),
+        threshold: fitted.threshold,
         evidence,
         services: named.present,
         absent_services: named.absent,
     };
-    verdict.fits = verdict.answered_at(FITTED.threshold);
+    verdict.fits = verdict.answered_at(verdict.threshold);
     let ranked = fused
         .into_iter()
         .take(limit)
@@ -468,6 +518,7 @@ fn rank(
         ranked,
         verdict,
         semantic_used: sims.is_some(),
+        phrased_tools,
     }
 }
 
@@ -479,6 +530,32 @@ mod tests {
 
     use super::*;
     use crate::tool::ToolDef;
+
+    /// `rank` with the lexical leg in BM25F order and no phrasings.
+    fn rank_legs(
+        c: &Catalog,
+        lexical: &LexicalIndex,
+        prepared: PreparedQuery,
+        hits: &[super::super::lexical::LexicalHit],
+        sims: Option<&[f32]>,
+        query: &str,
+        limit: usize,
+    ) -> HybridAnswer {
+        let leg: Vec<(usize, f64)> = hits.iter().map(|h| (h.doc, h.score)).collect();
+        rank(
+            c,
+            Legs {
+                lexical,
+                prepared,
+                lexical_hits: hits,
+                lexical_leg: &leg,
+                sims,
+                phrased_tools: 0,
+            },
+            query,
+            limit,
+        )
+    }
 
     fn catalog(tools: &[(&str, &str, &str)]) -> Catalog {
         Catalog::build(
@@ -571,7 +648,7 @@ mod tests {
         // Similarities that put list_issues first: fused with the lexical leg's tie between the
         // two issue tools, list_issues leads.
         let sims = [0.5f32, 0.9, 0.1, 0.1, 0.1];
-        let a = rank(&c, lexical, prepared, &hits, Some(&sims), "github issue", 5);
+        let a = rank_legs(&c, lexical, prepared, &hits, Some(&sims), "github issue", 5);
         assert!(a.semantic_used);
         let ranked: Vec<&str> = a
             .ranked
@@ -608,7 +685,7 @@ mod tests {
             let lexical = c.lexical();
             let prepared = lexical.prepare(q);
             let hits = lexical.score(&prepared);
-            rank(&c, lexical, prepared, &hits, Some(&sims), q, 5)
+            rank_legs(&c, lexical, prepared, &hits, Some(&sims), q, 5)
         };
         // The same evidence answers for Slack and not for Discord, which no tool serves.
         let slack = answer("post a message on slack");
@@ -630,7 +707,7 @@ mod tests {
             let lexical = c.lexical();
             let prepared = lexical.prepare(q);
             let hits = lexical.score(&prepared);
-            let a = rank(&c, lexical, prepared, &hits, Some(&sims), q, 5);
+            let a = rank_legs(&c, lexical, prepared, &hits, Some(&sims), q, 5);
             a.verdict.evidence.expect("a margin makes evidence")
         };
         // Slack's tools post and react; none pins or deletes.
@@ -654,7 +731,7 @@ mod tests {
         let lexical = c.lexical();
         let prepared = lexical.prepare(q);
         let hits = lexical.score(&prepared);
-        let a = rank(&c, lexical, prepared, &hits, Some(&sims), q, 5);
+        let a = rank_legs(&c, lexical, prepared, &hits, Some(&sims), q, 5);
         let text = super::super::explain::render_hybrid(&c, q, &a);
         assert!(text.contains("actions not offered 1"), "{text}");
         let with = evidence(q);
@@ -705,7 +782,7 @@ mod tests {
         assert!(hits.is_empty(), "no lexical support at all");
         let mut sims: Vec<f32> = (0..60).map(|i| 0.1 + (i % 5) as f32 * 0.01).collect();
         sims[17] = 0.7;
-        let a = rank(&c, lexical, prepared.clone(), &hits, Some(&sims), "q", 5);
+        let a = rank_legs(&c, lexical, prepared.clone(), &hits, Some(&sims), "q", 5);
         assert!(a.verdict.fits, "{:?}", a.verdict);
         assert_eq!(names_of(&c, &a)[0], "tool_17");
         // The decision's inputs: the singled-out tool stands far above the second, only the
@@ -728,12 +805,12 @@ mod tests {
         assert!(text.contains("decision: answered (fitted score"), "{text}");
         // A flat similarity profile is no evidence, however high.
         let flat: Vec<f32> = (0..60).map(|i| 0.6 + (i % 5) as f32 * 0.01).collect();
-        let b = rank(&c, lexical, prepared.clone(), &hits, Some(&flat), "q", 5);
+        let b = rank_legs(&c, lexical, prepared.clone(), &hits, Some(&flat), "q", 5);
         assert!(!b.verdict.fits, "{:?}", b.verdict);
         // Too few tools for a background: the same profile on a small catalog gives no margin.
         let small = catalog(&tools[..10]);
         let small_hits = small.lexical().score(&prepared);
-        let c = rank(
+        let c = rank_legs(
             &small,
             small.lexical(),
             prepared,
@@ -748,5 +825,83 @@ mod tests {
             c.verdict
         );
         assert!(!c.verdict.fits);
+    }
+
+    /// Hashes each word to one of 64 coordinates: sentences that share words are near.
+    struct WordHashEncoder;
+
+    impl super::super::semantic::Embedder for WordHashEncoder {
+        fn model_id(&self) -> &str {
+            "word-hash-test"
+        }
+        fn dimensions(&self) -> usize {
+            64
+        }
+        fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    let mut v = vec![0f32; 64];
+                    for w in t.to_lowercase().split(|c: char| !c.is_alphanumeric()) {
+                        if !w.is_empty() {
+                            let h = w.bytes().fold(7usize, |h, b| h * 31 + b as usize);
+                            v[h % 64] += 1.0;
+                        }
+                    }
+                    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+                    v.iter().map(|x| x / n).collect()
+                })
+                .collect())
+        }
+    }
+
+    #[test]
+    fn phrasings_find_a_tool_in_words_its_description_never_uses() {
+        let fillers: Vec<String> = (0..60).map(|i| format!("tool_{i}")).collect();
+        let mut tools: Vec<(&str, &str, &str)> = fillers
+            .iter()
+            .map(|n| (n.as_str(), "misc", "Does a thing."))
+            .collect();
+        tools.push(("close_task", "todo", "Close a task by its id."));
+        tools.push(("add_label", "todo", "Attach a label to a task."));
+        let c = catalog(&tools);
+        let home = tempfile::tempdir().unwrap();
+        let home = crate::home::TroupeHome::at(home.path());
+        let texts = c.embedding_texts();
+        let done = std::sync::atomic::AtomicUsize::new(0);
+        let plain = SemanticReady::compute(Arc::new(WordHashEncoder), &home, &texts, &[], &done);
+        let phrasings = super::super::phrasings::Phrasings::new(
+            None,
+            [(
+                "close_task".to_string(),
+                vec![
+                    "tick off the errand".to_string(),
+                    "mark the chore done".into(),
+                ],
+            )],
+        )
+        .for_catalog(c.defs());
+        let phrased =
+            SemanticReady::compute(Arc::new(WordHashEncoder), &home, &texts, &phrasings, &done);
+        let query = "tick off the errand";
+        let without = c.hybrid_search(query, 5, Some(&plain));
+        assert_eq!(without.phrased_tools, 0);
+        assert_ne!(
+            names(&c, &without).first().map(String::as_str),
+            Some("close_task"),
+            "{:?}",
+            without.verdict
+        );
+        let with = c.hybrid_search(query, 5, Some(&phrased));
+        assert_eq!(with.phrased_tools, 1);
+        assert!(with.verdict.fits, "{:?}", with.verdict);
+        assert_eq!(names(&c, &with)[0], "close_task");
+        assert_eq!(with.verdict.threshold, FITTED_PHRASED.threshold);
+        // Both legs found it through its phrasings; the evidence still reads the tools' own
+        // text, where no word of the query is.
+        assert!(with.ranked[0].lexical.is_some() && with.ranked[0].semantic.is_some());
+        assert_eq!(with.verdict.coverage, 0.0);
+        let text = super::super::explain::render_hybrid(&c, query, &with);
+        assert!(text.contains("phrasings: 1 tools"), "{text}");
     }
 }

@@ -29,6 +29,7 @@ pub mod hybrid;
 pub mod lexical;
 pub mod listing;
 pub mod merged;
+pub mod phrasings;
 pub mod semantic;
 pub mod services;
 pub mod split;

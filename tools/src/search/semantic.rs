@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
+use super::phrasings::PhrasingLegs;
 use super::split::for_each_split_word;
 use crate::home::TroupeHome;
 use crate::tool::ToolDef;
@@ -150,6 +151,19 @@ impl ToolVectors {
     /// Whether no tool is embedded.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Each tool's vector, in catalog order.
+    pub fn rows(&self) -> impl Iterator<Item = &[f32]> {
+        self.data.chunks_exact(self.dims.max(1))
+    }
+
+    /// The first `rows` rows and the rest (all rows and none when `rows` is past the end).
+    pub fn split_at(mut self, rows: usize) -> (ToolVectors, ToolVectors) {
+        let at = (rows * self.dims).min(self.data.len());
+        let rest = self.data.split_off(at);
+        let dims = self.dims;
+        (self, ToolVectors { dims, data: rest })
     }
 
     /// Cosine similarity of `query` (unit length) to every tool, in catalog order.
@@ -430,6 +444,49 @@ pub struct SemanticReady {
     pub embedder: Arc<dyn Embedder>,
     /// The tools' vectors, or why there are none.
     pub vectors: Result<ToolVectors, String>,
+    /// The tools' phrasings with their vectors, when the settings name a phrasings file.
+    pub phrasings: Option<PhrasingLegs>,
+}
+
+impl SemanticReady {
+    /// Embeddings without phrasings.
+    pub fn new(embedder: Arc<dyn Embedder>, vectors: Result<ToolVectors, String>) -> Self {
+        SemanticReady {
+            embedder,
+            vectors,
+            phrasings: None,
+        }
+    }
+
+    /// Embeds `tools` (a catalog's embedding texts) and `phrasings` (`(tool, text)` pairs) in
+    /// one pass through the cache, counting in `done`; a failure leaves no phrasings and, if
+    /// the tools' own texts failed, no vectors.
+    pub fn compute(
+        embedder: Arc<dyn Embedder>,
+        home: &TroupeHome,
+        tools: &[String],
+        phrasings: &[(u32, String)],
+        done: &AtomicUsize,
+    ) -> SemanticReady {
+        let mut texts = tools.to_vec();
+        texts.extend(phrasings.iter().map(|(_, t)| t.clone()));
+        let all = embed_counting(embedder.as_ref(), home, &texts, done);
+        let (vectors, phrasings) = match all {
+            Ok(all) if !phrasings.is_empty() => {
+                let (own, phrased) = all.split_at(tools.len());
+                let legs = PhrasingLegs::new(tools.len(), phrasings, phrased)
+                    .inspect_err(|e| tracing::warn!(error = %e, "tool search: phrasings left out"))
+                    .ok();
+                (Ok(own), legs)
+            }
+            other => (other, None),
+        };
+        SemanticReady {
+            embedder,
+            vectors,
+            phrasings,
+        }
+    }
 }
 
 impl std::fmt::Debug for SemanticReady {
@@ -437,6 +494,7 @@ impl std::fmt::Debug for SemanticReady {
         f.debug_struct("SemanticReady")
             .field("model", &self.embedder.model_id())
             .field("tools", &self.vectors.as_ref().map(ToolVectors::len))
+            .field("phrasings", &self.phrasings)
             .finish()
     }
 }
@@ -450,7 +508,7 @@ impl SemanticSlot {
         &self,
         embedder: impl FnOnce() -> Option<Arc<dyn Embedder>> + Send + 'static,
         home: TroupeHome,
-        texts: impl FnOnce() -> Vec<String>,
+        texts: impl FnOnce() -> (Vec<String>, Vec<(u32, String)>),
     ) -> Option<Arc<SemanticReady>> {
         if let Some(ready) = self.ready() {
             return Some(ready);
@@ -458,8 +516,10 @@ impl SemanticSlot {
         if self.started.swap(true, Ordering::AcqRel) {
             return None;
         }
-        let texts = texts();
-        self.counts.0.store(texts.len(), Ordering::Relaxed);
+        let (texts, phrasings) = texts();
+        self.counts
+            .0
+            .store(texts.len() + phrasings.len(), Ordering::Relaxed);
         let counts = Arc::clone(&self.counts);
         let state = Arc::clone(&self.state);
         let spawned = std::thread::Builder::new()
@@ -472,13 +532,13 @@ impl SemanticSlot {
                     return;
                 };
                 let started = std::time::Instant::now();
-                let vectors = embed_counting(embedder.as_ref(), &home, &texts, &counts.1);
-                match &vectors {
-                    Ok(v) => tracing::debug!(tools = v.len(), elapsed = ?started.elapsed(), "tool search: embeddings ready"),
+                let computed =
+                    SemanticReady::compute(embedder, &home, &texts, &phrasings, &counts.1);
+                match &computed.vectors {
+                    Ok(v) => tracing::debug!(tools = v.len(), phrasings = phrasings.len(), elapsed = ?started.elapsed(), "tool search: embeddings ready"),
                     Err(e) => tracing::warn!(error = %e, "tool search: embedding the tools failed; ranking without the semantic leg"),
                 }
-                *crate::sync::lock(lock) =
-                    Progress::Ready(Arc::new(SemanticReady { embedder, vectors }));
+                *crate::sync::lock(lock) = Progress::Ready(Arc::new(computed));
                 ready.notify_all();
             });
         if let Err(e) = spawned {
@@ -656,7 +716,7 @@ mod tests {
                 Some(enc)
             },
             TroupeHome::at(home.path()),
-            || texts,
+            || (texts, Vec::new()),
         );
         assert!(first.is_none());
         assert_eq!(slot.progress(), Some((0, 2)));
@@ -677,7 +737,7 @@ mod tests {
         let first = slot.get_or_start(
             move || Some(loaded),
             TroupeHome::at(home.path()),
-            || vec!["abc".into(), "xyz".into()],
+            || (vec!["abc".into(), "xyz".into()], vec![(1, "cab".into())]),
         );
         assert!(first.is_none(), "the first call never waits");
         let ready = slot.wait(Duration::from_secs(30)).expect("ready");
@@ -687,11 +747,13 @@ mod tests {
             .unwrap()
             .similarities(&enc.embed(&["cab".into()]).unwrap()[0]);
         assert!(sims[0] > 0.99 && sims[1] < 0.01, "{sims:?}");
+        // The phrasing was embedded with the tools and belongs to the second.
+        assert!(ready.phrasings.is_some(), "{ready:?}");
         // Without an encoder the slot says so, and a wait returns at once instead of timing out.
         let empty = SemanticSlot::default();
         assert!(
             empty
-                .get_or_start(|| None, TroupeHome::at(home.path()), Vec::new)
+                .get_or_start(|| None, TroupeHome::at(home.path()), Default::default)
                 .is_none()
         );
         let waited = std::time::Instant::now();
