@@ -201,13 +201,14 @@ fn phrasings(
 ) {
     let tools: Vec<(String, Vec<String>)> = deferred
         .iter()
-        .map(|d| {
+        .enumerate()
+        .map(|(i, d)| {
             let words: Vec<&str> = d.description().split_whitespace().collect();
             let phrasings = (0..6)
                 .map(|k| {
                     let start = (k * 3).min(words.len());
                     let end = (start + 8).min(words.len());
-                    format!("please {} {k}", words[start..end].join(" "))
+                    format!("please {} ({i}.{k})", words[start..end].join(" "))
                 })
                 .collect();
             (d.name.clone(), phrasings)

@@ -142,7 +142,7 @@ pub const SECTIONS: &[Section] = &[
         name: "tools",
         aliases: &[],
         rows: &[
-            row("tools.tool_search", "mapping", Rule("`enabled: auto`"), "tool search and its listing (`enabled`, `listing`, `max_search_limit`, ...), read by the tool search"),
+            row("tools.tool_search", "mapping", Rule("`enabled: auto`"), "tool search and its listing (`enabled`, `listing`, `max_search_limit`, `ranking`, `phrasings`, ...), read by the tool search; docs/tool-search.md"),
             row("tools.connectors", "mapping", Unset, "the hosted connector gateway; absent or `enabled: false` turns it off"),
             row("tools.connectors.enabled", "bool", Rule("true when the section is there"), "whether the gateway is used"),
             row("tools.connectors.url", "URL", Unset, "the gateway's URL (required)"),

@@ -218,7 +218,7 @@ fn clean(requests: Vec<String>) -> Vec<String> {
 pub struct PhrasingLegs {
     index: LexicalIndex,
     owner: Vec<u32>,
-    vectors: ToolVectors,
+    vectors: Int8Vectors,
     tools: usize,
     phrased: usize,
 }
@@ -267,7 +267,7 @@ impl PhrasingLegs {
             phrased,
             index: LexicalIndex::build(&docs, &labels),
             owner: pairs.iter().map(|(doc, _)| *doc).collect(),
-            vectors,
+            vectors: Int8Vectors::new(&vectors),
             tools,
         })
     }
@@ -326,6 +326,88 @@ impl PhrasingLegs {
     }
 }
 
+/// Unit vectors stored as one byte a coordinate and a scale each: a query reads a quarter of
+/// the memory. Six phrasings a tool over 3,309 tools are 7.6 MB this way, 30 MB as `f32`, and
+/// reading them, not multiplying, is what a query's time goes to. The error of a similarity is
+/// under half a hundredth.
+struct Int8Vectors {
+    dims: usize,
+    data: Vec<i8>,
+    scales: Vec<f32>,
+}
+
+impl Int8Vectors {
+    fn new(vectors: &ToolVectors) -> Int8Vectors {
+        let mut data = Vec::with_capacity(vectors.len() * vectors.dims());
+        let mut scales = Vec::with_capacity(vectors.len());
+        let mut dims = 0;
+        for row in vectors.rows() {
+            dims = row.len();
+            let (packed, scale) = pack(row);
+            scales.push(scale);
+            data.extend(packed);
+        }
+        Int8Vectors { dims, data, scales }
+    }
+
+    /// The similarity of `query` (unit length, `dims` long) to each vector. The query is
+    /// packed the same way, so each product is of two small integers: sums of those vectorise
+    /// on any x86-64, where turning bytes into floats does not without newer instructions.
+    fn similarities(&self, query: &[f32]) -> Vec<f32> {
+        if query.len() != self.dims || self.dims == 0 {
+            return Vec::new();
+        }
+        let (packed, query_scale) = pack(query);
+        let mut out = vec![0f32; self.scales.len()];
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has just been seen to have AVX2.
+            unsafe { dots_avx2(&self.data, &packed, &mut out) };
+            return self.scaled(out, query_scale);
+        }
+        dots(&self.data, &packed, &mut out);
+        self.scaled(out, query_scale)
+    }
+
+    fn scaled(&self, mut dots: Vec<f32>, query_scale: f32) -> Vec<f32> {
+        for (d, scale) in dots.iter_mut().zip(&self.scales) {
+            *d *= scale * query_scale;
+        }
+        dots
+    }
+}
+
+/// `out[i]` = the dot product of row `i` of `rows` with `query` (rows as long as it).
+fn dots(rows: &[i8], query: &[i8], out: &mut [f32]) {
+    for (row, o) in rows.chunks_exact(query.len()).zip(out) {
+        let dot: i32 = row
+            .iter()
+            .zip(query)
+            .map(|(a, b)| i32::from(*a) * i32::from(*b))
+            .sum();
+        *o = dot as f32;
+    }
+}
+
+/// [`dots`] compiled for AVX2, which widens and multiplies sixteen bytes at a time; the
+/// baseline x86-64 target has to do it in many more steps.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dots_avx2(rows: &[i8], query: &[i8], out: &mut [f32]) {
+    dots(rows, query, out);
+}
+
+/// One byte a coordinate and the scale that gives the coordinate back.
+fn pack(v: &[f32]) -> (Vec<i8>, f32) {
+    let top = v.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let scale = if top > 0.0 { top / 127.0 } else { 1.0 };
+    let packed = v
+        .iter()
+        .map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8)
+        .collect();
+    (packed, scale)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,6 +453,34 @@ mod tests {
         );
         let long = "word ".repeat(100);
         assert!(requests_from_reply(&long).is_empty());
+    }
+
+    #[test]
+    fn a_byte_a_coordinate_keeps_similarities_within_a_hundredth() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut unit = |dims: usize| {
+            let v: Vec<f32> = (0..dims)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+                })
+                .collect();
+            let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.into_iter().map(|x| x / n).collect::<Vec<f32>>()
+        };
+        let rows: Vec<Vec<f32>> = (0..50).map(|_| unit(387)).collect();
+        let exact = ToolVectors::new(387, rows.clone()).expect("vectors");
+        let packed = Int8Vectors::new(&exact);
+        let query = unit(387);
+        let want = exact.similarities(&query);
+        let got = packed.similarities(&query);
+        assert_eq!(got.len(), 50);
+        for (w, g) in want.iter().zip(&got) {
+            assert!((w - g).abs() < 0.01, "{w} against {g}");
+        }
+        assert!(packed.similarities(&query[..10]).is_empty());
     }
 
     #[test]

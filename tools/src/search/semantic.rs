@@ -23,7 +23,8 @@ use crate::tool::ToolDef;
 
 /// Tools encoded per call to the encoder, to bound its working memory.
 const EMBED_BATCH: usize = 64;
-/// Most vectors one cache file keeps; the current catalog's come first, older ones fill the rest.
+/// Most vectors one cache file keeps: the current catalog's (its tools and their phrasings) are
+/// all kept, however many, and older ones fill what is left.
 const CACHE_MAX_VECTORS: usize = 20_000;
 /// Longest description part of a tool's embedding text, in characters. The encoder reads about
 /// 128 word pieces; more text only costs time.
@@ -151,6 +152,11 @@ impl ToolVectors {
     /// Whether no tool is embedded.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Coordinates of each vector.
+    pub fn dims(&self) -> usize {
+        self.dims
     }
 
     /// Each tool's vector, in catalog order.
@@ -296,8 +302,8 @@ fn parse_cache(bytes: &[u8], dims: usize) -> Option<HashMap<u64, Vec<f32>>> {
     Some(map)
 }
 
-/// Writes `first` then `rest` (up to `CACHE_MAX_VECTORS` in all) to `path`, through a temporary
-/// file renamed into place, so a reader never sees half a file.
+/// Writes all of `first`, then `rest` while the file holds under `CACHE_MAX_VECTORS`, to
+/// `path`, through a temporary file renamed into place, so a reader never sees half a file.
 pub fn write_cache(
     path: &Path,
     dims: usize,
@@ -311,8 +317,12 @@ pub fn write_cache(
     out.extend_from_slice(&(dims as u32).to_le_bytes());
     let mut written = std::collections::HashSet::new();
     let others = rest.iter().map(|(h, v)| (*h, v.as_slice()));
-    for (hash, v) in first.iter().copied().chain(others) {
-        if written.len() >= CACHE_MAX_VECTORS || v.len() != dims || !written.insert(hash) {
+    for (i, (hash, v)) in first.iter().copied().chain(others).enumerate() {
+        let kept_anyway = i < first.len();
+        if (!kept_anyway && written.len() >= CACHE_MAX_VECTORS)
+            || v.len() != dims
+            || !written.insert(hash)
+        {
             continue;
         }
         out.extend_from_slice(&hash.to_le_bytes());
@@ -680,6 +690,26 @@ mod tests {
         assert_eq!(read_cache(&path, 26).len(), 2);
         // Another model's dimensions: not read.
         assert!(read_cache(&path, 25).is_empty());
+    }
+
+    #[test]
+    fn the_current_catalog_is_cached_whole_past_the_cap() {
+        let home = tempfile::tempdir().unwrap();
+        let path = cache_file(&TroupeHome::at(home.path()), "m");
+        // A catalog with its phrasings can need more vectors than the cap: all are kept, and
+        // older entries only fill what the cap leaves.
+        let rows: Vec<(u64, Vec<f32>)> = (0..CACHE_MAX_VECTORS as u64 + 5)
+            .map(|h| (h, vec![1.0]))
+            .collect();
+        let first: Vec<(u64, &[f32])> = rows.iter().map(|(h, v)| (*h, v.as_slice())).collect();
+        let older: HashMap<u64, Vec<f32>> = [(u64::MAX, vec![0.5])].into_iter().collect();
+        write_cache(&path, 1, &first, &older).unwrap();
+        let read = read_cache(&path, 1);
+        assert_eq!(read.len(), CACHE_MAX_VECTORS + 5);
+        assert!(!read.contains_key(&u64::MAX));
+        // Under the cap, older entries stay.
+        write_cache(&path, 1, &first[..10], &older).unwrap();
+        assert_eq!(read_cache(&path, 1).len(), 11);
     }
 
     #[test]
