@@ -9,12 +9,15 @@ tuning data goes in: the validation set's `queries_tune.json` and the dev set. T
 is scored afterwards, never fitted on.
 
     cargo run -p troupe-tools --example retrieval_eval -- tools/search-eval/validation \\
-        --queries queries_tune.json --features /tmp/tune.jsonl
-    cargo run -p troupe-tools --example retrieval_eval -- tools/search-eval/dev --features /tmp/dev.jsonl
+        --queries queries_tune.json --features /tmp/tune.jsonl --no-phrasings
+    cargo run -p troupe-tools --example retrieval_eval -- tools/search-eval/dev \\
+        --features /tmp/dev.jsonl --no-phrasings
     python3 tools/search-eval/fit_decision.py /tmp/tune.jsonl /tmp/dev.jsonl
 
 Prints the fit (coefficients per standard deviation of each feature, so their sizes compare), a
 k-fold estimate of how it carries over, and the `FITTED` constant to paste into decision.rs.
+Without `--no-phrasings` the example ranks with each set's phrasings.json, and the fit is the
+one to paste over `FITTED_PHRASED`.
 Plain Python: no numpy needed.
 """
 

@@ -17,6 +17,7 @@ use troupe_actors::model::{ChatMessage, ModelProvider, ModelRequest};
 use troupe_tools::search::phrasings::{Phrasings, requests_from_reply};
 use troupe_tools::tool::ToolDef;
 
+use super::error::CliError;
 use super::tools::Source;
 
 /// The file is rewritten after this many tools.
@@ -134,40 +135,48 @@ async fn ask(provider: &dyn ModelProvider, def: &ToolDef) -> Result<Vec<String>,
     Ok(requests)
 }
 
-/// Runs `troupe tools phrasings`: the summary object, or why nothing could be done.
-pub(crate) async fn run(args: PhrasingsArgs) -> Result<Value, String> {
-    let loaded = super::tools::load(&args.source).await?;
+/// Runs `troupe tools phrasings`: the summary object, or why it stopped (bad input or config
+/// exit 2; a model that does not answer, a file that cannot be written or an interruption exit
+/// 1, with what was written kept).
+pub(crate) async fn run(args: PhrasingsArgs) -> Result<Value, CliError> {
+    let loaded = super::tools::load(&args.source)
+        .await
+        .map_err(CliError::usage)?;
     let result = write_all(&args, &loaded).await;
     super::tools::close(loaded.mcp).await;
     result
 }
 
-async fn write_all(args: &PhrasingsArgs, loaded: &super::tools::Loaded) -> Result<Value, String> {
+async fn write_all(args: &PhrasingsArgs, loaded: &super::tools::Loaded) -> Result<Value, CliError> {
     let configured = loaded
         .settings
         .phrasings_path()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| CliError::usage(e.to_string()))?;
     let out = match (&args.out, configured) {
         (Some(out), _) => out.clone(),
         (None, Some(configured)) => configured,
         (None, None) => {
-            return Err("say where to keep the phrasings: --out FILE, or \
-                 tools.tool_search.phrasings in the --config file"
-                .into());
+            return Err(CliError::usage(
+                "say where to keep the phrasings: --out FILE, or \
+                 tools.tool_search.phrasings in the --config file",
+            ));
         }
     };
     let provider = loaded
         .settings
         .model
         .provider(&loaded.settings.home)
-        .map_err(|e| e.to_string())?
-        .ok_or(
-            "no model to write with: set model.base_url (an OpenAI-compatible API such as \
-             http://127.0.0.1:8080/v1) in the --config file, or TROUPE_BASE_URL",
-        )?;
+        .map_err(|e| CliError::usage(e.to_string()))?
+        .ok_or_else(|| {
+            CliError::usage(
+                "no model to write with: set model.base_url (an OpenAI-compatible API such as \
+                 http://127.0.0.1:8080/v1) in the --config file, or TROUPE_BASE_URL",
+            )
+        })?;
     // A file that is there but unreadable is kept as it is, not overwritten.
     let mut kept: Vec<(String, Vec<String>)> = if out.exists() {
-        Phrasings::read(&out)?
+        Phrasings::read(&out)
+            .map_err(|e| CliError::usage(format!("{e}; fix it, or move it away to start anew")))?
             .iter()
             .map(|(name, list)| (name.to_string(), list.to_vec()))
             .collect()
@@ -186,7 +195,7 @@ async fn write_all(args: &PhrasingsArgs, loaded: &super::tools::Loaded) -> Resul
     let save = |kept: &[(String, Vec<String>)]| {
         Phrasings::new(Some(written_by.clone()), kept.iter().cloned())
             .write(&out)
-            .map_err(|e| format!("cannot write {}: {e}", out.display()))
+            .map_err(|e| CliError::failed(format!("cannot write {}: {e}", out.display())))
     };
     let total = todo.len();
     let mut replies = futures::stream::iter(todo.into_iter().map(|def| {
@@ -198,7 +207,28 @@ async fn write_all(args: &PhrasingsArgs, loaded: &super::tools::Loaded) -> Resul
     }))
     .buffered(args.parallel.max(1));
     let (mut written, mut failed, mut in_a_row, mut since_save) = (0usize, Vec::new(), 0, 0);
-    while let Some((def, answer)) = replies.next().await {
+    let end_progress = || {
+        if total > 0 {
+            eprintln!();
+        }
+    };
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
+    loop {
+        let next = tokio::select! {
+            next = replies.next() => next,
+            _ = &mut interrupted => {
+                end_progress();
+                save(&kept)?;
+                return Err(CliError::failed(format!(
+                    "interrupted; {written} tools were written to {}; run again to go on",
+                    out.display()
+                )));
+            }
+        };
+        let Some((def, answer)) = next else {
+            break;
+        };
         match answer {
             Ok(requests) => {
                 kept.retain(|(name, _)| *name != def.name);
@@ -212,12 +242,13 @@ async fn write_all(args: &PhrasingsArgs, loaded: &super::tools::Loaded) -> Resul
                 failed.push(json!({"tool": def.name, "error": e}));
                 in_a_row += 1;
                 if in_a_row >= FAILURES_IN_A_ROW {
+                    end_progress();
                     save(&kept)?;
-                    return Err(format!(
+                    return Err(CliError::failed(format!(
                         "the model failed {in_a_row} tools in a row, last with: {e}. \
                          {written} tools were written to {}; run again to go on",
                         out.display()
-                    ));
+                    )));
                 }
             }
         }
@@ -230,14 +261,14 @@ async fn write_all(args: &PhrasingsArgs, loaded: &super::tools::Loaded) -> Resul
             written + failed.len()
         );
     }
-    if total > 0 {
-        eprintln!();
-    }
+    end_progress();
     save(&kept)?;
+    // `kept`: entries the file already had and this run left as they were (tools of other
+    // catalogs too: one file may serve several).
     Ok(json!({
         "file": out.display().to_string(),
         "written": written,
-        "kept": kept.len() - written,
+        "kept": kept.len().saturating_sub(written),
         "failed": failed,
         "tools": catalog.len(),
     }))

@@ -121,7 +121,7 @@ pub(crate) async fn run(command: ToolsCommand) -> i32 {
                     println!("{summary}");
                     EXIT_DONE
                 }
-                Err(message) => report("tools phrasings", Err(CliError::usage(message))),
+                Err(error) => report("tools phrasings", Err(error)),
             };
         }
         other => other,
@@ -131,6 +131,7 @@ pub(crate) async fn run(command: ToolsCommand) -> i32 {
         ToolsCommand::Describe(a) => &a.source,
         ToolsCommand::Call(a) => &a.source,
         ToolsCommand::Assemble(a) => &a.source,
+        // Answered above.
         ToolsCommand::Phrasings(a) => &a.source,
     };
     // An unusable catalog or config is bad input; anything else is answered in the JSON object.
@@ -169,6 +170,7 @@ pub(crate) async fn run(command: ToolsCommand) -> i32 {
         },
         ToolsCommand::Call(a) => call(&loaded, &a.args, a.dry_run).await,
         ToolsCommand::Assemble(a) => assembly_json(&loaded, a.context_length),
+        // Answered above.
         ToolsCommand::Phrasings(_) => Value::Null,
     };
     println!("{output}");

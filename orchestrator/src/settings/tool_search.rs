@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
-use troupe_tools::ToolSearchConfig;
 use troupe_tools::home::TroupeHome;
 use troupe_tools::search::phrasings::Phrasings;
 use troupe_tools::text::yaml_kind;
+use troupe_tools::{Ranking, ToolSearchConfig};
 
 use super::keys::{ConfigError, invalid};
 
@@ -27,6 +27,10 @@ pub(super) fn tool_search_section(
     let Some(path) = phrasings_path(section, base)? else {
         return Ok(config);
     };
+    // Only the hybrid ranking reads them.
+    if config.ranking != Ranking::Hybrid {
+        return Ok(config);
+    }
     if !path.exists() {
         warnings.push(format!(
             "`{PHRASINGS_KEY}` names {}, which does not exist yet: tool search runs without \

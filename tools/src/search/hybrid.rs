@@ -161,7 +161,8 @@ pub struct HybridMatch {
     pub score: f64,
     /// Whether the query is the tool's name.
     pub exact: bool,
-    /// Rank (from 1) and BM25F score in the lexical leg.
+    /// Rank (from 1) and score in the lexical leg: BM25F, or with phrasings the blend of
+    /// shares the leg is ordered by ([`super::phrasings`]).
     pub lexical: Option<(usize, f64)>,
     /// Rank (from 1) and cosine similarity in the semantic leg.
     pub semantic: Option<(usize, f32)>,
@@ -477,7 +478,9 @@ fn rank(catalog: &Catalog, legs: Legs<'_>, query: &str, limit: usize) -> HybridA
             unoffered: if named.unoffered { 1.0 } else { 0.0 },
         }
     });
-    let fitted = if phrased_tools > 0 {
+    // The phrased coefficients were fitted on catalogs phrased whole; a file written for
+    // another catalog, or a run of `troupe tools phrasings` cut short, moves few similarities.
+    let fitted = if phrased_tools > 0 && phrased_tools * 2 >= n {
         &FITTED_PHRASED
     } else {
         &FITTED
@@ -870,17 +873,20 @@ mod tests {
         let texts = c.embedding_texts();
         let done = std::sync::atomic::AtomicUsize::new(0);
         let plain = SemanticReady::compute(Arc::new(WordHashEncoder), &home, &texts, &[], &done);
-        let phrasings = super::super::phrasings::Phrasings::new(
-            None,
-            [(
-                "close_task".to_string(),
-                vec![
-                    "tick off the errand".to_string(),
-                    "mark the chore done".into(),
-                ],
-            )],
-        )
-        .for_catalog(c.defs());
+        // The whole catalog is phrased, as `troupe tools phrasings` leaves it.
+        let mut phrased: Vec<(String, Vec<String>)> = fillers
+            .iter()
+            .map(|n| (n.clone(), vec!["do the usual thing for me".to_string()]))
+            .collect();
+        phrased.push((
+            "close_task".to_string(),
+            vec![
+                "tick off the errand".to_string(),
+                "mark the chore done".into(),
+            ],
+        ));
+        let phrasings =
+            super::super::phrasings::Phrasings::new(None, phrased).for_catalog(c.defs());
         let phrased =
             SemanticReady::compute(Arc::new(WordHashEncoder), &home, &texts, &phrasings, &done);
         let query = "tick off the errand";
@@ -893,7 +899,7 @@ mod tests {
             without.verdict
         );
         let with = c.hybrid_search(query, 5, Some(&phrased));
-        assert_eq!(with.phrased_tools, 1);
+        assert_eq!(with.phrased_tools, 61);
         assert!(with.verdict.fits, "{:?}", with.verdict);
         assert_eq!(names(&c, &with)[0], "close_task");
         assert_eq!(with.verdict.threshold, FITTED_PHRASED.threshold);
@@ -902,6 +908,6 @@ mod tests {
         assert!(with.ranked[0].lexical.is_some() && with.ranked[0].semantic.is_some());
         assert_eq!(with.verdict.coverage, 0.0);
         let text = super::super::explain::render_hybrid(&c, query, &with);
-        assert!(text.contains("phrasings: 1 tools"), "{text}");
+        assert!(text.contains("phrasings: 61 tools"), "{text}");
     }
 }

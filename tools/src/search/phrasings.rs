@@ -39,6 +39,8 @@ pub const SEMANTIC_SHARE: f32 = 0.3;
 pub const MAX_PER_TOOL: usize = 12;
 /// Longest phrasing kept, in bytes; a longer line is not a request.
 pub const MAX_LEN: usize = 200;
+/// Largest phrasings file read, in bytes.
+pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The phrasings of a file, by tool name.
 #[derive(Debug, Clone)]
@@ -111,8 +113,19 @@ impl Phrasings {
         Ok(Phrasings::new(written_by, pairs))
     }
 
-    /// Reads a phrasings file.
+    /// Reads a phrasings file (at most [`MAX_FILE_BYTES`]).
     pub fn read(path: &Path) -> Result<Phrasings, String> {
+        let size = std::fs::metadata(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+            .len();
+        if size > MAX_FILE_BYTES {
+            return Err(format!(
+                "{} is {size} bytes, more than the {} MiB a phrasings file may be; a dozen \
+                 requests for each of 10,000 tools take about 10 MiB",
+                path.display(),
+                MAX_FILE_BYTES / (1024 * 1024)
+            ));
+        }
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         Phrasings::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
@@ -135,13 +148,20 @@ impl Phrasings {
         text
     }
 
-    /// Writes the file whole or not at all (a temporary file renamed over it).
+    /// Writes the file whole or not at all: a temporary file of this process, on disk before it
+    /// is renamed over the old one.
     pub fn write(&self, path: &Path) -> std::io::Result<()> {
-        let tmp = path.with_extension("json.partial");
-        std::fs::write(&tmp, self.to_file_text())?;
-        std::fs::rename(&tmp, path).inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })
+        use std::io::Write;
+        let tmp = path.with_extension(format!("partial.{}", std::process::id()));
+        let written = std::fs::File::create(&tmp).and_then(|mut file| {
+            file.write_all(self.to_file_text().as_bytes())?;
+            file.sync_all()
+        });
+        written
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .inspect_err(|_| {
+                let _ = std::fs::remove_file(&tmp);
+            })
     }
 
     /// A tool's phrasings (empty when it has none).
@@ -188,18 +208,38 @@ pub fn requests_from_reply(reply: &str) -> Vec<String> {
     clean(
         reply
             .lines()
+            .map(|line| strip_list_mark(line.trim()))
+            // "Here are six requests:" introduces the list; it is not one of them.
+            .filter(|line| !line.ends_with(':'))
             .map(|line| {
-                line.trim()
-                    .trim_start_matches(|c: char| {
-                        c.is_ascii_digit() || matches!(c, '-' | '*' | '•' | '.' | ')' | ' ')
-                    })
-                    .trim()
-                    .trim_matches(|c| c == '"' || c == '\'')
+                line.trim_matches(|c| c == '"' || c == '\'')
                     .trim()
                     .to_string()
             })
             .collect(),
     )
+}
+
+/// `line` without a list mark (`1.`, `2)`, `-`, `*`, `•`) and the space after it; a number
+/// that starts the request itself ("3 tickets are late") stays.
+fn strip_list_mark(line: &str) -> &str {
+    let digits = line.len() - line.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let rest = if digits > 0 {
+        match line[digits..].strip_prefix(['.', ')']) {
+            Some(rest) => rest,
+            None => return line,
+        }
+    } else {
+        match line.strip_prefix(['-', '*', '•']) {
+            Some(rest) => rest,
+            None => return line,
+        }
+    };
+    if rest.starts_with(char::is_whitespace) {
+        rest.trim_start()
+    } else {
+        line
+    }
 }
 
 fn clean(requests: Vec<String>) -> Vec<String> {
@@ -329,7 +369,7 @@ impl PhrasingLegs {
 /// Unit vectors stored as one byte a coordinate and a scale each: a query reads a quarter of
 /// the memory. Six phrasings a tool over 3,309 tools are 7.6 MB this way, 30 MB as `f32`, and
 /// reading them, not multiplying, is what a query's time goes to. The error of a similarity is
-/// under half a hundredth.
+/// under a hundredth.
 struct Int8Vectors {
     dims: usize,
     data: Vec<i8>,
@@ -378,6 +418,8 @@ impl Int8Vectors {
 }
 
 /// `out[i]` = the dot product of row `i` of `rows` with `query` (rows as long as it).
+/// Inlined, so that [`dots_avx2`] compiles its own copy for AVX2.
+#[inline(always)]
 fn dots(rows: &[i8], query: &[i8], out: &mut [f32]) {
     for (row, o) in rows.chunks_exact(query.len()).zip(out) {
         let dot: i32 = row
@@ -453,6 +495,17 @@ mod tests {
         );
         let long = "word ".repeat(100);
         assert!(requests_from_reply(&long).is_empty());
+        // A number that is part of the request stays; an introduction is not a request.
+        assert_eq!(
+            requests_from_reply(
+                "Here are six requests:\n3D print the bracket\n2 tickets are late, close them\n10. -5 degrees tomorrow?"
+            ),
+            [
+                "3D print the bracket",
+                "2 tickets are late, close them",
+                "-5 degrees tomorrow?"
+            ]
+        );
     }
 
     #[test]

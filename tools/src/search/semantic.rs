@@ -469,8 +469,10 @@ impl SemanticReady {
     }
 
     /// Embeds `tools` (a catalog's embedding texts) and `phrasings` (`(tool, text)` pairs) in
-    /// one pass through the cache, counting in `done`; a failure leaves no phrasings and, if
-    /// the tools' own texts failed, no vectors.
+    /// one pass through the cache, counting in `done`: one pass, so the cache file keeps both
+    /// (two writes would each keep their own texts first and push the other's out past the
+    /// cap). When that pass fails, the tools' texts are tried alone and the leg goes on without
+    /// phrasings. On a cold cache the leg waits for the phrasings too (about six texts a tool).
     pub fn compute(
         embedder: Arc<dyn Embedder>,
         home: &TroupeHome,
@@ -478,18 +480,25 @@ impl SemanticReady {
         phrasings: &[(u32, String)],
         done: &AtomicUsize,
     ) -> SemanticReady {
+        if phrasings.is_empty() {
+            let vectors = embed_counting(embedder.as_ref(), home, tools, done);
+            return SemanticReady::new(embedder, vectors);
+        }
         let mut texts = tools.to_vec();
         texts.extend(phrasings.iter().map(|(_, t)| t.clone()));
-        let all = embed_counting(embedder.as_ref(), home, &texts, done);
-        let (vectors, phrasings) = match all {
-            Ok(all) if !phrasings.is_empty() => {
+        let (vectors, phrasings) = match embed_counting(embedder.as_ref(), home, &texts, done) {
+            Ok(all) => {
                 let (own, phrased) = all.split_at(tools.len());
                 let legs = PhrasingLegs::new(tools.len(), phrasings, phrased)
                     .inspect_err(|e| tracing::warn!(error = %e, "tool search: phrasings left out"))
                     .ok();
                 (Ok(own), legs)
             }
-            other => (other, None),
+            Err(e) => {
+                tracing::warn!(error = %e, "tool search: embedding the phrasings failed; trying the tools alone");
+                let alone = embed_counting(embedder.as_ref(), home, tools, &AtomicUsize::new(0));
+                (alone, None)
+            }
         };
         SemanticReady {
             embedder,
