@@ -5,6 +5,7 @@
 //! server is a warning and the rest start.
 //!
 //! One file per section: `model.rs` (and the one model/provider resolution), `toolsets.rs`,
+//! `tool_search.rs` (the part of `tools.tool_search` that needs the file's folder: phrasings),
 //! [`kanban`] (with `profiles:`), [`terminal`] (with `code_execution:`; the backend choice in
 //! `backend.rs`), `sessions.rs`, [`hooks`] (the shape of a hook command, shared with
 //! `plugin.yaml`), [`plugins`], [`serve`], [`observability`]; [`secrets`] says which values are
