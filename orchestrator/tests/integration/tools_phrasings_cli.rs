@@ -59,6 +59,19 @@ fn troupe(dir: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `troupe tools phrasings` with troupe.yaml and the catalog of `dir`, and `extra`.
+fn write_phrasings(dir: &Path, extra: &[&str]) -> Output {
+    let base = [
+        "tools",
+        "phrasings",
+        "--config",
+        "troupe.yaml",
+        "--catalog",
+        "catalog.json",
+    ];
+    troupe(dir, &[&base[..], extra].concat())
+}
+
 fn stdout_json(out: &Output) -> Value {
     assert!(
         out.status.success(),
@@ -94,17 +107,8 @@ async fn the_model_writes_phrasings_once_and_search_ranks_with_them() {
         ),
     )
     .unwrap();
-    let write = [
-        "tools",
-        "phrasings",
-        "--config",
-        "troupe.yaml",
-        "--catalog",
-        "catalog.json",
-        "--parallel",
-        "1",
-    ];
-    let summary = stdout_json(&troupe(dir.path(), &write));
+    let write = ["--parallel", "1"];
+    let summary = stdout_json(&write_phrasings(dir.path(), &write));
     assert_eq!(summary["written"], 63, "{summary}");
     assert_eq!(summary["failed"], json!([]), "{summary}");
     // The model was shown each tool, in order.
@@ -135,7 +139,7 @@ async fn the_model_writes_phrasings_once_and_search_ranks_with_them() {
     );
 
     // A second run goes on where the first stopped: nothing left to ask.
-    let again = stdout_json(&troupe(dir.path(), &write));
+    let again = stdout_json(&write_phrasings(dir.path(), &write));
     assert_eq!(
         (again["written"].clone(), again["kept"].clone()),
         (json!(0), json!(63))
@@ -229,32 +233,10 @@ fn a_bad_phrasings_setting_or_file_is_a_config_error_that_says_what_to_send() {
 
     // Writing needs a model and a place to write to.
     std::fs::write(dir.path().join("troupe.yaml"), "tools: {}\n").unwrap();
-    let out = troupe(
-        dir.path(),
-        &[
-            "tools",
-            "phrasings",
-            "--config",
-            "troupe.yaml",
-            "--catalog",
-            "catalog.json",
-        ],
-    );
+    let out = write_phrasings(dir.path(), &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--out FILE"));
-    let out = troupe(
-        dir.path(),
-        &[
-            "tools",
-            "phrasings",
-            "--config",
-            "troupe.yaml",
-            "--catalog",
-            "catalog.json",
-            "--out",
-            "p.json",
-        ],
-    );
+    let out = write_phrasings(dir.path(), &["--out", "p.json"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("model.base_url"));
     assert!(!dir.path().join("p.json").exists());

@@ -483,6 +483,18 @@ mod tests {
     }
 
     #[test]
+    fn a_file_past_the_limit_is_refused_unread() {
+        let dir = tempfile::tempdir().expect("a folder");
+        let path = dir.path().join("phrasings.json");
+        // Sparse: the size is what is checked, before anything is read.
+        std::fs::File::create(&path)
+            .and_then(|f| f.set_len(MAX_FILE_BYTES + 1))
+            .expect("a large file");
+        let err = Phrasings::read(&path).expect_err("too large");
+        assert!(err.contains("64 MiB"), "{err}");
+    }
+
+    #[test]
     fn a_reply_becomes_requests() {
         let reply = "1. close the grocery task\n- \"tick off the shopping\"\n\n* done with the dentist call\n2) close the grocery task\n";
         assert_eq!(
