@@ -17,7 +17,8 @@ is scored afterwards, never fitted on.
 Prints the fit (coefficients per standard deviation of each feature, so their sizes compare), a
 k-fold estimate of how it carries over, and the `FITTED` constant to paste into decision.rs.
 Without `--no-phrasings` the example ranks with each set's phrasings.json, and the fit is the
-one to paste over `FITTED_PHRASED`.
+one to paste over `FITTED_PHRASED`. `--separation` adds how far any threshold could go on the
+same evidence (docs/benchmarks.md, "What the evidence can tell apart").
 Plain Python: no numpy needed.
 """
 
@@ -160,6 +161,61 @@ def choose_threshold(zs, ys, args, ruled=(0, 0), ruled_n=(0, 0)):
     return best_threshold(zs, ys, args.silence_cost, ruled, ruled_n)
 
 
+def folds_of(ys, folds, seed):
+    """Each row's fold, stratified by label, from a fixed seed."""
+    rng = random.Random(seed)
+    fold_of = [0] * len(ys)
+    for label in (0, 1):
+        rows = [i for i, y in enumerate(ys) if y == label]
+        rng.shuffle(rows)
+        for k, i in enumerate(rows):
+            fold_of[i] = k % folds
+    return fold_of
+
+
+def out_of_fold(xs, ys, folds, l2, seed):
+    """Each row's log-odds from a fit on the other folds."""
+    fold_of = folds_of(ys, folds, seed)
+    zs = [0.0] * len(ys)
+    for k in range(folds):
+        train = [i for i in range(len(ys)) if fold_of[i] != k]
+        test = [i for i in range(len(ys)) if fold_of[i] == k]
+        m_, s_ = standardise([xs[i] for i in train])
+        st = lambda x: [(v - m) / s for v, m, s in zip(x, m_, s_)]
+        w = fit([st(xs[i]) for i in train], [ys[i] for i in train], l2)
+        for i, z in zip(test, logits(w, [st(xs[i]) for i in test])):
+            zs[i] = z
+    return zs
+
+
+def separation(xs, ys, ruled, ruled_n, folds, l2, seeds=5):
+    """How well the evidence can tell the classes apart at all, whatever threshold is chosen:
+    out-of-fold AUC, and for a bound on the answerable queries answered with nothing, the best
+    absent precision any threshold reaches under it (rules included). Averaged over `seeds`
+    fold assignments."""
+    bounds = (0.03, 0.05, 0.10)
+    sums = [0.0] * (1 + len(bounds))
+    n_pos = sum(ys) + ruled_n[1]
+    n_neg = len(ys) - sum(ys) + ruled_n[0]
+    for seed in range(45, 45 + seeds):
+        zs = out_of_fold(xs, ys, folds, l2, seed)
+        pos = sorted(z for z, y in zip(zs, ys) if y == 1)
+        neg = [z for z, y in zip(zs, ys) if y == 0]
+        sums[0] += sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / len(pos) / len(neg)
+        for j, bound in enumerate(bounds):
+            # Silence the lowest answerable rows the bound allows; a threshold at the next one.
+            allowed = int(bound * n_pos) - ruled[1]
+            t = pos[max(0, min(allowed, len(pos) - 1))] if allowed >= 0 else float("-inf")
+            answered = sum(z >= t for z in neg) + ruled[0]
+            sums[1 + j] += 1 - answered / n_neg
+    print(f"separation, out of fold over {seeds} fold draws: AUC {sums[0] / seeds:.3f}")
+    for j, bound in enumerate(bounds):
+        print(
+            f"  at most {bound:.0%} of answerable queries answered with nothing: absent "
+            f"precision at best {sums[1 + j] / seeds:.3f}"
+        )
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("features", nargs="+", help="JSON-lines files from --features")
@@ -191,6 +247,12 @@ def main():
         "it was not fitted on, such as the held-out part, without rebuilding",
     )
     ap.add_argument(
+        "--separation",
+        action="store_true",
+        help="also print how far any threshold can go on this evidence: out-of-fold AUC and the "
+        "best absent precision at 3, 5 and 10 %% of answerable queries answered with nothing",
+    )
+    ap.add_argument(
         "--without",
         nargs="+",
         default=[],
@@ -211,13 +273,7 @@ def main():
     std = lambda x: [(v - m) / s for v, m, s in zip(x, mean, sd)]
 
     # How the fit carries over: k folds, stratified by label, fixed seed.
-    rng = random.Random(45)
-    idx = {0: [i for i, y in enumerate(ys) if y == 0], 1: [i for i, y in enumerate(ys) if y == 1]}
-    fold_of = [0] * len(ys)
-    for label in idx:
-        rng.shuffle(idx[label])
-        for k, i in enumerate(idx[label]):
-            fold_of[i] = k % args.folds
+    fold_of = folds_of(ys, args.folds, 45)
     answered_pos = silent_neg = 0
     for k in range(args.folds):
         train = [i for i in range(len(ys)) if fold_of[i] != k]
@@ -265,6 +321,8 @@ def main():
     print("};")
     for path in args.score:
         score(path, bias, dict(zip(FEATURES, raw)), t)
+    if args.separation:
+        separation(xs, ys, ruled, ruled_n, args.folds, args.l2)
 
 
 def score(path, bias, coefficients, t):
