@@ -72,6 +72,22 @@ fn write_phrasings(dir: &Path, extra: &[&str]) -> Output {
     troupe(dir, &[&base[..], extra].concat())
 }
 
+/// `troupe tools search` of `query` with troupe.yaml and the catalog of `dir`, and `extra`.
+fn search_tools(dir: &Path, query: &str, extra: &[&str]) -> Output {
+    let args = json!({"queries": [query]}).to_string();
+    let base = [
+        "tools",
+        "search",
+        "--config",
+        "troupe.yaml",
+        "--catalog",
+        "catalog.json",
+        "--args",
+        args.as_str(),
+    ];
+    troupe(dir, &[&base[..], extra].concat())
+}
+
 fn stdout_json(out: &Output) -> Value {
     assert!(
         out.status.success(),
@@ -147,23 +163,13 @@ async fn the_model_writes_phrasings_once_and_search_ranks_with_them() {
     assert_eq!(server.requests().len(), 63);
 
     // Search ranks with them: the request's words are only in the phrasings.
-    let args = json!({"queries": ["tick off the errand"]}).to_string();
-    let search = [
-        "tools",
-        "search",
-        "--config",
-        "troupe.yaml",
-        "--catalog",
-        "catalog.json",
-        "--args",
-        args.as_str(),
-    ];
-    let found = stdout_json(&troupe(dir.path(), &search));
+    let query = "tick off the errand";
+    let found = stdout_json(&search_tools(dir.path(), query, &[]));
     assert_eq!(
         found["results"][0]["matches"][0], "todo_close_task",
         "{found}"
     );
-    let explained = troupe(dir.path(), &[&search[..], &["--explain"]].concat());
+    let explained = search_tools(dir.path(), query, &["--explain"]);
     let text = String::from_utf8_lossy(&explained.stdout);
     assert!(text.contains("phrasings: 63 tools"), "{text}");
     // Without them the same query finds nothing: none of its words is in the tools' text.
@@ -172,7 +178,7 @@ async fn the_model_writes_phrasings_once_and_search_ranks_with_them() {
         format!("model:\n  base_url: {}\n", server.url()),
     )
     .unwrap();
-    let plain = stdout_json(&troupe(dir.path(), &search));
+    let plain = stdout_json(&search_tools(dir.path(), query, &[]));
     assert_ne!(
         plain["results"][0]["matches"][0], "todo_close_task",
         "{plain}"
@@ -185,20 +191,7 @@ fn a_bad_phrasings_setting_or_file_is_a_config_error_that_says_what_to_send() {
     write_catalog(dir.path());
     let search = |config: &str| {
         std::fs::write(dir.path().join("troupe.yaml"), config).unwrap();
-        let args = json!({"queries": ["close a task"]}).to_string();
-        troupe(
-            dir.path(),
-            &[
-                "tools",
-                "search",
-                "--config",
-                "troupe.yaml",
-                "--catalog",
-                "catalog.json",
-                "--args",
-                &args,
-            ],
-        )
+        search_tools(dir.path(), "close a task", &[])
     };
     let out = search("tools:\n  tool_search:\n    phrasings: 5\n");
     assert_eq!(out.status.code(), Some(2));
